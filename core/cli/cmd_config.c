@@ -1,0 +1,3 @@
+/* (being written) */
+#include "config.h"
+#include "cli-private.h"

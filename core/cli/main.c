@@ -1,0 +1,54 @@
+/* crl: the command-line front end of libcrl. */
+#include "config.h"
+#include "cli-private.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    int (*run)(int, char **);
+    const char *summary;
+} commands[] = {
+    { "version", crl__cmd_version, "print crl's version and ABI" },
+    { "plugins", crl__cmd_plugins, "list loaded plugins and what they registered" },
+    { "config", crl__cmd_config, "check or show a layered configuration" },
+    { "bench", crl__cmd_bench, "run a benchmark and print its figures" },
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "Usage: crl COMMAND [ARGS...]\n\n"
+               "crl is a reinforcement-learning framework whose environments, transforms,\n"
+               "storages and losses are plugins named in INI files.\n\nCommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nRun 'crl COMMAND --help' for a command's options.\n"
+               "Exit status: 0 ok, 1 runtime failure, 2 bad usage or bad config.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return CRL_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return CRL_EXIT_OK;
+    }
+    if (!strcmp(cmd, "--version"))
+        return crl__cmd_version(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(cmd, commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
+    const char *names[sizeof commands / sizeof commands[0] + 1];
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        names[i] = commands[i].name;
+    names[sizeof commands / sizeof commands[0]] = NULL;
+    const char *hint = crl_did_you_mean(cmd, names);
+    fprintf(stderr, "crl: unknown command '%s'%s%s%s; run 'crl --help' for the list\n", cmd,
+            hint ? "; did you mean '" : "", hint ? hint : "", hint ? "'?" : "");
+    return CRL_EXIT_USAGE;
+}

@@ -1,0 +1,117 @@
+/* Shared start-up of the subcommands: config layers, host, plugins. */
+#include "config.h"
+#include "cli-private.h"
+
+#include <glib.h>
+#include <string.h>
+
+static bool is_override(const char *arg)
+{
+    /* "section.key=value": an '=' after a dotted name.  A path holding '='
+     * is still a file when it exists. */
+    const char *eq = strchr(arg, '=');
+    if (!eq || g_file_test(arg, G_FILE_TEST_EXISTS))
+        return false;
+    const char *dot = memchr(arg, '.', (size_t)(eq - arg));
+    return dot != NULL && dot != arg;
+}
+
+int crl__cli_setup(crl_cli_ctx *ctx, int nargs, char **args, unsigned flags, crl_error *err)
+{
+    memset(ctx, 0, sizeof *ctx);
+    GPtrArray *files = g_ptr_array_new();
+    GPtrArray *ovr = g_ptr_array_new();
+    for (int i = 0; i < nargs; i++) {
+        if (args[i][0] == '-' && args[i][1] != '\0') {
+            g_ptr_array_free(files, TRUE);
+            g_ptr_array_free(ovr, TRUE);
+            return crl_error_set(err, CRL_E_USAGE, "unknown option '%s'", args[i]);
+        }
+        g_ptr_array_add(is_override(args[i]) ? ovr : files, g_strdup(args[i]));
+    }
+    g_ptr_array_add(files, NULL);
+    g_ptr_array_add(ovr, NULL);
+    ctx->files = (char **)g_ptr_array_free(files, FALSE);
+    ctx->overrides = (char **)g_ptr_array_free(ovr, FALSE);
+
+    if ((flags & CRL_CLI_REQUIRE_FILE) && !ctx->files[0]) {
+        crl_error_set(err, CRL_E_USAGE, "no experiment file given (e.g. conf/examples/plugins-check.ini)");
+        goto fail;
+    }
+    if (!(ctx->cfg = crl_config_new(err)))
+        goto fail;
+    if (crl_config_load_defaults(ctx->cfg, err))
+        goto fail;
+    for (char **f = ctx->files; *f; f++)
+        if (crl_config_load_file(ctx->cfg, *f, CRL_LAYER_FILE, err))
+            goto fail;
+    if (!(ctx->host = crl_host_new(ctx->cfg, err)))
+        goto fail;
+    /* The base schema already knows [plugins], [log] and [plugin.*], which is
+     * what an override like plugin.gym.python_path=... needs to resolve. */
+    for (char **o = ctx->overrides; *o; o++)
+        if (crl_config_override(ctx->cfg, crl_host_schema(ctx->host), *o, err))
+            goto fail;
+    if (flags & CRL_CLI_LOAD_PLUGINS) {
+        int rc = crl_host_load_configured(ctx->host, err);
+        if (rc && !(flags & CRL_CLI_TOLERATE_PLUGIN_FAILURES))
+            goto fail;
+        if (rc)
+            crl_error_clear(err);
+    }
+    if ((flags & CRL_CLI_VALIDATE) && crl_config_validate(ctx->cfg, crl_host_schema(ctx->host), err))
+        goto fail;
+    return CRL_OK;
+fail:
+    crl__cli_teardown(ctx);
+    return err ? err->code : CRL_E_INVALID;
+}
+
+void crl__cli_teardown(crl_cli_ctx *ctx)
+{
+    crl_host_free(ctx->host);
+    crl_config_free(ctx->cfg);
+    g_strfreev(ctx->files);
+    g_strfreev(ctx->overrides);
+    memset(ctx, 0, sizeof *ctx);
+}
+
+int crl__cli_exit_code(const crl_error *err)
+{
+    switch (err->code) {
+    case CRL_OK:
+        return CRL_EXIT_OK;
+    case CRL_E_USAGE:
+    case CRL_E_CONFIG:
+    case CRL_E_NOT_FOUND:
+    case CRL_E_INVALID:
+        return CRL_EXIT_USAGE;
+    default:
+        return CRL_EXIT_RUNTIME;
+    }
+}
+
+void crl__cli_print_error(const char *cmd, const crl_error *err)
+{
+    fprintf(stderr, "crl %s: %s\n", cmd, err->message[0] ? err->message : crl_status_name(err->code));
+}
+
+void crl__cli_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        switch (*p) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\t': fputs("\\t", f); break;
+        case '\r': fputs("\\r", f); break;
+        default:
+            if (*p < 0x20)
+                fprintf(f, "\\u%04x", *p);
+            else
+                fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}

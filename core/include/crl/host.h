@@ -1,0 +1,91 @@
+/* libcrl application API: the plugin host (loader and registries).
+ *
+ * The host loads plugins named by the config, validates each descriptor
+ * before running any plugin code, runs init (where the plugin registers its
+ * components), and answers lookups "kind/name".  See DESIGN.md, "Plugin ABI". */
+#ifndef CRL_HOST_H
+#define CRL_HOST_H
+
+#include <crl/config.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What the host knows of one loaded plugin (borrowed from the host). */
+typedef struct crl_plugin_info {
+    const char *name;
+    const char *version;
+    const char *license;
+    const char *description;
+    const char *path;          /* file it came from; "(built-in)" for static ones */
+    uint32_t abi_major;
+    uint32_t abi_minor;
+    bool builtin;
+} crl_plugin_info;
+
+/* New host over `cfg` (borrowed; must outlive the host; may be NULL for an
+ * empty config).  Loads nothing yet. */
+CRL_API crl_host *crl_host_new(const crl_config *cfg, crl_error *err);
+/* Run every plugin's fini in reverse load order, then dlclose.  NULL-safe. */
+CRL_API void crl_host_free(crl_host *host);
+
+/* The plugin search path in order: [plugins] path, $CRL_PLUGIN_PATH
+ * (colon-separated), the user dir ($XDG_DATA_HOME/crl/plugins), the system
+ * dir from configure.  Borrowed, NULL-terminated. */
+CRL_API const char *const *crl_host_search_path(const crl_host *host);
+
+/* Load what [plugins] asks for: the plugins listed in `load` (each searched
+ * along the path), or with `autoload = true` (the default when `load` is
+ * empty) every *.so found along the path; names in `disable` are skipped;
+ * a name found in several dirs loads from the first.  One plugin's failure
+ * does not stop the others: it is recorded (crl_host_failure_*) and the
+ * first one is returned in err (CRL_E_PLUGIN / CRL_E_ABI / ...). */
+CRL_API int crl_host_load_configured(crl_host *host, crl_error *err);
+/* Load one plugin file. */
+CRL_API int crl_host_load_path(crl_host *host, const char *path, crl_error *err);
+/* Find NAME.so along the search path and load it; CRL_E_NOT_FOUND lists the
+ * dirs searched. */
+CRL_API int crl_host_load_name(crl_host *host, const char *name, crl_error *err);
+/* Register a plugin linked into the program (static registration): same
+ * validation and init as a dlopen'd one. */
+CRL_API int crl_host_load_builtin(crl_host *host, const crl_plugin_desc *(*entry)(void), crl_error *err);
+
+/* Load and init the plugin in a forked child first, so a plugin that
+ * crashes (SIGSEGV in init) is reported as CRL_E_CRASH naming the signal
+ * instead of taking the process down.  CRL_OK means the child loaded it. */
+CRL_API int crl_host_probe_path(crl_host *host, const char *path, crl_error *err);
+
+/* Loaded plugins, in load order. */
+CRL_API size_t crl_host_plugin_count(const crl_host *host);
+CRL_API const crl_plugin_info *crl_host_plugin_at(const crl_host *host, size_t i);
+/* Load failures recorded by crl_host_load_configured, in order. */
+CRL_API size_t crl_host_failure_count(const crl_host *host);
+CRL_API const crl_error *crl_host_failure_at(const crl_host *host, size_t i, const char **path);
+
+/* Registry lookups.  Borrowed; valid while the host lives. */
+CRL_API const crl_component *crl_host_find(const crl_host *host, crl_kind kind, const char *name);
+/* Like find, but CRL_E_NOT_FOUND says "no env 'foo'; did you mean 'bar'?"
+ * and lists what is registered. */
+CRL_API const crl_component *crl_host_lookup(const crl_host *host, crl_kind kind, const char *name,
+                                             crl_error *err);
+CRL_API size_t crl_host_component_count(const crl_host *host, crl_kind kind);  /* sorted by name */
+CRL_API const crl_component *crl_host_component_at(const crl_host *host, crl_kind kind, size_t i);
+/* Name of the plugin that registered kind/name, or NULL. */
+CRL_API const char *crl_host_component_owner(const crl_host *host, crl_kind kind, const char *name);
+
+/* The schema for this host: the host's own sections ([plugins], [log]),
+ * [plugin.NAME] for every loaded plugin with its declared options, and the
+ * component sections later issues add.  Owned by the host. */
+CRL_API const crl_schema *crl_host_schema(crl_host *host);
+/* The host's [plugins] and [log] option tables. */
+CRL_API const crl_option *crl_host_plugins_options(void);
+CRL_API const crl_option *crl_host_log_options(void);
+
+/* libcrl's version string ("0.1.0"). */
+CRL_API const char *crl_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,2 @@
+/* (being written) */
+#include "crl-private.h"

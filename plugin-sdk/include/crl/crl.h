@@ -1,0 +1,11 @@
+/* crl plugin SDK: everything a plugin needs. */
+#ifndef CRL_CRL_H
+#define CRL_CRL_H
+#include <crl/error.h>
+#include <crl/tensor.h>
+#include <crl/td.h>
+#include <crl/rng.h>
+#include <crl/spec.h>
+#include <crl/options.h>
+#include <crl/plugin.h>
+#endif

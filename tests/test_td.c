@@ -1,0 +1,3 @@
+/* (being written) */
+#include <check.h>
+int main(void) { return 0; }
