@@ -1,1 +1,79 @@
-#!/bin/sh
+#!/usr/bin/env bash
+# crl's one set-up script: installs the Debian packages the build needs (when
+# missing), generates the build system, builds out of tree in _build/, then
+# runs what was asked for.
+#
+#   ./bootstrap.sh demo     set up, build, run the main job
+#   ./bootstrap.sh test     set up, build, run the whole test suite
+#   ./bootstrap.sh bench    set up, build, run every benchmark
+#   ./bootstrap.sh build    set up and build only
+#
+# Extra arguments after the command go to ./configure (e.g. --enable-sanitizers).
+# BUILD_DIR overrides _build.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cmd=${1:-build}
+shift || true
+build=${BUILD_DIR:-$here/_build}
+
+# Every Debian package the build, the tests and the benchmarks use.
+packages=(
+    build-essential autoconf automake autoconf-archive libtool pkg-config
+    libglib2.0-dev libinih-dev libffi-dev librandom123-dev check
+    libpython3-dev python3 valgrind
+)
+
+install_packages() {
+    local missing=()
+    for p in "${packages[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "bootstrap: installing ${missing[*]}"
+    local sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null || { echo "bootstrap: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+        sudo=(sudo)
+    fi
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+configure_and_build() {
+    # Regenerate when configure.ac or any Makefile fragment is newer than configure.
+    if [ ! -x "$here/configure" ] || [ -n "$(find "$here" -path "$here/_build" -prune -o \
+            \( -name configure.ac -o -name '*.am' \) -newer "$here/configure" -print -quit)" ]; then
+        (cd "$here" && autoreconf -fi)
+    fi
+    mkdir -p "$build"
+    if [ ! -f "$build/Makefile" ] || [ $# -gt 0 ]; then
+        (cd "$build" && "$here/configure" -q "$@")
+    fi
+    make -C "$build" -j"$(nproc)"
+}
+
+case "$cmd" in
+    build|demo|test|bench) ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "bootstrap: unknown command '$cmd' (build, demo, test, bench)" >&2; exit 2 ;;
+esac
+
+install_packages
+configure_and_build "$@"
+
+crl="$build/core/cli/crl"
+case "$cmd" in
+    build) ;;
+    demo)
+        "$crl" version
+        "$crl" config check "$here/conf/examples/plugins-check.ini"
+        "$crl" plugins --verbose
+        ;;
+    test)
+        exec "$here/tests/run-all.sh" "$build"
+        ;;
+    bench)
+        "$crl" bench core
+        ;;
+esac

@@ -1,2 +1,67 @@
-#!/bin/sh
-exit 0
+#!/usr/bin/env bash
+# Shell tests of the `crl` command: exit codes (0 ok, 1 runtime, 2 usage or
+# config), help texts, the bad-INI table, plugin listing.
+set -uo pipefail
+crl=${CRL:?}
+srcdir=${CRL_TEST_SRCDIR:?}
+n=0; failures=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+nok() { n=$((n + 1)); failures=$((failures + 1)); echo "not ok $n - $1"; shift; printf '%s\n' "$@" | sed 's/^/# /'; }
+# expect RC PATTERN DESCRIPTION -- ARGS...: run crl, check status and that
+# the combined output matches an extended regex.
+expect() {
+    local want=$1 pat=$2 what=$3; shift 4
+    local out rc
+    out=$("$crl" "$@" 2>&1); rc=$?
+    if [ "$rc" -eq "$want" ] && grep -qE -- "$pat" <<<"$out"; then ok "$what"
+    else nok "$what (exit $rc, wanted $want; pattern '$pat')" "$out"; fi
+}
+
+expect 0 '^crl [0-9]+\.[0-9]+\.[0-9]+ \(libcrl .*plugin ABI 1\.0\)' "crl version" -- version
+expect 0 'Usage: crl COMMAND' "crl --help" -- --help
+expect 2 'Usage: crl COMMAND' "crl without a command is a usage error" --
+expect 2 "unknown command 'plugns'.*did you mean 'plugins'" "unknown command gets a hint" -- plugns
+expect 2 "unexpected argument" "crl version rejects arguments" -- version extra
+expect 0 'Usage: crl config' "crl config --help" -- config --help
+expect 0 'Usage: crl plugins' "crl plugins --help" -- plugins --help
+expect 0 'Usage: crl bench' "crl bench --help" -- bench --help
+expect 2 "no benchmark 'cor'.*did you mean 'core'" "unknown benchmark gets a hint" -- bench cor
+expect 2 "seconds" "bench rejects a bad --seconds" -- bench core --seconds abc
+
+good=$srcdir/../conf/examples/plugins-check.ini
+expect 0 'plugins-check.ini: ok' "config check on the shipped example" -- config check "$good"
+expect 0 'level = debug +; command line' "config show reports an override's origin" -- config show "$good" log.level=debug
+expect 0 'autoload = true +; .*plugins-check.ini:[0-9]+' "config show reports a file's origin" -- config show "$good"
+expect 2 "log.level|level" "an override with a bad enum value is refused" -- config check "$good" log.level=loud
+expect 2 "No such file|cannot open|cannot read" "a missing config file is an error" -- config check /nonexistent/x.ini
+
+# The bad-INI table: every file exits 2 with FILE:LINE: and its message.
+expected=$srcdir/config/bad/EXPECTED
+if [ -f "$expected" ]; then
+    while read -r file line msg; do
+        case "$file" in ''|'#'*) continue ;; esac
+        path=$srcdir/config/bad/$file
+        out=$("$crl" config check "$path" 2>&1); rc=$?
+        if [ "$rc" -eq 2 ] && grep -qF -- "$path:$line:" <<<"$out" && grep -qF -- "$msg" <<<"$out"; then
+            ok "bad INI $file: exit 2 at line $line"
+        else
+            nok "bad INI $file (exit $rc, wanted 2 and '$path:$line:' and '$msg')" "$out"
+        fi
+    done <"$expected"
+else
+    nok "bad-INI table $expected is missing"
+fi
+
+# Plugin listing over the test fixtures' directory (which holds broken ones
+# too): failures are reported and the exit status is 1.
+out=$("$crl" plugins --json plugins.load=good 2>/dev/null); rc=$?
+if [ "$rc" -eq 0 ] && python3 -c 'import json,sys; d=json.load(sys.stdin); assert any(p["name"]=="good" for p in d["plugins"]), d' <<<"$out"; then
+    ok "crl plugins --json is valid JSON listing the good fixture"
+else
+    nok "crl plugins --json (exit $rc)" "$out"
+fi
+expect 1 "abi_major_next" "autoload over broken fixtures reports them and exits 1" -- plugins
+expect 0 "good" "plugins --verbose lists the good fixture" -- plugins --verbose plugins.load=good
+
+echo "1..$n"
+[ "$failures" -eq 0 ]

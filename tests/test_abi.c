@@ -1,3 +1,191 @@
-/* (being written) */
+/* Check suite: the plugin ABI's layout, pinned for x86-64 (LP64).
+ *
+ * A failure here means a public struct changed shape: that breaks every
+ * plugin built against an older SDK.  Structs may only grow at the end (then
+ * bump CRL_ABI_MINOR and update the sizes here); anything else needs a
+ * CRL_ABI_MAJOR bump. */
 #include <check.h>
-int main(void) { return 0; }
+#include <stddef.h>
+#include <stdlib.h>
+#include <crl/crl.h>
+#include <crl/host.h>
+
+#if defined(__x86_64__) && defined(__LP64__)
+
+#define PIN_SIZE(T, n) ck_assert_uint_eq(sizeof(T), (n))
+#define PIN_OFF(T, m, n) ck_assert_uint_eq(offsetof(T, m), (n))
+
+START_TEST(abi_version)
+{
+    ck_assert_int_eq(CRL_ABI_MAJOR, 1);
+    ck_assert_int_eq(CRL_ABI_MINOR, 0);
+}
+END_TEST
+
+START_TEST(error_layout)
+{
+    PIN_SIZE(crl_error, 8 + CRL_ERROR_MESSAGE_MAX);
+    PIN_OFF(crl_error, code, 0);
+    PIN_OFF(crl_error, reserved, 4);
+    PIN_OFF(crl_error, message, 8);
+    ck_assert_int_eq(CRL_ERROR_MESSAGE_MAX, 1024);
+}
+END_TEST
+
+START_TEST(status_values)
+{
+    ck_assert_int_eq(CRL_OK, 0);
+    ck_assert_int_eq(CRL_E_INVALID, 1);
+    ck_assert_int_eq(CRL_E_NOMEM, 2);
+    ck_assert_int_eq(CRL_E_IO, 3);
+    ck_assert_int_eq(CRL_E_CONFIG, 4);
+    ck_assert_int_eq(CRL_E_NOT_FOUND, 5);
+    ck_assert_int_eq(CRL_E_EXISTS, 6);
+    ck_assert_int_eq(CRL_E_ABI, 7);
+    ck_assert_int_eq(CRL_E_PLUGIN, 8);
+    ck_assert_int_eq(CRL_E_DTYPE, 9);
+    ck_assert_int_eq(CRL_E_SHAPE, 10);
+    ck_assert_int_eq(CRL_E_RANGE, 11);
+    ck_assert_int_eq(CRL_E_RUNTIME, 12);
+    ck_assert_int_eq(CRL_E_UNSUPPORTED, 13);
+    ck_assert_int_eq(CRL_E_PERM, 14);
+    ck_assert_int_eq(CRL_E_CRASH, 15);
+    ck_assert_int_eq(CRL_E_USAGE, 16);
+}
+END_TEST
+
+START_TEST(enum_values)
+{
+    ck_assert_int_eq(CRL_BOOL, 0);
+    ck_assert_int_eq(CRL_U8, 1);
+    ck_assert_int_eq(CRL_I8, 2);
+    ck_assert_int_eq(CRL_I16, 3);
+    ck_assert_int_eq(CRL_I32, 4);
+    ck_assert_int_eq(CRL_I64, 5);
+    ck_assert_int_eq(CRL_F16, 6);
+    ck_assert_int_eq(CRL_F32, 7);
+    ck_assert_int_eq(CRL_F64, 8);
+    ck_assert_int_eq(CRL_MAX_DIMS, 8);
+    ck_assert_int_eq(CRL_DEVICE_CPU, 0);
+    ck_assert_int_eq(CRL_DEVICE_CUDA, 1);
+    ck_assert_int_eq(CRL_KIND_ENV, 1);
+    ck_assert_int_eq(CRL_KIND_TRANSFORM, 2);
+    ck_assert_int_eq(CRL_KIND_STORAGE, 3);
+    ck_assert_int_eq(CRL_KIND_SAMPLER, 4);
+    ck_assert_int_eq(CRL_KIND_WRITER, 5);
+    ck_assert_int_eq(CRL_KIND_LOSS, 6);
+    ck_assert_int_eq(CRL_SPEC_UNBOUNDED, 0);
+    ck_assert_int_eq(CRL_SPEC_COMPOSITE, 7);
+    ck_assert_int_eq(CRL_OPT_END, 0);
+    ck_assert_int_eq(CRL_OPT_DOUBLES, 8);
+    ck_assert_int_eq(CRL_OPT_REQUIRED, 1);
+    ck_assert_int_eq(CRL_OPT_RANGE, 2);
+    ck_assert_int_eq(CRL_OPT_PREFIX, 4);
+    ck_assert_int_eq(CRL_LOG_ERROR, 0);
+    ck_assert_int_eq(CRL_LOG_DEBUG, 3);
+}
+END_TEST
+
+START_TEST(device_layout)
+{
+    PIN_SIZE(crl_device, 8);
+    PIN_OFF(crl_device, type, 0);
+    PIN_OFF(crl_device, index, 4);
+}
+END_TEST
+
+START_TEST(rng_layout)
+{
+    PIN_SIZE(crl_rng, 48);
+    PIN_OFF(crl_rng, key, 0);
+    PIN_OFF(crl_rng, ctr, 8);
+    PIN_OFF(crl_rng, out, 24);
+    PIN_OFF(crl_rng, idx, 40);
+    PIN_OFF(crl_rng, reserved, 44);
+}
+END_TEST
+
+START_TEST(option_layout)
+{
+    PIN_SIZE(crl_option, 56);
+    PIN_OFF(crl_option, name, 0);
+    PIN_OFF(crl_option, type, 8);
+    PIN_OFF(crl_option, flags, 12);
+    PIN_OFF(crl_option, default_value, 16);
+    PIN_OFF(crl_option, min, 24);
+    PIN_OFF(crl_option, max, 32);
+    PIN_OFF(crl_option, choices, 40);
+    PIN_OFF(crl_option, doc, 48);
+}
+END_TEST
+
+START_TEST(component_layout)
+{
+    PIN_SIZE(crl_component, 40);
+    PIN_OFF(crl_component, struct_size, 0);
+    PIN_OFF(crl_component, kind, 4);
+    PIN_OFF(crl_component, name, 8);
+    PIN_OFF(crl_component, description, 16);
+    PIN_OFF(crl_component, options, 24);
+    PIN_OFF(crl_component, ops, 32);
+}
+END_TEST
+
+START_TEST(plugin_desc_layout)
+{
+    PIN_SIZE(crl_plugin_desc, 136);
+    PIN_OFF(crl_plugin_desc, abi_major, 0);
+    PIN_OFF(crl_plugin_desc, abi_minor, 4);
+    PIN_OFF(crl_plugin_desc, name, 8);
+    PIN_OFF(crl_plugin_desc, version, 16);
+    PIN_OFF(crl_plugin_desc, license, 24);
+    PIN_OFF(crl_plugin_desc, description, 32);
+    PIN_OFF(crl_plugin_desc, init, 40);
+    PIN_OFF(crl_plugin_desc, fini, 48);
+    PIN_OFF(crl_plugin_desc, options, 56);
+    PIN_OFF(crl_plugin_desc, reserved, 64);
+}
+END_TEST
+
+START_TEST(plugin_info_layout)
+{
+    PIN_SIZE(crl_plugin_info, 56);
+    PIN_OFF(crl_plugin_info, name, 0);
+    PIN_OFF(crl_plugin_info, path, 32);
+    PIN_OFF(crl_plugin_info, abi_major, 40);
+    PIN_OFF(crl_plugin_info, abi_minor, 44);
+    PIN_OFF(crl_plugin_info, builtin, 48);
+}
+END_TEST
+
+static Suite *abi_suite(void)
+{
+    Suite *s = suite_create("abi");
+    TCase *tc = tcase_create("layout");
+    tcase_add_test(tc, abi_version);
+    tcase_add_test(tc, error_layout);
+    tcase_add_test(tc, status_values);
+    tcase_add_test(tc, enum_values);
+    tcase_add_test(tc, device_layout);
+    tcase_add_test(tc, rng_layout);
+    tcase_add_test(tc, option_layout);
+    tcase_add_test(tc, component_layout);
+    tcase_add_test(tc, plugin_desc_layout);
+    tcase_add_test(tc, plugin_info_layout);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(abi_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+#else
+/* The pinned numbers are for x86-64; elsewhere the suite is skipped (77). */
+int main(void) { return 77; }
+#endif

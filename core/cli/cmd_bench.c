@@ -1,3 +1,65 @@
-/* (being written) */
+/* crl bench: benchmarks that print figures measured side by side. */
 #include "config.h"
 #include "cli-private.h"
+
+#include <glib.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    int (*run)(double seconds);
+    const char *summary;
+} benches[] = {
+    { "core", crl__bench_core, "TensorDict get/set through key handles, td creation, spec rand" },
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "Usage: crl bench NAME [--seconds S]\n\nBenchmarks (each prints its figures and ratios):\n");
+    for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
+        fprintf(f, "  %-10s %s\n", benches[i].name, benches[i].summary);
+    fprintf(f, "\n--seconds S   time budget per measurement (default 0.5)\n");
+}
+
+int crl__cmd_bench(int argc, char **argv)
+{
+    double seconds = 0.5;
+    const char *name = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return CRL_EXIT_OK;
+        } else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) {
+            char *end;
+            seconds = strtod(argv[++i], &end);
+            if (*end || !(seconds > 0 && seconds <= 600)) {
+                fprintf(stderr, "crl bench: --seconds '%s': give a number in (0, 600]\n", argv[i]);
+                return CRL_EXIT_USAGE;
+            }
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "crl bench: unknown option '%s'; run 'crl bench --help'\n", argv[i]);
+            return CRL_EXIT_USAGE;
+        } else if (!name) {
+            name = argv[i];
+        } else {
+            fprintf(stderr, "crl bench: unexpected argument '%s'\n", argv[i]);
+            return CRL_EXIT_USAGE;
+        }
+    }
+    if (!name) {
+        usage(stderr);
+        return CRL_EXIT_USAGE;
+    }
+    const char *names[sizeof benches / sizeof benches[0] + 1];
+    for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++) {
+        if (!strcmp(name, benches[i].name))
+            return benches[i].run(seconds);
+        names[i] = benches[i].name;
+    }
+    names[sizeof benches / sizeof benches[0]] = NULL;
+    const char *hint = crl_did_you_mean(name, names);
+    fprintf(stderr, "crl bench: no benchmark '%s'%s%s%s; run 'crl bench --help'\n", name,
+            hint ? "; did you mean '" : "", hint ? hint : "", hint ? "'?" : "");
+    return CRL_EXIT_USAGE;
+}
