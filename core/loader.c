@@ -1,2 +1,562 @@
-/* (being written) */
-#include "crl-private.h"
+/* The plugin loader: file checks, dlopen, descriptor validation, init, configured loading. */
+#define _GNU_SOURCE /* dladdr, dlinfo */
+#include "host-private.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define SO_SUFFIX ".so"
+
+char *crl__plugin_name_from_path(const char *path)
+{
+    char *base = g_path_get_basename(path);
+    size_t n = strlen(base);
+    if (n > strlen(SO_SUFFIX) && g_str_has_suffix(base, SO_SUFFIX))
+        base[n - strlen(SO_SUFFIX)] = '\0';
+    return base;
+}
+
+/* Plugin names become INI section names ([plugin.NAME]) and file names. */
+static bool valid_plugin_name(const char *s)
+{
+    if (!s || !*s)
+        return false;
+    for (; *s; s++)
+        if (!g_ascii_isalnum(*s) && *s != '_' && *s != '-')
+            return false;
+    return true;
+}
+
+static int refuse_writable(const char *what, const char *name, const char *path, const char *target,
+                           mode_t mode, crl_error *err)
+{
+    return crl_error_set(err, CRL_E_PERM,
+                         "refusing to load plugin '%s' (%s): %s %s is world-writable (mode %04o), so "
+                         "anyone could replace the code; run 'chmod o-w %s'",
+                         name, path, what, target, (unsigned)(mode & 07777), target);
+}
+
+static int check_dir(const char *dir, const char *name, const char *path, crl_error *err)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return crl_error_set(err, CRL_E_IO, "cannot load plugin '%s' (%s): stat %s: %s", name, path, dir,
+                             g_strerror(errno));
+    if (st.st_mode & S_IWOTH)
+        return refuse_writable("its directory", name, path, dir, st.st_mode, err);
+    return CRL_OK;
+}
+
+/* A world-writable plugin file, or one in a world-writable directory, is
+ * refused: it is code anyone on the machine could swap.  Through a symlink
+ * both the link's directory and the target's are checked. */
+static int check_file(const char *path, const char *name, crl_error *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT)
+            return crl_error_set(err, CRL_E_NOT_FOUND, "cannot load plugin '%s': %s does not exist", name,
+                                 path);
+        return crl_error_set(err, CRL_E_IO, "cannot load plugin '%s': stat %s: %s", name, path,
+                             g_strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode))
+        return crl_error_set(err, CRL_E_PLUGIN, "cannot load plugin '%s': %s is not a regular file", name,
+                             path);
+    if (st.st_mode & S_IWOTH)
+        return refuse_writable("the file", name, path, path, st.st_mode, err);
+    char *dir = g_path_get_dirname(path);
+    int rc = check_dir(dir, name, path, err);
+    g_free(dir);
+    if (rc)
+        return rc;
+    struct stat lst;
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+        char *real = realpath(path, NULL);
+        if (!real)
+            return crl_error_set(err, CRL_E_IO, "cannot load plugin '%s': cannot resolve symlink %s: %s", name,
+                                 path, g_strerror(errno));
+        char *rdir = g_path_get_dirname(real);
+        rc = check_dir(rdir, name, path, err);
+        g_free(rdir);
+        free(real);
+    }
+    return rc;
+}
+
+/* Check the descriptor using only its data.  `expected` is the name the file
+ * name dictates and `path` the file (both NULL for a built-in). */
+static int validate_desc(const crl_plugin_desc *d, const char *expected, const char *path, crl_error *err)
+{
+    char what[512];
+    if (expected)
+        g_snprintf(what, sizeof what, "plugin '%s' (%s)", expected, path);
+    else
+        g_strlcpy(what, "built-in plugin", sizeof what);
+    if (!d)
+        return crl_error_set(err, CRL_E_ABI, "%s: the entry point returned no descriptor (NULL)", what);
+    /* Nothing past abi_major/abi_minor is read before the major matches:
+     * another major may lay the descriptor out differently. */
+    if (d->abi_major != CRL_ABI_MAJOR)
+        return crl_error_set(err, CRL_E_ABI,
+                             "%s was built for plugin ABI %u.%u, but this libcrl %s speaks ABI %d.%d: "
+                             "rebuild the plugin against this crl's SDK",
+                             what, (unsigned)d->abi_major, (unsigned)d->abi_minor, crl_version(), CRL_ABI_MAJOR,
+                             CRL_ABI_MINOR);
+    if (d->abi_minor > CRL_ABI_MINOR)
+        return crl_error_set(err, CRL_E_ABI,
+                             "%s needs plugin ABI %u.%u, newer than the %d.%d of this libcrl %s: upgrade crl "
+                             "or rebuild the plugin against this crl's SDK",
+                             what, (unsigned)d->abi_major, (unsigned)d->abi_minor, CRL_ABI_MAJOR, CRL_ABI_MINOR,
+                             crl_version());
+    if (!d->name || !*d->name)
+        return crl_error_set(err, CRL_E_ABI, "%s: the descriptor's name is empty; set it to '%s'", what,
+                             expected ? expected : "the plugin's name");
+    if (!expected)
+        g_snprintf(what, sizeof what, "built-in plugin '%.200s'", d->name);
+    for (size_t i = 0; i < G_N_ELEMENTS(d->reserved); i++)
+        if (d->reserved[i])
+            return crl_error_set(err, CRL_E_ABI,
+                                 "%s: descriptor field reserved[%zu] is not zero (ABI %u.%u defines none of "
+                                 "them): zero-initialise the descriptor or use CRL_PLUGIN_DEFINE",
+                                 what, i, (unsigned)d->abi_major, (unsigned)d->abi_minor);
+    if (!valid_plugin_name(d->name))
+        return crl_error_set(err, CRL_E_ABI,
+                             "%s: bad descriptor name '%s': plugin names use only [A-Za-z0-9_-]", what, d->name);
+    if (expected && strcmp(d->name, expected) != 0)
+        return crl_error_set(err, CRL_E_ABI,
+                             "%s declares plugin name '%s' but its file name says '%s': a plugin's name "
+                             "must equal its file's basename without .so (rename the file to %s.so or "
+                             "fix the descriptor)",
+                             path, d->name, expected, d->name);
+    if (!d->init)
+        return crl_error_set(err, CRL_E_ABI, "%s: the descriptor has no init function", what);
+    return CRL_OK;
+}
+
+static int refuse_nested(const crl_host *host, crl_error *err)
+{
+    return crl_error_set(err, CRL_E_INVALID,
+                         "cannot load plugins while plugin '%s' runs its init: plugins must not load "
+                         "other plugins",
+                         host->current->info.name);
+}
+
+static int already_loaded(const crl__plugin *old, const char *name, const char *path, crl_error *err)
+{
+    return crl_error_set(err, CRL_E_EXISTS,
+                         "plugin '%s' is already loaded from %s; refusing to load it again from %s "
+                         "(remove one copy, or list the name in [plugins] disable)",
+                         name, old->path, path);
+}
+
+static bool declared(const crl_option *table, const char *key)
+{
+    for (const crl_option *o = table; o->type != CRL_OPT_END; o++) {
+        if (!strcmp(o->name, key))
+            return true;
+        if ((o->flags & CRL_OPT_PREFIX) && g_str_has_prefix(key, o->name) && strlen(key) > strlen(o->name))
+            return true;
+    }
+    return false;
+}
+
+/* crl_config_opts ignores keys nobody declared; for a plugin's own section
+ * a typo must fail the load, as strict validation would. */
+static int check_section_keys(const crl_config *cfg, const char *section, const char *plugin,
+                              const crl_option *table, crl_error *err)
+{
+    size_t n = crl_config_key_count(cfg, section);
+    for (size_t i = 0; i < n; i++) {
+        const char *key = crl_config_key_at(cfg, section, i);
+        if (declared(table, key))
+            continue;
+        const char *origin = crl_config_origin(cfg, section, key);
+        GPtrArray *names = g_ptr_array_new();
+        GString *list = g_string_new(NULL);
+        for (const crl_option *o = table; o->type != CRL_OPT_END; o++) {
+            g_ptr_array_add(names, (gpointer)o->name);
+            g_string_append_printf(list, "%s%s", list->len ? ", " : "", o->name);
+        }
+        g_ptr_array_add(names, NULL);
+        const char *hint = crl_did_you_mean(key, (const char *const *)names->pdata);
+        if (hint)
+            crl_error_set(err, CRL_E_CONFIG, "%s: unknown key '%s' in [%s]; did you mean '%s'?",
+                          origin ? origin : "config", key, section, hint);
+        else
+            crl_error_set(err, CRL_E_CONFIG, "%s: unknown key '%s' in [%s]: plugin '%s' declares %s%s",
+                          origin ? origin : "config", key, section, plugin, list->len ? "" : "no options",
+                          list->str);
+        g_string_free(list, TRUE);
+        g_ptr_array_free(names, TRUE);
+        return CRL_E_CONFIG;
+    }
+    return CRL_OK;
+}
+
+/* Run a validated plugin's init with its [plugin.NAME] options and keep it
+ * on success.  On failure its registrations are gone and nothing is kept;
+ * the caller closes the handle. */
+static int activate(crl_host *host, const crl_plugin_desc *d, void *handle, void *base, const char *path,
+                    crl_error *err)
+{
+    const crl__plugin *old = crl__host_find_plugin(host, d->name);
+    if (old)
+        return already_loaded(old, d->name, path, err);
+
+    char *section = g_strconcat("plugin.", d->name, NULL);
+    const crl_option *table = d->options ? d->options : crl__no_options();
+    int rc = check_section_keys(host->cfg, section, d->name, table, err);
+    crl_opts *opts = NULL;
+    if (!rc) {
+        crl_error e = { 0 };
+        opts = crl_config_opts(host->cfg, section, &table, 1, &e);
+        if (!opts)
+            rc = crl_error_set(err, e.code ? e.code : CRL_E_CONFIG, "%s",
+                               e.message[0] ? e.message : "cannot build the plugin's options");
+    }
+    g_free(section);
+    if (rc)
+        return rc;
+
+    crl__plugin *p = g_new0(crl__plugin, 1);
+    p->desc = d;
+    p->handle = handle;
+    p->base = base;
+    p->path = g_strdup(path);
+    p->journal = g_ptr_array_new();
+    p->info.name = d->name;
+    p->info.version = d->version ? d->version : "";
+    p->info.license = d->license ? d->license : "";
+    p->info.description = d->description ? d->description : "";
+    p->info.path = p->path;
+    p->info.abi_major = d->abi_major;
+    p->info.abi_minor = d->abi_minor;
+    p->info.builtin = handle == NULL;
+
+    crl__probe_stage(host, CRL__PROBE_STAGE_INIT);
+    host->current = p;
+    host->current_reg_code = CRL_OK;
+    crl_error ie = { 0 };
+    rc = d->init(host, opts, &ie);
+    host->current = NULL;
+    crl_opts_free(opts);
+    if (rc != CRL_OK) {
+        crl__registry_unwind(host, p);
+        /* A refused registration that init passed on is the root cause. */
+        int code = host->current_reg_code != CRL_OK && rc == host->current_reg_code ? rc : CRL_E_PLUGIN;
+        if (ie.message[0])
+            crl_error_set(err, code, "plugin '%s' init failed: %s", d->name, ie.message);
+        else
+            crl_error_set(err, code, "plugin '%s' init failed: init returned %s (%d) without a message", d->name,
+                          crl_status_name(rc), rc);
+        crl__plugin_free(p);
+        return code;
+    }
+    p->initialized = true;
+    g_ptr_array_add(host->plugins, p);
+    host->schema_dirty = true;
+    crl_host_log(host, CRL_LOG_INFO, "loaded plugin '%s' %s from %s", p->info.name, p->info.version, p->path);
+    return CRL_OK;
+}
+
+/* Is `sym` defined by the object behind `handle` itself (not by one of its
+ * dependencies)?  Sets *base to the object's load address. */
+static bool symbol_in_object(void *handle, void *sym, void **base)
+{
+    Dl_info info;
+    struct link_map *lm = NULL;
+    if (!dladdr(sym, &info) || dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm)
+        return true; /* cannot tell: do not refuse on that */
+    *base = info.dli_fbase;
+    return info.dli_fname && lm->l_name && strcmp(info.dli_fname, lm->l_name) == 0;
+}
+
+int crl_host_load_path(crl_host *host, const char *path, crl_error *err)
+{
+    if (!host || !path || !*path)
+        return crl_error_set(err, CRL_E_INVALID, "crl_host_load_path: host and path must be given");
+    if (host->current)
+        return refuse_nested(host, err);
+    host->load_attempted = true;
+    host->schema_dirty = true;
+
+    char *name = crl__plugin_name_from_path(path);
+    int rc = check_file(path, name, err);
+    if (rc)
+        goto out;
+    /* Refuse a second copy before dlopen runs any of its constructors. */
+    const crl__plugin *old = crl__host_find_plugin(host, name);
+    if (old) {
+        rc = already_loaded(old, name, path, err);
+        goto out;
+    }
+
+    /* A path without a slash would make dlopen search LD_LIBRARY_PATH. */
+    char *dl_path = strchr(path, '/') ? g_strdup(path) : g_strconcat("./", path, NULL);
+    crl__probe_stage(host, CRL__PROBE_STAGE_OPEN);
+    dlerror();
+    void *handle = dlopen(dl_path, RTLD_NOW | RTLD_LOCAL);
+    g_free(dl_path);
+    if (!handle) {
+        const char *why = dlerror();
+        rc = crl_error_set(err, CRL_E_PLUGIN, "cannot load plugin '%s' (%s): %s", name, path,
+                           why ? why : "dlopen failed");
+        goto out;
+    }
+    dlerror();
+    void *sym = dlsym(handle, "crl_plugin_v1");
+    void *base = NULL;
+    if (!sym || !symbol_in_object(handle, sym, &base)) {
+        rc = crl_error_set(err, CRL_E_ABI,
+                           "%s is not a crl plugin: it does not export crl_plugin_v1 (define it with "
+                           "CRL_PLUGIN_DEFINE and link with -export-symbols-regex '^crl_plugin_v1$')",
+                           path);
+        dlclose(handle);
+        goto out;
+    }
+    const crl_plugin_desc *(*entry)(void);
+    *(void **)&entry = sym;
+    const crl_plugin_desc *d = entry();
+    rc = validate_desc(d, name, path, err);
+    if (!rc)
+        rc = activate(host, d, handle, base, path, err);
+    if (rc)
+        dlclose(handle);
+out:
+    g_free(name);
+    return rc;
+}
+
+int crl_host_load_builtin(crl_host *host, const crl_plugin_desc *(*entry)(void), crl_error *err)
+{
+    if (!host || !entry)
+        return crl_error_set(err, CRL_E_INVALID, "crl_host_load_builtin: host and entry must be given");
+    if (host->current)
+        return refuse_nested(host, err);
+    host->load_attempted = true;
+    host->schema_dirty = true;
+    const crl_plugin_desc *d = entry();
+    int rc = validate_desc(d, NULL, NULL, err);
+    if (rc)
+        return rc;
+    return activate(host, d, NULL, NULL, "(built-in)", err);
+}
+
+/* NAME.so in the first search dir that has it; NULL when none does. */
+static char *locate(const char *const *dirs, const char *name)
+{
+    char *file = g_strconcat(name, SO_SUFFIX, NULL);
+    char *found = NULL;
+    for (const char *const *d = dirs; *d && !found; d++) {
+        char *cand = g_build_filename(*d, file, NULL);
+        if (g_file_test(cand, G_FILE_TEST_EXISTS))
+            found = cand;
+        else
+            g_free(cand);
+    }
+    g_free(file);
+    return found;
+}
+
+static int by_strcmp(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* *.so names in one dir, sorted; NULL when it cannot be read. */
+static GPtrArray *list_dir(const char *dir, GError **gerr)
+{
+    GDir *d = g_dir_open(dir, 0, gerr);
+    if (!d)
+        return NULL;
+    GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+    const char *e;
+    while ((e = g_dir_read_name(d)))
+        if (strlen(e) > strlen(SO_SUFFIX) && g_str_has_suffix(e, SO_SUFFIX))
+            g_ptr_array_add(names, g_strdup(e));
+    g_dir_close(d);
+    g_ptr_array_sort(names, by_strcmp);
+    return names;
+}
+
+static int load_name_in(crl_host *host, const char *const *dirs, const char *name, char **found_path,
+                        crl_error *err)
+{
+    if (found_path)
+        *found_path = NULL;
+    if (!valid_plugin_name(name))
+        return crl_error_set(err, CRL_E_INVALID,
+                             "bad plugin name '%s': plugin names use only [A-Za-z0-9_-] (give a file to "
+                             "crl_host_load_path to load by path)",
+                             name);
+    const crl__plugin *old = crl__host_find_plugin(host, name);
+    if (old)
+        return crl_error_set(err, CRL_E_EXISTS, "plugin '%s' is already loaded from %s", name, old->path);
+    char *path = locate(dirs, name);
+    if (path) {
+        int rc = crl_host_load_path(host, path, err);
+        if (found_path)
+            *found_path = path;
+        else
+            g_free(path);
+        return rc;
+    }
+    /* Not found: list where we looked, and the closest name there. */
+    GString *where = g_string_new(NULL);
+    GPtrArray *cands = g_ptr_array_new_with_free_func(g_free);
+    for (const char *const *d = dirs; *d; d++) {
+        g_string_append_printf(where, "%s%s", where->len ? ", " : "", *d);
+        GPtrArray *names = list_dir(*d, NULL);
+        for (guint i = 0; names && i < names->len; i++)
+            g_ptr_array_add(cands, crl__plugin_name_from_path(g_ptr_array_index(names, i)));
+        if (names)
+            g_ptr_array_free(names, TRUE);
+    }
+    g_ptr_array_sort(cands, by_strcmp);
+    g_ptr_array_add(cands, NULL);
+    const char *hint = crl_did_you_mean(name, (const char *const *)cands->pdata);
+    int rc = crl_error_set(err, CRL_E_NOT_FOUND, "plugin '%s' not found: no %s%s in %s%s%s%s", name, name,
+                           SO_SUFFIX, where->len ? where->str : "(empty search path)",
+                           hint ? "; did you mean '" : "", hint ? hint : "", hint ? "'?" : "");
+    g_ptr_array_free(cands, TRUE);
+    g_string_free(where, TRUE);
+    return rc;
+}
+
+int crl_host_load_name(crl_host *host, const char *name, crl_error *err)
+{
+    if (!host || !name)
+        return crl_error_set(err, CRL_E_INVALID, "crl_host_load_name: host and name must be given");
+    if (host->current)
+        return refuse_nested(host, err);
+    host->load_attempted = true;
+    host->schema_dirty = true;
+    char **dirs = crl__host_compute_search_path(host, err);
+    if (!dirs)
+        return err ? err->code : CRL_E_CONFIG;
+    int rc = load_name_in(host, (const char *const *)dirs, name, NULL, err);
+    g_strfreev(dirs);
+    return rc;
+}
+
+static void record_failure(crl_host *host, const char *path, const crl_error *e)
+{
+    crl__failure f = { 0 };
+    f.error = *e;
+    f.path = g_strdup(path);
+    g_array_append_val(host->failures, f);
+}
+
+static bool in_list(char **list, const char *name)
+{
+    for (char **p = list; p && *p; p++)
+        if (!strcmp(*p, name))
+            return true;
+    return false;
+}
+
+/* Every *.so along the path, first dir winning for a name. */
+static void autoload(crl_host *host, char **dirs, char **disable)
+{
+    GHashTable *seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    for (char **d = dirs; *d; d++) {
+        GError *gerr = NULL;
+        GPtrArray *names = list_dir(*d, &gerr);
+        if (!names) {
+            if (!g_error_matches(gerr, G_FILE_ERROR, G_FILE_ERROR_NOENT) &&
+                !g_error_matches(gerr, G_FILE_ERROR, G_FILE_ERROR_NOTDIR))
+                crl_host_log(host, CRL_LOG_WARNING, "cannot read plugin dir %s: %s", *d, gerr->message);
+            g_clear_error(&gerr);
+            continue;
+        }
+        for (guint i = 0; i < names->len; i++) {
+            const char *file = g_ptr_array_index(names, i);
+            char *path = g_build_filename(*d, file, NULL);
+            char *name = crl__plugin_name_from_path(file);
+            const char *first = g_hash_table_lookup(seen, name);
+            if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
+                g_free(name);
+            } else if (first) {
+                crl_host_log(host, CRL_LOG_DEBUG, "not loading %s: plugin '%s' was found first in %s", path, name,
+                             first);
+                g_free(name);
+            } else {
+                g_hash_table_insert(seen, name, g_strdup(*d));
+                const crl__plugin *old = crl__host_find_plugin(host, name);
+                if (in_list(disable, name)) {
+                    crl_host_log(host, CRL_LOG_INFO, "not loading %s: '%s' is in [plugins] disable", path, name);
+                } else if (old) {
+                    crl_host_log(host, CRL_LOG_DEBUG, "not loading %s: plugin '%s' is already loaded from %s",
+                                 path, name, old->path);
+                } else {
+                    crl_error e = { 0 };
+                    if (crl_host_load_path(host, path, &e))
+                        record_failure(host, path, &e);
+                }
+            }
+            g_free(path);
+        }
+        g_ptr_array_free(names, TRUE);
+    }
+    g_hash_table_destroy(seen);
+}
+
+int crl_host_load_configured(crl_host *host, crl_error *err)
+{
+    if (!host)
+        return crl_error_set(err, CRL_E_INVALID, "crl_host_load_configured: host is NULL");
+    if (host->current)
+        return refuse_nested(host, err);
+    host->load_attempted = true;
+    host->schema_dirty = true;
+    for (guint i = 0; i < host->failures->len; i++)
+        g_free(g_array_index(host->failures, crl__failure, i).path);
+    g_array_set_size(host->failures, 0);
+
+    char **load = NULL, **disable = NULL, **dirs = NULL;
+    bool autoload_on = true;
+    int rc;
+    if ((rc = crl_config_get_list(host->cfg, "plugins", "load", &load, err)) ||
+        (rc = crl_config_get_list(host->cfg, "plugins", "disable", &disable, err)) ||
+        (rc = crl_config_get_bool(host->cfg, "plugins", "autoload", true, &autoload_on, err)))
+        goto out;
+    if (!(dirs = crl__host_compute_search_path(host, err))) {
+        rc = err ? err->code : CRL_E_CONFIG;
+        goto out;
+    }
+
+    if (load && load[0]) {
+        /* An explicit list is the whole answer: autoload does not add to it. */
+        for (char **n = load; *n; n++) {
+            if (in_list(disable, *n)) {
+                crl_host_log(host, CRL_LOG_INFO, "not loading '%s': it is in [plugins] disable", *n);
+                continue;
+            }
+            if (crl__host_find_plugin(host, *n))
+                continue;
+            crl_error e = { 0 };
+            char *found = NULL;
+            if (load_name_in(host, (const char *const *)dirs, *n, &found, &e))
+                record_failure(host, found ? found : *n, &e);
+            g_free(found);
+        }
+    } else if (autoload_on) {
+        autoload(host, dirs, disable);
+    }
+    if (host->failures->len) {
+        const crl__failure *f = &g_array_index(host->failures, crl__failure, 0);
+        if (err)
+            *err = f->error;
+        rc = f->error.code;
+    }
+out:
+    crl_free(load);
+    crl_free(disable);
+    g_strfreev(dirs);
+    return rc;
+}

@@ -33,7 +33,19 @@ expect 0 'plugins-check.ini: ok' "config check on the shipped example" -- config
 expect 0 'level = debug +; command line' "config show reports an override's origin" -- config show "$good" log.level=debug
 expect 0 'autoload = true +; .*plugins-check.ini:[0-9]+' "config show reports a file's origin" -- config show "$good"
 expect 2 "log.level|level" "an override with a bad enum value is refused" -- config check "$good" log.level=loud
-expect 2 "No such file|cannot open|cannot read" "a missing config file is an error" -- config check /nonexistent/x.ini
+expect 2 "cannot read config file '/nonexistent/x.ini': No such file" "a missing config file is a usage error" -- config check /nonexistent/x.ini
+
+# Typed values of a plugin's own section, checked through the good fixture's
+# declared options (the bad-INI files below only know the host's sections).
+expect 2 "\\[plugin.good\\] count = '10k': expected a 64-bit integer" "a non-integer plugin option is refused" \
+    -- config check "$good" plugins.load=good plugin.good.count=10k
+expect 2 "\\[plugin.good\\] count = '500': must be between 1 and 100" "an out-of-range plugin option is refused" \
+    -- config check "$good" plugins.load=good plugin.good.count=500
+expect 2 "\\[plugin.good\\] buffer = '64X': expected a size in bytes" "a malformed size is refused" \
+    -- config check "$good" plugins.load=good plugin.good.buffer=64X
+expect 2 "\\[plugin.good\\] buffer = '2G': must be between" "an oversized size is refused" \
+    -- config check "$good" plugins.load=good plugin.good.buffer=2G
+expect 0 "plugins-check.ini: ok" "a good plugin option passes" -- config check "$good" plugins.load=good plugin.good.buffer=64M
 
 # The bad-INI table: every file exits 2 with FILE:LINE: and its message.
 expected=$srcdir/config/bad/EXPECTED
@@ -60,7 +72,10 @@ if [ "$rc" -eq 0 ] && python3 -c 'import json,sys; d=json.load(sys.stdin); asser
 else
     nok "crl plugins --json (exit $rc)" "$out"
 fi
-expect 1 "abi_major_next" "autoload over broken fixtures reports them and exits 1" -- plugins
+broken=${CRL_TEST_BUILDDIR:?}/plugins/broken/.libs
+expect 1 "abi_major_next" "a broken plugin named in load is reported and the exit status is 1" \
+    -- plugins "plugins.path=$broken" plugins.load=good,abi_major_next
+expect 0 "^good " "crl plugins lists the good fixture" -- plugins
 expect 0 "good" "plugins --verbose lists the good fixture" -- plugins --verbose plugins.load=good
 
 echo "1..$n"

@@ -41,7 +41,7 @@ out=$("$crl" plugins 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -q 'hello' <<<"$out" && ok "installed crl loads the example plugin" \
     || fail "crl plugins (rc=$rc)" "$out"
 out=$("$crl" plugins --verbose plugin.hello.repeat=2 log.level=info 2>&1); rc=$?
-[ $rc -eq 0 ] && [ "$(grep -c 'hello from an out-of-tree plugin' <<<"$out")" -eq 2 ] \
+[ $rc -eq 0 ] && [ "$(grep -c '\[hello\] hello from an out-of-tree plugin' <<<"$out")" -eq 2 ] \
     && ok "plugin option from a command-line override reaches init" || fail "override (rc=$rc)" "$out"
 out=$("$crl" plugins plugin.hello.repeat=11 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q 'repeat' <<<"$out" && ok "out-of-range plugin option is refused" \

@@ -133,7 +133,7 @@ END_TEST
 
 START_TEST(plugin_desc_layout)
 {
-    PIN_SIZE(crl_plugin_desc, 136);
+    PIN_SIZE(crl_plugin_desc, 128);
     PIN_OFF(crl_plugin_desc, abi_major, 0);
     PIN_OFF(crl_plugin_desc, abi_minor, 4);
     PIN_OFF(crl_plugin_desc, name, 8);

@@ -42,9 +42,15 @@ int crl__cli_setup(crl_cli_ctx *ctx, int nargs, char **args, unsigned flags, crl
         goto fail;
     if (crl_config_load_defaults(ctx->cfg, err))
         goto fail;
-    for (char **f = ctx->files; *f; f++)
-        if (crl_config_load_file(ctx->cfg, *f, CRL_LAYER_FILE, err))
+    for (char **f = ctx->files; *f; f++) {
+        if (crl_config_load_file(ctx->cfg, *f, CRL_LAYER_FILE, err)) {
+            /* A file named on the command line that cannot be read is a
+             * usage error (exit 2), not a runtime failure. */
+            if (err && err->code == CRL_E_IO)
+                err->code = CRL_E_USAGE;
             goto fail;
+        }
+    }
     if (!(ctx->host = crl_host_new(ctx->cfg, err)))
         goto fail;
     /* The base schema already knows [plugins], [log] and [plugin.*], which is

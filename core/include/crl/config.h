@@ -9,7 +9,11 @@
  * Parsing is strict (file:line in every message): duplicate keys in one
  * file, keys before any section, unterminated "[section", lines without '=',
  * NUL bytes and lines longer than CRL_CONFIG_MAX_LINE are errors.  Unknown
- * sections and keys are found by crl_config_validate against a schema. */
+ * sections and keys are found by crl_config_validate against a schema.
+ * Comments are lines starting with ';' or '#', and " ;" after a value; there
+ * is no quoting and no line continuation (leading blanks are ignored).  A
+ * section header may repeat in one file: its keys merge (a key set under
+ * both is still a duplicate). */
 #ifndef CRL_CONFIG_H
 #define CRL_CONFIG_H
 
@@ -92,10 +96,12 @@ CRL_API bool crl_parse_size(const char *s, uint64_t *out);
 
 /* Schema: which sections and keys are allowed.
  * `section` is an exact name ("plugins") or a pattern ending in ".*"
- * ("transform.*", "plugin.*").  A section may take options from several
- * tables: the ones added for it, plus, with crl_schema_add_selector, the
- * table of the registered component named by one of its keys (for example
- * [env] backend = classic selects the options of env/classic). */
+ * ("transform.*", "plugin.*"), which matches the prefix plus one non-empty
+ * name without dots ("plugin.gym", not "plugin.gym.x").  A section may take
+ * options from several tables: the ones added for it, plus, with
+ * crl_schema_add_selector, the table of the registered component named by
+ * one of its keys (for example [env] backend = classic selects the options
+ * of env/classic; without a value the key's declared default selects). */
 CRL_API crl_schema *crl_schema_new(crl_error *err);
 CRL_API void crl_schema_free(crl_schema *s);
 CRL_API int crl_schema_add(crl_schema *s, const char *section, const crl_option *table, const char *doc,
@@ -106,6 +112,12 @@ typedef const crl_option *(*crl_schema_lookup_fn)(void *user, crl_kind kind, con
 CRL_API void crl_schema_set_lookup(crl_schema *s, crl_schema_lookup_fn fn, void *user);
 CRL_API int crl_schema_add_selector(crl_schema *s, const char *section, const char *key, crl_kind kind,
                                     crl_error *err);
+/* Names of the registered components of a kind, for the "did you mean"
+ * hint when a selector names an unknown component: the i-th name
+ * (borrowed), NULL past the end.  Optional; without it the message only
+ * says the component is not registered. */
+typedef const char *(*crl_schema_name_fn)(void *user, crl_kind kind, size_t i);
+CRL_API void crl_schema_set_names(crl_schema *s, crl_schema_name_fn fn, void *user);
 /* Borrowed list of the tables that apply to a section (NULL-terminated,
  * valid until the schema changes), or NULL when the section is unknown. */
 CRL_API const crl_option *const *crl_schema_tables(const crl_schema *s, const crl_config *cfg,
@@ -129,8 +141,10 @@ CRL_API void crl_opts_free(crl_opts *o);
  * where it came from.  Free with crl_free. */
 CRL_API char *crl_config_show(const crl_config *cfg, const crl_schema *schema, crl_error *err);
 
-/* The closest candidate to `word` (Levenshtein distance at most a third of
- * its length, at least 1), or NULL.  `candidates` is NULL-terminated. */
+/* The closest candidate to `word` (Levenshtein distance, where swapping two
+ * adjacent characters also counts as one edit, at most a third of its
+ * length, at least 1; ties go to the first), or NULL.  `candidates` is
+ * NULL-terminated. */
 CRL_API const char *crl_did_you_mean(const char *word, const char *const *candidates);
 
 #ifdef __cplusplus

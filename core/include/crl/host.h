@@ -32,7 +32,9 @@ CRL_API void crl_host_free(crl_host *host);
 
 /* The plugin search path in order: [plugins] path, $CRL_PLUGIN_PATH
  * (colon-separated), the user dir ($XDG_DATA_HOME/crl/plugins), the system
- * dir from configure.  Borrowed, NULL-terminated. */
+ * dir from configure ($CRL_PLUGINSDIR overrides it, empty for none, so tests
+ * can stay blind to installed plugins).  Borrowed, NULL-terminated; valid
+ * while the host lives. */
 CRL_API const char *const *crl_host_search_path(const crl_host *host);
 
 /* Load what [plugins] asks for: the plugins listed in `load` (each searched

@@ -52,7 +52,9 @@ typedef struct crl_opts crl_opts;
 CRL_API const char *crl_opts_section(const crl_opts *o);
 /* True when the value was given explicitly (file or command line). */
 CRL_API bool crl_opts_is_set(const crl_opts *o, const char *name);
-/* "FILE:LINE", "command line" or "default"; NULL for an undeclared name. */
+/* "FILE:LINE", "command line", "default", or "not set" when there is neither
+ * a value nor a default; NULL for an undeclared name.  For a CRL_OPT_PREFIX
+ * option, the origin of its first key. */
 CRL_API const char *crl_opts_origin(const crl_opts *o, const char *name);
 
 /* Typed getters.  Values were validated against the table when the opts were

@@ -39,7 +39,8 @@ CRL_API double crl_rng_normal(crl_rng *r);
  * crl_seed_next(seed), the seed for the next env or worker.  The chain is a
  * pure function of its input, so it can be continued from any element:
  * next = first 64 bits of Philox4x32-10(counter = {0, 0, 0x5eedc4a1, 0},
- * key = {seed low 32 bits, seed high 32 bits}). */
+ * key = {seed low 32 bits, seed high 32 bits}), output word 0 being the low
+ * half (as crl_rng_u64 combines words). */
 CRL_API uint64_t crl_seed_next(uint64_t seed);
 
 #ifdef __cplusplus

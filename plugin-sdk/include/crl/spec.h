@@ -31,7 +31,13 @@ typedef struct crl_spec crl_spec;
  * (CRL_E_INVALID names the bad argument).  `shape` is the full shape of the
  * described tensor, batch dims included, as in TorchRL. */
 CRL_API crl_spec *crl_spec_unbounded(crl_dtype dt, int ndim, const int64_t *shape, crl_error *err);
-/* Scalar bounds broadcast to the shape; low <= high required. */
+/* Scalar bounds broadcast to the shape; low <= high required.  Bounds are
+ * stored rounded to the dtype, as TorchRL stores them in the spec's dtype:
+ * integers inward (ceil(low), floor(high)) and clamped to the dtype's range,
+ * floats to the nearest value (finite bounds beyond the range clamp to the
+ * largest finite value).  An infinite side means "unbounded on that side";
+ * NaN, low = +inf, high = -inf and a range holding no value of an integer
+ * dtype are CRL_E_INVALID. */
 CRL_API crl_spec *crl_spec_bounded(crl_dtype dt, int ndim, const int64_t *shape, double low,
                                    double high, crl_error *err);
 /* Elementwise bounds: low and high tensors of the spec's shape (copied). */
@@ -90,14 +96,19 @@ CRL_API int crl_spec_check(const crl_spec *s, const crl_tensor *t, const char *k
 /* Check every key of a Composite against td (which may hold extra keys);
  * err names the first missing or offending dotted key. */
 CRL_API int crl_spec_check_td(const crl_spec *comp, const crl_td *td, crl_error *err);
-/* Bring t into the domain in place: clamp (Bounded), round and clamp
- * (Categorical/MultiCategorical), argmax (OneHot groups), threshold at 0.5
- * (Binary).  Shape and dtype must already match. */
+/* Bring t into the domain in place: clamp (Bounded; NaN becomes low), round
+ * and clamp (Categorical/MultiCategorical; NaN becomes 0), argmax (OneHot
+ * groups; first maximum, NaN ignored), threshold at 0.5 (Binary: values
+ * above 0.5 become 1, the rest 0).  Shape and dtype must already match. */
 CRL_API int crl_spec_project(const crl_spec *s, crl_tensor *t, crl_error *err);
 
 /* Fill an existing tensor of the spec's shape and dtype (no allocation):
- * uniform in bounds for Bounded, uniform categories, standard normal for
- * Unbounded floats, uniform over the dtype's small range for Unbounded ints. */
+ * uniform in [low, high] for Bounded (uniform integers for integer dtypes;
+ * a half-infinite side draws low + |N(0,1)| or high - |N(0,1)|, both sides
+ * infinite N(0,1)), uniform categories / one-hot positions per group, a fair
+ * coin for Binary, standard normal for Unbounded floats, and for Unbounded
+ * integers uniform over the full range of bool, uint8 and int8 and over
+ * [-100, 100] for int16, int32 and int64. */
 CRL_API int crl_spec_rand_into(const crl_spec *s, crl_rng *rng, crl_tensor *t, crl_error *err);
 /* New tensor (leaf) drawn as crl_spec_rand_into, or zeros. */
 CRL_API crl_tensor *crl_spec_rand(const crl_spec *s, crl_rng *rng, crl_error *err);

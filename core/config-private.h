@@ -1,0 +1,108 @@
+/* Internals shared by config.c, config_parse.c, schema.c and options.c. */
+#ifndef CRL_CONFIG_PRIVATE_H
+#define CRL_CONFIG_PRIVATE_H
+
+#include "crl-private.h"
+
+/* One key of one section: the winning value and where it came from. */
+typedef struct crl__entry {
+    char *key;
+    char *value;
+    char *origin;   /* "PATH:LINE" or "command line" */
+    int layer;      /* crl_config_layer of the value */
+} crl__entry;
+
+typedef struct crl__section {
+    char *name;
+    char *origin;          /* where the section was first seen (header line) */
+    GPtrArray *entries;    /* crl__entry *, first-seen order */
+    GHashTable *index;     /* key -> crl__entry * (borrowed) */
+} crl__section;
+
+struct crl_config {
+    GPtrArray *sections;   /* crl__section *, first-seen order */
+    GHashTable *index;     /* name -> crl__section * (borrowed) */
+    GPtrArray *sources;    /* char *: files and buffers loaded, in order */
+};
+
+/* Sections and entries of a config. */
+crl__section *crl__config_section(const crl_config *cfg, const char *name) CRL_INTERNAL;
+crl__section *crl__config_ensure_section(crl_config *cfg, const char *name, const char *origin) CRL_INTERNAL;
+crl__entry *crl__section_entry(const crl__section *sec, const char *key) CRL_INTERNAL;
+/* Add a key that the section does not hold yet; takes copies. */
+crl__entry *crl__section_add(crl__section *sec, const char *key, const char *value, const char *origin,
+                             int layer) CRL_INTERNAL;
+
+/* The strict INI parser: parse `data` into the empty config `into`
+ * (values tagged with `layer`).  CRL_E_CONFIG "NAME:LINE: ..." on error. */
+int crl__config_parse(crl_config *into, const char *name, const char *data, size_t len, int layer,
+                      crl_error *err) CRL_INTERNAL;
+
+/* A parsed value of a declared option. */
+typedef struct crl__value {
+    int type;            /* crl_opt_type */
+    bool b;
+    int64_t i;
+    double d;
+    uint64_t u;
+    char **items;        /* LIST: NULL-terminated (g_strfreev) */
+    double *doubles;     /* DOUBLES (g_free) */
+    size_t n;            /* LIST / DOUBLES length */
+} crl__value;
+
+/* Parse `s` as declared by `opt` (type, range, choices).  On failure
+ * returns false and sets *why (g_free) to "expected ..." / "must be ...",
+ * the part of a message after "[section] key = 'v': ". */
+bool crl__parse_value(const crl_option *opt, const char *s, crl__value *out, char **why) CRL_INTERNAL;
+void crl__value_clear(crl__value *v) CRL_INTERNAL;
+
+/* "INT", "BOOL", ... for messages. */
+const char *crl__opt_type_name(int type) CRL_INTERNAL;
+/* A number for messages: 1 -> "1", 1e9 -> "1e9", 0.25 -> "0.25". */
+const char *crl__format_number(double v, char buf[40]) CRL_INTERNAL;
+
+/* The declaration of `key` among `tables` (first match wins; a
+ * CRL_OPT_PREFIX option matches any longer key starting with its name). */
+const crl_option *crl__find_option(const crl_option *const *tables, size_t ntables, const char *key) CRL_INTERNAL;
+
+/* Schema internals for validation, overrides and show. */
+bool crl__section_matches(const char *pattern, const char *name) CRL_INTERNAL;
+bool crl__schema_knows(const crl_schema *s, const char *section) CRL_INTERNAL;
+/* Exact section names in the order they were first declared (borrowed,
+ * NULL-terminated, valid until the schema changes). */
+const char *const *crl__schema_exact_sections(const crl_schema *s) CRL_INTERNAL;
+/* Candidate names for "did you mean" on an unknown section: exact names,
+ * plus for each "prefix.*" pattern the prefix joined with what follows the
+ * word's first dot.  Free with g_ptr_array_unref. */
+GPtrArray *crl__schema_section_candidates(const crl_schema *s, const char *word) CRL_INTERNAL;
+/* Selectors that apply to `section`: count, and the i-th key and kind. */
+size_t crl__schema_selector_count(const crl_schema *s, const char *section) CRL_INTERNAL;
+void crl__schema_selector_at(const crl_schema *s, const char *section, size_t i, const char **key,
+                             crl_kind *kind) CRL_INTERNAL;
+/* The value that picks a selector's component: the config's, else the
+ * default declared by the section's own tables; NULL when neither.
+ * *entry is the config entry when there is one. */
+const char *crl__schema_selector_value(const crl_schema *s, const crl_config *cfg, const char *section,
+                                       const char *key, const crl__entry **entry) CRL_INTERNAL;
+/* Run the lookup callback (NULL when none is set or nothing matches). */
+const crl_option *crl__schema_lookup(const crl_schema *s, crl_kind kind, const char *name) CRL_INTERNAL;
+/* Names registered for a kind, via crl_schema_set_names (NULL-terminated,
+ * free the array with g_free; strings borrowed). */
+const char **crl__schema_names(const crl_schema *s, crl_kind kind) CRL_INTERNAL;
+
+/* crl_opts builder (options.c). */
+crl_opts *crl__opts_new(const char *section) CRL_INTERNAL;
+/* Declare `opt` with its raw value (NULL: use the default) and origin.
+ * Parses the value; CRL_E_CONFIG "ORIGIN: [section] key = 'v': why" on a
+ * bad value, CRL_E_INVALID for a bad default in the table.  A name already
+ * declared is ignored (the first table wins). */
+int crl__opts_declare(crl_opts *o, const crl_option *opt, const char *value, const char *origin,
+                      crl_error *err) CRL_INTERNAL;
+/* Record a key given under a CRL_OPT_PREFIX option. */
+void crl__opts_add_prefixed(crl_opts *o, const char *prefix, const char *key, const char *value,
+                            const char *origin) CRL_INTERNAL;
+
+/* Read a whole file; on failure returns false and *errnum is errno. */
+bool crl__read_file(const char *path, char **data, size_t *len, int *errnum) CRL_INTERNAL;
+
+#endif

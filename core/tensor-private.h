@@ -1,0 +1,72 @@
+/* Tensor internals shared by tensor.c, tensor_ops.c, half.c and the TensorDict code. */
+#ifndef CRL_TENSOR_PRIVATE_H
+#define CRL_TENSOR_PRIVATE_H
+
+#include "crl-private.h"
+
+/* A refcounted block of memory that views point into. */
+typedef struct crl__storage {
+    gint refcount;              /* atomic: tensors cross threads in executors */
+    crl_storage_kind kind;
+    void *base;                 /* start of the allocation / mapping */
+    size_t map_len;             /* bytes mapped (shared, mmap); 0 when not a mapping */
+    void (*release)(void *user);/* external storage */
+    void *user;
+} crl__storage;
+
+struct crl_tensor {
+    gint refcount;              /* atomic */
+    crl_dtype dtype;
+    int ndim;
+    crl_device device;
+    int64_t shape[CRL_MAX_DIMS];
+    int64_t strides[CRL_MAX_DIMS];  /* elements */
+    char *data;                 /* first element of the view (storage + offset) */
+    crl__storage *storage;
+};
+
+/* Room for "[a, b, ...]" with CRL_MAX_DIMS int64 dims. */
+#define CRL__SHAPE_BUF 224
+
+/* Format a shape as "[2, 3]" into buf (CRL__SHAPE_BUF bytes); returns buf. */
+CRL_INTERNAL char *crl__shape_fmt(char *buf, int ndim, const int64_t *shape);
+
+/* Normalise a possibly negative dim against ndim (dims valid in [-n, n)).
+ * Returns false when out of range. */
+static inline bool crl__norm_dim(int *dim, int n)
+{
+    int d = *dim < 0 ? *dim + n : *dim;
+    if (d < 0 || d >= n)
+        return false;
+    *dim = d;
+    return true;
+}
+
+/* Python slice bounds for a dim of size n (step > 0): clamps start/stop
+ * and returns the slice length. */
+static inline int64_t crl__slice_norm(int64_t n, int64_t *start, int64_t *stop, int64_t step)
+{
+    int64_t a = *start, b = *stop;
+    if (a < 0)
+        a = a + n < 0 ? 0 : a + n;
+    if (a > n)
+        a = n;
+    if (b < 0)
+        b = b + n < 0 ? 0 : b + n;
+    if (b > n)
+        b = n;
+    *start = a;
+    *stop = b;
+    return b > a ? (b - a - 1) / step + 1 : 0;
+}
+
+/* A view over t's storage with the given layout (no checks). */
+CRL_INTERNAL crl_tensor *crl__tensor_view_of(crl_tensor *t, int ndim, const int64_t *shape,
+                                             const int64_t *strides, char *data);
+
+/* IEEE binary16 conversions, hidden so hot loops call them directly.
+ * Doubles round to nearest even in one step (no double rounding). */
+CRL_INTERNAL float crl__half_to_float(uint16_t h);
+CRL_INTERNAL uint16_t crl__double_to_half(double d);
+
+#endif
