@@ -68,6 +68,11 @@ static const char *stage_text(char stage)
 static G_NORETURN void child(crl_host *host, const char *path, int fd)
 {
     host->probe_fd = fd;
+    /* Let a crash kill the child with its signal so the parent can name it,
+     * even when the parent installed handlers (sanitizers, crash reporters). */
+    static const int fatal[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT };
+    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
+        signal(fatal[i], SIG_DFL);
     crl_error e = { 0 };
     crl_host_load_path(host, path, &e);
     char tag = PROBE_RESULT;

@@ -50,8 +50,11 @@ static void print_range(const crl_option *o)
     if (o->flags & CRL_OPT_RANGE) {
         if (o->type == CRL_OPT_LIST || o->type == CRL_OPT_DOUBLES)
             printf("  length [%g, %g]", o->min, o->max);
+        else if (o->type == CRL_OPT_INT || o->type == CRL_OPT_SIZE)
+            /* Whole numbers: %g would print 1073741824 as 1.07374e+09. */
+            printf("  range [%.0f, %.0f]", o->min, o->max);
         else
-            printf("  range [%g, %g]", o->min, o->max);
+            printf("  range [%.15g, %.15g]", o->min, o->max);
     }
 }
 
