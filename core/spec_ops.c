@@ -444,6 +444,21 @@ int crl_spec_rand_into(const crl_spec *s, crl_rng *rng, crl_tensor *t, crl_error
         break;
     case CRL_SPEC_BOUNDED: {
         const double *lo = crl_tensor_data(s->low), *hi = crl_tensor_data(s->high);
+        if (s->dtype == CRL_F32 && crl_tensor_is_contiguous(t)) {
+            /* Hot path (random actions): a float32 value needs only 24
+             * random bits, one rng word instead of the two a double takes. */
+            float *out = crl_tensor_data(t);
+            for (int64_t i = 0; i < e.numel; i++) {
+                if (isinf(lo[i]) || isinf(hi[i])) {
+                    out[i] = (float)rand_bounded_float(rng, lo[i], hi[i]);
+                    continue;
+                }
+                float l = (float)lo[i], h = (float)hi[i];
+                float v = l + (h - l) * crl_rng_uniform_f32(rng);
+                out[i] = v < l ? l : v > h ? h : v;
+            }
+            break;
+        }
         for (int64_t i = 0; i < e.numel; i++) {
             if (is_int)
                 crl__elem_set_i64(&e, i, rand_int(rng, (int64_t)lo[i], (int64_t)hi[i]));
