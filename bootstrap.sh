@@ -21,7 +21,7 @@ build=${BUILD_DIR:-$here/_build}
 packages=(
     build-essential autoconf automake autoconf-archive libtool pkg-config
     libglib2.0-dev libinih-dev libffi-dev librandom123-dev check
-    libpython3-dev python3 valgrind
+    libpython3-dev python3 valgrind libcairo2-dev
 )
 
 install_packages() {

@@ -1,6 +1,8 @@
 /* The plugin host object: lifetime, search path, host option tables, schema, plugin lists. */
 #include "host-private.h"
 
+#include <crl/env.h>
+
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,7 +277,10 @@ static crl_schema *build_schema(crl_host *h, crl_error *err)
         return NULL;
     if (crl_schema_add(s, "plugins", plugins_options,
                        "where plugins are found and which are loaded (see 'crl plugins')", err) ||
-        crl_schema_add(s, "log", log_options, "logging of the host and plugins", err))
+        crl_schema_add(s, "log", log_options, "logging of the host and plugins", err) ||
+        crl_schema_add(s, "env", crl_env_options(),
+                       "the environment: common options, plus those of the backend its 'backend' key names", err) ||
+        crl_schema_add_selector(s, "env", "backend", CRL_KIND_ENV, err))
         goto fail;
     if (!h->load_attempted &&
         crl_schema_add(s, "plugin.*", no_options,

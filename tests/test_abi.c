@@ -158,6 +158,38 @@ START_TEST(plugin_info_layout)
 }
 END_TEST
 
+START_TEST(env_specs_layout)
+{
+    PIN_SIZE(crl_env_specs, 72);
+    PIN_OFF(crl_env_specs, struct_size, 0);
+    PIN_OFF(crl_env_specs, reserved, 4);
+    PIN_OFF(crl_env_specs, observation, 8);
+    PIN_OFF(crl_env_specs, action, 16);
+    PIN_OFF(crl_env_specs, reward, 24);
+    PIN_OFF(crl_env_specs, done, 32);
+    PIN_OFF(crl_env_specs, state, 40);
+    PIN_OFF(crl_env_specs, info, 48);
+    PIN_OFF(crl_env_specs, max_episode_steps, 56);
+    PIN_OFF(crl_env_specs, render_height, 64);
+    PIN_OFF(crl_env_specs, render_width, 68);
+}
+END_TEST
+
+START_TEST(env_ops_layout)
+{
+    PIN_SIZE(crl_env_ops, 64);
+    PIN_OFF(crl_env_ops, struct_size, 0);
+    PIN_OFF(crl_env_ops, reserved, 4);
+    PIN_OFF(crl_env_ops, list, 8);
+    PIN_OFF(crl_env_ops, make, 16);
+    PIN_OFF(crl_env_ops, bind, 24);
+    PIN_OFF(crl_env_ops, reset, 32);
+    PIN_OFF(crl_env_ops, step, 40);
+    PIN_OFF(crl_env_ops, render, 48);
+    PIN_OFF(crl_env_ops, close, 56);
+}
+END_TEST
+
 static Suite *abi_suite(void)
 {
     Suite *s = suite_create("abi");
@@ -172,6 +204,8 @@ static Suite *abi_suite(void)
     tcase_add_test(tc, component_layout);
     tcase_add_test(tc, plugin_desc_layout);
     tcase_add_test(tc, plugin_info_layout);
+    tcase_add_test(tc, env_specs_layout);
+    tcase_add_test(tc, env_ops_layout);
     suite_add_tcase(s, tc);
     return s;
 }

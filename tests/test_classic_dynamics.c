@@ -332,6 +332,8 @@ START_TEST(test_pendulum_literals)
         {{-2.5, 7.9}, 5.0f, {-2.1124427054038986, 7.751145891922033}, -12.494999885559082f},
         /* angle 4.0 normalises to 4 - 2 pi */
         {{4.0, 0.2}, 0.1f, {3.982369906455755, -0.35260187088489975}, -5.216945171356201f},
+        /* u**2 is powf, which rounds this tie up where u * u rounds to even */
+        {{0.0, 0.0}, 0x1.001p-1f, {0x1.eba3d70a3d70cp-9, 0x1.3346666666667p-4}, -0x1.0645a4p-12f},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         step_out o = step_box(d, cases[k].s, cases[k].u, NULL);
@@ -728,6 +730,14 @@ START_TEST(test_acrobot_literals)
     ck_assert_double_eq(o.state[1], 0.010166112844113992);
     ck_assert_double_eq(o.state[2], -0.17582960622364976);
     ck_assert_double_eq(o.state[3], 0.40176905399674445);
+    /* A state where d2 ** 2 (pow) differs from d2 * d2 in the last bit. */
+    const double s2[4] = {0x1.ebde0321c3098p-7, -0x1.79ceb9eee3631p-2, 0x1.a08ccae7f3f1cp-4,
+                          -0x1.72ea1f8d11a14p-1};
+    o = step_discrete(d, s2, 1, p);
+    ck_assert_double_eq(o.state[0], 0x1.a0a8a43d30982p-6);
+    ck_assert_double_eq(o.state[1], -0x1.e1c1dd4b86080p-2);
+    ck_assert_double_eq(o.state[2], -0x1.5b1fb90232e80p-11);
+    ck_assert_double_eq(o.state[3], -0x1.1a8bc6a7c0d06p-2);
     /* A swinging state that wraps, clips dtheta2 and reaches the goal. */
     const double big[4] = {(float)3.0, (float)0.5, (float)5.0, (float)-9.0};
     o = step_discrete(d, big, 0, NULL);
@@ -750,6 +760,23 @@ START_TEST(test_acrobot_terminal_threshold)
     const double above[4] = {M_PI, M_PI_2, 0, 0};
     ck_assert(-cos(above[0]) - cos(above[1] + above[0]) > 1.0);
     ck_assert(classic_acrobot_terminal(above));
+    /* A state whose height is exactly 1.0 is not terminal, one ulp-step of
+     * theta2 beyond which it exceeds 1.0 is.  Found near a pair picked with
+     * acos; the search keeps the test independent of the libm's last bits. */
+    double s[4] = {0x1.93d1244a62237p+0, 0x1.72f8d542b0f53p+0, 0, 0};
+    const double start = s[1];
+    bool exact = false;
+    for (int k = 0; k < 400 && !exact; k++) {
+        s[1] = start + (k % 2 ? 1 : -1) * (k / 2) * 0x1p-52;
+        exact = -cos(s[0]) - cos(s[1] + s[0]) == 1.0;
+    }
+    ck_assert_msg(exact, "no state with height exactly 1.0 near the seed");
+    ck_assert(!classic_acrobot_terminal(s));
+    int steps = 0;
+    while (!(-cos(s[0]) - cos(s[1] + s[0]) > 1.0) && steps++ < 100000)
+        s[1] = nextafter(s[1], 4); /* s0 + s1 < pi, so growing s1 raises the tip */
+    ck_assert(-cos(s[0]) - cos(s[1] + s[0]) > 1.0);
+    ck_assert(classic_acrobot_terminal(s));
     /* Hanging straight down is far from it, straight up is past it. */
     const double down[4] = {0, 0, 0, 0}, up[4] = {M_PI, 0, 0, 0};
     ck_assert(!classic_acrobot_terminal(down));

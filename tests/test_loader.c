@@ -950,7 +950,7 @@ START_TEST(configured_bad_values)
     crl_config_free(cfg);
 
     /* A bad [plugin.good] value fails good's load, recorded as a failure. */
-    cfg = cfg_from("[plugin.good]\ncount = 0\n");
+    cfg = cfg_from("[plugin.good]\ncount = 0\n[plugins]\nload = good\n");
     h = host_over(cfg);
     expect_error(crl_host_load_configured(h, &e), &e, CRL_E_CONFIG, "test.ini:2", "count", NULL);
     ck_assert_uint_eq(crl_host_failure_count(h), 1);

@@ -30,6 +30,10 @@ enum {
 int crl__cli_setup(crl_cli_ctx *ctx, int nargs, char **args, unsigned flags, crl_error *err);
 void crl__cli_teardown(crl_cli_ctx *ctx);
 
+/* Register the plugins linked into the program (builtins.c; e.g. classic
+ * when configured with it), before the configured ones are loaded. */
+int crl__cli_load_builtins(crl_host *host, crl_error *err);
+
 /* Map an error to the exit code: 2 for usage/config/not-found, 1 otherwise. */
 int crl__cli_exit_code(const crl_error *err);
 /* "crl CMD: message" on stderr. */
@@ -43,8 +47,32 @@ int crl__cmd_version(int argc, char **argv);
 int crl__cmd_plugins(int argc, char **argv);
 int crl__cmd_config(int argc, char **argv);
 int crl__cmd_bench(int argc, char **argv);
+int crl__cmd_envs(int argc, char **argv);
+int crl__cmd_inspect(int argc, char **argv);
+int crl__cmd_rollout(int argc, char **argv);
 
 /* `crl bench core`: prints figures, returns an exit code. */
 int crl__bench_core(double seconds);
+/* `crl bench envs`: host env API vs the bare classic backend. */
+int crl__bench_envs(double seconds);
+
+/* Env helpers of the env commands (cmd_envs.c). */
+struct crl_env;
+struct crl_env_ops;
+/* The env ops of a component, or NULL when it is not a usable env backend
+ * (ops too small for list..step, or one of them NULL). */
+const struct crl_env_ops *crl__cli_env_ops(const crl_component *c);
+/* crl__cli_setup (plugins, validation), then the env of the [env] section;
+ * on failure err is set and the context is torn down. */
+int crl__cli_env_setup(crl_cli_ctx *ctx, int nargs, char **args, struct crl_env **env, crl_error *err);
+
+/* JSON output (cmd_inspect.c): a shape as [d0,d1,...]; a tensor's values
+ * as nested arrays (inf and nan as the strings "inf", "-inf", "nan"). */
+void crl__cli_json_shape(FILE *f, int ndim, const int64_t *shape);
+void crl__cli_json_tensor_data(FILE *f, const crl_tensor *t);
+
+/* png.c: write rgb [height, width, 3] (row-major) as a PNG through cairo;
+ * errors name the path. */
+int crl__png_write_rgb(const char *path, const uint8_t *rgb, int width, int height, crl_error *err);
 
 #endif

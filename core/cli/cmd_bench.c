@@ -12,6 +12,7 @@ static const struct {
     const char *summary;
 } benches[] = {
     { "core", crl__bench_core, "TensorDict get/set through key handles, td creation, spec rand" },
+    { "envs", crl__bench_envs, "classic env steps/s through the host API vs the bare backend, bit-exactness" },
 };
 
 static void usage(FILE *f)

@@ -13,6 +13,9 @@ static const struct {
     { "version", crl__cmd_version, "print crl's version and ABI" },
     { "plugins", crl__cmd_plugins, "list loaded plugins and what they registered" },
     { "config", crl__cmd_config, "check or show a layered configuration" },
+    { "envs", crl__cmd_envs, "list the env ids of every env backend" },
+    { "inspect", crl__cmd_inspect, "build the [env] env and print its specs" },
+    { "rollout", crl__cmd_rollout, "run an env for N steps and print the rollout" },
     { "bench", crl__cmd_bench, "run a benchmark and print its figures" },
 };
 

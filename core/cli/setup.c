@@ -59,7 +59,9 @@ int crl__cli_setup(crl_cli_ctx *ctx, int nargs, char **args, unsigned flags, crl
         if (crl_config_override(ctx->cfg, crl_host_schema(ctx->host), *o, err))
             goto fail;
     if (flags & CRL_CLI_LOAD_PLUGINS) {
-        int rc = crl_host_load_configured(ctx->host, err);
+        int rc = crl__cli_load_builtins(ctx->host, err);
+        if (rc == CRL_OK)
+            rc = crl_host_load_configured(ctx->host, err);
         if (rc && !(flags & CRL_CLI_TOLERATE_PLUGIN_FAILURES))
             goto fail;
         if (rc)

@@ -171,8 +171,10 @@ static void acrobot_reset_one(const classic_def *d, double *state, crl_rng *rng,
                               const double *p)
 {
     (void)d;
-    for (int k = 0; k < 4; k++)
-        state[k] = (float)crl_rng_range(rng, p[ACROBOT_RESET_LOW], p[ACROBOT_RESET_HIGH]);
+    for (int k = 0; k < 4; k++) {
+        double v = crl_rng_range(rng, p[ACROBOT_RESET_LOW], p[ACROBOT_RESET_HIGH]);
+        state[k] = classic_round_f32(v); /* Gymnasium casts the reset state to float32 */
+    }
 }
 
 static void acrobot_observe_batch(const classic_def *d, const double *state, float *obs,
@@ -227,8 +229,9 @@ static int acrobot_render_one(const classic_def *d, const double *s, const void 
 {
     (void)last_action;
     classic_canvas cv;
-    if (classic_canvas_begin(&cv, d, w, h, err) != CRL_OK)
-        return err ? err->code : CRL_E_INVALID;
+    int rc = classic_canvas_begin(&cv, d, w, h, err);
+    if (rc != CRL_OK)
+        return rc;
     cairo_t *cr = cv.cr;
     const double L1 = p[ACROBOT_LINK_LENGTH_1], L2 = p[ACROBOT_LINK_LENGTH_2];
     const double bound_ = L1 + L2 + 0.2;

@@ -162,8 +162,9 @@ static int cartpole_render_one(const classic_def *d, const double *s, const void
 {
     (void)last_action;
     classic_canvas cv;
-    if (classic_canvas_begin(&cv, d, w, h, err) != CRL_OK)
-        return err ? err->code : CRL_E_INVALID;
+    int rc = classic_canvas_begin(&cv, d, w, h, err);
+    if (rc != CRL_OK)
+        return rc;
     cairo_t *cr = cv.cr;
     const double screen_width = d->render_width;
     const double world_width = p[CARTPOLE_X_THRESHOLD] * 2;

@@ -12,6 +12,15 @@
 #include <crl/options.h>
 #include <crl/rng.h>
 
+/* Bit-exact agreement with Gymnasium needs every product rounded before it
+ * is added: no fused multiply-add, which GCC would otherwise emit on FMA
+ * targets (-march=native) in GNU C mode. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 /* Largest sizes over all defs, for callers that keep per-env scratch on the stack. */
 #define CLASSIC_MAX_STATE 4
 #define CLASSIC_MAX_OBS 6
@@ -174,6 +183,14 @@ static inline float classic_powf2(float x)
 {
     volatile float two = 2.0f;
     return powf(x, two);
+}
+
+/* x rounded to float32 and back.  The volatile store keeps the round trip:
+ * GCC 12's SLP vectorizer was seen dropping a plain (double)(float)x. */
+static inline double classic_round_f32(double x)
+{
+    volatile float f = (float)x;
+    return (double)f;
 }
 
 /* Acrobot's goal test on a state [4]: -cos(s0) - cos(s1 + s0) > 1. */

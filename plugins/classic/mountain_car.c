@@ -122,8 +122,9 @@ int classic_mountain_car_render_one(const classic_def *d, const double *s,
 {
     (void)last_action;
     classic_canvas cv;
-    if (classic_canvas_begin(&cv, d, w, h, err) != CRL_OK)
-        return err ? err->code : CRL_E_INVALID;
+    int rc = classic_canvas_begin(&cv, d, w, h, err);
+    if (rc != CRL_OK)
+        return rc;
     cairo_t *cr = cv.cr;
     const double min_position = p[MOUNTAIN_CAR_MIN_POSITION];
     const double max_position = p[MOUNTAIN_CAR_MAX_POSITION];

@@ -83,7 +83,7 @@ static inline bool np_eq(np_val a, np_val b)
 
 static inline bool is_f32_exact(double x)
 {
-    return (double)(float)x == x;
+    return classic_round_f32(x) == x;
 }
 
 static const classic_param mcc_params[MOUNTAIN_CAR_N_PARAMS] = {
@@ -154,11 +154,11 @@ static void mcc_step_batch(const classic_def *d, double *state, const void *acti
         /* The reward uses the unclipped action: 0 - a^2 * 0.1, or 100 - a^2 * 0.1. */
         double r = (term ? 100.0 : 0.0) - classic_pow2((double)act[i]) * 0.1;
 
-        float fp = (float)position.v, fv = (float)velocity.v;
-        s[0] = fp;
-        s[1] = fv;
-        obs[2 * i] = fp;
-        obs[2 * i + 1] = fv;
+        /* Gymnasium keeps np.array([position, velocity], dtype=np.float32). */
+        s[0] = classic_round_f32(position.v);
+        s[1] = classic_round_f32(velocity.v);
+        obs[2 * i] = (float)s[0];
+        obs[2 * i + 1] = (float)s[1];
         reward[i] = (float)r;
         terminated[i] = (uint8_t)term;
     }

@@ -125,8 +125,9 @@ static int pendulum_render_one(const classic_def *d, const double *s, const void
                                uint8_t *rgb, int w, int h, const double *p, crl_error *err)
 {
     classic_canvas cv;
-    if (classic_canvas_begin(&cv, d, w, h, err) != CRL_OK)
-        return err ? err->code : CRL_E_INVALID;
+    int rc = classic_canvas_begin(&cv, d, w, h, err);
+    if (rc != CRL_OK)
+        return rc;
     cairo_t *cr = cv.cr;
     const double bound = 2.2;
     const double scale = d->render_width / (bound * 2);

@@ -85,9 +85,9 @@ size_t classic_suggest(const char *id, const char **out, size_t max)
     if (!id || !out || max == 0)
         return 0;
     size_t score[N_DEFS];
+    /* Ids are 10 characters or more, so a third of the typed length is a
+     * fair budget; shorter words get through as prefixes. */
     size_t limit = strlen(id) / 3;
-    if (limit < 2)
-        limit = 2;
     for (size_t i = 0; i < N_DEFS; i++) {
         size_t dist = edit_distance(id, classic_defs[i]->id);
         /* A prefix match ranks with the near misses, after exact-looking ones. */

@@ -8,4 +8,5 @@
 #include <crl/spec.h>
 #include <crl/options.h>
 #include <crl/plugin.h>
+#include <crl/env_backend.h>
 #endif

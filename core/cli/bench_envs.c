@@ -1,0 +1,563 @@
+/* crl bench envs: classic env steps/s through the host env API against the
+ * bare backend (ops->step on buffers we bind ourselves), single env and a
+ * 1024-env batch, plus a bit-exactness check of the two paths. */
+#include "config.h"
+#include "cli-private.h"
+
+#include <crl/env.h>
+#include <glib.h>
+#include <string.h>
+
+#define BATCH 1024
+#define EXACT_STEPS 200
+#define EXACT_SEED 20240601u
+
+typedef struct {
+    double ns_per_op;
+    uint64_t ops;
+} bench_result;
+
+/* Run `fn(state, n)` in growing batches until `seconds` have passed (as
+ * bench_core.c does); fn reports failures through its state. */
+static bench_result measure(void (*fn)(void *, uint64_t), void *state, double seconds)
+{
+    uint64_t n = 1, total = 0;
+    gint64 start = g_get_monotonic_time(), now = start;
+    fn(state, 100); /* warm-up */
+    while ((double)(now - start) < seconds * 1e6) {
+        fn(state, n);
+        total += n;
+        now = g_get_monotonic_time();
+        if (n < (1u << 24))
+            n *= 2;
+    }
+    bench_result r = { (double)(now - start) * 1e3 / (double)total, total };
+    return r;
+}
+
+/* Pre-drawn actions: `k` steps of `num` envs, drawn from the backend's
+ * action leaf so the rng is not timed. */
+typedef struct {
+    uint8_t *data;
+    size_t step_bytes;
+    int64_t k;
+} action_bank;
+
+static void bank_free(action_bank *b)
+{
+    g_free(b->data);
+    memset(b, 0, sizeof *b);
+}
+
+/* leaf: the [num, ...] action spec of the backend. */
+static int bank_fill(action_bank *b, const crl_spec *leaf, int64_t k, uint64_t seed, crl_error *err)
+{
+    memset(b, 0, sizeof *b);
+    crl_dtype dt = crl_spec_dtype(leaf);
+    int ndim = crl_spec_ndim(leaf);
+    const int64_t *shape = crl_spec_shape(leaf);
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++)
+        numel *= shape[i];
+    b->step_bytes = (size_t)numel * crl_dtype_size(dt);
+    b->k = k;
+    b->data = g_malloc((gsize)k * b->step_bytes);
+    crl_rng rng;
+    crl_rng_init(&rng, seed, 0);
+    for (int64_t i = 0; i < k; i++) {
+        crl_tensor *t = crl_tensor_wrap(b->data + (size_t)i * b->step_bytes, dt, ndim, shape, NULL, NULL, NULL, err);
+        int rc = t ? crl_spec_rand_into(leaf, &rng, t, err) : err->code;
+        crl_tensor_unref(t);
+        if (rc) {
+            bank_free(b);
+            return rc;
+        }
+    }
+    return CRL_OK;
+}
+
+/* The only leaf of a Composite (what the classic backend declares). */
+static const crl_spec *leaf_of(const crl_spec *comp, const char *key)
+{
+    return comp ? crl_spec_composite_get(comp, key) : NULL;
+}
+
+/* ---- the bare backend ---------------------------------------------------- */
+
+typedef struct {
+    const crl_env_ops *ops;
+    void *env;
+    crl_td *buffers;
+    int64_t num, max_steps;
+    void *action;
+    const float *obs;
+    size_t obs_bytes;
+    const uint8_t *terminated, *truncated;
+    bool *mask;
+    int64_t *elapsed;
+    const action_bank *bank;
+    int64_t next;
+    crl_error err;
+    bool failed;
+} bare_env;
+
+/* Every leaf of comp as a zeroed tensor in buffers, under its dotted key. */
+static int alloc_leaves(crl_td *buffers, const crl_spec *comp, const char *prefix, crl_error *err)
+{
+    for (size_t i = 0; comp && i < crl_spec_composite_len(comp); i++) {
+        const crl_spec *c = crl_spec_composite_at(comp, i);
+        char *key = *prefix ? g_strconcat(prefix, ".", crl_spec_composite_key_at(comp, i), NULL)
+                            : g_strdup(crl_spec_composite_key_at(comp, i));
+        int rc = CRL_OK;
+        if (crl_spec_get_kind(c) == CRL_SPEC_COMPOSITE) {
+            rc = alloc_leaves(buffers, c, key, err);
+        } else {
+            crl_tensor *t = crl_spec_zero(c, err);
+            rc = t ? crl_td_set(buffers, key, t, err) : err->code;
+            crl_tensor_unref(t);
+        }
+        g_free(key);
+        if (rc)
+            return rc;
+    }
+    return CRL_OK;
+}
+
+static void bare_close(bare_env *b, crl_env_specs *specs)
+{
+    if (b->ops && b->env && b->ops->struct_size >= offsetof(crl_env_ops, close) + sizeof b->ops->close &&
+        b->ops->close)
+        b->ops->close(b->env);
+    b->env = NULL;
+    crl_td_unref(b->buffers);
+    b->buffers = NULL;
+    g_free(b->mask);
+    g_free(b->elapsed);
+    b->mask = NULL;
+    b->elapsed = NULL;
+    if (specs) {
+        crl_spec_unref(specs->observation);
+        crl_spec_unref(specs->action);
+        crl_spec_unref(specs->reward);
+        crl_spec_unref(specs->done);
+        crl_spec_unref(specs->state);
+        crl_spec_unref(specs->info);
+        memset(specs, 0, sizeof *specs);
+    }
+}
+
+/* Make num envs of id with the backend's defaults, bind our buffers, reset
+ * with the seed chain from `seed` (as crl_env_set_seed hands it out). */
+static int bare_open(bare_env *b, const crl_host *host, const crl_config *cfg, const char *id, int64_t num,
+                     uint64_t seed, crl_env_specs *specs, crl_error *err)
+{
+    memset(b, 0, sizeof *b);
+    memset(specs, 0, sizeof *specs);
+    specs->struct_size = sizeof *specs;
+    const crl_component *c = crl_host_lookup(host, CRL_KIND_ENV, "classic", err);
+    if (!c)
+        return err->code;
+    if (!(b->ops = crl__cli_env_ops(c)))
+        return crl_error_set(err, CRL_E_ABI, "env/classic is not a usable env backend (its ops are too small)");
+    b->num = num;
+    const crl_option *tables[1] = { c->options };
+    crl_opts *opts = crl_config_opts(cfg, "classic-bare", tables, 1, err);
+    if (!opts)
+        return err->code;
+    int rc = b->ops->make(id, num, opts, specs, &b->env, err);
+    crl_opts_free(opts);
+    if (rc)
+        goto fail;
+    b->max_steps = specs->max_episode_steps;
+    if (!(b->buffers = crl_td_new(1, &num, err)))
+        goto fail;
+    const crl_spec *parts[] = { specs->observation, specs->action, specs->reward, specs->done, specs->state,
+                                specs->info };
+    for (size_t i = 0; i < G_N_ELEMENTS(parts); i++)
+        if (alloc_leaves(b->buffers, parts[i], "", err))
+            goto fail;
+    if (b->ops->bind(b->env, b->buffers, err))
+        goto fail;
+    crl_tensor *act = crl_td_get(b->buffers, "action"), *obs = crl_td_get(b->buffers, "observation");
+    crl_tensor *term = crl_td_get(b->buffers, "terminated"), *trunc = crl_td_get(b->buffers, "truncated");
+    if (!act || !obs || !term || !trunc) {
+        crl_error_set(err, CRL_E_INVALID, "classic/%s declares no action, observation, terminated or truncated",
+                      id);
+        goto fail;
+    }
+    b->action = crl_tensor_data(act);
+    b->obs = crl_tensor_data(obs);
+    b->obs_bytes = crl_tensor_nbytes(obs);
+    b->terminated = crl_tensor_data(term);
+    b->truncated = crl_tensor_data(trunc);
+    b->mask = g_new0(bool, (gsize)num);
+    b->elapsed = g_new0(int64_t, (gsize)num);
+    uint64_t *seeds = g_new(uint64_t, (gsize)num);
+    for (int64_t i = 0; i < num; i++) {
+        seeds[i] = seed;
+        seed = crl_seed_next(seed);
+    }
+    rc = b->ops->reset(b->env, NULL, seeds, false, err);
+    g_free(seeds);
+    if (rc)
+        goto fail;
+    return CRL_OK;
+fail:
+    bare_close(b, specs);
+    return err->code ? err->code : CRL_E_INVALID;
+}
+
+/* One step with the bank's next actions; ended envs (terminated, or at the
+ * time limit the host would apply) are reset with a mask. */
+static int bare_step(bare_env *b, crl_error *err)
+{
+    const action_bank *bank = b->bank;
+    memcpy(b->action, bank->data + (size_t)(b->next % bank->k) * bank->step_bytes, bank->step_bytes);
+    b->next++;
+    if (b->ops->step(b->env, err))
+        return err->code;
+    bool any = false;
+    for (int64_t i = 0; i < b->num; i++) {
+        bool ended = b->terminated[i] || b->truncated[i] || (b->max_steps > 0 && ++b->elapsed[i] >= b->max_steps);
+        b->mask[i] = ended;
+        any |= ended;
+    }
+    if (!any)
+        return CRL_OK;
+    for (int64_t i = 0; i < b->num; i++)
+        if (b->mask[i])
+            b->elapsed[i] = 0;
+    return b->ops->reset(b->env, b->mask, NULL, false, err);
+}
+
+static void run_bare(void *p, uint64_t n)
+{
+    bare_env *b = p;
+    for (uint64_t i = 0; i < n && !b->failed; i++)
+        if (bare_step(b, &b->err))
+            b->failed = true;
+}
+
+/* ---- the host env API ---------------------------------------------------- */
+
+typedef struct {
+    crl_config *cfg;
+    crl_env *env;
+    crl_td *td[2];
+    int cur;
+    crl_tensor **actions; /* views of the bank in the env's action shape */
+    int64_t k, next;
+    crl_td_key *action_key;
+    crl_error err;
+    bool failed;
+} host_env;
+
+static void host_close(host_env *h)
+{
+    for (int64_t i = 0; h->actions && i < h->k; i++)
+        crl_tensor_unref(h->actions[i]);
+    g_free(h->actions);
+    crl_td_unref(h->td[0]);
+    crl_td_unref(h->td[1]);
+    crl_td_key_free(h->action_key);
+    crl_env_free(h->env);
+    crl_config_free(h->cfg);
+    memset(h, 0, sizeof *h);
+}
+
+/* [env] backend = classic, id, num_envs (0: a single env of batch []),
+ * same-step auto-reset, so ended envs reset inside the step as the bare
+ * loop resets them right after it. */
+static int host_open(host_env *h, crl_host *host, const char *id, int64_t num, crl_error *err)
+{
+    memset(h, 0, sizeof *h);
+    char *text = num ? g_strdup_printf("[env]\nbackend = classic\nid = %s\nnum_envs = %" G_GINT64_FORMAT
+                                       "\nauto_reset = same_step\n", id, (gint64)num)
+                     : g_strdup_printf("[env]\nbackend = classic\nid = %s\nauto_reset = same_step\n", id);
+    int rc = CRL_OK;
+    if (!(h->cfg = crl_config_new(err)) ||
+        crl_config_load_buffer(h->cfg, "crl bench envs", text, strlen(text), CRL_LAYER_FILE, err) ||
+        !(h->env = crl_env_from_config(host, h->cfg, "env", err)) || !(h->action_key = crl_td_key_new("action", err)))
+        rc = err->code ? err->code : CRL_E_INVALID;
+    g_free(text);
+    if (rc)
+        host_close(h);
+    return rc;
+}
+
+/* Views of the bank's steps shaped like the env's action leaf. */
+static int host_bind_bank(host_env *h, const action_bank *bank, crl_error *err)
+{
+    const crl_spec *leaf = leaf_of(crl_env_action_spec(h->env), "action");
+    if (!leaf)
+        return crl_error_set(err, CRL_E_INVALID, "%s has no 'action' spec", crl_env_id(h->env));
+    crl_dtype dt = crl_spec_dtype(leaf);
+    int64_t numel = 1;
+    for (int i = 0; i < crl_spec_ndim(leaf); i++)
+        numel *= crl_spec_shape(leaf)[i];
+    if ((size_t)numel * crl_dtype_size(dt) != bank->step_bytes)
+        return crl_error_set(err, CRL_E_SHAPE, "%s: the host's action (%zu bytes) differs from the backend's (%zu)",
+                             crl_env_id(h->env), (size_t)numel * crl_dtype_size(dt), bank->step_bytes);
+    h->k = bank->k;
+    h->actions = g_new0(crl_tensor *, (gsize)bank->k);
+    for (int64_t i = 0; i < bank->k; i++)
+        if (!(h->actions[i] = crl_tensor_wrap(bank->data + (size_t)i * bank->step_bytes, dt, crl_spec_ndim(leaf),
+                                              crl_spec_shape(leaf), NULL, NULL, NULL, err)))
+            return err->code;
+    return CRL_OK;
+}
+
+static int host_reset(host_env *h, crl_error *err)
+{
+    crl_td_unref(h->td[0]);
+    crl_td_unref(h->td[1]);
+    h->td[1] = NULL;
+    h->cur = 0;
+    if (!(h->td[0] = crl_env_reset(h->env, NULL, err)))
+        return err->code;
+    if (!(h->td[1] = crl_td_new(crl_env_batch_ndim(h->env), crl_env_batch_shape(h->env), err)))
+        return err->code;
+    return CRL_OK;
+}
+
+/* step + step_mdp_into between two TensorDicts reused forever. */
+static void run_host(void *p, uint64_t n)
+{
+    host_env *h = p;
+    for (uint64_t i = 0; i < n && !h->failed; i++) {
+        crl_td *td = h->td[h->cur], *next = h->td[h->cur ^ 1];
+        if (crl_td_set_k(td, h->action_key, h->actions[h->next++ % h->k], &h->err) ||
+            crl_env_step(h->env, td, &h->err) || crl_env_step_mdp_into(h->env, td, next, &h->err)) {
+            h->failed = true;
+            return;
+        }
+        h->cur ^= 1;
+    }
+}
+
+/* ---- bit-exactness: host rollout vs the bare loop ------------------------ */
+
+typedef struct {
+    const action_bank *bank;
+    crl_td_key *key;
+    int64_t t;
+} replay;
+
+static int replay_policy(void *user, crl_env *env, crl_td *td, crl_error *err)
+{
+    replay *r = user;
+    crl_tensor *dst = crl_td_get_k(td, r->key);
+    const crl_spec *leaf = leaf_of(crl_env_action_spec(env), "action");
+    const uint8_t *src = r->bank->data + (size_t)(r->t++ % r->bank->k) * r->bank->step_bytes;
+    if (dst && crl_tensor_is_contiguous(dst) && crl_tensor_nbytes(dst) == r->bank->step_bytes &&
+        crl_tensor_dtype(dst) == crl_spec_dtype(leaf)) {
+        memcpy(crl_tensor_data(dst), src, r->bank->step_bytes);
+        return CRL_OK;
+    }
+    crl_tensor *t = crl_spec_zero(leaf, err);
+    if (!t)
+        return err->code;
+    memcpy(crl_tensor_data(t), src, r->bank->step_bytes);
+    int rc = crl_td_set_k(td, r->key, t, err);
+    crl_tensor_unref(t);
+    return rc;
+}
+
+/* Compare the host's [num, T, ...] leaf with the bare loop's records
+ * [T, num, ...] bit for bit; describes the first difference in why. */
+static bool same_bits(const crl_tensor *host, const uint8_t *bare, int64_t num, int64_t steps, size_t per_env,
+                      const char *what, char *why, size_t why_len)
+{
+    if (!host || crl_tensor_nbytes(host) != (size_t)(num * steps) * per_env) {
+        g_snprintf(why, why_len, "%s: the host rollout's tensor has another size", what);
+        return false;
+    }
+    crl_tensor *c = crl_tensor_contiguous((crl_tensor *)host, NULL);
+    if (!c) {
+        g_snprintf(why, why_len, "%s: out of memory", what);
+        return false;
+    }
+    const uint8_t *h = crl_tensor_data(c);
+    bool same = true;
+    for (int64_t e = 0; e < num && same; e++)
+        for (int64_t t = 0; t < steps && same; t++)
+            if (memcmp(h + (size_t)(e * steps + t) * per_env, bare + (size_t)(t * num + e) * per_env, per_env)) {
+                g_snprintf(why, why_len, "%s differs first at env %" G_GINT64_FORMAT " step %" G_GINT64_FORMAT, what,
+                           (gint64)e, (gint64)t);
+                same = false;
+            }
+    crl_tensor_unref(c);
+    return same;
+}
+
+static int bit_exact(crl_host *host, const crl_config *cfg, const char *id, bool *exact, char *why,
+                     size_t why_len, crl_error *err)
+{
+    bare_env b;
+    crl_env_specs specs;
+    host_env h;
+    action_bank bank = { 0 };
+    crl_td *out = NULL;
+    uint8_t *obs = NULL, *rew = NULL, *done = NULL;
+    int rc;
+    *exact = false;
+    if ((rc = bare_open(&b, host, cfg, id, BATCH, EXACT_SEED, &specs, err)))
+        return rc;
+    if ((rc = host_open(&h, host, id, BATCH, err)))
+        goto out;
+    if ((rc = bank_fill(&bank, leaf_of(specs.action, "action"), EXACT_STEPS, EXACT_SEED + 1, err)))
+        goto out;
+    b.bank = &bank;
+    size_t obs_env = b.obs_bytes / (size_t)BATCH;
+    obs = g_malloc((gsize)EXACT_STEPS * b.obs_bytes);
+    rew = g_malloc((gsize)EXACT_STEPS * BATCH * sizeof(float));
+    done = g_malloc((gsize)EXACT_STEPS * BATCH);
+    const crl_tensor *rt = crl_td_get(b.buffers, "reward");
+    if (!rt || crl_tensor_nbytes(rt) != BATCH * sizeof(float)) {
+        rc = crl_error_set(err, CRL_E_INVALID, "classic/%s: reward is not float32 [%d, 1]", id, BATCH);
+        goto out;
+    }
+    for (int64_t t = 0; t < EXACT_STEPS; t++) {
+        /* Record what the step wrote before ended envs are reset. */
+        memcpy(b.action, bank.data + (size_t)t * bank.step_bytes, bank.step_bytes);
+        if ((rc = b.ops->step(b.env, err)))
+            goto out;
+        memcpy(obs + (size_t)t * b.obs_bytes, b.obs, b.obs_bytes);
+        memcpy(rew + (size_t)t * BATCH * sizeof(float), crl_tensor_data(rt), BATCH * sizeof(float));
+        bool any = false;
+        for (int64_t i = 0; i < BATCH; i++) {
+            bool ended = b.terminated[i] || b.truncated[i] || (b.max_steps > 0 && ++b.elapsed[i] >= b.max_steps);
+            done[t * BATCH + i] = ended;
+            b.mask[i] = ended;
+            any |= ended;
+            if (ended)
+                b.elapsed[i] = 0;
+        }
+        if (any && (rc = b.ops->reset(b.env, b.mask, NULL, false, err)))
+            goto out;
+    }
+    crl_env_set_seed(h.env, EXACT_SEED);
+    replay r = { &bank, NULL, 0 };
+    if (!(r.key = crl_td_key_new("action", err))) {
+        rc = err->code;
+        goto out;
+    }
+    out = crl_env_rollout(h.env, EXACT_STEPS, replay_policy, &r, false, true, NULL, err);
+    crl_td_key_free(r.key);
+    if (!out) {
+        rc = err->code;
+        goto out;
+    }
+    *exact = same_bits(crl_td_get(out, "next.observation"), obs, BATCH, EXACT_STEPS, obs_env, "next.observation",
+                       why, why_len) &&
+             same_bits(crl_td_get(out, "next.reward"), rew, BATCH, EXACT_STEPS, sizeof(float), "next.reward", why,
+                       why_len) &&
+             same_bits(crl_td_get(out, "next.done"), done, BATCH, EXACT_STEPS, 1, "next.done", why, why_len);
+    rc = CRL_OK;
+out:
+    crl_td_unref(out);
+    g_free(obs);
+    g_free(rew);
+    g_free(done);
+    bank_free(&bank);
+    host_close(&h);
+    bare_close(&b, &specs);
+    return rc;
+}
+
+/* ---- figures ------------------------------------------------------------- */
+
+static void report(const char *what, bench_result r, int64_t envs)
+{
+    double ns_env = r.ns_per_op / (double)envs;
+    printf("  %-40s %10.2f ns/env-step  %8.2f M env-steps/s\n", what, ns_env, 1e3 / ns_env);
+}
+
+/* Host vs bare for num envs (0: one env of batch []); their ratio. */
+static int compare(crl_host *host, const crl_config *cfg, const char *id, int64_t num, double seconds,
+                   crl_error *err)
+{
+    int64_t envs = num ? num : 1;
+    bare_env b;
+    crl_env_specs specs;
+    host_env h;
+    action_bank bank = { 0 };
+    int rc;
+    if ((rc = bare_open(&b, host, cfg, id, envs, 0, &specs, err)))
+        return rc;
+    if ((rc = host_open(&h, host, id, num, err)))
+        goto out;
+    if ((rc = bank_fill(&bank, leaf_of(specs.action, "action"), num ? 64 : 4096, 1, err)) ||
+        (rc = host_bind_bank(&h, &bank, err)))
+        goto out;
+    b.bank = &bank;
+    crl_env_set_seed(h.env, 0);
+    if ((rc = host_reset(&h, err)))
+        goto out;
+    bench_result rb = measure(run_bare, &b, seconds);
+    if (b.failed) {
+        *err = b.err;
+        rc = err->code;
+        goto out;
+    }
+    bench_result rh = measure(run_host, &h, seconds);
+    if (h.failed) {
+        *err = h.err;
+        rc = err->code;
+        goto out;
+    }
+    printf("%s, %s:\n", id, num ? "1024 envs in one process" : "one env");
+    report("bare backend: ops->step (+ masked reset)", rb, envs);
+    report("host: crl_env_step + crl_env_step_mdp_into", rh, envs);
+    double overhead = (rh.ns_per_op / rb.ns_per_op - 1.0) * 100.0;
+    printf("  host overhead: %+.1f%% (host/bare time %.2fx; target < 20%%): %s\n", overhead,
+           rh.ns_per_op / rb.ns_per_op, overhead < 20.0 ? "met" : "missed");
+    if (num) {
+        /* The throughput target is CartPole's; other envs cost more per step. */
+        double msps = 1e3 * (double)envs / rh.ns_per_op;
+        bool target = !strcmp(id, "CartPole-v1");
+        printf("  host batch throughput: %.1f M env-steps/s on one core%s%s\n", msps,
+               target ? " (target >= 20 M/s): " : "", target ? (msps >= 20.0 ? "met" : "missed") : "");
+    }
+out:
+    bank_free(&bank);
+    host_close(&h);
+    bare_close(&b, &specs);
+    return rc;
+}
+
+int crl__bench_envs(double seconds)
+{
+    crl_error err = { 0 };
+    crl_config *cfg = NULL;
+    crl_host *host = NULL;
+    int status = CRL_EXIT_RUNTIME;
+    if (!(cfg = crl_config_new(&err)) || !(host = crl_host_new(cfg, &err)) || crl__cli_load_builtins(host, &err))
+        goto out;
+    if (!crl_host_find(host, CRL_KIND_ENV, "classic") && crl_host_load_name(host, "classic", &err)) {
+        crl_error_prefix(&err, "the classic env backend is neither built in nor on the plugin path: ");
+        goto out;
+    }
+    printf("crl bench envs (%.2f s per measurement; random actions drawn beforehand; ended envs reset)\n", seconds);
+    static const char *const ids[] = { "CartPole-v1", "Pendulum-v1" };
+    bool all_exact = true;
+    for (size_t i = 0; i < G_N_ELEMENTS(ids); i++) {
+        if (compare(host, cfg, ids[i], 0, seconds, &err) || compare(host, cfg, ids[i], BATCH, seconds, &err))
+            goto out;
+        bool exact = false;
+        char why[256] = "";
+        if (bit_exact(host, cfg, ids[i], &exact, why, sizeof why, &err))
+            goto out;
+        printf("  bit-exact: %s (%s, %d envs x %d steps, seed %u: host rollout vs bare backend, observations, "
+               "rewards, dones)%s%s\n", exact ? "yes" : "no", ids[i], BATCH, EXACT_STEPS, EXACT_SEED,
+               exact ? "" : ": ", exact ? "" : why);
+        all_exact &= exact;
+    }
+    status = all_exact ? CRL_EXIT_OK : CRL_EXIT_RUNTIME;
+out:
+    if (err.code)
+        crl__cli_print_error("bench envs", &err);
+    crl_host_free(host);
+    crl_config_free(cfg);
+    return status;
+}

@@ -1,0 +1,140 @@
+/* crl envs: every env id offered by every registered env backend. */
+#include "config.h"
+#include "cli-private.h"
+
+#include <crl/env.h>
+#include <glib.h>
+#include <stddef.h>
+#include <string.h>
+
+const crl_env_ops *crl__cli_env_ops(const crl_component *c)
+{
+    const crl_env_ops *ops = c ? c->ops : NULL;
+    /* Ops structs only grow: members past struct_size are absent, and a
+     * backend needs everything up to step. */
+    if (!ops || ops->struct_size < offsetof(crl_env_ops, step) + sizeof ops->step)
+        return NULL;
+    if (!ops->list || !ops->make || !ops->bind || !ops->reset || !ops->step)
+        return NULL;
+    return ops;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: crl envs [--backend NAME] [--json] [FILE.ini...] [section.key=value...]\n\n"
+            "List every env id of every registered env backend (component kind 'env'),\n"
+            "one 'backend/id' per line, sorted by backend then in the backend's order.\n"
+            "Plugins are loaded as [plugins] says; the built-in backends are always there.\n\n"
+            "  --backend NAME  only the ids of backend NAME (unknown: exit 2 with a hint)\n"
+            "  --json          print {\"envs\":[{\"backend\":...,\"id\":...},...]}\n"
+            "  -h, --help      print this help\n\n"
+            "Exit status: 0 ok, 1 runtime failure, 2 bad usage or bad config.\n");
+}
+
+int crl__cmd_envs(int argc, char **argv)
+{
+    bool json = false;
+    const char *backend = NULL;
+    GPtrArray *rest = g_ptr_array_new();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            g_ptr_array_free(rest, TRUE);
+            return CRL_EXIT_OK;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (!strcmp(a, "--backend") || !strncmp(a, "--backend=", 10)) {
+            if (a[9] == '=') {
+                backend = a + 10;
+            } else if (i + 1 < argc) {
+                backend = argv[++i];
+            } else {
+                fprintf(stderr, "crl envs: --backend needs a backend name (e.g. --backend classic)\n");
+                g_ptr_array_free(rest, TRUE);
+                return CRL_EXIT_USAGE;
+            }
+        } else if (!strcmp(a, "--")) {
+            for (i++; i < argc; i++)
+                g_ptr_array_add(rest, argv[i]);
+        } else {
+            g_ptr_array_add(rest, argv[i]);
+        }
+    }
+    crl_cli_ctx ctx;
+    crl_error err = { 0 };
+    int rc = crl__cli_setup(&ctx, (int)rest->len, (char **)rest->pdata,
+                            CRL_CLI_LOAD_PLUGINS | CRL_CLI_VALIDATE, &err);
+    g_ptr_array_free(rest, TRUE);
+    if (rc) {
+        crl__cli_print_error("envs", &err);
+        if (err.code == CRL_E_USAGE)
+            fprintf(stderr, "Run 'crl envs --help' for usage.\n");
+        return crl__cli_exit_code(&err);
+    }
+    const crl_component *only = NULL;
+    if (backend && !(only = crl_host_lookup(ctx.host, CRL_KIND_ENV, backend, &err))) {
+        crl__cli_print_error("envs", &err);
+        crl__cli_teardown(&ctx);
+        return CRL_EXIT_USAGE;
+    }
+    size_t nb = crl_host_component_count(ctx.host, CRL_KIND_ENV);
+    if (json)
+        printf("{\"envs\":[");
+    bool first = true;
+    int status = CRL_EXIT_OK;
+    for (size_t b = 0; b < nb; b++) {
+        const crl_component *c = crl_host_component_at(ctx.host, CRL_KIND_ENV, b);
+        if (only && strcmp(only->name, c->name))
+            continue;
+        const crl_env_ops *ops = crl__cli_env_ops(c);
+        if (!ops) {
+            const uint32_t *size = c->ops;
+            fprintf(stderr, "crl envs: env/%s (plugin %s) is not a usable env backend: its ops (%u bytes) lack "
+                    "list, make, bind, reset or step of crl_env_ops; skipped\n", c->name,
+                    crl_host_component_owner(ctx.host, CRL_KIND_ENV, c->name), size ? (unsigned)*size : 0u);
+            status = CRL_EXIT_RUNTIME;
+            continue;
+        }
+        const char *const *ids = ops->list();
+        for (const char *const *id = ids; id && *id; id++) {
+            if (json) {
+                printf("%s{\"backend\":", first ? "" : ",");
+                crl__cli_json_string(stdout, c->name);
+                printf(",\"id\":");
+                crl__cli_json_string(stdout, *id);
+                printf("}");
+            } else {
+                printf("%s/%s\n", c->name, *id);
+            }
+            first = false;
+        }
+    }
+    if (json)
+        printf("]}\n");
+    if (!json && first)
+        fprintf(stderr, "crl envs: no env backend is registered (load one with plugins.load=NAME)\n");
+    crl__cli_teardown(&ctx);
+    return status;
+}
+
+int crl__cli_env_setup(crl_cli_ctx *ctx, int nargs, char **args, crl_env **env, crl_error *err)
+{
+    *env = NULL;
+    if (crl__cli_setup(ctx, nargs, args, CRL_CLI_LOAD_PLUGINS | CRL_CLI_VALIDATE, err))
+        return err->code;
+    if (!crl_config_has_section(ctx->cfg, "env")) {
+        crl_error_set(err, CRL_E_USAGE,
+                      "no [env] section: give an experiment file with one (e.g. "
+                      "conf/examples/cartpole-random.ini) or overrides such as env.backend=classic "
+                      "env.id=CartPole-v1 ('crl envs' lists the ids)");
+        crl__cli_teardown(ctx);
+        return err->code;
+    }
+    if (!(*env = crl_env_from_config(ctx->host, ctx->cfg, "env", err))) {
+        crl__cli_teardown(ctx);
+        return err->code ? err->code : CRL_E_INVALID;
+    }
+    return CRL_OK;
+}

@@ -1,0 +1,1345 @@
+/* The env host: crl_env from config, buffers and bind, specs, seeding, reset, step, render. */
+#include "env-private.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Random actions use their own stream of the env's seed, apart from every env's. */
+#define ACTION_STREAM UINT64_C(0x616374696f6e)
+
+static const crl_option env_options[] = {
+    { "backend", CRL_OPT_STRING, 0, NULL, 0, 0, NULL,
+      "required: the env backend component, e.g. classic (list them with 'crl envs')" },
+    { "id", CRL_OPT_STRING, 0, NULL, 0, 0, NULL, "required: an env id the backend offers, e.g. CartPole-v1" },
+    { "num_envs", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 16777216, NULL,
+      "envs in the batch (batch shape [num_envs]); 0: one env with batch shape [], as TorchRL's GymEnv" },
+    { "frame_skip", CRL_OPT_INT, CRL_OPT_RANGE, "1", 1, 1000000, NULL,
+      "repeat each action this many frames, summing the rewards; an env that ends stops early" },
+    { "from_pixels", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
+      "add a \"pixels\" uint8 [H, W, 3] observation rendered after every reset and step" },
+    { "pixels_only", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
+      "with from_pixels: leave the backend's observation keys out, keep only \"pixels\"" },
+    { "auto_reset", CRL_OPT_ENUM, 0, "off", 0, 0, "off|next_step|same_step",
+      "an env whose episode ended: off = reset it yourself (TorchRL's EnvBase; stepping it is an error), "
+      "next_step = the next step resets it (EnvPool), same_step = it resets inside the step that ended it" },
+    { "project_actions", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
+      "bring out-of-domain actions into the action spec (clamp, round) instead of failing" },
+    { "max_episode_steps", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 1e15, NULL,
+      "set truncated after this many base-env steps of an episode; 0: the backend's default" },
+    { "seed", CRL_OPT_INT, 0, "0", 0, 0, NULL,
+      "env i is seeded with element i of the seed chain starting here (see crl_env_set_seed)" },
+    CRL_OPTIONS_END
+};
+
+static const crl_option no_options[] = { CRL_OPTIONS_END };
+
+const crl_option *crl_env_options(void)
+{
+    return env_options;
+}
+
+const char *crl__env_name(const crl_env *env, char *buf, size_t n)
+{
+    g_snprintf(buf, n, "env backend '%s' (id '%s')", env->backend, env->id ? env->id : "?");
+    return buf;
+}
+
+char *crl__env_dims(int nd, const int64_t *sh)
+{
+    GString *s = g_string_new("[");
+    for (int i = 0; i < nd; i++)
+        g_string_append_printf(s, "%s%" G_GINT64_FORMAT, i ? ", " : "", (gint64)sh[i]);
+    g_string_append_c(s, ']');
+    return g_string_free(s, FALSE);
+}
+
+/* ---- specs ---------------------------------------------------------------- */
+
+crl_spec *crl__spec_drop_batch(const crl_spec *s, crl_error *err)
+{
+    int nd = crl_spec_ndim(s);
+    if (nd < 1) {
+        crl_error_set(err, CRL_E_SHAPE, "spec has no batch dim to drop");
+        return NULL;
+    }
+    const int64_t *shape = crl_spec_shape(s) + 1;
+    crl_dtype dt = crl_spec_dtype(s);
+    nd--;
+    switch (crl_spec_get_kind(s)) {
+    case CRL_SPEC_UNBOUNDED:
+        return crl_spec_unbounded(dt, nd, shape, err);
+    case CRL_SPEC_BOUNDED: {
+        crl_tensor *lo = crl_tensor_index((crl_tensor *)crl_spec_low(s), 0, 0, err);
+        crl_tensor *hi = lo ? crl_tensor_index((crl_tensor *)crl_spec_high(s), 0, 0, err) : NULL;
+        crl_spec *r = hi ? crl_spec_bounded_t(dt, lo, hi, err) : NULL;
+        crl_tensor_unref(lo);
+        crl_tensor_unref(hi);
+        return r;
+    }
+    case CRL_SPEC_CATEGORICAL:
+        return crl_spec_categorical(crl_spec_n(s), dt, nd, shape, err);
+    case CRL_SPEC_ONEHOT:
+        return crl_spec_onehot(crl_spec_n(s), dt, nd, shape, err);
+    case CRL_SPEC_MULTI_CATEGORICAL:
+        return crl_spec_multi_categorical(crl_spec_nvec(s), dt, nd, shape, err);
+    case CRL_SPEC_MULTI_ONEHOT:
+        return crl_spec_multi_onehot(crl_spec_nvec(s), crl_spec_nvec_len(s), dt, nd, shape, err);
+    case CRL_SPEC_BINARY:
+        return crl_spec_binary(crl_spec_n(s), dt, nd, shape, err);
+    case CRL_SPEC_COMPOSITE: {
+        crl_spec *c = crl_spec_composite(nd, shape, err);
+        for (size_t i = 0; c && i < crl_spec_composite_len(s); i++) {
+            crl_spec *child = crl__spec_drop_batch(crl_spec_composite_at(s, i), err);
+            if (!child || crl_spec_composite_set(c, crl_spec_composite_key_at(s, i), child, err)) {
+                crl_spec_unref(c);
+                c = NULL;
+            }
+            crl_spec_unref(child);
+        }
+        return c;
+    }
+    }
+    crl_error_set(err, CRL_E_INVALID, "spec of unknown kind");
+    return NULL;
+}
+
+/* ---- strided row copies ------------------------------------------------------ */
+
+void crl__env_block_copy(char *dst, const int64_t *dstr, const char *src, const int64_t *sstr, int ndim,
+                       const int64_t *shape, size_t es)
+{
+    if (ndim == 0) {
+        memcpy(dst, src, es);
+        return;
+    }
+    if (ndim == 1) {
+        if (dstr[0] == (int64_t)es && sstr[0] == (int64_t)es) {
+            memcpy(dst, src, es * (size_t)shape[0]);
+            return;
+        }
+        for (int64_t i = 0; i < shape[0]; i++)
+            memcpy(dst + i * dstr[0], src + i * sstr[0], es);
+        return;
+    }
+    for (int64_t i = 0; i < shape[0]; i++)
+        crl__env_block_copy(dst + i * dstr[0], dstr + 1, src + i * sstr[0], sstr + 1, ndim - 1, shape + 1, es);
+}
+
+/* Byte strides of user tensor t past the batch dims, and its data at env i. */
+static char *user_row(const crl_env *env, const crl_tensor *t, int64_t i, int64_t *strides, int *ndim)
+{
+    size_t es = crl_dtype_size(crl_tensor_dtype(t));
+    const int64_t *st = crl_tensor_strides(t);
+    int b = env->batch_ndim;
+    *ndim = crl_tensor_ndim(t) - b;
+    for (int d = 0; d < *ndim; d++)
+        strides[d] = st[d + b] * (int64_t)es;
+    char *p = crl_tensor_data(t);
+    return b ? p + i * st[0] * (int64_t)es : p;
+}
+
+/* Contiguous byte strides of a buffer row (shape dims 1..). */
+static const char *buf_row(const crl__env_leaf *l, const crl_tensor *buf, int64_t i, int64_t *strides)
+{
+    int nd = crl_tensor_ndim(buf) - 1;
+    const int64_t *sh = crl_tensor_shape(buf) + 1;
+    int64_t s = (int64_t)crl_dtype_size(crl_tensor_dtype(buf));
+    for (int d = nd - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= sh[d];
+    }
+    return (const char *)crl_tensor_data(buf) + (size_t)i * l->row_bytes;
+}
+
+void crl__env_row_to_user(const crl_env *env, crl_tensor *dst, const crl__env_leaf *l, const crl_tensor *src_buf,
+                          int64_t i)
+{
+    int64_t ds[CRL_MAX_DIMS], ss[CRL_MAX_DIMS];
+    int nd;
+    char *d = user_row(env, dst, i, ds, &nd);
+    const char *s = buf_row(l, src_buf, i, ss);
+    crl__env_block_copy(d, ds, s, ss, nd, crl_tensor_shape(src_buf) + 1, crl_dtype_size(crl_tensor_dtype(dst)));
+}
+
+static void row_from_user(const crl_env *env, crl_tensor *buf, const crl__env_leaf *l, const crl_tensor *src,
+                          int64_t i)
+{
+    int64_t ds[CRL_MAX_DIMS], ss[CRL_MAX_DIMS];
+    int nd;
+    const char *s = user_row(env, src, i, ss, &nd);
+    char *d = (char *)buf_row(l, buf, i, ds);
+    crl__env_block_copy(d, ds, s, ss, nd, crl_tensor_shape(buf) + 1, crl_dtype_size(crl_tensor_dtype(buf)));
+}
+
+static void row_copy(const crl__env_leaf *l, crl_tensor *dst_buf, const crl_tensor *src_buf, int64_t i)
+{
+    memcpy((char *)crl_tensor_data(dst_buf) + (size_t)i * l->row_bytes,
+           (const char *)crl_tensor_data(src_buf) + (size_t)i * l->row_bytes, l->row_bytes);
+}
+
+static inline uint8_t *flag(const crl__env_leaf *l, int64_t i)
+{
+    return (uint8_t *)crl_tensor_data(l->buf) + i;
+}
+
+/* ---- leaves and buffers --------------------------------------------------- */
+
+static bool is_output_role(int role)
+{
+    return role != CRL__ROLE_ACTION && role != CRL__ROLE_REWARD;
+}
+
+static void leaf_clear(crl__env_leaf *l)
+{
+    g_free(l->key);
+    g_strfreev(l->comps);
+    crl_spec_unref(l->spec);
+    crl_spec_unref(l->uspec);
+    crl_td_key_free(l->k);
+    crl_td_key_free(l->nk);
+    crl_tensor_unref(l->buf);
+    crl_tensor_unref(l->ubuf);
+    crl_tensor_unref(l->snap);
+    crl_tensor_unref(l->rst);
+    g_free(l->acc);
+}
+
+static int add_leaves(crl_env *env, GArray *out, const crl_spec *comp, const char *prefix, int role,
+                      const char *what, crl_error *err)
+{
+    char nb[300];
+    for (size_t i = 0; i < crl_spec_composite_len(comp); i++) {
+        const char *k = crl_spec_composite_key_at(comp, i);
+        crl_spec *child = crl_spec_composite_at(comp, i);
+        char *full = prefix ? g_strconcat(prefix, ".", k, NULL) : g_strdup(k);
+        int rc = CRL_OK;
+        if (crl_spec_get_kind(child) == CRL_SPEC_COMPOSITE) {
+            rc = add_leaves(env, out, child, full, role, what, err);
+        } else if (crl_spec_ndim(child) < 1 || crl_spec_shape(child)[0] != env->num) {
+            char *sh = crl__env_dims(crl_spec_ndim(child), crl_spec_shape(child));
+            rc = crl_error_set(err, CRL_E_SHAPE,
+                               "%s: %s spec key '%s' has shape %s; every leaf must start with the batch dim "
+                               "[%" G_GINT64_FORMAT "]: fix the backend",
+                               crl__env_name(env, nb, sizeof nb), what, full, sh, (gint64)env->num);
+            crl_free(sh);
+        } else {
+            crl__env_leaf l = { 0 };
+            l.key = full;
+            full = NULL;
+            l.role = role;
+            l.spec = crl_spec_ref(child);
+            g_array_append_val(out, l);
+        }
+        g_free(full);
+        if (rc)
+            return rc;
+    }
+    return CRL_OK;
+}
+
+static int role_of_done_key(const char *key)
+{
+    if (!strcmp(key, "done"))
+        return CRL__ROLE_DONE;
+    if (!strcmp(key, "terminated"))
+        return CRL__ROLE_TERMINATED;
+    if (!strcmp(key, "truncated"))
+        return CRL__ROLE_TRUNCATED;
+    return -1;
+}
+
+/* Collect and check the leaves of every spec the backend declared. */
+static int collect_leaves(crl_env *env, crl_env_specs *sp, crl_error *err)
+{
+    char nb[300];
+    const char *names[] = { "observation", "action", "reward", "done" };
+    crl_spec *req[] = { sp->observation, sp->action, sp->reward, sp->done };
+    for (int i = 0; i < 4; i++) {
+        if (!req[i] || crl_spec_get_kind(req[i]) != CRL_SPEC_COMPOSITE)
+            return crl_error_set(err, CRL_E_PLUGIN, "%s: make gave %s %s spec; it must fill a Composite: fix the backend",
+                                 crl__env_name(env, nb, sizeof nb), req[i] ? "a leaf as its" : "no", names[i]);
+    }
+    crl_spec *opt[] = { sp->state, sp->info };
+    const char *opt_names[] = { "state", "info" };
+    for (int i = 0; i < 2; i++)
+        if (opt[i] && crl_spec_get_kind(opt[i]) != CRL_SPEC_COMPOSITE)
+            return crl_error_set(err, CRL_E_PLUGIN, "%s: make gave a leaf as its %s spec; it must be a Composite "
+                                 "(or NULL): fix the backend", crl__env_name(env, nb, sizeof nb), opt_names[i]);
+    GArray *a = g_array_new(FALSE, TRUE, sizeof(crl__env_leaf));
+    int rc = add_leaves(env, a, sp->observation, NULL, CRL__ROLE_OBS, "observation", err);
+    if (!rc && sp->info)
+        rc = add_leaves(env, a, sp->info, NULL, CRL__ROLE_INFO, "info", err);
+    if (!rc)
+        rc = add_leaves(env, a, sp->action, NULL, CRL__ROLE_ACTION, "action", err);
+    if (!rc)
+        rc = add_leaves(env, a, sp->reward, NULL, CRL__ROLE_REWARD, "reward", err);
+    size_t done_start = a->len;
+    if (!rc)
+        rc = add_leaves(env, a, sp->done, NULL, CRL__ROLE_DONE, "done", err);
+    for (size_t i = done_start; !rc && i < a->len; i++) {
+        crl__env_leaf *l = &g_array_index(a, crl__env_leaf, i);
+        l->role = role_of_done_key(l->key);
+        const crl_spec *s = l->spec;
+        if (l->role < 0)
+            rc = crl_error_set(err, CRL_E_PLUGIN, "%s: done spec key '%s' is not one of done, terminated, truncated: "
+                               "fix the backend", crl__env_name(env, nb, sizeof nb), l->key);
+        else if (crl_spec_dtype(s) != CRL_BOOL || crl_spec_ndim(s) != 2 || crl_spec_shape(s)[1] != 1)
+            rc = crl_error_set(err, CRL_E_PLUGIN, "%s: done spec key '%s' must be bool of shape [num, 1]: fix the "
+                               "backend", crl__env_name(env, nb, sizeof nb), l->key);
+    }
+    if (!rc && sp->state)
+        rc = add_leaves(env, a, sp->state, NULL, CRL__ROLE_STATE, "state", err);
+    if (!rc && env->from_pixels) {
+        crl__env_leaf l = { 0 };
+        l.key = g_strdup("pixels");
+        l.role = CRL__ROLE_PIXELS;
+        int64_t shape[4] = { env->num, env->render_h, env->render_w, 3 };
+        l.spec = crl_spec_bounded(CRL_U8, 4, shape, 0, 255, err);
+        if (!l.spec)
+            rc = err ? err->code : CRL_E_INVALID;
+        g_array_append_val(a, l);
+    }
+    bool has[3] = { false, false, false };
+    bool has_reward = false, has_action = false;
+    GHashTable *seen = g_hash_table_new(g_str_hash, g_str_equal);
+    for (size_t i = 0; !rc && i < a->len; i++) {
+        crl__env_leaf *l = &g_array_index(a, crl__env_leaf, i);
+        if (l->role >= CRL__ROLE_DONE && l->role <= CRL__ROLE_TRUNCATED)
+            has[l->role - CRL__ROLE_DONE] = true;
+        has_reward |= l->role == CRL__ROLE_REWARD;
+        has_action |= l->role == CRL__ROLE_ACTION;
+        const char *first = l->key;
+        size_t flen = strcspn(first, ".");
+        if ((flen == 4 && !strncmp(first, "next", 4)) || (flen == 6 && !strncmp(first, "_reset", 6)))
+            rc = crl_error_set(err, CRL_E_PLUGIN, "%s: spec key '%s' uses a name crl reserves (next, _reset): fix "
+                               "the backend", crl__env_name(env, nb, sizeof nb), l->key);
+        else if (g_hash_table_contains(seen, l->key))
+            rc = crl_error_set(err, l->role == CRL__ROLE_PIXELS ? CRL_E_EXISTS : CRL_E_PLUGIN,
+                               "%s: key '%s' appears in two specs%s", crl__env_name(env, nb, sizeof nb), l->key,
+                               l->role == CRL__ROLE_PIXELS ? "; the backend has its own \"pixels\": leave "
+                                                             "from_pixels off" : ": fix the backend");
+        g_hash_table_add(seen, l->key);
+    }
+    g_hash_table_unref(seen);
+    if (!rc && (!has[0] || !has[1] || !has[2]))
+        rc = crl_error_set(err, CRL_E_PLUGIN, "%s: the done spec must hold done, terminated and truncated: fix the "
+                           "backend", crl__env_name(env, nb, sizeof nb));
+    if (!rc && !has_reward)
+        rc = crl_error_set(err, CRL_E_PLUGIN, "%s: the reward spec has no leaf: fix the backend",
+                           crl__env_name(env, nb, sizeof nb));
+    if (!rc && !has_action)
+        rc = crl_error_set(err, CRL_E_PLUGIN, "%s: the action spec has no leaf: fix the backend",
+                           crl__env_name(env, nb, sizeof nb));
+    env->nleaves = a->len;
+    env->leaves = (crl__env_leaf *)(void *)g_array_free(a, FALSE);
+    return rc;
+}
+
+/* Buffers, views, key handles and user-facing leaf specs. */
+static int prepare_leaves(crl_env *env, crl_error *err)
+{
+    env->buffers = crl_td_new(1, &env->num, err);
+    if (!env->buffers)
+        return err ? err->code : CRL_E_NOMEM;
+    for (size_t i = 0; i < env->nleaves; i++) {
+        crl__env_leaf *l = &env->leaves[i];
+        l->exposed = !(env->pixels_only && l->role == CRL__ROLE_OBS);
+        l->comps = g_strsplit(l->key, ".", -1);
+        char *nk = g_strconcat("next.", l->key, NULL);
+        l->k = crl_td_key_new(l->key, err);
+        l->nk = l->k ? crl_td_key_new(nk, err) : NULL;
+        g_free(nk);
+        if (!l->nk)
+            return err ? err->code : CRL_E_INVALID;
+        l->buf = crl_tensor_new(crl_spec_dtype(l->spec), crl_spec_ndim(l->spec), crl_spec_shape(l->spec), err);
+        if (!l->buf)
+            return err ? err->code : CRL_E_NOMEM;
+        l->row_elems = env->num ? crl_tensor_numel(l->buf) / env->num : 0;
+        l->row_bytes = (size_t)l->row_elems * crl_dtype_size(crl_tensor_dtype(l->buf));
+        if (env->batch_ndim == 0) {
+            l->ubuf = crl_tensor_index(l->buf, 0, 0, err);
+            l->uspec = l->ubuf ? crl__spec_drop_batch(l->spec, err) : NULL;
+        } else {
+            l->ubuf = crl_tensor_ref(l->buf);
+            l->uspec = crl_spec_ref(l->spec);
+        }
+        if (!l->uspec)
+            return err ? err->code : CRL_E_INVALID;
+        if (env->frame_skip > 1 && is_output_role(l->role) && l->role != CRL__ROLE_PIXELS) {
+            l->snap = crl_tensor_new(crl_tensor_dtype(l->buf), crl_tensor_ndim(l->buf), crl_tensor_shape(l->buf), err);
+            if (!l->snap)
+                return err ? err->code : CRL_E_NOMEM;
+        }
+        if (env->frame_skip > 1 && l->role == CRL__ROLE_REWARD)
+            l->acc = g_new0(double, (gsize)crl_tensor_numel(l->buf));
+        if (env->autoreset == CRL_AUTORESET_SAME_STEP && is_output_role(l->role)) {
+            l->rst = crl_tensor_new(crl_tensor_dtype(l->buf), crl_tensor_ndim(l->buf), crl_tensor_shape(l->buf), err);
+            if (!l->rst)
+                return err ? err->code : CRL_E_NOMEM;
+        }
+        switch (l->role) {
+        case CRL__ROLE_DONE: env->done_leaf = l; break;
+        case CRL__ROLE_TERMINATED: env->term_leaf = l; break;
+        case CRL__ROLE_TRUNCATED: env->trunc_leaf = l; break;
+        case CRL__ROLE_PIXELS: env->pixels_leaf = l; break;
+        default: break;
+        }
+        if (l->role != CRL__ROLE_PIXELS && crl_td_set(env->buffers, l->key, l->buf, err)) {
+            crl_error_prefix(err, "cannot lay out the env buffers: ");
+            return err->code;
+        }
+    }
+    return CRL_OK;
+}
+
+/* User-facing Composite of the exposed leaves whose role is in [lo, hi]
+ * (or, for observations, OBS/INFO/PIXELS). */
+static crl_spec *user_composite(crl_env *env, int lo, int hi, crl_error *err)
+{
+    crl_spec *c = crl_spec_composite(env->batch_ndim, env->batch_shape, err);
+    for (size_t i = 0; c && i < env->nleaves; i++) {
+        const crl__env_leaf *l = &env->leaves[i];
+        if (!l->exposed || l->role < lo || l->role > hi)
+            continue;
+        if (crl_spec_composite_set(c, l->key, l->uspec, err)) {
+            crl_spec_unref(c);
+            c = NULL;
+        }
+    }
+    return c;
+}
+
+static int build_user_specs(crl_env *env, crl_error *err)
+{
+    env->obs_spec = user_composite(env, CRL__ROLE_OBS, CRL__ROLE_PIXELS, err);
+    env->action_spec = env->obs_spec ? user_composite(env, CRL__ROLE_ACTION, CRL__ROLE_ACTION, err) : NULL;
+    env->reward_spec = env->action_spec ? user_composite(env, CRL__ROLE_REWARD, CRL__ROLE_REWARD, err) : NULL;
+    env->done_spec = env->reward_spec ? user_composite(env, CRL__ROLE_DONE, CRL__ROLE_TRUNCATED, err) : NULL;
+    env->state_spec = env->done_spec ? user_composite(env, CRL__ROLE_STATE, CRL__ROLE_STATE, err) : NULL;
+    if (!env->state_spec)
+        return err ? err->code : CRL_E_INVALID;
+    /* One step's td: root = observation, action, done, state; next = the
+     * same without action, plus reward. */
+    crl_spec *full = crl_spec_composite(env->batch_ndim, env->batch_shape, err);
+    crl_spec *next = full ? crl_spec_composite(env->batch_ndim, env->batch_shape, err) : NULL;
+    int rc = next ? CRL_OK : (err ? err->code : CRL_E_INVALID);
+    for (size_t i = 0; !rc && i < env->nleaves; i++) {
+        const crl__env_leaf *l = &env->leaves[i];
+        if (!l->exposed)
+            continue;
+        if (l->role != CRL__ROLE_REWARD)
+            rc = crl_spec_composite_set(full, l->key, l->uspec, err);
+        if (!rc && l->role != CRL__ROLE_ACTION)
+            rc = crl_spec_composite_set(next, l->key, l->uspec, err);
+    }
+    if (!rc)
+        rc = crl_spec_composite_set(full, "next", next, err);
+    crl_spec_unref(next);
+    if (rc) {
+        crl_spec_unref(full);
+        return rc;
+    }
+    env->full_spec = full;
+    return CRL_OK;
+}
+
+/* ---- construction ----------------------------------------------------------- */
+
+static bool table_has(const crl_option *t, const char *key)
+{
+    for (; t && t->type != CRL_OPT_END; t++) {
+        size_t n = strlen(t->name);
+        if ((t->flags & CRL_OPT_PREFIX) ? (strncmp(key, t->name, n) == 0 && key[n]) : strcmp(key, t->name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Config is strict: every key of the section must be declared by the host's
+ * [env] table or the backend's. */
+static int check_keys(const crl_config *cfg, const char *section, const crl_option *const *tables, size_t nt,
+                      crl_error *err)
+{
+    size_t n = crl_config_key_count(cfg, section);
+    for (size_t i = 0; i < n; i++) {
+        const char *key = crl_config_key_at(cfg, section, i);
+        bool ok = false;
+        for (size_t t = 0; t < nt && !ok; t++)
+            ok = table_has(tables[t], key);
+        if (ok)
+            continue;
+        GPtrArray *names = g_ptr_array_new();
+        for (size_t t = 0; t < nt; t++)
+            for (const crl_option *o = tables[t]; o->type != CRL_OPT_END; o++)
+                g_ptr_array_add(names, (gpointer)o->name);
+        g_ptr_array_add(names, NULL);
+        const char *hint = crl_did_you_mean(key, (const char *const *)names->pdata);
+        const char *origin = crl_config_origin(cfg, section, key);
+        if (hint) {
+            crl_error_set(err, CRL_E_CONFIG, "%s: unknown key '%s' in [%s]; did you mean '%s'?", origin, key,
+                          section, hint);
+        } else {
+            GString *known = g_string_new(NULL);
+            for (guint j = 0; j + 1 < names->len; j++)
+                g_string_append_printf(known, "%s%s", j ? ", " : "", (char *)g_ptr_array_index(names, j));
+            crl_error_set(err, CRL_E_CONFIG, "%s: unknown key '%s' in [%s]; known keys: %s", origin, key, section,
+                          known->str);
+            g_string_free(known, TRUE);
+        }
+        g_ptr_array_free(names, TRUE);
+        return CRL_E_CONFIG;
+    }
+    return CRL_OK;
+}
+
+static int check_id(crl_env *env, const char *section, const crl_config *cfg, crl_error *err)
+{
+    const char *const *ids = env->ops.list ? env->ops.list() : NULL;
+    if (!ids)
+        return CRL_OK; /* the backend's make judges the id */
+    for (const char *const *p = ids; *p; p++)
+        if (!strcmp(*p, env->id))
+            return CRL_OK;
+    GString *all = g_string_new(NULL);
+    for (const char *const *p = ids; *p; p++)
+        g_string_append_printf(all, "%s%s", all->len ? ", " : "", *p);
+    const char *hint = crl_did_you_mean(env->id, (const char *const *)ids);
+    const char *origin = crl_config_origin(cfg, section, "id");
+    GString *hintmsg = g_string_new(NULL);
+    if (hint)
+        g_string_printf(hintmsg, "did you mean '%s'? ", hint);
+    crl_error_set(err, CRL_E_NOT_FOUND, "%s%s[%s] id = '%s': env backend '%s' has no such env; %sits envs: %s",
+                  origin ? origin : "", origin ? ": " : "", section, env->id, env->backend, hintmsg->str,
+                  all->len ? all->str : "none");
+    g_string_free(hintmsg, TRUE);
+    g_string_free(all, TRUE);
+    return CRL_E_NOT_FOUND;
+}
+
+static int read_options(crl_env *env, const crl_opts *o, int64_t *seed, crl_error *err)
+{
+    int64_t num = 0;
+    const char *ar = NULL;
+    int rc = crl_opts_int(o, "num_envs", &num, err);
+    if (!rc)
+        rc = crl_opts_int(o, "frame_skip", &env->frame_skip, err);
+    if (!rc)
+        rc = crl_opts_bool(o, "from_pixels", &env->from_pixels, err);
+    if (!rc)
+        rc = crl_opts_bool(o, "pixels_only", &env->pixels_only, err);
+    if (!rc)
+        rc = crl_opts_string(o, "auto_reset", &ar, err);
+    if (!rc)
+        rc = crl_opts_bool(o, "project_actions", &env->project_actions, err);
+    if (!rc)
+        rc = crl_opts_int(o, "max_episode_steps", &env->max_steps, err);
+    if (!rc)
+        rc = crl_opts_int(o, "seed", seed, err);
+    if (rc)
+        return rc;
+    env->num = num > 0 ? num : 1;
+    env->batch_ndim = num > 0 ? 1 : 0;
+    env->batch_shape[0] = env->num;
+    env->autoreset = !strcmp(ar, "next_step") ? CRL_AUTORESET_NEXT_STEP
+                     : !strcmp(ar, "same_step") ? CRL_AUTORESET_SAME_STEP
+                                                : CRL_AUTORESET_OFF;
+    if (env->pixels_only && !env->from_pixels)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] pixels_only = true needs from_pixels = true; set "
+                             "from_pixels = true or drop pixels_only",
+                             crl_opts_origin(o, "pixels_only"), crl_opts_section(o));
+    return CRL_OK;
+}
+
+static int make_backend(crl_env *env, const crl_opts *opts, crl_error *err)
+{
+    char nb[300];
+    crl_env_specs sp;
+    memset(&sp, 0, sizeof sp);
+    sp.struct_size = sizeof sp;
+    int rc = env->ops.make(env->id, env->num, opts, &sp, &env->benv, err);
+    if (rc == CRL_OK && !env->benv)
+        rc = crl_error_set(err, CRL_E_PLUGIN, "make returned no env");
+    if (rc) {
+        crl_error_prefix(err, "%s: make: ", crl__env_name(env, nb, sizeof nb));
+        env->benv = NULL;
+    } else {
+        env->render_h = sp.render_height > 0 && sp.render_width > 0 ? sp.render_height : 0;
+        env->render_w = env->render_h ? sp.render_width : 0;
+        if (env->max_steps == 0)
+            env->max_steps = sp.max_episode_steps > 0 ? sp.max_episode_steps : 0;
+        if (env->from_pixels && (!env->render_h || !env->ops.render))
+            rc = crl_error_set(err, CRL_E_UNSUPPORTED, "%s cannot render, so from_pixels = true is not possible; "
+                               "set from_pixels = false", crl__env_name(env, nb, sizeof nb));
+    }
+    if (!rc)
+        rc = collect_leaves(env, &sp, err);
+    crl_spec_unref(sp.observation);
+    crl_spec_unref(sp.action);
+    crl_spec_unref(sp.reward);
+    crl_spec_unref(sp.done);
+    crl_spec_unref(sp.state);
+    crl_spec_unref(sp.info);
+    return rc;
+}
+
+static int check_ops(crl_env *env, const crl_component *comp, crl_error *err)
+{
+    const crl_env_ops *ops = comp->ops;
+    if (!ops || ops->struct_size < sizeof(uint32_t))
+        return crl_error_set(err, CRL_E_PLUGIN, "env backend '%s' (plugin '%s') registered no ops: fix the plugin",
+                             env->backend, env->plugin);
+    size_t n = ops->struct_size < sizeof env->ops ? ops->struct_size : sizeof env->ops;
+    memcpy(&env->ops, ops, n);
+    const char *missing = !env->ops.make ? "make" : !env->ops.bind ? "bind" : !env->ops.reset ? "reset"
+                          : !env->ops.step ? "step" : !env->ops.close ? "close" : NULL;
+    if (missing)
+        return crl_error_set(err, CRL_E_PLUGIN, "env backend '%s' (plugin '%s') has no %s in its crl_env_ops: fix "
+                             "the plugin", env->backend, env->plugin, missing);
+    return CRL_OK;
+}
+
+crl_env *crl_env_from_config(crl_host *host, const crl_config *cfg, const char *section, crl_error *err)
+{
+    if (!host || !cfg || !section) {
+        crl_error_set(err, CRL_E_INVALID, "crl_env_from_config: %s is NULL", !host ? "host" : !cfg ? "config" : "section");
+        return NULL;
+    }
+    const char *backend = crl_config_get(cfg, section, "backend");
+    if (!backend || !*backend) {
+        crl_error_set(err, CRL_E_CONFIG, "[%s] backend is required but not set; add 'backend = NAME' under [%s] "
+                      "(list the env backends with 'crl envs')", section, section);
+        return NULL;
+    }
+    crl_error e;
+    crl_error_clear(&e);
+    const crl_component *comp = crl_host_lookup(host, CRL_KIND_ENV, backend, &e);
+    if (!comp) {
+        const char *origin = crl_config_origin(cfg, section, "backend");
+        crl_error_set(err, e.code ? e.code : CRL_E_NOT_FOUND, "%s: [%s] backend = '%s': %s", origin, section, backend,
+                      e.message);
+        return NULL;
+    }
+    crl_env *env = g_new0(crl_env, 1);
+    env->host = host;
+    env->section = g_strdup(section);
+    env->backend = g_strdup(comp->name);
+    const char *owner = crl_host_component_owner(host, CRL_KIND_ENV, comp->name);
+    env->plugin = g_strdup(owner ? owner : "?");
+    crl_opts *opts = NULL;
+    int64_t seed = 0;
+    const crl_option *tables[2] = { env_options, comp->options ? comp->options : no_options };
+    int rc = check_ops(env, comp, err);
+    if (!rc)
+        rc = check_keys(cfg, section, tables, 2, err);
+    if (!rc && !(opts = crl_config_opts(cfg, section, tables, 2, err)))
+        rc = err ? err->code : CRL_E_CONFIG;
+    if (!rc)
+        rc = read_options(env, opts, &seed, err);
+    if (!rc) {
+        const char *id = crl_config_get(cfg, section, "id");
+        if (!id || !*id)
+            rc = crl_error_set(err, CRL_E_CONFIG, "[%s] id is required but not set; add 'id = NAME' under [%s] "
+                               "(list the ids with 'crl envs %s')", section, section, env->backend);
+        else
+            env->id = g_strdup(id);
+    }
+    if (!rc)
+        rc = check_id(env, section, cfg, err);
+    if (!rc)
+        rc = make_backend(env, opts, err);
+    crl_opts_free(opts);
+    if (!rc)
+        rc = prepare_leaves(env, err);
+    if (!rc)
+        rc = build_user_specs(env, err);
+    if (!rc) {
+        size_t n = (size_t)env->num;
+        env->steps = g_new0(int64_t, n);
+        env->needs_reset = g_new0(bool, n);
+        env->just_reset = g_new0(bool, n);
+        env->done_now = g_new0(bool, n);
+        env->active = g_new0(bool, n);
+        env->ended_early = g_new0(bool, n);
+        env->pending = g_new0(bool, n);
+        env->mask = g_new0(bool, n);
+        env->mask2 = g_new0(bool, n);
+        env->seed_pending = g_new0(bool, n);
+        env->seeds = g_new0(uint64_t, n);
+        for (size_t i = 0; i < n; i++)
+            env->needs_reset[i] = true;
+        env->reset_key = crl_td_key_new("_reset", err);
+        if (!env->reset_key)
+            rc = err ? err->code : CRL_E_NOMEM;
+    }
+    if (!rc) {
+        char nb[300];
+        rc = env->ops.bind(env->benv, env->buffers, err);
+        if (rc)
+            crl_error_prefix(err, "%s: bind: ", crl__env_name(env, nb, sizeof nb));
+    }
+    if (rc) {
+        crl_env_free(env);
+        return NULL;
+    }
+    crl_env_set_seed(env, (uint64_t)seed);
+    return env;
+}
+
+void crl_env_free(crl_env *env)
+{
+    if (!env)
+        return;
+    if (env->benv && env->ops.close)
+        env->ops.close(env->benv);
+    for (size_t i = 0; i < env->nleaves; i++)
+        leaf_clear(&env->leaves[i]);
+    g_free(env->leaves);
+    crl_td_unref(env->buffers);
+    crl_spec_unref(env->obs_spec);
+    crl_spec_unref(env->action_spec);
+    crl_spec_unref(env->reward_spec);
+    crl_spec_unref(env->done_spec);
+    crl_spec_unref(env->state_spec);
+    crl_spec_unref(env->full_spec);
+    g_free(env->steps);
+    g_free(env->needs_reset);
+    g_free(env->just_reset);
+    g_free(env->done_now);
+    g_free(env->active);
+    g_free(env->ended_early);
+    g_free(env->pending);
+    g_free(env->mask);
+    g_free(env->mask2);
+    g_free(env->seed_pending);
+    g_free(env->seeds);
+    crl_td_key_free(env->reset_key);
+    g_free(env->section);
+    g_free(env->backend);
+    g_free(env->plugin);
+    g_free(env->id);
+    g_free(env);
+}
+
+/* ---- accessors ------------------------------------------------------------------ */
+
+const char *crl_env_id(const crl_env *env) { return env ? env->id : NULL; }
+const char *crl_env_backend_name(const crl_env *env) { return env ? env->backend : NULL; }
+int64_t crl_env_num(const crl_env *env) { return env ? env->num : 0; }
+int crl_env_batch_ndim(const crl_env *env) { return env ? env->batch_ndim : 0; }
+const int64_t *crl_env_batch_shape(const crl_env *env) { return env ? env->batch_shape : NULL; }
+crl_autoreset crl_env_autoreset(const crl_env *env) { return env ? env->autoreset : CRL_AUTORESET_OFF; }
+int64_t crl_env_max_episode_steps(const crl_env *env) { return env ? env->max_steps : 0; }
+const crl_spec *crl_env_observation_spec(const crl_env *env) { return env ? env->obs_spec : NULL; }
+const crl_spec *crl_env_action_spec(const crl_env *env) { return env ? env->action_spec : NULL; }
+const crl_spec *crl_env_reward_spec(const crl_env *env) { return env ? env->reward_spec : NULL; }
+const crl_spec *crl_env_done_spec(const crl_env *env) { return env ? env->done_spec : NULL; }
+const crl_spec *crl_env_state_spec(const crl_env *env) { return env ? env->state_spec : NULL; }
+int32_t crl_env_render_height(const crl_env *env) { return env ? env->render_h : 0; }
+int32_t crl_env_render_width(const crl_env *env) { return env ? env->render_w : 0; }
+
+uint64_t crl_env_set_seed(crl_env *env, uint64_t seed)
+{
+    if (!env)
+        return crl_seed_next(seed);
+    crl_rng_init(&env->rng, seed, ACTION_STREAM);
+    uint64_t s = seed;
+    for (int64_t i = 0; i < env->num; i++) {
+        env->seeds[i] = s;
+        env->seed_pending[i] = true;
+        s = crl_seed_next(s);
+    }
+    return s;
+}
+
+/* ---- backend calls ------------------------------------------------------------------ */
+
+/* A backend must write into the buffers it got: one that swapped a tensor
+ * in the buffer td would silently feed stale data to the user. */
+static int check_buffers(crl_env *env, const char *call, crl_error *err)
+{
+    for (size_t i = 0; i < env->nleaves; i++) {
+        const crl__env_leaf *l = &env->leaves[i];
+        if (l->role == CRL__ROLE_PIXELS)
+            continue;
+        crl_tensor *t = crl_td_get_k(env->buffers, l->k);
+        if (t == l->buf)
+            continue;
+        char nb[300];
+        if (!t)
+            return crl_error_set(err, CRL_E_RUNTIME, "%s: %s removed the buffer of key '%s'; a backend must write "
+                                 "into the buffers it got in bind: fix the backend",
+                                 crl__env_name(env, nb, sizeof nb), call, l->key);
+        char *want = crl__env_dims(crl_tensor_ndim(l->buf), crl_tensor_shape(l->buf));
+        char *got = crl__env_dims(crl_tensor_ndim(t), crl_tensor_shape(t));
+        int code = crl_tensor_dtype(t) != crl_tensor_dtype(l->buf) ? CRL_E_DTYPE
+                   : !crl_tensor_same_shape(t, l->buf)                ? CRL_E_SHAPE
+                                                                      : CRL_E_RUNTIME;
+        crl_error_set(err, code, "%s: %s replaced the buffer of key '%s' (%s %s) by a %s %s tensor; a backend must "
+                      "write into the buffers it got in bind: fix the backend",
+                      crl__env_name(env, nb, sizeof nb), call, l->key, crl_dtype_name(crl_tensor_dtype(l->buf)), want,
+                      crl_dtype_name(crl_tensor_dtype(t)) ? crl_dtype_name(crl_tensor_dtype(t)) : "?", got);
+        crl_free(want);
+        crl_free(got);
+        return code;
+    }
+    return CRL_OK;
+}
+
+static int render_env(crl_env *env, int64_t i, crl_error *err)
+{
+    crl__env_leaf *p = env->pixels_leaf;
+    uint8_t *rgb = (uint8_t *)crl_tensor_data(p->buf) + (size_t)i * p->row_bytes;
+    int rc = env->ops.render(env->benv, i, rgb, err);
+    if (rc) {
+        char nb[300];
+        crl_error_prefix(err, "%s: render env %" G_GINT64_FORMAT ": ", crl__env_name(env, nb, sizeof nb), (gint64)i);
+    }
+    return rc;
+}
+
+static int backend_reset_call(crl_env *env, const bool *mask, const uint64_t *seeds, bool from_state, crl_error *err)
+{
+    int rc = env->ops.reset(env->benv, mask, seeds, from_state, err);
+    if (rc) {
+        char nb[300];
+        crl_error_prefix(err, "%s: reset: ", crl__env_name(env, nb, sizeof nb));
+        return rc;
+    }
+    return check_buffers(env, "reset", err);
+}
+
+/* Reset the envs in mask (NULL: all) in the backend, applying pending
+ * seeds, then the host's bookkeeping: flags cleared, counters zeroed,
+ * pixels rendered. */
+static int backend_reset(crl_env *env, const bool *mask, bool from_state, crl_error *err)
+{
+    int64_t n = env->num;
+    bool any_seeded = false, any_plain = false;
+    for (int64_t i = 0; i < n; i++) {
+        if (mask && !mask[i])
+            continue;
+        if (env->seed_pending[i])
+            any_seeded = true;
+        else
+            any_plain = true;
+    }
+    if (!any_seeded && !any_plain)
+        return CRL_OK;
+    int rc = CRL_OK;
+    if (any_seeded && !any_plain) {
+        rc = backend_reset_call(env, mask, env->seeds, from_state, err);
+    } else if (any_plain && !any_seeded) {
+        rc = backend_reset_call(env, mask, NULL, from_state, err);
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            bool in = !mask || mask[i];
+            env->mask2[i] = in && env->seed_pending[i];
+        }
+        rc = backend_reset_call(env, env->mask2, env->seeds, from_state, err);
+        for (int64_t i = 0; !rc && i < n; i++) {
+            bool in = !mask || mask[i];
+            env->mask2[i] = in && !env->seed_pending[i];
+        }
+        if (!rc)
+            rc = backend_reset_call(env, env->mask2, NULL, from_state, err);
+    }
+    if (rc)
+        return rc;
+    env->started = true;
+    for (int64_t i = 0; i < n; i++) {
+        if (mask && !mask[i])
+            continue;
+        env->seed_pending[i] = false;
+        env->steps[i] = 0;
+        env->needs_reset[i] = false;
+        env->just_reset[i] = false;
+        env->done_now[i] = false;
+        *flag(env->done_leaf, i) = 0;
+        *flag(env->term_leaf, i) = 0;
+        *flag(env->trunc_leaf, i) = 0;
+        if (env->pixels_leaf && (rc = render_env(env, i, err)))
+            return rc;
+    }
+    return CRL_OK;
+}
+
+/* ---- writing outputs into the caller's td -------------------------------------------- */
+
+/* Bring td's entry for leaf l (at the root, or under "next") to buf's
+ * values: every env, or only those in rows.  The td's tensor is reused
+ * when its dtype and shape fit; otherwise a copy is stored. */
+static int put_leaf(crl_env *env, crl_td *td, const crl__env_leaf *l, bool next, const bool *rows, crl_error *err)
+{
+    const crl_td_key *k = next ? l->nk : l->k;
+    crl_tensor *dst = crl_td_get_k(td, k);
+    if (dst && crl_tensor_dtype(dst) == crl_tensor_dtype(l->ubuf) && crl_tensor_same_shape(dst, l->ubuf)) {
+        if (!rows)
+            return crl_tensor_copy(dst, l->ubuf, err);
+        for (int64_t i = 0; i < env->num; i++)
+            if (rows[i])
+                crl__env_row_to_user(env, dst, l, l->buf, i);
+        return CRL_OK;
+    }
+    crl_tensor *t = crl_tensor_clone(l->ubuf, err);
+    if (!t)
+        return err ? err->code : CRL_E_NOMEM;
+    int rc = crl_td_set_k(td, k, t, err);
+    crl_tensor_unref(t);
+    if (rc)
+        crl_error_prefix(err, "env: cannot store '%s%s' in the TensorDict: ", next ? "next." : "", l->key);
+    return rc;
+}
+
+int crl__env_check_batch(const crl_env *env, const crl_td *td, const char *fn, crl_error *err)
+{
+    int nd = crl_td_batch_ndim(td);
+    const int64_t *sh = crl_td_batch_shape(td);
+    if (nd == env->batch_ndim && (nd == 0 || sh[0] == env->batch_shape[0]))
+        return CRL_OK;
+    char *got = crl__env_dims(nd, sh);
+    char *want = crl__env_dims(env->batch_ndim, env->batch_shape);
+    char nb[300];
+    crl_error_set(err, CRL_E_SHAPE, "%s: the TensorDict has batch shape %s but %s has batch shape %s", fn, got,
+                  crl__env_name(env, nb, sizeof nb), want);
+    crl_free(got);
+    crl_free(want);
+    return CRL_E_SHAPE;
+}
+
+/* ---- reset ------------------------------------------------------------------------------ */
+
+static bool has_state(const crl_env *env)
+{
+    for (size_t i = 0; i < env->nleaves; i++)
+        if (env->leaves[i].role == CRL__ROLE_STATE)
+            return true;
+    return false;
+}
+
+/* Copy td's state entries into the state buffers of the envs in mask. */
+static int load_state(crl_env *env, const crl_td *td, const bool *mask, crl_error *err)
+{
+    char nb[300];
+    /* Check every entry before writing any, so a bad td changes nothing. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t j = 0; j < env->nleaves; j++) {
+            crl__env_leaf *l = &env->leaves[j];
+            if (l->role != CRL__ROLE_STATE)
+                continue;
+            crl_tensor *t = crl_td_get_k(td, l->k);
+            if (pass == 0) {
+                if (!t)
+                    return crl_error_set(err, CRL_E_NOT_FOUND, "reset_from_state: the TensorDict has no state entry "
+                                         "'%s' (%s declares it); put the state to start from there",
+                                         l->key, crl__env_name(env, nb, sizeof nb));
+                if (crl_tensor_dtype(t) != crl_tensor_dtype(l->ubuf))
+                    return crl_error_set(err, CRL_E_DTYPE, "reset_from_state: key '%s': expected dtype %s but got %s",
+                                         l->key, crl_dtype_name(crl_tensor_dtype(l->ubuf)),
+                                         crl_dtype_name(crl_tensor_dtype(t)));
+                if (!crl_tensor_same_shape(t, l->ubuf)) {
+                    char *a = crl__env_dims(crl_tensor_ndim(l->ubuf), crl_tensor_shape(l->ubuf));
+                    char *b = crl__env_dims(crl_tensor_ndim(t), crl_tensor_shape(t));
+                    crl_error_set(err, CRL_E_SHAPE, "reset_from_state: key '%s': expected shape %s but got %s", l->key,
+                                  a, b);
+                    crl_free(a);
+                    crl_free(b);
+                    return CRL_E_SHAPE;
+                }
+                continue;
+            }
+            for (int64_t i = 0; i < env->num; i++)
+                if (!mask || mask[i])
+                    row_from_user(env, l->buf, l, t, i);
+        }
+    }
+    return CRL_OK;
+}
+
+int crl__env_reset_into(crl_env *env, crl_td *td, const bool *mask, bool from_state, crl_error *err)
+{
+    int rc;
+    if (from_state && (rc = load_state(env, td, mask, err)))
+        return rc;
+    if ((rc = backend_reset(env, mask, from_state, err)))
+        return rc;
+    for (size_t j = 0; j < env->nleaves; j++) {
+        const crl__env_leaf *l = &env->leaves[j];
+        if (!l->exposed || !is_output_role(l->role))
+            continue;
+        if ((rc = put_leaf(env, td, l, false, mask, err)))
+            return rc;
+    }
+    return CRL_OK;
+}
+
+/* The "_reset" entry of td as a per-env mask in env->mask; *has says
+ * whether there is one. */
+static int read_reset_mask(crl_env *env, const crl_td *td, bool *has, crl_error *err)
+{
+    *has = false;
+    if (!td)
+        return CRL_OK;
+    crl_tensor *t = crl_td_get_k(td, env->reset_key);
+    if (!t) {
+        if (crl_td_get_td(td, "_reset"))
+            return crl_error_set(err, CRL_E_INVALID, "reset: '_reset' must be a bool tensor, not a TensorDict");
+        return CRL_OK;
+    }
+    if (crl_tensor_dtype(t) != CRL_BOOL)
+        return crl_error_set(err, CRL_E_DTYPE, "reset: key '_reset': expected dtype bool but got %s",
+                             crl_dtype_name(crl_tensor_dtype(t)));
+    int nd = crl_tensor_ndim(t);
+    const int64_t *sh = crl_tensor_shape(t);
+    bool ok = nd == env->batch_ndim + 1 && sh[nd - 1] == 1 && (env->batch_ndim == 0 || sh[0] == env->num);
+    if (!ok) {
+        int64_t want[2] = { env->num, 1 };
+        char *a = crl__env_dims(env->batch_ndim + 1, env->batch_ndim ? want : want + 1);
+        char *b = crl__env_dims(nd, sh);
+        crl_error_set(err, CRL_E_SHAPE, "reset: key '_reset': expected shape %s (batch shape + [1]) but got %s", a, b);
+        crl_free(a);
+        crl_free(b);
+        return CRL_E_SHAPE;
+    }
+    for (int64_t i = 0; i < env->num; i++) {
+        int64_t idx[2] = { i, 0 };
+        env->mask[i] = crl_tensor_get_f64(t, env->batch_ndim ? idx : idx + 1) != 0.0;
+    }
+    *has = true;
+    return CRL_OK;
+}
+
+static crl_td *reset_impl(crl_env *env, crl_td *td, bool from_state, crl_error *err)
+{
+    const char *fn = from_state ? "reset_from_state" : "reset";
+    char nb[300];
+    if (!env) {
+        crl_error_set(err, CRL_E_INVALID, "%s: env is NULL", fn);
+        return NULL;
+    }
+    if (from_state && !has_state(env)) {
+        crl_error_set(err, CRL_E_UNSUPPORTED, "reset_from_state: %s declares no state spec, so it cannot start from a "
+                      "state; use crl_env_reset", crl__env_name(env, nb, sizeof nb));
+        return NULL;
+    }
+    if (from_state && !td) {
+        crl_error_set(err, CRL_E_INVALID, "reset_from_state: give a TensorDict holding the state entries");
+        return NULL;
+    }
+    if (td && crl__env_check_batch(env, td, fn, err))
+        return NULL;
+    bool has_mask = false;
+    if (read_reset_mask(env, td, &has_mask, err))
+        return NULL;
+    crl_td *out = td ? crl_td_ref(td) : crl_td_new(env->batch_ndim, env->batch_shape, err);
+    if (!out)
+        return NULL;
+    if (crl__env_reset_into(env, out, has_mask ? env->mask : NULL, from_state, err)) {
+        crl_td_unref(out);
+        return NULL;
+    }
+    /* TorchRL drops the reset keys from what reset returns. */
+    if (has_mask)
+        crl_td_del(out, "_reset", NULL);
+    return out;
+}
+
+crl_td *crl_env_reset(crl_env *env, crl_td *td, crl_error *err)
+{
+    return reset_impl(env, td, false, err);
+}
+
+crl_td *crl_env_reset_from_state(crl_env *env, crl_td *td, crl_error *err)
+{
+    return reset_impl(env, td, true, err);
+}
+
+/* ---- step ---------------------------------------------------------------------------------- */
+
+static double elem(const crl_tensor *t, int64_t pos)
+{
+    const void *d = crl_tensor_data(t);
+    switch (crl_tensor_dtype(t)) {
+    case CRL_F16: return crl_half_to_float(((const uint16_t *)d)[pos]);
+    case CRL_F32: return ((const float *)d)[pos];
+    case CRL_F64: return ((const double *)d)[pos];
+    default: return crl_tensor_flat_get(t, pos);
+    }
+}
+
+/* An action leaf out of its domain: name the first env whose row is bad. */
+static int action_domain_error(crl_env *env, const crl__env_leaf *l, crl_error *err)
+{
+    crl_spec *row_spec = crl__spec_drop_batch(l->spec, err);
+    if (!row_spec)
+        return err ? err->code : CRL_E_INVALID;
+    int rc = CRL_OK;
+    for (int64_t i = 0; i < env->num && !rc; i++) {
+        crl_tensor *row = crl_tensor_index(l->buf, 0, i, err);
+        if (!row) {
+            rc = err ? err->code : CRL_E_NOMEM;
+            break;
+        }
+        crl_error e;
+        crl_error_clear(&e);
+        if (crl_spec_check(row_spec, row, l->key, &e))
+            rc = crl_error_set(err, CRL_E_RANGE, "step: env %" G_GINT64_FORMAT ": %s; give actions inside the action "
+                               "spec or set [%s] project_actions = true", (gint64)i, e.message, env->section);
+        crl_tensor_unref(row);
+    }
+    crl_spec_unref(row_spec);
+    if (!rc)
+        rc = crl_error_set(err, CRL_E_RANGE, "step: key '%s': the action is outside the action spec", l->key);
+    return rc;
+}
+
+/* Check td's actions and copy them into the action buffers. */
+static int load_actions(crl_env *env, const crl_td *td, crl_error *err)
+{
+    for (size_t j = 0; j < env->nleaves; j++) {
+        crl__env_leaf *l = &env->leaves[j];
+        if (l->role != CRL__ROLE_ACTION)
+            continue;
+        crl_tensor *t = crl_td_get_k(td, l->k);
+        if (!t)
+            return crl_error_set(err, CRL_E_NOT_FOUND, "step: the TensorDict has no '%s'; write an action first "
+                                 "(a policy, or crl_env_rand_action)", l->key);
+        if (crl_tensor_dtype(t) != crl_tensor_dtype(l->ubuf))
+            return crl_error_set(err, CRL_E_DTYPE, "step: key '%s': expected dtype %s but got %s (see the action spec)",
+                                 l->key, crl_dtype_name(crl_tensor_dtype(l->ubuf)), crl_dtype_name(crl_tensor_dtype(t)));
+        if (!crl_tensor_same_shape(t, l->ubuf)) {
+            char *a = crl__env_dims(crl_tensor_ndim(l->ubuf), crl_tensor_shape(l->ubuf));
+            char *b = crl__env_dims(crl_tensor_ndim(t), crl_tensor_shape(t));
+            crl_error_set(err, CRL_E_SHAPE, "step: key '%s': expected shape %s but got %s (see the action spec)", l->key,
+                          a, b);
+            crl_free(a);
+            crl_free(b);
+            return CRL_E_SHAPE;
+        }
+    }
+    for (size_t j = 0; j < env->nleaves; j++) {
+        crl__env_leaf *l = &env->leaves[j];
+        if (l->role != CRL__ROLE_ACTION)
+            continue;
+        int rc = crl_tensor_copy(l->ubuf, crl_td_get_k(td, l->k), err);
+        if (rc)
+            return rc;
+        if (crl_dtype_is_float(crl_tensor_dtype(l->buf))) {
+            int64_t n = crl_tensor_numel(l->buf);
+            for (int64_t p = 0; p < n; p++)
+                if (isnan(elem(l->buf, p)))
+                    return crl_error_set(err, CRL_E_INVALID, "step: env %" G_GINT64_FORMAT ": key '%s' holds NaN "
+                                         "(element %" G_GINT64_FORMAT " of that env's action); check the policy",
+                                         (gint64)(p / l->row_elems), l->key, (gint64)(p % l->row_elems));
+        }
+        if (crl_spec_is_in(l->spec, l->buf))
+            continue;
+        if (!env->project_actions)
+            return action_domain_error(env, l, err);
+        if ((rc = crl_spec_project(l->spec, l->buf, err)))
+            return rc;
+    }
+    return CRL_OK;
+}
+
+/* After one base-env step: counters, truncation, done, reward sums and
+ * early stops.  *any_left says whether an env is still active. */
+static int after_frame(crl_env *env, bool last, bool *any_left, crl_error *err)
+{
+    *any_left = false;
+    for (int64_t i = 0; i < env->num; i++) {
+        if (!env->active[i])
+            continue;
+        env->steps[i]++;
+        uint8_t *tr = flag(env->trunc_leaf, i);
+        bool term = *flag(env->term_leaf, i) != 0;
+        bool trunc = *tr != 0 || (env->max_steps > 0 && env->steps[i] >= env->max_steps);
+        *tr = trunc;
+        *flag(env->done_leaf, i) = term || trunc;
+        if (env->frame_skip > 1) {
+            for (size_t j = 0; j < env->nleaves; j++) {
+                crl__env_leaf *l = &env->leaves[j];
+                if (l->role != CRL__ROLE_REWARD)
+                    continue;
+                for (int64_t e = 0; e < l->row_elems; e++)
+                    l->acc[i * l->row_elems + e] += crl_tensor_flat_get(l->buf, i * l->row_elems + e);
+            }
+        }
+        if ((term || trunc) && !last) {
+            /* Ended before the last frame: keep this env's outputs, since
+             * the backend goes on stepping every env. */
+            for (size_t j = 0; j < env->nleaves; j++) {
+                crl__env_leaf *l = &env->leaves[j];
+                if (l->snap)
+                    row_copy(l, l->snap, l->buf, i);
+            }
+            if (env->pixels_leaf) {
+                int rc = render_env(env, i, err);
+                if (rc)
+                    return rc;
+            }
+            env->active[i] = false;
+            env->ended_early[i] = true;
+        } else {
+            *any_left = true;
+        }
+    }
+    return CRL_OK;
+}
+
+static int step_frames(crl_env *env, crl_error *err)
+{
+    char nb[300];
+    bool any = false;
+    for (int64_t i = 0; i < env->num; i++) {
+        env->active[i] = !env->pending[i];
+        env->ended_early[i] = false;
+        any |= env->active[i];
+    }
+    if (env->frame_skip > 1)
+        for (size_t j = 0; j < env->nleaves; j++)
+            if (env->leaves[j].acc)
+                memset(env->leaves[j].acc, 0, sizeof(double) * (size_t)crl_tensor_numel(env->leaves[j].buf));
+    for (int64_t k = 0; any && k < env->frame_skip; k++) {
+        int rc = env->ops.step(env->benv, err);
+        if (rc) {
+            crl_error_prefix(err, "%s: step: ", crl__env_name(env, nb, sizeof nb));
+            return rc;
+        }
+        if ((rc = check_buffers(env, "step", err)) || (rc = after_frame(env, k == env->frame_skip - 1, &any, err)))
+            return rc;
+    }
+    if (env->frame_skip > 1) {
+        for (size_t j = 0; j < env->nleaves; j++) {
+            crl__env_leaf *l = &env->leaves[j];
+            for (int64_t i = 0; i < env->num; i++) {
+                if (l->snap && env->ended_early[i])
+                    row_copy(l, l->buf, l->snap, i);
+                if (l->acc && !env->pending[i])
+                    for (int64_t e = 0; e < l->row_elems; e++)
+                        crl_tensor_flat_set(l->buf, i * l->row_elems + e, l->acc[i * l->row_elems + e]);
+            }
+        }
+    }
+    return CRL_OK;
+}
+
+int crl_env_step(crl_env *env, crl_td *td, crl_error *err)
+{
+    if (!env || !td)
+        return crl_error_set(err, CRL_E_INVALID, "step: %s is NULL", !env ? "env" : "the TensorDict");
+    int rc = crl__env_check_batch(env, td, "step", err);
+    if (rc)
+        return rc;
+    char nb[300];
+    if (!env->started)
+        return crl_error_set(err, CRL_E_INVALID, "step: %s was never reset; call crl_env_reset first",
+                             crl__env_name(env, nb, sizeof nb));
+    bool any_pending = false;
+    for (int64_t i = 0; i < env->num; i++) {
+        env->pending[i] = env->needs_reset[i];
+        any_pending |= env->pending[i];
+        if (env->pending[i] && env->autoreset == CRL_AUTORESET_OFF)
+            return crl_error_set(err, CRL_E_INVALID, "step: env %" G_GINT64_FORMAT " is done; reset it first (pass "
+                                 "_reset) or set %s.auto_reset", (gint64)i, env->section);
+    }
+    if ((rc = load_actions(env, td, err)) || (rc = step_frames(env, err)))
+        return rc;
+    if (any_pending) {
+        /* next_step: the step after done resets the env; its action was
+         * ignored, its reward is 0 and its done flags are false. */
+        if ((rc = backend_reset(env, env->pending, false, err)))
+            return rc;
+        for (size_t j = 0; j < env->nleaves; j++) {
+            crl__env_leaf *l = &env->leaves[j];
+            if (l->role != CRL__ROLE_REWARD)
+                continue;
+            for (int64_t i = 0; i < env->num; i++)
+                if (env->pending[i])
+                    memset((char *)crl_tensor_data(l->buf) + (size_t)i * l->row_bytes, 0, l->row_bytes);
+        }
+    }
+    if (env->pixels_leaf)
+        for (int64_t i = 0; i < env->num; i++)
+            if (!env->ended_early[i] && !env->pending[i] && (rc = render_env(env, i, err)))
+                return rc;
+    for (size_t j = 0; j < env->nleaves; j++) {
+        const crl__env_leaf *l = &env->leaves[j];
+        if (l->exposed && l->role != CRL__ROLE_ACTION && (rc = put_leaf(env, td, l, true, NULL, err)))
+            return rc;
+    }
+    bool any_done = false;
+    for (int64_t i = 0; i < env->num; i++) {
+        env->done_now[i] = *flag(env->done_leaf, i) != 0;
+        env->just_reset[i] = false;
+        any_done |= env->done_now[i];
+    }
+    env->any_just_reset = false;
+    if (env->autoreset == CRL_AUTORESET_SAME_STEP && any_done) {
+        /* Reset inside this step; "next" already holds the final values,
+         * the reset ones wait in rst for step_mdp. */
+        bool *m = env->mask;
+        memcpy(m, env->done_now, sizeof(bool) * (size_t)env->num);
+        if ((rc = backend_reset(env, m, false, err))) {
+            for (int64_t i = 0; i < env->num; i++)
+                env->needs_reset[i] = env->needs_reset[i] || env->done_now[i];
+            return rc;
+        }
+        for (int64_t i = 0; i < env->num; i++) {
+            if (!m[i])
+                continue;
+            for (size_t j = 0; j < env->nleaves; j++) {
+                crl__env_leaf *l = &env->leaves[j];
+                if (l->rst)
+                    row_copy(l, l->rst, l->buf, i);
+            }
+            env->just_reset[i] = true;
+        }
+        env->any_just_reset = true;
+    } else {
+        for (int64_t i = 0; i < env->num; i++)
+            env->needs_reset[i] = env->done_now[i];
+    }
+    return CRL_OK;
+}
+
+/* ---- render ---------------------------------------------------------------------------------- */
+
+int crl_env_render(crl_env *env, int64_t i, crl_tensor *frame, crl_error *err)
+{
+    if (!env || !frame)
+        return crl_error_set(err, CRL_E_INVALID, "render: %s is NULL", !env ? "env" : "frame");
+    char nb[300];
+    if (!env->render_h || !env->ops.render)
+        return crl_error_set(err, CRL_E_UNSUPPORTED, "render: %s cannot render (it declares no frame size)",
+                             crl__env_name(env, nb, sizeof nb));
+    if (i < 0 || i >= env->num)
+        return crl_error_set(err, CRL_E_RANGE, "render: env index %" G_GINT64_FORMAT " is out of range (0..%"
+                             G_GINT64_FORMAT ")", (gint64)i, (gint64)(env->num - 1));
+    int64_t shape[3] = { env->render_h, env->render_w, 3 };
+    if (crl_tensor_dtype(frame) != CRL_U8)
+        return crl_error_set(err, CRL_E_DTYPE, "render: the frame must be uint8, not %s",
+                             crl_dtype_name(crl_tensor_dtype(frame)));
+    if (crl_tensor_ndim(frame) != 3 || memcmp(crl_tensor_shape(frame), shape, sizeof shape) != 0) {
+        char *a = crl__env_dims(3, shape);
+        char *b = crl__env_dims(crl_tensor_ndim(frame), crl_tensor_shape(frame));
+        crl_error_set(err, CRL_E_SHAPE, "render: the frame must have shape %s (height, width, rgb) but has %s", a, b);
+        crl_free(a);
+        crl_free(b);
+        return CRL_E_SHAPE;
+    }
+    int rc;
+    if (crl_tensor_is_contiguous(frame)) {
+        rc = env->ops.render(env->benv, i, crl_tensor_data(frame), err);
+    } else {
+        crl_tensor *tmp = crl_tensor_new(CRL_U8, 3, shape, err);
+        if (!tmp)
+            return err ? err->code : CRL_E_NOMEM;
+        rc = env->ops.render(env->benv, i, crl_tensor_data(tmp), err);
+        if (!rc)
+            rc = crl_tensor_copy(frame, tmp, err);
+        crl_tensor_unref(tmp);
+    }
+    if (rc)
+        crl_error_prefix(err, "%s: render env %" G_GINT64_FORMAT ": ", crl__env_name(env, nb, sizeof nb), (gint64)i);
+    return rc;
+}

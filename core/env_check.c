@@ -1,0 +1,90 @@
+/* TorchRL's check_env_specs (a short random rollout checked against every spec) and the specs' printed form. */
+#include "env-private.h"
+
+#include <string.h>
+
+static void spec_leaf_keys(const crl_spec *comp, const char *prefix, GHashTable *out)
+{
+    for (size_t i = 0; i < crl_spec_composite_len(comp); i++) {
+        const crl_spec *c = crl_spec_composite_at(comp, i);
+        char *full = prefix ? g_strconcat(prefix, ".", crl_spec_composite_key_at(comp, i), NULL)
+                            : g_strdup(crl_spec_composite_key_at(comp, i));
+        if (crl_spec_get_kind(c) == CRL_SPEC_COMPOSITE) {
+            spec_leaf_keys(c, full, out);
+            g_free(full);
+        } else {
+            g_hash_table_add(out, full);
+        }
+    }
+}
+
+static int check_step(crl_env *env, crl_td *step_td, int64_t t, GHashTable *expected, crl_error *err)
+{
+    crl_error e;
+    crl_error_clear(&e);
+    if (crl_spec_check_td(env->full_spec, step_td, &e))
+        return crl_error_set(err, e.code, "check_env_specs: step %" G_GINT64_FORMAT ": %s", (gint64)t, e.message);
+    char **keys = crl_td_leaf_keys(step_td, err);
+    if (!keys)
+        return err ? err->code : CRL_E_NOMEM;
+    int rc = CRL_OK;
+    for (size_t i = 0; keys[i] && !rc; i++)
+        if (!g_hash_table_contains(expected, keys[i]))
+            rc = crl_error_set(err, CRL_E_INVALID, "check_env_specs: step %" G_GINT64_FORMAT ": key '%s' is in the "
+                               "rollout but in no spec", (gint64)t, keys[i]);
+    crl_free(keys);
+    return rc;
+}
+
+int crl_env_check_specs(crl_env *env, int64_t steps, crl_error *err)
+{
+    if (!env)
+        return crl_error_set(err, CRL_E_INVALID, "check_env_specs: env is NULL");
+    if (steps < 1)
+        return crl_error_set(err, CRL_E_INVALID, "check_env_specs: steps is %" G_GINT64_FORMAT "; give at least 1",
+                             (gint64)steps);
+    crl_td *r = crl_env_rollout(env, steps, NULL, NULL, false, true, NULL, err);
+    if (!r) {
+        crl_error_prefix(err, "check_env_specs: ");
+        return err ? err->code : CRL_E_RUNTIME;
+    }
+    GHashTable *expected = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    spec_leaf_keys(env->full_spec, NULL, expected);
+    int b = env->batch_ndim;
+    int64_t T = crl_td_batch_shape(r)[b];
+    int rc = CRL_OK;
+    for (int64_t t = 0; t < T && !rc; t++) {
+        crl_td *st = crl_td_index(r, b, t, err);
+        rc = st ? check_step(env, st, t, expected, err) : (err ? err->code : CRL_E_NOMEM);
+        crl_td_unref(st);
+    }
+    g_hash_table_unref(expected);
+    crl_td_unref(r);
+    return rc;
+}
+
+/* TorchRL's env.action_spec / env.reward_spec give the leaf when there is
+ * only one. */
+static const crl_spec *unwrap_single(const crl_spec *comp)
+{
+    if (crl_spec_composite_len(comp) != 1)
+        return comp;
+    const crl_spec *c = crl_spec_composite_at(comp, 0);
+    return crl_spec_get_kind(c) == CRL_SPEC_COMPOSITE ? comp : c;
+}
+
+char *crl_env_specs_repr(const crl_env *env)
+{
+    if (!env)
+        return NULL;
+    const char *names[] = { "observation_spec", "action_spec", "reward_spec", "done_spec", "state_spec" };
+    const crl_spec *specs[] = { env->obs_spec, unwrap_single(env->action_spec), unwrap_single(env->reward_spec),
+                                env->done_spec, env->state_spec };
+    GString *s = g_string_new(NULL);
+    for (int i = 0; i < 5; i++) {
+        char *r = crl_spec_repr(specs[i]);
+        g_string_append_printf(s, "%s:\n%s\n", names[i], r ? r : "");
+        crl_free(r);
+    }
+    return g_string_free(s, FALSE);
+}

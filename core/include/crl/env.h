@@ -1,0 +1,145 @@
+/* libcrl application API: environments (TorchRL's EnvBase, in C).
+ *
+ * A crl_env drives one env backend instance (a batch of `num` envs) through
+ * buffers the host allocates once from the backend's specs.  TensorDict
+ * layout follows TorchRL: reset gives the root keys (observation keys,
+ * "done", "terminated", "truncated", and "state" keys when the backend has
+ * them); step reads "action" and writes "next.<observation keys>",
+ * "next.reward", "next.done", "next.terminated", "next.truncated"; step_mdp
+ * moves "next" to the root.  done = terminated | truncated, always.
+ *
+ * Batch shape: [num_envs] when num_envs is configured, else [] for a single
+ * env (as TorchRL's GymEnv prints). */
+#ifndef CRL_ENV_H
+#define CRL_ENV_H
+
+#include <crl/host.h>
+#include <crl/env_backend.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct crl_env crl_env;
+
+/* What happens to an env whose episode ended. */
+typedef enum crl_autoreset {
+    CRL_AUTORESET_OFF = 0,       /* stepping a done env is an error: reset it (with a _reset mask) */
+    CRL_AUTORESET_NEXT_STEP = 1, /* EnvPool's: the step after done resets that env (its action is
+                                    ignored, reward 0, done false) */
+    CRL_AUTORESET_SAME_STEP = 2  /* the env resets inside the step that ended it: "next" keeps the
+                                    final observation, the root after step_mdp holds the reset one */
+} crl_autoreset;
+
+/* The host's own [env] options (backend, id, num_envs, frame_skip,
+ * from_pixels, pixels_only, auto_reset, project_actions, max_episode_steps,
+ * seed); the backend's options come from its component table.  backend and
+ * id are required, but carry no CRL_OPT_REQUIRED flag: the host's schema
+ * declares [env] for every config, and the flag would make every config
+ * without an [env] section invalid.  crl_env_from_config enforces them
+ * (CRL_E_CONFIG).  auto_reset defaults to off, as TorchRL's EnvBase.
+ * max_episode_steps counts base-env steps (each skipped frame counts). */
+CRL_API const crl_option *crl_env_options(void);
+
+/* Build the env a config section describes ("env" for [env]): the backend
+ * named by `backend` (CRL_E_NOT_FOUND with close matches), the id (likewise,
+ * from the backend's list), the common options and the backend's own.  A
+ * key neither table declares is CRL_E_CONFIG with a "did you mean".  The
+ * host and config are borrowed; the host must outlive the env.  New env,
+ * free with crl_env_free. */
+CRL_API crl_env *crl_env_from_config(crl_host *host, const crl_config *cfg, const char *section,
+                                     crl_error *err);
+CRL_API void crl_env_free(crl_env *env);
+
+/* Identity and shape (borrowed). */
+CRL_API const char *crl_env_id(const crl_env *env);
+CRL_API const char *crl_env_backend_name(const crl_env *env);
+CRL_API int64_t crl_env_num(const crl_env *env);
+CRL_API int crl_env_batch_ndim(const crl_env *env);
+CRL_API const int64_t *crl_env_batch_shape(const crl_env *env);
+CRL_API crl_autoreset crl_env_autoreset(const crl_env *env);
+CRL_API int64_t crl_env_max_episode_steps(const crl_env *env);  /* 0: none */
+
+/* Specs as the user sees them: Composites with the env's batch shape,
+ * "pixels" included with from_pixels.  Borrowed.  state and info may be
+ * empty Composites. */
+CRL_API const crl_spec *crl_env_observation_spec(const crl_env *env);
+CRL_API const crl_spec *crl_env_action_spec(const crl_env *env);
+CRL_API const crl_spec *crl_env_reward_spec(const crl_env *env);
+CRL_API const crl_spec *crl_env_done_spec(const crl_env *env);
+CRL_API const crl_spec *crl_env_state_spec(const crl_env *env);
+/* All specs printed as TorchRL prints env.observation_spec, ... with the
+ * headings "observation_spec:", "action_spec:", ...  Free with crl_free. */
+CRL_API char *crl_env_specs_repr(const crl_env *env);
+
+/* Seed env i with element i of the seed chain starting at `seed` (seed_0 =
+ * seed, seed_{i+1} = crl_seed_next(seed_i)) at the next reset, and return
+ * the element after the last env's, to seed whatever comes next. */
+CRL_API uint64_t crl_env_set_seed(crl_env *env, uint64_t seed);
+
+/* Reset.  td may be NULL (a new TensorDict is returned) or a TensorDict to
+ * update and return (a new reference to it).  A bool "_reset" entry of
+ * shape [batch..., 1] in td resets only those envs (the others keep their
+ * values) and is removed from td, as TorchRL does.  State entries in td
+ * are ignored here (see crl_env_reset_from_state).  Returns NULL with err
+ * set; the env must be reset before its first step. */
+CRL_API crl_td *crl_env_reset(crl_env *env, crl_td *td, crl_error *err);
+/* Reset from the state entries in td (TorchRL's stateless reset): every
+ * state leaf must be in td (CRL_E_NOT_FOUND names it); "_reset" works as
+ * above.  CRL_E_UNSUPPORTED when the backend declares no state spec. */
+CRL_API crl_td *crl_env_reset_from_state(crl_env *env, crl_td *td, crl_error *err);
+
+/* Step with td's "action" (checked against the action spec: dtype, shape,
+ * NaN, domain — out-of-domain values are an error naming the env index,
+ * or projected with project_actions = true; NaN is always an error).  The
+ * projection applies to the env's copy: td's "action" is left as given.
+ * Writes "next.*" into td; when td already holds next tensors of the right
+ * shapes they are reused, so a loop over the same td allocates nothing.
+ * With auto_reset = off, stepping an env that is done is CRL_E_INVALID. */
+CRL_API int crl_env_step(crl_env *env, crl_td *td, crl_error *err);
+/* Draw a random action from the action spec into td's "action". */
+CRL_API int crl_env_rand_action(crl_env *env, crl_td *td, crl_error *err);
+/* rand_action then step. */
+CRL_API int crl_env_rand_step(crl_env *env, crl_td *td, crl_error *err);
+
+/* TorchRL's step_mdp: a new TensorDict with next's entries (minus reward)
+ * at the root, plus the root entries that are not "action", "reward" or
+ * "next" (so "some other key" is kept).  Under same_step auto-reset the
+ * observation of envs that just ended is the reset one. */
+CRL_API crl_td *crl_env_step_mdp(crl_env *env, const crl_td *td, crl_error *err);
+/* The same into an existing TensorDict whose tensors are reused (no
+ * allocation once dst has every key).  dst may be td itself (the root takes
+ * next's values and "next" stays for the following step); entries of dst
+ * that step_mdp would not write (an older "action" or "next") are left as
+ * they are.  Under same_step, the reset values are those of the env's
+ * latest step, so call it on the td that step wrote. */
+CRL_API int crl_env_step_mdp_into(crl_env *env, const crl_td *td, crl_td *dst, crl_error *err);
+
+/* A policy writes "action" into td (it may read anything in td). */
+typedef int (*crl_policy_fn)(void *user, crl_env *env, crl_td *td, crl_error *err);
+
+/* Roll out up to max_steps steps with `policy` (NULL: random actions).
+ * With auto_reset the env is reset first (else `td` must hold the current
+ * root state, as from crl_env_reset).  With break_when_any_done the rollout
+ * stops after the first step where any env is done; otherwise ended envs
+ * are reset (per the auto-reset mode, or with a _reset mask when it is off)
+ * and the rollout goes on.  Returns a TensorDict of batch [batch..., T]
+ * where observation[1:] == next.observation[:-1] for envs that did not
+ * end.  td may be NULL when auto_reset is true. */
+CRL_API crl_td *crl_env_rollout(crl_env *env, int64_t max_steps, crl_policy_fn policy, void *user,
+                                bool break_when_any_done, bool auto_reset, crl_td *td, crl_error *err);
+
+/* TorchRL's check_env_specs: a short random rollout whose every entry is
+ * checked against the specs; err names the first key that differs. */
+CRL_API int crl_env_check_specs(crl_env *env, int64_t steps, crl_error *err);
+
+/* Render env i (0 <= i < num) into frame, a uint8 [H, W, 3] tensor.
+ * CRL_E_UNSUPPORTED when the backend cannot render. */
+CRL_API int crl_env_render(crl_env *env, int64_t i, crl_tensor *frame, crl_error *err);
+CRL_API int32_t crl_env_render_height(const crl_env *env);
+CRL_API int32_t crl_env_render_width(const crl_env *env);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,99 @@
+/* crl plugin SDK: the env backend ABI.
+ *
+ * A backend makes a batch of `num` envs at once and declares their specs.
+ * The host then allocates every buffer once, structure-of-arrays and
+ * batch-first, from those specs, and hands them to the backend in `bind`.
+ * `reset` and `step` read and write only those buffers and never allocate:
+ * the host's TensorDicts are views over them (gym3's libenv idea, with reset
+ * masks, terminated/truncated, elementwise bounds, per-env seeds, render and
+ * an error channel).
+ *
+ * The buffer TensorDict given to `bind` has batch shape [num] and holds, at
+ * its root, one tensor per leaf of the observation, action, reward, done,
+ * state and info specs, under the same (dotted) keys:
+ *   observation leaves   written by reset (reset envs only) and step
+ *   action leaves        read by step
+ *   "reward"             written by step
+ *   "terminated"         written by step (and cleared by reset)
+ *   "truncated"          written by step when the backend knows of a time
+ *                        limit of its own; the host also truncates at
+ *                        max_episode_steps
+ *   state leaves         written by reset and step; read by reset when
+ *                        from_state is true
+ *   info leaves          written by step (and reset)
+ * The host computes "done" = terminated | truncated itself, and clears the
+ * flags of reset envs itself too.  A backend writes into these tensors and
+ * never replaces one in the TensorDict: the host checks after every reset
+ * and step and reports a replaced buffer as an error naming the key.
+ * `step` always steps every env, including envs whose episode ended (with
+ * frame_skip, or until the host resets them): their outputs are discarded
+ * until the next reset, so stepping past the end must be harmless. */
+#ifndef CRL_ENV_BACKEND_H
+#define CRL_ENV_BACKEND_H
+
+#include <crl/spec.h>
+#include <crl/options.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What `make` declares.  Every spec is a Composite with batch shape [num];
+ * the host takes ownership of the references stored here (it unrefs them),
+ * also when make fails. */
+typedef struct crl_env_specs {
+    uint32_t struct_size;      /* set by the host: sizeof(crl_env_specs) it knows */
+    uint32_t reserved;
+    crl_spec *observation;     /* required: e.g. "observation" [num, 4] float32 */
+    crl_spec *action;          /* required: e.g. "action" [num] int64 Categorical */
+    crl_spec *reward;          /* required: "reward" [num, 1] */
+    crl_spec *done;            /* required: "done", "terminated", "truncated" [num, 1] bool */
+    crl_spec *state;           /* may stay NULL: the full simulator state */
+    crl_spec *info;            /* may stay NULL: extra per-step outputs */
+    int64_t max_episode_steps; /* 0: none; else the host sets truncated at this count */
+    int32_t render_height;     /* 0: render is not supported */
+    int32_t render_width;
+} crl_env_specs;
+
+typedef struct crl_env_ops {
+    uint32_t struct_size;      /* sizeof(crl_env_ops) */
+    uint32_t reserved;
+
+    /* The env ids this backend offers: a NULL-terminated static array. */
+    const char *const *(*list)(void);
+
+    /* Make `num` envs of `id` with the backend's validated options (the
+     * [env] section as declared by the component's options table).  Fill
+     * `specs` and set *env.  An unknown id is CRL_E_NOT_FOUND naming close
+     * matches. */
+    int (*make)(const char *id, int64_t num, const crl_opts *opts, crl_env_specs *specs, void **env,
+                crl_error *err);
+
+    /* Receive the buffers (borrowed; they stay valid until close).  Called
+     * once after make, before any reset. */
+    int (*bind)(void *env, crl_td *buffers, crl_error *err);
+
+    /* Reset the envs whose mask entry is true (mask NULL: all).  With
+     * `seeds` (NULL: keep each env's random stream going), env i's stream
+     * restarts from seeds[i] first.  With from_state, env i starts from the
+     * state currently in the state buffers instead of a random draw
+     * (CRL_E_UNSUPPORTED when the backend has no state spec).  Writes the
+     * reset envs' observations (and state, info) and clears their
+     * terminated/truncated flags; other envs' buffers are left untouched. */
+    int (*reset)(void *env, const bool *mask, const uint64_t *seeds, bool from_state, crl_error *err);
+
+    /* Step every env with the action buffers. */
+    int (*step)(void *env, crl_error *err);
+
+    /* Draw env i into `rgb`, a row-major [render_height, render_width, 3]
+     * uint8 frame.  May be NULL when render_height is 0. */
+    int (*render)(void *env, int64_t i, uint8_t *rgb, crl_error *err);
+
+    /* Free everything make allocated.  NULL-safe on env. */
+    void (*close)(void *env);
+} crl_env_ops;
+
+#ifdef __cplusplus
+}
+#endif
+#endif
