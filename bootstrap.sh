@@ -66,14 +66,15 @@ crl="$build/core/cli/crl"
 case "$cmd" in
     build) ;;
     demo)
-        "$crl" version
-        "$crl" config check "$here/conf/examples/plugins-check.ini"
-        "$crl" plugins --verbose
+        # The main job: a config-only experiment on the native CartPole
+        # (random policy; training arrives with the training issue).
+        "$crl" rollout "$here/conf/examples/cartpole-random.ini" --steps 200
         ;;
     test)
         exec "$here/tests/run-all.sh" "$build"
         ;;
     bench)
         "$crl" bench core
+        "$crl" bench envs
         ;;
 esac
