@@ -10,28 +10,6 @@
 /* Keeps the compiler from dropping the measured work. */
 static volatile uintptr_t sink;
 
-typedef struct {
-    double ns_per_op;
-    uint64_t ops;
-} bench_result;
-
-/* Run `fn(state, n)` in growing batches until `seconds` have passed. */
-static bench_result measure(void (*fn)(void *, uint64_t), void *state, double seconds)
-{
-    uint64_t n = 1, total = 0;
-    gint64 start = g_get_monotonic_time(), now = start;
-    fn(state, 1000); /* warm-up */
-    while ((double)(now - start) < seconds * 1e6) {
-        fn(state, n);
-        total += n;
-        now = g_get_monotonic_time();
-        if (n < (1u << 24))
-            n *= 2;
-    }
-    bench_result r = { (double)(now - start) * 1e3 / (double)total, total };
-    return r;
-}
-
 static const char *const td_keys[] = {
     "action", "done", "observation", "reward", "terminated", "truncated",
     "next.done", "next.observation", "next.reward", "next.terminated",
@@ -115,7 +93,7 @@ static void run_plain_rand(void *p, uint64_t n)
     sink = (uintptr_t)s->plain[0];
 }
 
-static void report(const char *what, bench_result r, const char *unit_note)
+static void report(const char *what, crl_bench_result r, const char *unit_note)
 {
     printf("  %-44s %10.2f ns/op  %12.0f ops/s%s\n", what, r.ns_per_op, 1e9 / r.ns_per_op,
            unit_note ? unit_note : "");
@@ -142,11 +120,11 @@ int crl__bench_core(double seconds)
         ts.array[k] = ts.tensors[k];
     }
     printf("crl bench core (%.2f s per measurement; 10 keys, 4 of them under 'next')\n", seconds);
-    bench_result base = measure(run_array_get, &ts, seconds);
-    bench_result getk = measure(run_get_k, &ts, seconds);
-    bench_result gets = measure(run_get_str, &ts, seconds);
-    bench_result setk = measure(run_set_k, &ts, seconds);
-    bench_result create = measure(run_td_create, &ts, seconds);
+    crl_bench_result base = crl__bench_measure(run_array_get, &ts, seconds, 1000);
+    crl_bench_result getk = crl__bench_measure(run_get_k, &ts, seconds, 1000);
+    crl_bench_result gets = crl__bench_measure(run_get_str, &ts, seconds, 1000);
+    crl_bench_result setk = crl__bench_measure(run_set_k, &ts, seconds, 1000);
+    crl_bench_result create = crl__bench_measure(run_td_create, &ts, seconds, 1000);
     report("baseline: plain pointer-array load", base, NULL);
     report("td get through key handle", getk, NULL);
     report("td get through string key", gets, NULL);
@@ -165,8 +143,8 @@ int crl__bench_core(double seconds)
         goto out;
     }
     rs.plain = g_new(float, (gsize)rs.numel);
-    bench_result sr = measure(run_spec_rand, &rs, seconds);
-    bench_result pr = measure(run_plain_rand, &rs, seconds);
+    crl_bench_result sr = crl__bench_measure(run_spec_rand, &rs, seconds, 1000);
+    crl_bench_result pr = crl__bench_measure(run_plain_rand, &rs, seconds, 1000);
     report("spec rand_into Bounded f32 [1024, 4]", sr, NULL);
     report("baseline: plain loop of rng uniforms [1024, 4]", pr, NULL);
     printf("  spec rand: %.1f M values/s, %.2fx the plain loop's time\n",

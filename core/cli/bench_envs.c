@@ -12,29 +12,6 @@
 #define EXACT_STEPS 200
 #define EXACT_SEED 20240601u
 
-typedef struct {
-    double ns_per_op;
-    uint64_t ops;
-} bench_result;
-
-/* Run `fn(state, n)` in growing batches until `seconds` have passed (as
- * bench_core.c does); fn reports failures through its state. */
-static bench_result measure(void (*fn)(void *, uint64_t), void *state, double seconds)
-{
-    uint64_t n = 1, total = 0;
-    gint64 start = g_get_monotonic_time(), now = start;
-    fn(state, 100); /* warm-up */
-    while ((double)(now - start) < seconds * 1e6) {
-        fn(state, n);
-        total += n;
-        now = g_get_monotonic_time();
-        if (n < (1u << 24))
-            n *= 2;
-    }
-    bench_result r = { (double)(now - start) * 1e3 / (double)total, total };
-    return r;
-}
-
 /* Pre-drawn actions: `k` steps of `num` envs, drawn from the backend's
  * action leaf so the rng is not timed. */
 typedef struct {
@@ -467,7 +444,7 @@ out:
 
 /* ---- figures ------------------------------------------------------------- */
 
-static void report(const char *what, bench_result r, int64_t envs)
+static void report(const char *what, crl_bench_result r, int64_t envs)
 {
     double ns_env = r.ns_per_op / (double)envs;
     printf("  %-40s %10.2f ns/env-step  %8.2f M env-steps/s\n", what, ns_env, 1e3 / ns_env);
@@ -494,13 +471,13 @@ static int compare(crl_host *host, const crl_config *cfg, const char *id, int64_
     crl_env_set_seed(h.env, 0);
     if ((rc = host_reset(&h, err)))
         goto out;
-    bench_result rb = measure(run_bare, &b, seconds);
+    crl_bench_result rb = crl__bench_measure(run_bare, &b, seconds, 100);
     if (b.failed) {
         *err = b.err;
         rc = err->code;
         goto out;
     }
-    bench_result rh = measure(run_host, &h, seconds);
+    crl_bench_result rh = crl__bench_measure(run_host, &h, seconds, 100);
     if (h.failed) {
         *err = h.err;
         rc = err->code;

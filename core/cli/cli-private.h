@@ -51,6 +51,20 @@ int crl__cmd_envs(int argc, char **argv);
 int crl__cmd_inspect(int argc, char **argv);
 int crl__cmd_rollout(int argc, char **argv);
 
+/* One benchmark figure: time per call of the measured operation. */
+typedef struct crl_bench_result {
+    double ns_per_op;
+    uint64_t ops;
+} crl_bench_result;
+
+/* Run `fn(state, n)` (n operations per call) in doubling batches until
+ * `seconds` have passed, after one warm-up call of `warmup` operations. */
+crl_bench_result crl__bench_measure(void (*fn)(void *, uint64_t), void *state, double seconds, uint64_t warmup);
+
+/* Report a failed crl__cli_setup of command `cmd` (with a pointer to --help
+ * for usage errors) and return the exit code. */
+int crl__cli_setup_failed(const char *cmd, const crl_error *err);
+
 /* `crl bench core`: prints figures, returns an exit code. */
 int crl__bench_core(double seconds);
 /* `crl bench envs`: host env API vs the bare classic backend. */

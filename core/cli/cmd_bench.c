@@ -15,6 +15,22 @@ static const struct {
     { "envs", crl__bench_envs, "classic env steps/s through the host API vs the bare backend, bit-exactness" },
 };
 
+crl_bench_result crl__bench_measure(void (*fn)(void *, uint64_t), void *state, double seconds, uint64_t warmup)
+{
+    uint64_t n = 1, total = 0;
+    fn(state, warmup);
+    gint64 start = g_get_monotonic_time(), now = start;
+    while ((double)(now - start) < seconds * 1e6) {
+        fn(state, n);
+        total += n;
+        now = g_get_monotonic_time();
+        if (n < (1u << 24))
+            n *= 2;
+    }
+    crl_bench_result r = { (double)(now - start) * 1e3 / (double)total, total };
+    return r;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "Usage: crl bench NAME [--seconds S]\n\nBenchmarks (each prints its figures and ratios):\n");

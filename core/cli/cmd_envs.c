@@ -67,12 +67,8 @@ int crl__cmd_envs(int argc, char **argv)
     int rc = crl__cli_setup(&ctx, (int)rest->len, (char **)rest->pdata,
                             CRL_CLI_LOAD_PLUGINS | CRL_CLI_VALIDATE, &err);
     g_ptr_array_free(rest, TRUE);
-    if (rc) {
-        crl__cli_print_error("envs", &err);
-        if (err.code == CRL_E_USAGE)
-            fprintf(stderr, "Run 'crl envs --help' for usage.\n");
-        return crl__cli_exit_code(&err);
-    }
+    if (rc)
+        return crl__cli_setup_failed("envs", &err);
     const crl_component *only = NULL;
     if (backend && !(only = crl_host_lookup(ctx.host, CRL_KIND_ENV, backend, &err))) {
         crl__cli_print_error("envs", &err);

@@ -232,12 +232,8 @@ int crl__cmd_inspect(int argc, char **argv)
     crl_env *env = NULL;
     int rc = crl__cli_env_setup(&ctx, (int)rest->len, (char **)rest->pdata, &env, &err);
     g_ptr_array_free(rest, TRUE);
-    if (rc) {
-        crl__cli_print_error("inspect", &err);
-        if (err.code == CRL_E_USAGE)
-            fprintf(stderr, "Run 'crl inspect --help' for usage.\n");
-        return crl__cli_exit_code(&err);
-    }
+    if (rc)
+        return crl__cli_setup_failed("inspect", &err);
     if (json) {
         print_json(env);
     } else {

@@ -298,12 +298,8 @@ int crl__cmd_plugins(int argc, char **argv)
     int rc = crl__cli_setup(&ctx, (int)rest->len, (char **)rest->pdata,
                             CRL_CLI_LOAD_PLUGINS | CRL_CLI_TOLERATE_PLUGIN_FAILURES, &err);
     g_ptr_array_free(rest, TRUE);
-    if (rc) {
-        crl__cli_print_error("plugins", &err);
-        if (err.code == CRL_E_USAGE)
-            fprintf(stderr, "Run 'crl plugins --help' for usage.\n");
-        return crl__cli_exit_code(&err);
-    }
+    if (rc)
+        return crl__cli_setup_failed("plugins", &err);
     if (json)
         print_json(ctx.host, ctx.cfg);
     else

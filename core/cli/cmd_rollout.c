@@ -442,12 +442,8 @@ int crl__cmd_rollout(int argc, char **argv)
     crl_td *out = NULL;
     int rc = crl__cli_env_setup(&ctx, (int)rest->len, (char **)rest->pdata, &env, &err);
     g_ptr_array_free(rest, TRUE);
-    if (rc) {
-        crl__cli_print_error("rollout", &err);
-        if (err.code == CRL_E_USAGE)
-            fprintf(stderr, "Run 'crl rollout --help' for usage.\n");
-        return crl__cli_exit_code(&err);
-    }
+    if (rc)
+        return crl__cli_setup_failed("rollout", &err);
     if (seed_s)
         crl_env_set_seed(env, seed);
     st.env = env;

@@ -123,3 +123,11 @@ void crl__cli_json_string(FILE *f, const char *s)
     }
     fputc('"', f);
 }
+
+int crl__cli_setup_failed(const char *cmd, const crl_error *err)
+{
+    crl__cli_print_error(cmd, err);
+    if (err->code == CRL_E_USAGE)
+        fprintf(stderr, "Run 'crl %s --help' for usage.\n", cmd);
+    return crl__cli_exit_code(err);
+}
