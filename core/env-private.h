@@ -3,6 +3,7 @@
 #define CRL_ENV_PRIVATE_H
 
 #include "crl-private.h"
+#include "td-private.h"
 #include <crl/env.h>
 
 /* What a buffer leaf is to the host. */
@@ -21,7 +22,6 @@ typedef enum crl__env_role {
 /* One leaf of the backend's specs (or "pixels") with its buffers. */
 typedef struct crl__env_leaf {
     char *key;              /* dotted key, relative to the root (reset) or "next" (step) */
-    char **comps;           /* key split at dots (NULL-terminated), for path compares */
     int role;               /* crl__env_role */
     bool exposed;           /* part of the user's TensorDicts and specs */
     crl_spec *spec;         /* leaf spec with batch [num] (a reference) */
@@ -35,7 +35,86 @@ typedef struct crl__env_leaf {
     double *acc;            /* frame_skip > 1, reward leaves: sums over the skipped frames */
     size_t row_bytes;       /* bytes of one env's row of buf */
     int64_t row_elems;      /* elements of one env's row */
+    /* Hoisted for the step path (the buffers never move). */
+    char *bdata;            /* buf's data */
+    char *udata;            /* ubuf's data */
+    size_t ubytes;          /* ubuf's bytes */
+    int64_t numel;          /* buf's elements */
+    bool ucontig;           /* ubuf is contiguous (always, but the fast path checks) */
+    bool is_float;          /* buf's dtype is a float dtype (NaN check) */
+    /* Action leaves: how to test the domain without crl_spec_is_in (see
+     * prepare_domain in env.c). */
+    int dom;
+    double dom_n;           /* Categorical: n */
+    int64_t dom_ni;
+    const double *dom_lo, *dom_hi;  /* Bounded: the spec's f64 bounds */
+    float *dom_flo, *dom_fhi;       /* Bounded float32: the same bounds as floats */
 } crl__env_leaf;
+
+/* ---- caches of the step path ----------------------------------------------
+ *
+ * The caches hold no references, so they never keep a td alive, and a
+ * stale slot is harmless.  Every td a slot names is pinned with the layout
+ * stamp it had and is looked at only after the pins before it held: pins
+ * are listed parents first, a parent whose layout still holds still owns
+ * the same sub-td pointers (so the child is alive), and the first pin is
+ * the caller's own td.  The td pointer may be one that was freed and
+ * reused for a new td; the new td took a stamp never handed out before, so
+ * it cannot match.  Entry pointers into a pinned td stay valid while its
+ * layout holds; an entry whose own stamp is unchanged still holds the very
+ * tensor it held (it kept a reference all along), so data pointers taken
+ * from it are valid too. */
+#define CRL__ENV_SLOTS 4
+#define CRL__ENV_PINS 8
+#define CRL__MDP_PINS 16
+
+typedef struct crl__td_pin {
+    const crl_td *td;
+    uint64_t layout, stamp;
+} crl__td_pin;
+
+/* Where a leaf's values come from (action) or go to (output, under "next"). */
+typedef struct crl__step_io {
+    crl__td_entry *e;       /* the entry in the user's td */
+    uint64_t stamp;         /* e's stamp when data was taken */
+    char *data;             /* its tensor's data: contiguous, the leaf's dtype and shape */
+    crl__env_leaf *l;       /* the leaf */
+    char *udata;            /* l->udata, l->ubytes */
+    size_t n;
+    uint8_t cls;            /* crl__env_move_class(n) */
+} crl__step_io;
+
+/* crl_env_step on one td, resolved and validated. */
+typedef struct crl__step_slot {
+    size_t npins;           /* 0: empty; pins[0] is the td */
+    crl__td_pin pins[CRL__ENV_PINS];
+    crl__step_io *io;       /* the action leaves (env->nact), then the outputs (env->nout) */
+} crl__step_slot;
+
+enum { CRL__MDP_SKIP, CRL__MDP_MOVE, CRL__MDP_COPY };
+
+/* One put of step_mdp: src entry's values into dst entry's tensor. */
+typedef struct crl__mdp_op {
+    const crl__td_entry *se;
+    crl__td_entry *de;
+    uint64_t ss, ds;        /* their stamps when decided */
+    crl_tensor *dt;         /* COPY: the tensors (de's and se's) */
+    const crl_tensor *st;
+    char *dd;               /* MOVE: memmove(dd, sd, n) */
+    const char *sd;
+    size_t n;
+    uint8_t mode;
+    uint8_t cls;            /* MOVE: crl__env_move_class(n) */
+} crl__mdp_op;
+
+/* step_mdp_into(src, dst) as the list of puts it makes. */
+typedef struct crl__mdp_slot {
+    const crl_td *src, *dst;
+    size_t npins;           /* 0: empty */
+    crl__td_pin pins[CRL__MDP_PINS];
+    crl__mdp_op *ops;
+    size_t nops, cap;
+} crl__mdp_slot;
 
 struct crl_env {
     crl_host *host;
@@ -76,12 +155,149 @@ struct crl_env {
     bool *mask, *mask2;          /* scratch masks */
     bool *seed_pending;          /* a seed from set_seed waits for the env's next reset */
     uint64_t *seeds;
+    int64_t *ridx;               /* scratch: env indices (crl__env_mask_list) */
     bool started;                /* reset ran at least once */
     bool any_just_reset;
 
     crl_rng rng;                 /* random actions */
     crl_td_key *reset_key;       /* "_reset" */
+    const char *next_key;        /* "next", interned */
+
+    /* Hoisted data of the done, terminated and truncated buffers. */
+    uint8_t *done_p, *term_p, *trunc_p;
+    /* Leaf indices, in leaf order: action leaves; exposed non-action
+     * leaves (what a step writes under "next"). */
+    size_t *act_idx, nact;
+    size_t *out_idx, nout;
+
+    /* Caches (see above); scratch is filled on a miss and swapped in. */
+    crl__step_slot step_slots[CRL__ENV_SLOTS], step_scratch;
+    unsigned step_rr;
+    crl__mdp_slot mdp_slots[CRL__ENV_SLOTS], mdp_scratch;
+    unsigned mdp_rr;
+    /* The buffer td tree as it was when every buffer was last found in place. */
+    crl__td_pin *buf_pins;
+    size_t nbuf_pins, buf_pins_cap;
+
+    /* How often the cached paths were taken (tests read these). */
+    uint64_t step_fast, step_slow, mdp_fast, mdp_slow;
 };
+
+/* Size classes of crl__env_move_c: the small sizes of single envs are
+ * inline copies, the rest memmove. */
+enum { CRL__MOVE_NONE, CRL__MOVE_1, CRL__MOVE_2_3, CRL__MOVE_4_7, CRL__MOVE_8_16, CRL__MOVE_17_32, CRL__MOVE_BIG };
+
+static inline uint8_t crl__env_move_class(size_t n)
+{
+    return n == 0 ? CRL__MOVE_NONE : n == 1 ? CRL__MOVE_1 : n < 4 ? CRL__MOVE_2_3 : n < 8 ? CRL__MOVE_4_7 : n <= 16 ? CRL__MOVE_8_16
+           : n <= 32 ? CRL__MOVE_17_32 : CRL__MOVE_BIG;
+}
+
+/* memmove(d, s, n) for n of class cls.  The inline copies load the head
+ * and tail words before any store, so overlap is fine. */
+static inline void crl__env_move_c(void *d, const void *s, size_t n, uint8_t cls)
+{
+    const char *sc = s;
+    char *dc = d;
+    switch (cls) {
+    case CRL__MOVE_1:
+        *dc = *sc;
+        return;
+    case CRL__MOVE_2_3: {
+        char a = sc[0], b = sc[n / 2], c = sc[n - 1];
+        dc[0] = a;
+        dc[n / 2] = b;
+        dc[n - 1] = c;
+        return;
+    }
+    case CRL__MOVE_4_7: {
+        uint32_t a, b;
+        __builtin_memcpy(&a, sc, 4);
+        __builtin_memcpy(&b, sc + n - 4, 4);
+        __builtin_memcpy(dc, &a, 4);
+        __builtin_memcpy(dc + n - 4, &b, 4);
+        return;
+    }
+    case CRL__MOVE_8_16: {
+        uint64_t a, b;
+        __builtin_memcpy(&a, sc, 8);
+        __builtin_memcpy(&b, sc + n - 8, 8);
+        __builtin_memcpy(dc, &a, 8);
+        __builtin_memcpy(dc + n - 8, &b, 8);
+        return;
+    }
+    case CRL__MOVE_17_32: {
+        uint64_t w[4];
+        __builtin_memcpy(w, sc, 16);
+        __builtin_memcpy(&w[2], sc + n - 16, 16);
+        __builtin_memcpy(dc, w, 16);
+        __builtin_memcpy(dc + n - 16, &w[2], 16);
+        return;
+    }
+    case CRL__MOVE_BIG:
+        if (d != s)
+            memmove(d, s, n);
+        return;
+    default:
+        return;
+    }
+}
+
+static inline void crl__env_move(void *d, const void *s, size_t n)
+{
+    crl__env_move_c(d, s, n, crl__env_move_class(n));
+}
+
+/* The indices of mask's true entries (all n when mask is NULL) into idx,
+ * in order; returns how many.  No branch per entry. */
+static inline int64_t crl__env_mask_list(const bool *mask, int64_t n, int64_t *idx)
+{
+    int64_t k = 0;
+    if (!mask) {
+        for (int64_t i = 0; i < n; i++)
+            idx[i] = i;
+        return n;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        idx[k] = i;
+        k += mask[i] ? 1 : 0;
+    }
+    return k;
+}
+
+/* Copy rows idx[0..k) of row_bytes each from src to dst (same layout,
+ * different tensors). */
+static inline void crl__env_copy_rows(char *dst, const char *src, size_t row_bytes, const int64_t *idx, int64_t k)
+{
+    switch (row_bytes) {
+    case 1:
+        for (int64_t m = 0; m < k; m++)
+            dst[idx[m]] = src[idx[m]];
+        return;
+    case 16:
+        for (int64_t m = 0; m < k; m++)
+            crl__env_move(dst + (size_t)idx[m] * 16, src + (size_t)idx[m] * 16, 16);
+        return;
+    default:
+        for (int64_t m = 0; m < k; m++)
+            memcpy(dst + (size_t)idx[m] * row_bytes, src + (size_t)idx[m] * row_bytes, row_bytes);
+        return;
+    }
+}
+
+/* crl_tensor_is_contiguous, inline for the step path. */
+static inline bool crl__env_contiguous(const crl_tensor *t)
+{
+    int64_t expect = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] == 0)
+            return true;
+        if (t->shape[i] != 1 && t->strides[i] != expect)
+            return false;
+        expect *= t->shape[i];
+    }
+    return true;
+}
 
 /* env.c */
 /* Reset the envs in mask (NULL: all) and bring td's root entries up to

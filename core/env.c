@@ -192,7 +192,6 @@ static bool is_output_role(int role)
 static void leaf_clear(crl__env_leaf *l)
 {
     g_free(l->key);
-    g_strfreev(l->comps);
     crl_spec_unref(l->spec);
     crl_spec_unref(l->uspec);
     crl_td_key_free(l->k);
@@ -202,6 +201,8 @@ static void leaf_clear(crl__env_leaf *l)
     crl_tensor_unref(l->snap);
     crl_tensor_unref(l->rst);
     g_free(l->acc);
+    g_free(l->dom_flo);
+    g_free(l->dom_fhi);
 }
 
 static int add_leaves(crl_env *env, GArray *out, const crl_spec *comp, const char *prefix, int role,
@@ -335,6 +336,82 @@ static int collect_leaves(crl_env *env, crl_env_specs *sp, crl_error *err)
     return rc;
 }
 
+/* How action_in_domain tests an action leaf.  DOM_SPEC asks
+ * crl_spec_is_in; the others are its exact equivalents for one spec kind
+ * and dtype on the contiguous buffer. */
+enum {
+    DOM_SPEC = 0,
+    DOM_ALWAYS,      /* Unbounded */
+    DOM_CAT_I64,     /* Categorical int64, 0 <= n <= 2^53: 0 <= v < n as integers */
+    DOM_CAT_I64_D,   /* Categorical int64, other n: compare as doubles */
+    DOM_CAT_I32,
+    DOM_BOX_F64,     /* Bounded float64: low <= v <= high */
+    DOM_BOX_F32,     /* Bounded float32, bounds exact as floats: compare as floats */
+    DOM_BOX_F32_D    /* Bounded float32, other bounds: compare as doubles */
+};
+
+static void prepare_domain(crl__env_leaf *l)
+{
+    const crl_spec *s = l->spec;
+    crl_device sd = crl_spec_device(s), bd = crl_tensor_device(l->buf);
+    crl_dtype dt = crl_tensor_dtype(l->buf);
+    l->dom = DOM_SPEC;
+    /* crl_spec_is_in first matches dtype, shape and device; the buffer was
+     * made from the spec, but be sure. */
+    if (sd.type != bd.type || sd.index != bd.index || crl_spec_dtype(s) != dt || crl_spec_ndim(s) != crl_tensor_ndim(l->buf) ||
+        memcmp(crl_spec_shape(s), crl_tensor_shape(l->buf), sizeof(int64_t) * (size_t)crl_spec_ndim(s)) != 0 ||
+        !crl_tensor_is_contiguous(l->buf))
+        return;
+    switch (crl_spec_get_kind(s)) {
+    case CRL_SPEC_UNBOUNDED:
+        l->dom = DOM_ALWAYS;
+        break;
+    case CRL_SPEC_CATEGORICAL:
+        /* check_domain's test is !(v >= 0 && v < n && v == floor(v)) on
+         * the value as a double; integers always pass the floor part.  For
+         * 0 <= n <= 2^53 (n exact as a double) it is 0 <= x < n on the
+         * integer x: an x below n is below 2^53, so exact, and rounding
+         * keeps x >= n at or above n. */
+        l->dom_n = (double)crl_spec_n(s);
+        l->dom_ni = crl_spec_n(s);
+        if (dt == CRL_I64)
+            l->dom = l->dom_ni >= 0 && l->dom_ni <= (INT64_C(1) << 53) ? DOM_CAT_I64 : DOM_CAT_I64_D;
+        else if (dt == CRL_I32)
+            l->dom = l->dom_ni >= 0 && l->dom_ni <= (INT64_C(1) << 53) ? DOM_CAT_I32 : DOM_SPEC;
+        break;
+    case CRL_SPEC_BOUNDED: {
+        const crl_tensor *lo = crl_spec_low(s), *hi = crl_spec_high(s);
+        if (!lo || !hi || crl_tensor_dtype(lo) != CRL_F64 || crl_tensor_dtype(hi) != CRL_F64 ||
+            crl_tensor_numel(lo) != l->numel || crl_tensor_numel(hi) != l->numel || !crl_tensor_is_contiguous(lo) ||
+            !crl_tensor_is_contiguous(hi))
+            break;
+        l->dom_lo = crl_tensor_data(lo);
+        l->dom_hi = crl_tensor_data(hi);
+        if (dt == CRL_F64) {
+            l->dom = DOM_BOX_F64;
+        } else if (dt == CRL_F32) {
+            /* A float compared with a bound that is exactly a float orders
+             * as its double compared with the double bound. */
+            bool exact = true;
+            for (int64_t i = 0; i < l->numel && exact; i++)
+                exact = (double)(float)l->dom_lo[i] == l->dom_lo[i] && (double)(float)l->dom_hi[i] == l->dom_hi[i];
+            if (exact) {
+                l->dom_flo = g_new(float, (gsize)l->numel + 1);
+                l->dom_fhi = g_new(float, (gsize)l->numel + 1);
+                for (int64_t i = 0; i < l->numel; i++) {
+                    l->dom_flo[i] = (float)l->dom_lo[i];
+                    l->dom_fhi[i] = (float)l->dom_hi[i];
+                }
+            }
+            l->dom = exact ? DOM_BOX_F32 : DOM_BOX_F32_D;
+        }
+        break;
+    }
+    default:
+        break;
+    }
+}
+
 /* Buffers, views, key handles and user-facing leaf specs. */
 static int prepare_leaves(crl_env *env, crl_error *err)
 {
@@ -344,7 +421,6 @@ static int prepare_leaves(crl_env *env, crl_error *err)
     for (size_t i = 0; i < env->nleaves; i++) {
         crl__env_leaf *l = &env->leaves[i];
         l->exposed = !(env->pixels_only && l->role == CRL__ROLE_OBS);
-        l->comps = g_strsplit(l->key, ".", -1);
         char *nk = g_strconcat("next.", l->key, NULL);
         l->k = crl_td_key_new(l->key, err);
         l->nk = l->k ? crl_td_key_new(nk, err) : NULL;
@@ -365,6 +441,14 @@ static int prepare_leaves(crl_env *env, crl_error *err)
         }
         if (!l->uspec)
             return err ? err->code : CRL_E_INVALID;
+        l->bdata = crl_tensor_data(l->buf);
+        l->udata = crl_tensor_data(l->ubuf);
+        l->ubytes = crl_tensor_nbytes(l->ubuf);
+        l->numel = crl_tensor_numel(l->buf);
+        l->ucontig = crl_tensor_is_contiguous(l->ubuf);
+        l->is_float = crl_dtype_is_float(crl_tensor_dtype(l->buf));
+        if (l->role == CRL__ROLE_ACTION)
+            prepare_domain(l);
         if (env->frame_skip > 1 && is_output_role(l->role) && l->role != CRL__ROLE_PIXELS) {
             l->snap = crl_tensor_new(crl_tensor_dtype(l->buf), crl_tensor_ndim(l->buf), crl_tensor_shape(l->buf), err);
             if (!l->snap)
@@ -665,11 +749,37 @@ crl_env *crl_env_from_config(crl_host *host, const crl_config *cfg, const char *
         env->mask2 = g_new0(bool, n);
         env->seed_pending = g_new0(bool, n);
         env->seeds = g_new0(uint64_t, n);
+        env->ridx = g_new0(int64_t, n);
         for (size_t i = 0; i < n; i++)
             env->needs_reset[i] = true;
         env->reset_key = crl_td_key_new("_reset", err);
         if (!env->reset_key)
             rc = err ? err->code : CRL_E_NOMEM;
+        env->next_key = g_intern_static_string("next");
+        env->done_p = (uint8_t *)env->done_leaf->bdata;
+        env->term_p = (uint8_t *)env->term_leaf->bdata;
+        env->trunc_p = (uint8_t *)env->trunc_leaf->bdata;
+        /* Room for the usual plans up front, so which slot a miss lands
+         * in never decides whether it allocates. */
+        size_t ops = 16 + 2 * env->nleaves;
+        for (int k = 0; k <= CRL__ENV_SLOTS; k++) {
+            crl__step_slot *ss = k < CRL__ENV_SLOTS ? &env->step_slots[k] : &env->step_scratch;
+            crl__mdp_slot *ms = k < CRL__ENV_SLOTS ? &env->mdp_slots[k] : &env->mdp_scratch;
+            ss->io = g_new0(crl__step_io, env->nleaves + 1);
+            ms->ops = g_new0(crl__mdp_op, ops);
+            ms->cap = ops;
+        }
+        env->buf_pins_cap = 8 + env->nleaves;
+        env->buf_pins = g_new0(crl__td_pin, env->buf_pins_cap);
+        env->act_idx = g_new0(size_t, env->nleaves + 1);
+        env->out_idx = g_new0(size_t, env->nleaves + 1);
+        for (size_t j = 0; j < env->nleaves; j++) {
+            const crl__env_leaf *l = &env->leaves[j];
+            if (l->role == CRL__ROLE_ACTION)
+                env->act_idx[env->nact++] = j;
+            else if (l->exposed)
+                env->out_idx[env->nout++] = j;
+        }
     }
     if (!rc) {
         char nb[300];
@@ -712,7 +822,17 @@ void crl_env_free(crl_env *env)
     g_free(env->mask2);
     g_free(env->seed_pending);
     g_free(env->seeds);
+    g_free(env->ridx);
     crl_td_key_free(env->reset_key);
+    for (int k = 0; k < CRL__ENV_SLOTS; k++) {
+        g_free(env->step_slots[k].io);
+        g_free(env->mdp_slots[k].ops);
+    }
+    g_free(env->step_scratch.io);
+    g_free(env->mdp_scratch.ops);
+    g_free(env->buf_pins);
+    g_free(env->act_idx);
+    g_free(env->out_idx);
     g_free(env->section);
     g_free(env->backend);
     g_free(env->plugin);
@@ -753,9 +873,25 @@ uint64_t crl_env_set_seed(crl_env *env, uint64_t seed)
 
 /* ---- backend calls ------------------------------------------------------------------ */
 
+/* Append the pins of td's tree, parents first. */
+static void pin_tree(crl_env *env, const crl_td *td)
+{
+    if (env->nbuf_pins == env->buf_pins_cap) {
+        env->buf_pins_cap = env->buf_pins_cap ? 2 * env->buf_pins_cap : 8;
+        env->buf_pins = g_renew(crl__td_pin, env->buf_pins, env->buf_pins_cap);
+    }
+    crl__td_pin *p = &env->buf_pins[env->nbuf_pins++];
+    p->td = td;
+    p->layout = crl__td_layout(td);
+    p->stamp = crl__td_stamp(td);
+    for (size_t i = 0; i < td->len; i++)
+        if (td->entries[i].td)
+            pin_tree(env, td->entries[i].td);
+}
+
 /* A backend must write into the buffers it got: one that swapped a tensor
  * in the buffer td would silently feed stale data to the user. */
-static int check_buffers(crl_env *env, const char *call, crl_error *err)
+static int check_buffers_slow(crl_env *env, const char *call, crl_error *err)
 {
     for (size_t i = 0; i < env->nleaves; i++) {
         const crl__env_leaf *l = &env->leaves[i];
@@ -782,7 +918,22 @@ static int check_buffers(crl_env *env, const char *call, crl_error *err)
         crl_free(got);
         return code;
     }
+    env->nbuf_pins = 0;
+    pin_tree(env, env->buffers);
     return CRL_OK;
+}
+
+static inline int check_buffers(crl_env *env, const char *call, crl_error *err)
+{
+    /* When no td of the buffer tree changed since every buffer was last
+     * found in place, every entry still holds the same tensor.  Pins are
+     * parents first, and a parent with its stamp still owns its subs. */
+    size_t np = env->nbuf_pins, k = 0;
+    while (k < np && crl__td_stamp(env->buf_pins[k].td) == env->buf_pins[k].stamp)
+        k++;
+    if (np && k == np)
+        return CRL_OK;
+    return check_buffers_slow(env, call, err);
 }
 
 static int render_env(crl_env *env, int64_t i, crl_error *err)
@@ -814,14 +965,13 @@ static int backend_reset_call(crl_env *env, const bool *mask, const uint64_t *se
 static int backend_reset(crl_env *env, const bool *mask, bool from_state, crl_error *err)
 {
     int64_t n = env->num;
+    /* The envs in mask, in order (few of many, so no branch per env). */
+    int64_t *idx = env->ridx, k = crl__env_mask_list(mask, n, idx);
     bool any_seeded = false, any_plain = false;
-    for (int64_t i = 0; i < n; i++) {
-        if (mask && !mask[i])
-            continue;
-        if (env->seed_pending[i])
-            any_seeded = true;
-        else
-            any_plain = true;
+    for (int64_t m = 0; m < k; m++) {
+        bool sp = env->seed_pending[idx[m]];
+        any_seeded |= sp;
+        any_plain |= !sp;
     }
     if (!any_seeded && !any_plain)
         return CRL_OK;
@@ -846,18 +996,19 @@ static int backend_reset(crl_env *env, const bool *mask, bool from_state, crl_er
     if (rc)
         return rc;
     env->started = true;
-    for (int64_t i = 0; i < n; i++) {
-        if (mask && !mask[i])
-            continue;
+    uint8_t *done = env->done_p, *term = env->term_p, *trunc = env->trunc_p;
+    bool pixels = env->pixels_leaf != NULL;
+    for (int64_t m = 0; m < k; m++) {
+        int64_t i = idx[m];
         env->seed_pending[i] = false;
         env->steps[i] = 0;
         env->needs_reset[i] = false;
         env->just_reset[i] = false;
         env->done_now[i] = false;
-        *flag(env->done_leaf, i) = 0;
-        *flag(env->term_leaf, i) = 0;
-        *flag(env->trunc_leaf, i) = 0;
-        if (env->pixels_leaf && (rc = render_env(env, i, err)))
+        done[i] = 0;
+        term[i] = 0;
+        trunc[i] = 0;
+        if (pixels && (rc = render_env(env, i, err)))
             return rc;
     }
     return CRL_OK;
@@ -1066,6 +1217,101 @@ static double elem(const crl_tensor *t, int64_t pos)
     }
 }
 
+/* Flat position of the first NaN in a float action buffer, or -1. */
+static int64_t first_nan(const crl__env_leaf *l)
+{
+    int64_t n = l->numel;
+    switch (crl_tensor_dtype(l->buf)) {
+    case CRL_F32: {
+        const float *p = (const float *)(const void *)l->bdata;
+        bool any = false;
+        for (int64_t i = 0; i < n; i++)
+            any |= isnan(p[i]);
+        if (!any)
+            return -1;
+        break;
+    }
+    case CRL_F64: {
+        const double *p = (const double *)(const void *)l->bdata;
+        bool any = false;
+        for (int64_t i = 0; i < n; i++)
+            any |= isnan(p[i]);
+        if (!any)
+            return -1;
+        break;
+    }
+    default:
+        break;
+    }
+    for (int64_t p = 0; p < n; p++)
+        if (isnan(elem(l->buf, p)))
+            return p;
+    return -1;
+}
+
+/* crl_spec_is_in(l->spec, l->buf), with the common kinds as tight loops
+ * (prepare_domain says which apply). */
+static bool action_in_domain(const crl__env_leaf *l)
+{
+    int64_t n = l->numel;
+    bool ok = true;
+    switch (l->dom) {
+    case DOM_ALWAYS:
+        return true;
+    case DOM_CAT_I64: {
+        /* 0 <= x < n as one unsigned compare (n >= 0) */
+        const int64_t *p = (const int64_t *)(const void *)l->bdata;
+        uint64_t hi = (uint64_t)l->dom_ni;
+        uint8_t bad = 0;
+        for (int64_t i = 0; i < n; i++)
+            bad |= (uint64_t)p[i] >= hi;
+        return !bad;
+    }
+    case DOM_CAT_I64_D: {
+        const int64_t *p = (const int64_t *)(const void *)l->bdata;
+        double hi = l->dom_n;
+        for (int64_t i = 0; i < n; i++) {
+            double v = (double)p[i];
+            ok &= (v >= 0) & (v < hi);
+        }
+        return ok;
+    }
+    case DOM_CAT_I32: {
+        const int32_t *p = (const int32_t *)(const void *)l->bdata;
+        uint64_t hi = (uint64_t)l->dom_ni;
+        uint8_t bad = 0;
+        for (int64_t i = 0; i < n; i++)
+            bad |= (uint64_t)(int64_t)p[i] >= hi;
+        return !bad;
+    }
+    case DOM_BOX_F64: {
+        const double *p = (const double *)(const void *)l->bdata;
+        const double *lo = l->dom_lo, *hi = l->dom_hi;
+        for (int64_t i = 0; i < n; i++)
+            ok &= (p[i] >= lo[i]) & (p[i] <= hi[i]);
+        return ok;
+    }
+    case DOM_BOX_F32: {
+        const float *p = (const float *)(const void *)l->bdata;
+        const float *lo = l->dom_flo, *hi = l->dom_fhi;
+        for (int64_t i = 0; i < n; i++)
+            ok &= (p[i] >= lo[i]) & (p[i] <= hi[i]);
+        return ok;
+    }
+    case DOM_BOX_F32_D: {
+        const float *p = (const float *)(const void *)l->bdata;
+        const double *lo = l->dom_lo, *hi = l->dom_hi;
+        for (int64_t i = 0; i < n; i++) {
+            double v = p[i];
+            ok &= (v >= lo[i]) & (v <= hi[i]);
+        }
+        return ok;
+    }
+    default:
+        return crl_spec_is_in(l->spec, l->buf);
+    }
+}
+
 /* An action leaf out of its domain: name the first env whose row is bad. */
 static int action_domain_error(crl_env *env, const crl__env_leaf *l, crl_error *err)
 {
@@ -1092,8 +1338,27 @@ static int action_domain_error(crl_env *env, const crl__env_leaf *l, crl_error *
     return rc;
 }
 
-/* Check td's actions and copy them into the action buffers. */
-static int load_actions(crl_env *env, const crl_td *td, crl_error *err)
+/* An action just copied into its buffer: no NaN, inside the spec (or
+ * projected into it). */
+static inline int check_action(crl_env *env, crl__env_leaf *l, crl_error *err)
+{
+    if (l->is_float) {
+        int64_t p = first_nan(l);
+        if (p >= 0)
+            return crl_error_set(err, CRL_E_INVALID, "step: env %" G_GINT64_FORMAT ": key '%s' holds NaN "
+                                 "(element %" G_GINT64_FORMAT " of that env's action); check the policy",
+                                 (gint64)(p / l->row_elems), l->key, (gint64)(p % l->row_elems));
+    }
+    if (action_in_domain(l))
+        return CRL_OK;
+    if (!env->project_actions)
+        return action_domain_error(env, l, err);
+    return crl_spec_project(l->spec, l->buf, err);
+}
+
+/* Check td's actions and copy them into the action buffers.  (The
+ * general paths stay out of line, so the cached path keeps its registers.) */
+static __attribute__((noinline)) int load_actions(crl_env *env, const crl_td *td, crl_error *err)
 {
     for (size_t j = 0; j < env->nleaves; j++) {
         crl__env_leaf *l = &env->leaves[j];
@@ -1121,41 +1386,165 @@ static int load_actions(crl_env *env, const crl_td *td, crl_error *err)
         if (l->role != CRL__ROLE_ACTION)
             continue;
         int rc = crl_tensor_copy(l->ubuf, crl_td_get_k(td, l->k), err);
+        if (!rc)
+            rc = check_action(env, l, err);
         if (rc)
-            return rc;
-        if (crl_dtype_is_float(crl_tensor_dtype(l->buf))) {
-            int64_t n = crl_tensor_numel(l->buf);
-            for (int64_t p = 0; p < n; p++)
-                if (isnan(elem(l->buf, p)))
-                    return crl_error_set(err, CRL_E_INVALID, "step: env %" G_GINT64_FORMAT ": key '%s' holds NaN "
-                                         "(element %" G_GINT64_FORMAT " of that env's action); check the policy",
-                                         (gint64)(p / l->row_elems), l->key, (gint64)(p % l->row_elems));
-        }
-        if (crl_spec_is_in(l->spec, l->buf))
-            continue;
-        if (!env->project_actions)
-            return action_domain_error(env, l, err);
-        if ((rc = crl_spec_project(l->spec, l->buf, err)))
             return rc;
     }
     return CRL_OK;
 }
 
-/* After one base-env step: counters, truncation, done, reward sums and
- * early stops.  *any_left says whether an env is still active. */
-static int after_frame(crl_env *env, bool last, bool *any_left, crl_error *err)
+/* ---- the step cache ------------------------------------------------------------------------------
+ *
+ * A slot remembers, for one td, the entry and data pointer of every action
+ * leaf (at the root) and every output leaf (under "next"), each checked as
+ * load_actions and put_leaf check them and found contiguous, so
+ * crl_tensor_copy would have been one memmove.  While the pinned tds keep
+ * their layout the entries stay (see env-private.h); an entry whose stamp
+ * moved holds another tensor now, which is checked again. */
+
+/* The tensor can stand for the leaf's user buffer in a memmove: the dtype
+ * and shape load_actions and put_leaf ask for, and contiguous. */
+static inline bool fits_contig(const crl_tensor *t, const crl__env_leaf *l)
 {
-    *any_left = false;
-    for (int64_t i = 0; i < env->num; i++) {
-        if (!env->active[i])
+    const crl_tensor *u = l->ubuf;
+    if (!l->ucontig || t->dtype != u->dtype || t->ndim != u->ndim)
+        return false;
+    for (int i = 0; i < u->ndim; i++)
+        if (t->shape[i] != u->shape[i])
+            return false;
+    return crl__env_contiguous(t);
+}
+
+/* Index of td among the pins, appending it (with its stamps); -1 when full. */
+static int pin_of(crl__td_pin *pins, size_t *n, size_t cap, const crl_td *td)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (pins[i].td == td)
+            return (int)i;
+    if (*n == cap)
+        return -1;
+    pins[*n].td = td;
+    pins[*n].layout = crl__td_layout(td);
+    pins[*n].stamp = crl__td_stamp(td);
+    return (int)(*n)++;
+}
+
+/* The tensor entry at key k of td, pinning every td on the way. */
+static crl__td_entry *pin_entry(crl__step_slot *s, const crl_td *td, const crl_td_key *k)
+{
+    const crl_td *cur = td;
+    for (size_t i = 0; i + 1 < k->n; i++) {
+        const crl__td_entry *e = crl__td_find_hinted(cur, k->comp[i], &k->hint[i]);
+        if (!e || !e->td)
+            return NULL;
+        cur = e->td;
+        if (pin_of(s->pins, &s->npins, CRL__ENV_PINS, cur) < 0)
+            return NULL;
+    }
+    crl__td_entry *e = crl__td_find_hinted(cur, k->comp[k->n - 1], &k->hint[k->n - 1]);
+    return e && e->tensor ? e : NULL;
+}
+
+/* After a step on the general path: remember td's layout in a slot. */
+static __attribute__((noinline)) void step_fill(crl_env *env, const crl_td *td)
+{
+    crl__step_slot *s = &env->step_scratch;
+    s->npins = 0;
+    pin_of(s->pins, &s->npins, CRL__ENV_PINS, td);
+    for (size_t k = 0; k < env->nact + env->nout; k++) {
+        crl__env_leaf *l = &env->leaves[k < env->nact ? env->act_idx[k] : env->out_idx[k - env->nact]];
+        crl__step_io *io = &s->io[k];
+        crl__td_entry *e = pin_entry(s, td, k < env->nact ? l->k : l->nk);
+        if (!e || !fits_contig(e->tensor, l))
+            return;
+        io->e = e;
+        io->stamp = e->stamp;
+        io->data = e->tensor->data;
+        io->l = l;
+        io->udata = l->udata;
+        io->n = l->ubytes;
+        io->cls = crl__env_move_class(io->n);
+    }
+    /* Take td's old slot, or the oldest; the slot's arrays become scratch. */
+    crl__step_slot *dst = NULL;
+    for (int k = 0; k < CRL__ENV_SLOTS && !dst; k++)
+        if (env->step_slots[k].npins && env->step_slots[k].pins[0].td == td)
+            dst = &env->step_slots[k];
+    if (!dst) {
+        dst = &env->step_slots[env->step_rr];
+        env->step_rr = (env->step_rr + 1) % CRL__ENV_SLOTS;
+    }
+    crl__step_slot t = *dst;
+    *dst = *s;
+    *s = t;
+}
+
+/* The slot for td when it still describes td, else NULL. */
+static crl__step_slot *step_lookup(crl_env *env, const crl_td *td)
+{
+    crl__step_slot *s = NULL;
+    for (int k = 0; k < CRL__ENV_SLOTS && !s; k++)
+        if (env->step_slots[k].npins && env->step_slots[k].pins[0].td == td)
+            s = &env->step_slots[k];
+    if (!s)
+        return NULL;
+    bool moved = false;
+    for (size_t i = 0; i < s->npins; i++) {
+        const crl_td *p = s->pins[i].td;
+        if (crl__td_layout(p) != s->pins[i].layout)
+            return NULL;
+        moved |= crl__td_stamp(p) != s->pins[i].stamp;
+    }
+    /* No td's stamp moved: no entry's did. */
+    if (!moved)
+        return s;
+    crl__step_io *io = s->io, *end = io + env->nact + env->nout;
+    for (; io < end; io++) {
+        if (io->e->stamp == io->stamp)
             continue;
-        env->steps[i]++;
-        uint8_t *tr = flag(env->trunc_leaf, i);
-        bool term = *flag(env->term_leaf, i) != 0;
-        bool trunc = *tr != 0 || (env->max_steps > 0 && env->steps[i] >= env->max_steps);
-        *tr = trunc;
-        *flag(env->done_leaf, i) = term || trunc;
-        if (env->frame_skip > 1) {
+        const crl_tensor *t = io->e->tensor;
+        if (!fits_contig(t, io->l))
+            return NULL;
+        io->data = t->data;
+        io->stamp = io->e->stamp;
+    }
+    for (size_t i = 0; i < s->npins; i++)
+        s->pins[i].stamp = crl__td_stamp(s->pins[i].td);
+    return s;
+}
+
+/* load_actions through a slot: the same copies and checks. */
+static int load_actions_fast(crl_env *env, const crl__step_slot *s, crl_error *err)
+{
+    for (size_t k = 0; k < env->nact; k++) {
+        const crl__step_io *io = &s->io[k];
+        crl__env_move_c(io->udata, io->data, io->n, io->cls);
+        int rc = check_action(env, io->l, err);
+        if (rc)
+            return rc;
+    }
+    return CRL_OK;
+}
+
+/* after_frame with frame skipping: reward sums and early stops. */
+static __attribute__((noinline)) int after_frame_skip(crl_env *env, bool last, bool *any_left, crl_error *err)
+{
+    uint8_t *done = env->done_p, *term = env->term_p, *trunc = env->trunc_p;
+    int64_t *steps = env->steps;
+    const int64_t max = env->max_steps, num = env->num;
+    bool *active = env->active;
+    const bool skip = env->frame_skip > 1;
+    bool left = false;
+    for (int64_t i = 0; i < num; i++) {
+        if (!active[i])
+            continue;
+        int64_t st = ++steps[i];
+        bool te = term[i] != 0;
+        bool tr = trunc[i] != 0 || (max > 0 && st >= max);
+        trunc[i] = tr;
+        done[i] = te || tr;
+        if (skip) {
             for (size_t j = 0; j < env->nleaves; j++) {
                 crl__env_leaf *l = &env->leaves[j];
                 if (l->role != CRL__ROLE_REWARD)
@@ -1164,7 +1553,7 @@ static int after_frame(crl_env *env, bool last, bool *any_left, crl_error *err)
                     l->acc[i * l->row_elems + e] += crl_tensor_flat_get(l->buf, i * l->row_elems + e);
             }
         }
-        if ((term || trunc) && !last) {
+        if (!last && (te || tr)) {
             /* Ended before the last frame: keep this env's outputs, since
              * the backend goes on stepping every env. */
             for (size_t j = 0; j < env->nleaves; j++) {
@@ -1174,51 +1563,161 @@ static int after_frame(crl_env *env, bool last, bool *any_left, crl_error *err)
             }
             if (env->pixels_leaf) {
                 int rc = render_env(env, i, err);
-                if (rc)
+                if (rc) {
+                    *any_left = left;
                     return rc;
+                }
             }
-            env->active[i] = false;
+            active[i] = false;
             env->ended_early[i] = true;
         } else {
-            *any_left = true;
+            left = true;
         }
     }
+    *any_left = left;
     return CRL_OK;
+}
+
+/* After one base-env step: counters, truncation, done, reward sums and
+ * early stops.  *any_left says whether an env is still active. */
+static inline int after_frame(crl_env *env, bool last, bool *any_left, crl_error *err)
+{
+    if (!last || env->frame_skip > 1)
+        return after_frame_skip(env, last, any_left, err);
+    /* The only frame of the step (frame_skip 1): nothing ends early, so no
+     * branch per env; inactive envs keep their values. */
+    uint8_t *done = env->done_p, *term = env->term_p, *trunc = env->trunc_p;
+    int64_t *steps = env->steps;
+    const int64_t max = env->max_steps, num = env->num;
+    const bool *active = env->active;
+    uint8_t left = 0;
+    for (int64_t i = 0; i < num; i++) {
+        uint8_t a = active[i];
+        int64_t st = steps[i] + a;
+        uint8_t tr = (uint8_t)((trunc[i] != 0) | (max > 0 && st >= max));
+        uint8_t dn = (uint8_t)((term[i] != 0) | tr);
+        steps[i] = st;
+        trunc[i] = a ? tr : trunc[i];
+        done[i] = a ? dn : done[i];
+        left |= a;
+    }
+    *any_left = left != 0;
+    return CRL_OK;
+}
+
+/* frame_skip > 1, after the frames: the outputs kept for envs that ended
+ * early, and the reward sums. */
+static __attribute__((noinline)) void finish_skip(crl_env *env)
+{
+    const bool *pending = env->pending, *ended = env->ended_early;
+    for (size_t j = 0; j < env->nleaves; j++) {
+        crl__env_leaf *l = &env->leaves[j];
+        for (int64_t i = 0; i < env->num; i++) {
+            if (l->snap && ended[i])
+                row_copy(l, l->buf, l->snap, i);
+            if (l->acc && !pending[i])
+                for (int64_t e = 0; e < l->row_elems; e++)
+                    crl_tensor_flat_set(l->buf, i * l->row_elems + e, l->acc[i * l->row_elems + e]);
+        }
+    }
+}
+
+/* A step error from the backend, prefixed with the env's name. */
+static __attribute__((noinline)) int backend_step_error(crl_env *env, int rc, crl_error *err)
+{
+    char nb[300];
+    crl_error_prefix(err, "%s: step: ", crl__env_name(env, nb, sizeof nb));
+    return rc;
 }
 
 static int step_frames(crl_env *env, crl_error *err)
 {
-    char nb[300];
     bool any = false;
-    for (int64_t i = 0; i < env->num; i++) {
-        env->active[i] = !env->pending[i];
-        env->ended_early[i] = false;
-        any |= env->active[i];
+    const int64_t num = env->num;
+    bool *active = env->active, *ended = env->ended_early;
+    const bool *pending = env->pending;
+    uint8_t act = 0;
+    for (int64_t i = 0; i < num; i++) {
+        active[i] = !pending[i];
+        ended[i] = false;
+        act |= (uint8_t)active[i];
     }
+    any = act != 0;
     if (env->frame_skip > 1)
         for (size_t j = 0; j < env->nleaves; j++)
             if (env->leaves[j].acc)
-                memset(env->leaves[j].acc, 0, sizeof(double) * (size_t)crl_tensor_numel(env->leaves[j].buf));
+                memset(env->leaves[j].acc, 0, sizeof(double) * (size_t)env->leaves[j].numel);
     for (int64_t k = 0; any && k < env->frame_skip; k++) {
         int rc = env->ops.step(env->benv, err);
-        if (rc) {
-            crl_error_prefix(err, "%s: step: ", crl__env_name(env, nb, sizeof nb));
-            return rc;
-        }
+        if (rc)
+            return backend_step_error(env, rc, err);
         if ((rc = check_buffers(env, "step", err)) || (rc = after_frame(env, k == env->frame_skip - 1, &any, err)))
             return rc;
     }
-    if (env->frame_skip > 1) {
-        for (size_t j = 0; j < env->nleaves; j++) {
-            crl__env_leaf *l = &env->leaves[j];
-            for (int64_t i = 0; i < env->num; i++) {
-                if (l->snap && env->ended_early[i])
-                    row_copy(l, l->buf, l->snap, i);
-                if (l->acc && !env->pending[i])
-                    for (int64_t e = 0; e < l->row_elems; e++)
-                        crl_tensor_flat_set(l->buf, i * l->row_elems + e, l->acc[i * l->row_elems + e]);
-            }
-        }
+    if (env->frame_skip > 1)
+        finish_skip(env);
+    return CRL_OK;
+}
+
+static __attribute__((noinline)) int never_reset(const crl_env *env, crl_error *err)
+{
+    char nb[300];
+    return crl_error_set(err, CRL_E_INVALID, "step: %s was never reset; call crl_env_reset first",
+                         crl__env_name(env, nb, sizeof nb));
+}
+
+/* next_step: the step after done resets the env; its action was ignored,
+ * its reward is 0 and its done flags are false. */
+static __attribute__((noinline)) int reset_pending(crl_env *env, crl_error *err)
+{
+    const bool *pending = env->pending;
+    int rc = backend_reset(env, pending, false, err);
+    if (rc)
+        return rc;
+    for (size_t j = 0; j < env->nleaves; j++) {
+        crl__env_leaf *l = &env->leaves[j];
+        if (l->role != CRL__ROLE_REWARD)
+            continue;
+        for (int64_t i = 0; i < env->num; i++)
+            if (pending[i])
+                memset(l->bdata + (size_t)i * l->row_bytes, 0, l->row_bytes);
+    }
+    return CRL_OK;
+}
+
+/* same_step: reset the envs that ended inside this step; "next" already
+ * holds their final values, the reset ones wait in rst for step_mdp. */
+static __attribute__((noinline)) int reset_same_step(crl_env *env, crl_error *err)
+{
+    const int64_t num = env->num;
+    const bool *done_now = env->done_now;
+    bool *m = env->mask;
+    memcpy(m, done_now, sizeof(bool) * (size_t)num);
+    int rc = backend_reset(env, m, false, err);
+    if (rc) {
+        for (int64_t i = 0; i < num; i++)
+            env->needs_reset[i] = env->needs_reset[i] || done_now[i];
+        return rc;
+    }
+    int64_t *idx = env->ridx, k = crl__env_mask_list(m, num, idx);
+    for (size_t j = 0; j < env->nleaves; j++) {
+        const crl__env_leaf *l = &env->leaves[j];
+        if (l->rst)
+            crl__env_copy_rows(crl_tensor_data(l->rst), l->bdata, l->row_bytes, idx, k);
+    }
+    memcpy(env->just_reset, m, sizeof(bool) * (size_t)num);
+    env->any_just_reset = true;
+    return CRL_OK;
+}
+
+/* The step's outputs under td's "next" (the general path). */
+static __attribute__((noinline)) int put_outputs(crl_env *env, crl_td *td, crl_error *err)
+{
+    for (size_t j = 0; j < env->nleaves; j++) {
+        const crl__env_leaf *l = &env->leaves[j];
+        int rc;
+        if (l->exposed && l->role != CRL__ROLE_ACTION && (rc = put_leaf(env, td, l, true, NULL, err)))
+            return rc;
     }
     return CRL_OK;
 }
@@ -1227,78 +1726,66 @@ int crl_env_step(crl_env *env, crl_td *td, crl_error *err)
 {
     if (!env || !td)
         return crl_error_set(err, CRL_E_INVALID, "step: %s is NULL", !env ? "env" : "the TensorDict");
-    int rc = crl__env_check_batch(env, td, "step", err);
-    if (rc)
+    int rc;
+    if (!(td->batch_ndim == env->batch_ndim && (td->batch_ndim == 0 || td->batch_shape[0] == env->batch_shape[0])) &&
+        (rc = crl__env_check_batch(env, td, "step", err)))
         return rc;
-    char nb[300];
     if (!env->started)
-        return crl_error_set(err, CRL_E_INVALID, "step: %s was never reset; call crl_env_reset first",
-                             crl__env_name(env, nb, sizeof nb));
-    bool any_pending = false;
-    for (int64_t i = 0; i < env->num; i++) {
-        env->pending[i] = env->needs_reset[i];
-        any_pending |= env->pending[i];
-        if (env->pending[i] && env->autoreset == CRL_AUTORESET_OFF)
-            return crl_error_set(err, CRL_E_INVALID, "step: env %" G_GINT64_FORMAT " is done; reset it first (pass "
-                                 "_reset) or set %s.auto_reset", (gint64)i, env->section);
+        return never_reset(env, err);
+    const int64_t num = env->num;
+    bool *pending = env->pending;
+    const bool *needs_reset = env->needs_reset;
+    uint8_t anyp = 0;
+    for (int64_t i = 0; i < num; i++) {
+        pending[i] = needs_reset[i];
+        anyp |= (uint8_t)needs_reset[i];
     }
-    if ((rc = load_actions(env, td, err)) || (rc = step_frames(env, err)))
+    bool any_pending = anyp != 0;
+    if (any_pending && env->autoreset == CRL_AUTORESET_OFF)
+        for (int64_t i = 0; i < num; i++)
+            if (pending[i])
+                return crl_error_set(err, CRL_E_INVALID, "step: env %" G_GINT64_FORMAT " is done; reset it first "
+                                     "(pass _reset) or set %s.auto_reset", (gint64)i, env->section);
+    /* Decided before anything runs: nothing below changes td's layout
+     * until the outputs are written. */
+    crl__step_slot *slot = step_lookup(env, td);
+    if (slot)
+        env->step_fast++;
+    else
+        env->step_slow++;
+    if ((rc = slot ? load_actions_fast(env, slot, err) : load_actions(env, td, err)) || (rc = step_frames(env, err)))
         return rc;
-    if (any_pending) {
-        /* next_step: the step after done resets the env; its action was
-         * ignored, its reward is 0 and its done flags are false. */
-        if ((rc = backend_reset(env, env->pending, false, err)))
-            return rc;
-        for (size_t j = 0; j < env->nleaves; j++) {
-            crl__env_leaf *l = &env->leaves[j];
-            if (l->role != CRL__ROLE_REWARD)
-                continue;
-            for (int64_t i = 0; i < env->num; i++)
-                if (env->pending[i])
-                    memset((char *)crl_tensor_data(l->buf) + (size_t)i * l->row_bytes, 0, l->row_bytes);
-        }
-    }
+    if (any_pending && (rc = reset_pending(env, err)))
+        return rc;
     if (env->pixels_leaf)
-        for (int64_t i = 0; i < env->num; i++)
-            if (!env->ended_early[i] && !env->pending[i] && (rc = render_env(env, i, err)))
+        for (int64_t i = 0; i < num; i++)
+            if (!env->ended_early[i] && !pending[i] && (rc = render_env(env, i, err)))
                 return rc;
-    for (size_t j = 0; j < env->nleaves; j++) {
-        const crl__env_leaf *l = &env->leaves[j];
-        if (l->exposed && l->role != CRL__ROLE_ACTION && (rc = put_leaf(env, td, l, true, NULL, err)))
-            return rc;
+    if (slot) {
+        const crl__step_io *io = slot->io + env->nact, *end = io + env->nout;
+        for (; io < end; io++)
+            crl__env_move_c(io->data, io->udata, io->n, io->cls);
+    } else if ((rc = put_outputs(env, td, err))) {
+        return rc;
     }
-    bool any_done = false;
-    for (int64_t i = 0; i < env->num; i++) {
-        env->done_now[i] = *flag(env->done_leaf, i) != 0;
-        env->just_reset[i] = false;
-        any_done |= env->done_now[i];
+    const uint8_t *done = env->done_p;
+    bool *done_now = env->done_now, *just_reset = env->just_reset;
+    uint8_t anyd = 0;
+    for (int64_t i = 0; i < num; i++) {
+        done_now[i] = done[i] != 0;
+        just_reset[i] = false;
+        anyd |= done[i];
     }
+    bool any_done = anyd != 0;
     env->any_just_reset = false;
     if (env->autoreset == CRL_AUTORESET_SAME_STEP && any_done) {
-        /* Reset inside this step; "next" already holds the final values,
-         * the reset ones wait in rst for step_mdp. */
-        bool *m = env->mask;
-        memcpy(m, env->done_now, sizeof(bool) * (size_t)env->num);
-        if ((rc = backend_reset(env, m, false, err))) {
-            for (int64_t i = 0; i < env->num; i++)
-                env->needs_reset[i] = env->needs_reset[i] || env->done_now[i];
+        if ((rc = reset_same_step(env, err)))
             return rc;
-        }
-        for (int64_t i = 0; i < env->num; i++) {
-            if (!m[i])
-                continue;
-            for (size_t j = 0; j < env->nleaves; j++) {
-                crl__env_leaf *l = &env->leaves[j];
-                if (l->rst)
-                    row_copy(l, l->rst, l->buf, i);
-            }
-            env->just_reset[i] = true;
-        }
-        env->any_just_reset = true;
     } else {
-        for (int64_t i = 0; i < env->num; i++)
-            env->needs_reset[i] = env->done_now[i];
+        crl__env_move(env->needs_reset, done_now, sizeof(bool) * (size_t)num);
     }
+    if (!slot)
+        step_fill(env, td);
     return CRL_OK;
 }
 

@@ -12,6 +12,10 @@ typedef struct crl__td_entry {
     const char *key;
     crl_tensor *tensor; /* exactly one of tensor / td is set */
     crl_td *td;
+    /* A fresh stamp whenever this entry is made or its tensor or sub-td
+     * pointer changes: an unchanged entry stamp means the entry held the
+     * same object all along (so it was never freed). */
+    uint64_t stamp;
 } crl__td_entry;
 
 struct crl_td {
@@ -21,7 +25,56 @@ struct crl_td {
     crl_device device;
     size_t len, cap;
     crl__td_entry *entries; /* sorted by strcmp(key) */
+    /* Structural stamps (see crl__td_stamp): `stamp` changes on every
+     * structural change, `layout` only on those that move entries or swap
+     * a sub-td (not when one entry's tensor is swapped). */
+    uint64_t stamp, layout;
 };
+
+/* A stamp never handed out before in this process (never 0).  Stamps come
+ * from one process-global atomic counter that only grows; each thread
+ * takes them in blocks, so the hot path is a thread-local increment. */
+CRL_INTERNAL uint64_t crl__td_fresh_stamp(void);
+
+/* A td's structural stamp.  It is set from the process-global counter when
+ * the td is made and again on every structural change: an entry inserted,
+ * deleted or renamed, or an entry's tensor or sub-td replaced by a
+ * different pointer (storing the pointer already there changes nothing).
+ * Values are never reused, not even by a td allocated where a freed one
+ * lived, so an unchanged (td pointer, stamp) pair means the very same td
+ * with the same keys, the same entry array and the same tensor and sub-td
+ * pointers in it.  Tensors never change dtype, shape, strides or data
+ * pointer after creation, so everything derived from those entries is
+ * still valid.  Writing into a tensor's data is not structural. */
+static inline uint64_t crl__td_stamp(const crl_td *td)
+{
+    return td->stamp;
+}
+
+/* The layout stamp: like crl__td_stamp but left alone when an entry's
+ * tensor is replaced by another tensor.  An unchanged (td, layout) pair
+ * means the same keys in the same entry array (so crl__td_entry pointers
+ * into it stay valid) and the same sub-td pointers; the tensors held may
+ * differ, so read them again (or check crl__td_stamp). */
+static inline uint64_t crl__td_layout(const crl_td *td)
+{
+    return td->layout;
+}
+
+/* Entry e of td had its tensor replaced by a different one. */
+static inline void crl__td_touch_entry(crl_td *td, crl__td_entry *e)
+{
+    td->stamp = e->stamp = crl__td_fresh_stamp();
+}
+
+/* Entries were inserted, removed or moved, or a sub-td was replaced (e: the
+ * entry made or changed, if any). */
+static inline void crl__td_touch_layout(crl_td *td, crl__td_entry *e)
+{
+    td->stamp = td->layout = crl__td_fresh_stamp();
+    if (e)
+        e->stamp = td->stamp;
+}
 
 /* Deepest nesting a dotted key may have. */
 #define CRL__TD_MAX_DEPTH 64

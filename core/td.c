@@ -5,6 +5,27 @@
 #include <stdio.h>
 #include <string.h>
 
+/* ---- stamps --------------------------------------------------------------- */
+
+#define STAMP_BLOCK 1024
+
+/* The last stamp handed to any thread's block. */
+static uint64_t stamp_counter;
+/* This thread's block: stamps in [stamp_next, stamp_end) are its own.
+ * initial-exec: a plain %fs access, not a __tls_get_addr call; 16 bytes
+ * fit glibc's static TLS surplus even when libcrl is dlopened. */
+static __thread uint64_t stamp_next __attribute__((tls_model("initial-exec")));
+static __thread uint64_t stamp_end __attribute__((tls_model("initial-exec")));
+
+uint64_t crl__td_fresh_stamp(void)
+{
+    if (G_UNLIKELY(stamp_next == stamp_end)) {
+        stamp_next = __atomic_fetch_add(&stamp_counter, STAMP_BLOCK, __ATOMIC_RELAXED) + 1;
+        stamp_end = stamp_next + STAMP_BLOCK;
+    }
+    return stamp_next++;
+}
+
 /* ---- lifetime ---------------------------------------------------------- */
 
 crl_td *crl__td_alloc(int ndim, const int64_t *shape)
@@ -16,6 +37,7 @@ crl_td *crl__td_alloc(int ndim, const int64_t *shape)
         memcpy(td->batch_shape, shape, sizeof(int64_t) * (size_t)ndim);
     td->device.type = CRL_DEVICE_CPU;
     td->device.index = 0;
+    crl__td_touch_layout(td, NULL);
     return td;
 }
 
@@ -115,6 +137,7 @@ void crl__td_insert(crl_td *td, const char *ikey, crl_tensor *t, crl_td *sub)
     td->entries[pos].tensor = t;
     td->entries[pos].td = sub;
     td->len++;
+    crl__td_touch_layout(td, &td->entries[pos]);
 }
 
 crl__td_entry *crl__td_lookup(const crl_td *td, const char *key)
@@ -157,6 +180,7 @@ bool crl__td_remove(crl_td *td, const char *key)
     memmove(&parent->entries[i], &parent->entries[i + 1],
             sizeof(crl__td_entry) * (parent->len - i - 1));
     parent->len--;
+    crl__td_touch_layout(parent, NULL);
     return true;
 }
 
@@ -358,6 +382,8 @@ int crl__td_set_path(crl_td *td, const char *const *comps, size_t n, const char 
                                          key);
                 crl_tensor *old = e->tensor;
                 e->tensor = crl_tensor_ref(t);
+                if (old != t)
+                    crl__td_touch_entry(cur, e);
                 crl_tensor_unref(old);
             } else {
                 if (e->tensor)
@@ -367,6 +393,8 @@ int crl__td_set_path(crl_td *td, const char *const *comps, size_t n, const char 
                                          key);
                 crl_td *old = e->td;
                 e->td = crl_td_ref(sub);
+                if (old != sub)
+                    crl__td_touch_layout(cur, e);
                 crl_td_unref(old);
             }
             return CRL_OK;
@@ -413,7 +441,7 @@ int crl_td_set_k(crl_td *td, const crl_td_key *k, crl_tensor *t, crl_error *err)
         return crl_error_set(err, CRL_E_INVALID, "crl_td_set_k: %s is NULL",
                              !td ? "TensorDict" : !k ? "key handle" : "tensor");
     /* Hot path: the entry exists and holds a tensor; swap it in place. */
-    const crl_td *cur = td;
+    crl_td *cur = td;
     size_t i = 0;
     for (; i + 1 < k->n; i++) {
         const crl__td_entry *e = crl__td_find_hinted(cur, k->comp[i], &k->hint[i]);
@@ -428,6 +456,7 @@ int crl_td_set_k(crl_td *td, const crl_td_key *k, crl_tensor *t, crl_error *err)
             if (e->tensor != t) {
                 crl_tensor *old = e->tensor;
                 e->tensor = crl_tensor_ref(t);
+                crl__td_touch_entry(cur, e);
                 crl_tensor_unref(old);
             }
             return CRL_OK;

@@ -79,10 +79,13 @@ crl_td *crl_td_select(const crl_td *td, const char *const *keys, bool strict, cr
         crl_td *sub = e->td ? crl__td_shallow(e->td) : NULL;
         crl__td_entry *de = crl__td_find_interned(dst, comps[n - 1]);
         if (de) {
+            bool changed = de->tensor != t || de->td != sub;
             crl_tensor_unref(de->tensor);
             crl_td_unref(de->td);
             de->tensor = t;
             de->td = sub;
+            if (changed)
+                crl__td_touch_layout(dst, de);
         } else {
             crl__td_insert(dst, comps[n - 1], t, sub);
         }
@@ -178,6 +181,7 @@ static int update_rec(crl_td *dst, const crl_td *src, const crl__td_path *path, 
             } else if (de->tensor != e->tensor) {
                 crl_tensor *old = de->tensor;
                 de->tensor = crl_tensor_ref(e->tensor);
+                crl__td_touch_entry(dst, de);
                 crl_tensor_unref(old);
             }
             continue;

@@ -13,6 +13,9 @@
 #include <crl/env.h>
 #include <crl/host.h>
 
+/* The env's counters of cached and general steps (step_fast, ...). */
+#include "env-private.h"
+
 /* ---- allocation counting -----------------------------------------------------
  *
  * The program's own malloc family, forwarding to glibc's, so a test can
@@ -1210,6 +1213,417 @@ START_TEST(bad_calls)
 }
 END_TEST
 
+
+/* ---- the cached step path ----------------------------------------------------------
+ *
+ * crl_env_step and step_mdp_into remember a td's layout; these tests hold
+ * that path to the general one and make the cache miss in every way. */
+
+/* Step t's actions: a fixed walk through (and, for Box, a bit beyond) the
+ * action spec.  Written into the td's own action tensor when there is one. */
+static void walk_actions(crl_env *env, crl_td *td, int64_t t)
+{
+    crl_error e = { 0 };
+    crl_tensor *a = crl_td_get(td, "action");
+    if (!a) {
+        a = crl_spec_zero(crl_spec_composite_get(crl_env_action_spec(env), "action"), &e);
+        ck_assert_msg(a != NULL, "%s", e.message);
+        assert_ok(crl_td_set(td, "action", a, &e), e);
+        crl_tensor_unref(a);
+    }
+    bool box = crl_dtype_is_float(crl_tensor_dtype(a));
+    for (int64_t i = 0; i < crl_tensor_numel(a); i++) {
+        int64_t k = t * 7 + i * 3 + t / 5;
+        crl_tensor_flat_set(a, i, box ? (double)(k % 9) / 3.0 - 1.25 : (double)(k % 3));
+    }
+}
+
+typedef struct run_stats {
+    uint64_t step_fast, step_slow, mdp_fast, mdp_slow;
+} run_stats;
+
+/* `steps` steps of a fresh env from seed 7, each followed by step_mdp_into.
+ * reuse: two tds used in turn (the steady state); otherwise every step runs
+ * on a clone of the last td and moves into a brand-new one, so every td
+ * and tensor is new.  Returns clones of the td after each step and of the
+ * destination after each step_mdp. */
+static GPtrArray *record_run(const char *lines, int64_t steps, bool reuse, run_stats *st)
+{
+    fx f;
+    crl_env *env = fx_env(&f, lines);
+    crl_env_set_seed(env, 7);
+    crl_error e = { 0 };
+    crl_td *td = reset_ok(env, NULL);
+    crl_td *dst = crl_td_new(crl_env_batch_ndim(env), crl_env_batch_shape(env), &e);
+    GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)crl_td_unref);
+    for (int64_t t = 0; t < steps; t++) {
+        if (!reuse) {
+            crl_td *c = crl_td_clone(td, &e);
+            ck_assert_ptr_nonnull(c);
+            crl_td_unref(td);
+            td = c;
+            crl_td_unref(dst);
+            dst = crl_td_new(crl_env_batch_ndim(env), crl_env_batch_shape(env), &e);
+        }
+        walk_actions(env, td, t);
+        assert_ok(crl_env_step(env, td, &e), e);
+        g_ptr_array_add(out, crl_td_clone(td, &e));
+        assert_ok(crl_env_step_mdp_into(env, td, dst, &e), e);
+        g_ptr_array_add(out, crl_td_clone(dst, &e));
+        crl_td *x = td;
+        td = dst;
+        dst = x;
+    }
+    st->step_fast = f.env->step_fast;
+    st->step_slow = f.env->step_slow;
+    st->mdp_fast = f.env->mdp_fast;
+    st->mdp_slow = f.env->mdp_slow;
+    crl_td_unref(td);
+    crl_td_unref(dst);
+    fx_close(&f);
+    return out;
+}
+
+START_TEST(cached_steps_match_general)
+{
+    static const char *const cases[] = {
+        "backend = countenv\nid = Count-v0\nnum_envs = 4\nauto_reset = same_step",
+        "backend = countenv\nid = Count-v0\nnum_envs = 2\nauto_reset = same_step\nfrom_pixels = true",
+        "backend = countenv\nid = Count-v0\nauto_reset = next_step\nframe_skip = 2",
+        "backend = countenv\nid = CountNoState-v0\nnum_envs = 3\nauto_reset = same_step",
+        "backend = countenv\nid = CountBox-v0\nnum_envs = 3\nauto_reset = next_step\nproject_actions = true",
+        "backend = countenv\nid = CountBox-v0\nauto_reset = same_step\nproject_actions = true",
+    };
+    const int64_t steps = 40;
+    for (size_t c = 0; c < G_N_ELEMENTS(cases); c++) {
+        run_stats fast, slow;
+        GPtrArray *a = record_run(cases[c], steps, true, &fast);
+        GPtrArray *b = record_run(cases[c], steps, false, &slow);
+        /* the reused tds went the cached way, the fresh ones never */
+        ck_assert_msg(fast.step_fast >= (uint64_t)steps - 3 && fast.mdp_fast >= (uint64_t)steps - 3,
+                      "case %zu: step %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT ", mdp %" G_GUINT64_FORMAT
+                      "/%" G_GUINT64_FORMAT " cached", c, fast.step_fast, fast.step_fast + fast.step_slow,
+                      fast.mdp_fast, fast.mdp_fast + fast.mdp_slow);
+        ck_assert_uint_eq(slow.step_fast, 0);
+        ck_assert_uint_eq(slow.mdp_fast, 0);
+        ck_assert_uint_eq(a->len, b->len);
+        for (guint i = 0; i < a->len; i++) {
+            /* The reused tds also keep entries of earlier steps (a
+             * destination keeps its action and "next"): compare what the
+             * general run has. */
+            crl_error e = { 0 };
+            char **keys = crl_td_leaf_keys(b->pdata[i], &e);
+            crl_td *sel = crl_td_select(a->pdata[i], (const char *const *)keys, true, &e);
+            ck_assert_msg(sel != NULL, "case %zu, record %u: %s", c, i, e.message);
+            if (!crl_td_equal(sel, b->pdata[i]))
+                ck_abort_msg("case %zu: %s %u differs", c, i % 2 ? "step_mdp" : "step", i / 2);
+            crl_td_unref(sel);
+            crl_free(keys);
+        }
+        g_ptr_array_unref(a);
+        g_ptr_array_unref(b);
+    }
+}
+END_TEST
+
+/* What countenv must have done in td's last step (same_step: "next" holds
+ * the final values of every env). */
+static void check_count_step(const crl_td *td, int64_t num)
+{
+    for (int64_t i = 0; i < num; i++) {
+        ck_assert_double_eq(val(td, "next.reward", i, 0), val(td, "action", i, 0));
+        ck_assert_double_eq(val(td, "next.observation", i, 0), val(td, "observation", i, 0) + 1);
+        ck_assert_double_eq(val(td, "next.observation", i, 1), (double)i);
+        ck_assert_double_eq(val(td, "next.state", i, 0), val(td, "next.observation", i, 0));
+    }
+}
+
+/* What step_mdp must have put in dst: next's values, or for envs reset
+ * in the step, the reset ones. */
+static void check_count_mdp(const crl_td *td, const crl_td *dst, int64_t num)
+{
+    for (int64_t i = 0; i < num; i++) {
+        if (val(td, "next.done", i, 0) != 0) {
+            ck_assert_double_eq(val(dst, "done", i, 0), 0);
+            ck_assert(val(dst, "observation", i, 0) < 3);
+        } else {
+            ck_assert_double_eq(val(dst, "observation", i, 0), val(td, "next.observation", i, 0));
+            ck_assert_double_eq(val(dst, "done", i, 0), 0);
+        }
+        ck_assert_double_eq(val(dst, "state", i, 0), val(dst, "observation", i, 0));
+    }
+}
+
+/* One step of td and step_mdp into dst, checked; *fast says whether the
+ * step went the cached way. */
+static void step_checked(crl_env *env, crl_td *td, crl_td *dst, int64_t t, bool *fast)
+{
+    crl_error e = { 0 };
+    uint64_t before = env->step_fast;
+    if (t >= 0)
+        walk_actions(env, td, t);
+    assert_ok(crl_env_step(env, td, &e), e);
+    if (fast)
+        *fast = env->step_fast > before;
+    check_count_step(td, crl_env_num(env));
+    assert_ok(crl_env_step_mdp_into(env, td, dst, &e), e);
+    check_count_mdp(td, dst, crl_env_num(env));
+}
+
+#define SWAP_TDS(x, y)      \
+    do {                    \
+        crl_td *swap_ = (x); \
+        (x) = (y);          \
+        (y) = swap_;        \
+    } while (0)
+
+START_TEST(cached_step_honours_replacements)
+{
+    fx f;
+    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 3\nauto_reset = same_step");
+    crl_error e = { 0 };
+    crl_td *td = reset_ok(env, NULL);
+    crl_td *dst = crl_td_new(1, (int64_t[]){ 3 }, &e);
+    bool fast;
+    for (int t = 0; t < 4; t++) {
+        step_checked(env, td, dst, t, NULL);
+        SWAP_TDS(td, dst);
+    }
+    step_checked(env, td, dst, 4, &fast);
+    ck_assert(fast);
+    SWAP_TDS(td, dst);
+
+    /* another action tensor (a different pointer): its values are used */
+    crl_tensor *a = crl_tensor_new(CRL_I64, 1, (int64_t[]){ 3 }, &e);
+    for (int i = 0; i < 3; i++)
+        crl_tensor_flat_set(a, i, (double)((i + 2) % 3));
+    assert_ok(crl_td_set(td, "action", a, &e), e);
+    step_checked(env, td, dst, -1, &fast);
+    ck_assert(fast); /* contiguous int64 [3]: checked again, still cached */
+    ck_assert_double_eq(val(td, "next.reward", 0, 0), 2);
+    crl_tensor_unref(a);
+    SWAP_TDS(td, dst);
+
+    /* a strided view of the right dtype and shape: the general path */
+    crl_tensor *big = crl_tensor_new(CRL_I64, 1, (int64_t[]){ 6 }, &e);
+    for (int i = 0; i < 6; i++)
+        crl_tensor_flat_set(big, i, (double)(i % 3));
+    crl_tensor *view = crl_tensor_slice(big, 0, 0, 6, 2, &e);
+    assert_ok(crl_td_set(td, "action", view, &e), e);
+    step_checked(env, td, dst, -1, &fast);
+    ck_assert(!fast);
+    ck_assert_double_eq(val(td, "next.reward", 1, 0), 2);
+    ck_assert_double_eq(val(td, "next.reward", 2, 0), 1);
+    assert_ok(crl_td_set(dst, "action", view, &e), e);
+    SWAP_TDS(td, dst);
+    step_checked(env, td, dst, -1, &fast); /* still not cacheable */
+    ck_assert(!fast);
+    SWAP_TDS(td, dst);
+    crl_tensor_unref(view);
+    crl_tensor_unref(big);
+
+    /* a wrong dtype: the same error as ever */
+    crl_tensor *fa = crl_tensor_new(CRL_F32, 1, (int64_t[]){ 3 }, &e);
+    assert_ok(crl_td_set(td, "action", fa, &e), e);
+    crl_tensor_unref(fa);
+    assert_err(crl_env_step(env, td, &e), e, CRL_E_DTYPE,
+               "step: key 'action': expected dtype int64 but got float32 (see the action spec)");
+    assert_ok(crl_td_del(td, "action", &e), e);
+    step_checked(env, td, dst, 5, &fast);
+    ck_assert(!fast);
+    SWAP_TDS(td, dst);
+    assert_ok(crl_td_del(td, "action", &e), e);
+    step_checked(env, td, dst, 6, &fast);
+    ck_assert(!fast);
+    SWAP_TDS(td, dst);
+    step_checked(env, td, dst, 7, &fast);
+    ck_assert(fast);
+    SWAP_TDS(td, dst);
+
+    /* a strided next.observation is written in place */
+    crl_tensor *obig = crl_tensor_new(CRL_F32, 2, (int64_t[]){ 3, 4 }, &e);
+    crl_tensor_fill(obig, -7);
+    crl_tensor *oview = crl_tensor_slice(obig, 1, 0, 4, 2, &e);
+    assert_ok(crl_td_set(td, "next.observation", oview, &e), e);
+    step_checked(env, td, dst, 8, &fast);
+    ck_assert(!fast);
+    ck_assert_ptr_eq(crl_td_get(td, "next.observation"), oview);
+    ck_assert_double_eq(crl_tensor_get_f64(obig, (int64_t[]){ 1, 1 }), -7);
+    ck_assert_double_eq(crl_tensor_get_f64(obig, (int64_t[]){ 1, 2 }), 1);
+    SWAP_TDS(td, dst);
+    crl_tensor_unref(oview);
+    crl_tensor_unref(obig);
+
+    /* a next.observation of another dtype is replaced by a fitting copy */
+    crl_tensor *o64 = crl_tensor_new(CRL_F64, 2, (int64_t[]){ 3, 2 }, &e);
+    assert_ok(crl_td_set(td, "next.observation", o64, &e), e);
+    step_checked(env, td, dst, 9, &fast);
+    ck_assert(!fast);
+    ck_assert_int_eq(crl_tensor_dtype(crl_td_get(td, "next.observation")), CRL_F32);
+    ck_assert_double_eq(crl_tensor_get_f64(o64, (int64_t[]){ 0, 1 }), 0); /* untouched */
+    crl_tensor_unref(o64);
+    SWAP_TDS(td, dst);
+    step_checked(env, td, dst, 10, &fast);
+    ck_assert(!fast); /* the other td still had its strided view */
+    SWAP_TDS(td, dst);
+    step_checked(env, td, dst, 11, &fast);
+    ck_assert(fast);
+    SWAP_TDS(td, dst);
+
+    /* a deleted output comes back; a whole new "next" is filled */
+    assert_ok(crl_td_del(td, "next.reward", &e), e);
+    step_checked(env, td, dst, 12, &fast);
+    ck_assert(!fast);
+    ck_assert_ptr_nonnull(crl_td_get(td, "next.reward"));
+    SWAP_TDS(td, dst);
+    crl_td *nn = crl_td_new(1, (int64_t[]){ 3 }, &e);
+    assert_ok(crl_td_set_td(td, "next", nn, &e), e);
+    step_checked(env, td, dst, 13, &fast);
+    ck_assert(!fast);
+    ck_assert_ptr_eq(crl_td_get_td(td, "next"), nn);
+    ck_assert_ptr_nonnull(crl_td_get(nn, "observation"));
+    crl_td_unref(nn);
+    SWAP_TDS(td, dst);
+
+    /* step_mdp: a root tensor of dst that no longer fits is replaced */
+    for (int t = 14; t < 17; t++) {
+        step_checked(env, td, dst, t, NULL);
+        SWAP_TDS(td, dst);
+    }
+    uint64_t mdp_fast = env->mdp_fast;
+    crl_tensor *r64 = crl_tensor_new(CRL_F64, 2, (int64_t[]){ 3, 2 }, &e);
+    assert_ok(crl_td_set(dst, "observation", r64, &e), e);
+    crl_tensor_unref(r64);
+    step_checked(env, td, dst, 17, NULL);
+    ck_assert_uint_eq(env->mdp_fast, mdp_fast);
+    ck_assert_int_eq(crl_tensor_dtype(crl_td_get(dst, "observation")), CRL_F32);
+    SWAP_TDS(td, dst);
+    step_checked(env, td, dst, 18, NULL);
+    ck_assert_uint_eq(env->mdp_fast, mdp_fast + 1);
+    SWAP_TDS(td, dst);
+    step_checked(env, td, dst, 19, NULL);
+    ck_assert_uint_eq(env->mdp_fast, mdp_fast + 2); /* the copy it made fits: cached again */
+    SWAP_TDS(td, dst);
+    /* ... and one that fits but is another tensor is written into */
+    crl_tensor *r32 = crl_tensor_new(CRL_F32, 2, (int64_t[]){ 3, 2 }, &e);
+    assert_ok(crl_td_set(dst, "observation", r32, &e), e);
+    step_checked(env, td, dst, 20, NULL);
+    ck_assert_uint_eq(env->mdp_fast, mdp_fast + 3);
+    ck_assert_ptr_eq(crl_td_get(dst, "observation"), r32);
+    crl_tensor_unref(r32);
+    SWAP_TDS(td, dst);
+    /* ... and a missing "next" is the same error as ever */
+    crl_td *no_next = crl_td_new(1, (int64_t[]){ 3 }, &e);
+    assert_err(crl_env_step_mdp_into(env, no_next, dst, &e), e, CRL_E_NOT_FOUND,
+               "step_mdp: the TensorDict has no 'next' entries; call crl_env_step on it first");
+    crl_td_unref(no_next);
+
+    /* tds freed and made again (often at the same address) never match a
+     * stale slot */
+    for (int t = 0; t < 40; t++) {
+        crl_td *c = crl_td_clone(td, &e);
+        crl_td *d = crl_td_new(1, (int64_t[]){ 3 }, &e);
+        step_checked(env, c, d, 30 + t, &fast);
+        ck_assert(!fast);
+        crl_td_unref(td);
+        td = d;
+        crl_td_unref(c);
+    }
+    crl_td_unref(td);
+    crl_td_unref(dst);
+    fx_close(&f);
+}
+END_TEST
+
+/* Step td expecting an error; returns its message. */
+static char *step_error(crl_env *env, crl_td *td, int code)
+{
+    crl_error e = { 0 };
+    int rc = crl_env_step(env, td, &e);
+    ck_assert_msg(rc == code, "step gave %s, want %s: %s", crl_status_name(rc), crl_status_name(code), e.message);
+    return g_strdup(e.message);
+}
+
+/* A bad action errors on the cached path exactly as on the general one. */
+static void bad_action_both_ways(crl_env *env, crl_td *td, crl_tensor *a, int64_t pos, double v, int code,
+                                 const char *needle)
+{
+    crl_error e = { 0 };
+    double old = crl_tensor_flat_get(a, pos);
+    uint64_t fast = env->step_fast, slow = env->step_slow;
+    crl_tensor_flat_set(a, pos, v);
+    char *m_fast = step_error(env, td, code);
+    ck_assert_uint_eq(env->step_fast, fast + 1);
+    crl_td *c = crl_td_clone(td, &e);
+    char *m_slow = step_error(env, c, code);
+    ck_assert_uint_eq(env->step_slow, slow + 1);
+    ck_assert_str_eq(m_fast, m_slow);
+    ck_assert_msg(strstr(m_fast, needle), "message '%s' lacks '%s'", m_fast, needle);
+    crl_td_unref(c);
+    g_free(m_fast);
+    g_free(m_slow);
+    crl_tensor_flat_set(a, pos, old);
+    step_ok(env, td);
+}
+
+START_TEST(cached_step_rejects_bad_actions)
+{
+    fx f;
+    crl_error e = { 0 };
+    crl_env *env = fx_env(&f, "backend = countenv\nid = CountBox-v0\nnum_envs = 3\nauto_reset = same_step");
+    crl_td *td = reset_ok(env, NULL);
+    crl_tensor *a = crl_tensor_new(CRL_F32, 2, (int64_t[]){ 3, 1 }, &e);
+    crl_tensor_fill(a, 0.5);
+    assert_ok(crl_td_set(td, "action", a, &e), e);
+    step_ok(env, td);
+    step_ok(env, td);
+    bad_action_both_ways(env, td, a, 1, NAN, CRL_E_INVALID,
+                         "step: env 1: key 'action' holds NaN (element 0 of that env's action); check the policy");
+    bad_action_both_ways(env, td, a, 2, 1.5, CRL_E_RANGE, "step: env 2: key 'action': value 1.5 at index [0]");
+    bad_action_both_ways(env, td, a, 0, -INFINITY, CRL_E_RANGE, "env 0: key 'action': value -inf");
+    bad_action_both_ways(env, td, a, 0, (double)nextafterf(1.0f, 2.0f), CRL_E_RANGE, "env 0: key 'action'");
+    /* the bounds themselves are in */
+    crl_tensor_flat_set(a, 0, -1.0);
+    crl_tensor_flat_set(a, 1, 1.0);
+    uint64_t fast = env->step_fast;
+    step_ok(env, td);
+    ck_assert_uint_eq(env->step_fast, fast + 1);
+    ck_assert_double_eq(val(td, "next.reward", 0, 0), -1.0);
+    crl_tensor_unref(a);
+    crl_td_unref(td);
+    fx_close(&f);
+
+    env = fx_env(&f, "backend = countenv\nid = Count-v0\nauto_reset = same_step");
+    td = reset_ok(env, NULL);
+    set_all_actions(env, td, 1);
+    step_ok(env, td);
+    step_ok(env, td);
+    a = crl_td_get(td, "action");
+    bad_action_both_ways(env, td, a, 0, 3, CRL_E_RANGE, "step: env 0: key 'action': value 3");
+    bad_action_both_ways(env, td, a, 0, -1, CRL_E_RANGE, "value -1");
+    crl_td_unref(td);
+    fx_close(&f);
+
+    /* projected on the cached path as on the general one */
+    env = fx_env(&f, "backend = countenv\nid = CountBox-v0\nnum_envs = 2\nproject_actions = true\n"
+                     "auto_reset = same_step");
+    td = reset_ok(env, NULL);
+    a = crl_tensor_new(CRL_F32, 2, (int64_t[]){ 2, 1 }, &e);
+    crl_tensor_fill(a, 0.25);
+    assert_ok(crl_td_set(td, "action", a, &e), e);
+    step_ok(env, td);
+    crl_tensor_flat_set(a, 1, 3.0);
+    fast = env->step_fast;
+    step_ok(env, td);
+    ck_assert_uint_eq(env->step_fast, fast + 1);
+    ck_assert_double_eq(val(td, "next.reward", 1, 0), 1.0);
+    ck_assert_double_eq(val(td, "action", 1, 0), 3.0); /* the caller's action is left as given */
+    crl_tensor_unref(a);
+    crl_td_unref(td);
+    fx_close(&f);
+}
+END_TEST
+
 /* ---- the steady state allocates nothing --------------------------------------------- */
 
 static long count_steps(crl_env *env, crl_td *td, crl_td *root, int n)
@@ -1337,6 +1751,9 @@ static Suite *env_suite(void)
 
     tc = tcase_create("errors");
     tcase_add_test(tc, bad_actions);
+    tcase_add_test(tc, cached_steps_match_general);
+    tcase_add_test(tc, cached_step_honours_replacements);
+    tcase_add_test(tc, cached_step_rejects_bad_actions);
     tcase_add_test(tc, bad_calls);
     suite_add_tcase(s, tc);
 

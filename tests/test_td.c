@@ -6,6 +6,9 @@
 #include <string.h>
 #include <crl/crl.h>
 
+/* For crl__td_stamp / crl__td_layout (static inline, read the struct). */
+#include "td-private.h"
+
 #define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
 
 static crl_tensor *mk(crl_dtype dt, int ndim, const int64_t *shape)
@@ -988,6 +991,158 @@ START_TEST(equal_tds)
 }
 END_TEST
 
+
+/* ---- structural stamps ----------------------------------------------------- */
+
+START_TEST(stamps_follow_structure)
+{
+    crl_error err;
+    crl_td *td = mktd(1, SHAPE(2));
+    crl_td *other = mktd(1, SHAPE(2));
+    ck_assert(crl__td_stamp(td) != 0);
+    ck_assert(crl__td_stamp(td) != crl__td_stamp(other));
+
+    /* insert */
+    uint64_t s0 = crl__td_stamp(td), l0 = crl__td_layout(td);
+    crl_tensor *a = put(td, "a", CRL_F32, 1, SHAPE(2), 0);
+    ck_assert(crl__td_stamp(td) != s0);
+    ck_assert(crl__td_layout(td) != l0);
+
+    /* storing the pointer already there changes nothing, by any setter */
+    uint64_t s1 = crl__td_stamp(td), l1 = crl__td_layout(td);
+    ck_assert_int_eq(crl_td_set(td, "a", a, &err), CRL_OK);
+    crl_td_key *ka = crl_td_key_new("a", &err);
+    ck_assert_int_eq(crl_td_set_k(td, ka, a, &err), CRL_OK);
+    crl_td *same = mktd(1, SHAPE(2));
+    ck_assert_int_eq(crl_td_set(same, "a", a, &err), CRL_OK);
+    ck_assert_int_eq(crl_td_update(td, same, &err), CRL_OK);
+    ck_assert_int_eq(crl_td_copy_into(td, same, &err), CRL_OK); /* values only */
+    ck_assert_uint_eq(crl__td_stamp(td), s1);
+    ck_assert_uint_eq(crl__td_layout(td), l1);
+
+    /* another tensor at the key: the stamp moves, the layout stays */
+    crl_tensor *b = mk(CRL_F32, 1, SHAPE(2));
+    ck_assert_int_eq(crl_td_set_k(td, ka, b, &err), CRL_OK);
+    uint64_t s2 = crl__td_stamp(td);
+    ck_assert(s2 != s1);
+    ck_assert_uint_eq(crl__td_layout(td), l1);
+    ck_assert_int_eq(crl_td_set(td, "a", a, &err), CRL_OK);
+    uint64_t s3 = crl__td_stamp(td);
+    ck_assert(s3 != s2 && s3 != s1); /* back to a: still a new stamp */
+    ck_assert_uint_eq(crl__td_layout(td), l1);
+    ck_assert_int_eq(crl_td_update(td, same, &err), CRL_OK); /* a again: nothing */
+    ck_assert_uint_eq(crl__td_stamp(td), s3);
+    ck_assert_int_eq(crl_td_set(same, "a", b, &err), CRL_OK);
+    ck_assert_int_eq(crl_td_update(td, same, &err), CRL_OK); /* b via update */
+    ck_assert(crl__td_stamp(td) != s3);
+    ck_assert_uint_eq(crl__td_layout(td), l1);
+
+    /* nested: each td has its own stamp */
+    put(td, "n.x", CRL_F32, 1, SHAPE(2), 0);
+    crl_td *n = crl_td_get_td(td, "n");
+    uint64_t rs = crl__td_stamp(td), ns = crl__td_stamp(n);
+    ck_assert_int_eq(crl_td_set(td, "n.x", b, &err), CRL_OK);
+    ck_assert_uint_eq(crl__td_stamp(td), rs);
+    ck_assert(crl__td_stamp(n) != ns);
+
+    /* sub-td: same pointer nothing, another one moves stamp and layout */
+    ck_assert_int_eq(crl_td_set_td(td, "n", n, &err), CRL_OK);
+    ck_assert_uint_eq(crl__td_stamp(td), rs);
+    uint64_t rl = crl__td_layout(td);
+    ck_assert_int_eq(crl_td_set_td(td, "n", other, &err), CRL_OK);
+    ck_assert(crl__td_stamp(td) != rs);
+    ck_assert(crl__td_layout(td) != rl);
+
+    /* delete and rename */
+    rs = crl__td_stamp(td);
+    rl = crl__td_layout(td);
+    ck_assert_int_eq(crl_td_rename(td, "a", "c", &err), CRL_OK);
+    ck_assert(crl__td_stamp(td) != rs && crl__td_layout(td) != rl);
+    rs = crl__td_stamp(td);
+    rl = crl__td_layout(td);
+    ck_assert_int_eq(crl_td_del(td, "c", &err), CRL_OK);
+    ck_assert(crl__td_stamp(td) != rs && crl__td_layout(td) != rl);
+    /* a failed change changes nothing */
+    rs = crl__td_stamp(td);
+    ck_assert_int_eq(crl_td_del(td, "c", &err), CRL_E_NOT_FOUND);
+    ck_assert_int_eq(crl_td_set(td, "n", b, &err), CRL_E_EXISTS);
+    ck_assert_uint_eq(crl__td_stamp(td), rs);
+    /* reading and writing values is not structural */
+    crl_tensor_fill(b, 3.0);
+    ck_assert_ptr_nonnull(crl_td_get(td, "n.x") ? NULL : crl_td_get_td(td, "n"));
+    ck_assert_uint_eq(crl__td_stamp(td), rs);
+
+    crl_td_key_free(ka);
+    crl_tensor_unref(b);
+    crl_td_unref(same);
+    crl_td_unref(other);
+    crl_td_unref(td);
+}
+END_TEST
+
+/* A td made where a freed one lived (malloc hands freed blocks straight
+ * back) never takes a stamp seen before, so a (pointer, stamp) pair never
+ * names two tds. */
+START_TEST(stamps_never_reused)
+{
+    GHashTable *seen = g_hash_table_new(g_int64_hash, g_int64_equal);
+    gint64 *keys = g_new(gint64, 4000);
+    for (int i = 0; i < 2000; i++) {
+        crl_td *td = mktd(0, NULL);
+        keys[2 * i] = (gint64)crl__td_stamp(td);
+        ck_assert_msg(!g_hash_table_contains(seen, &keys[2 * i]), "stamp %" G_GINT64_FORMAT " handed out twice",
+                      keys[2 * i]);
+        g_hash_table_add(seen, &keys[2 * i]);
+        put(td, "x", CRL_U8, 0, NULL, 1);
+        keys[2 * i + 1] = (gint64)crl__td_stamp(td);
+        ck_assert(!g_hash_table_contains(seen, &keys[2 * i + 1]));
+        g_hash_table_add(seen, &keys[2 * i + 1]);
+        crl_td_unref(td);
+    }
+    g_hash_table_unref(seen);
+    g_free(keys);
+}
+END_TEST
+
+#define STAMP_THREADS 4
+#define STAMP_PER_THREAD 5000
+
+static gpointer make_stamps(gpointer out)
+{
+    uint64_t *o = out;
+    for (int i = 0; i < STAMP_PER_THREAD; i++) {
+        crl_td *td = mktd(0, NULL);
+        o[i] = crl__td_stamp(td);
+        crl_td_unref(td);
+    }
+    return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Threads take stamps from one counter: no two tds share one. */
+START_TEST(stamps_unique_across_threads)
+{
+    uint64_t *all = g_new0(uint64_t, STAMP_THREADS * STAMP_PER_THREAD);
+    GThread *th[STAMP_THREADS];
+    for (int t = 0; t < STAMP_THREADS; t++)
+        th[t] = g_thread_new("stamps", make_stamps, all + t * STAMP_PER_THREAD);
+    for (int t = 0; t < STAMP_THREADS; t++)
+        g_thread_join(th[t]);
+    qsort(all, STAMP_THREADS * STAMP_PER_THREAD, sizeof *all, cmp_u64);
+    for (int i = 0; i < STAMP_THREADS * STAMP_PER_THREAD; i++) {
+        ck_assert(all[i] != 0);
+        if (i)
+            ck_assert_msg(all[i] != all[i - 1], "stamp %" G_GUINT64_FORMAT " handed out twice", all[i]);
+    }
+    g_free(all);
+}
+END_TEST
+
 static Suite *td_suite(void)
 {
     Suite *s = suite_create("td");
@@ -1010,6 +1165,9 @@ static Suite *td_suite(void)
     tcase_add_test(tc, stack_tds);
     tcase_add_test(tc, cat_tds);
     tcase_add_test(tc, equal_tds);
+    tcase_add_test(tc, stamps_follow_structure);
+    tcase_add_test(tc, stamps_never_reused);
+    tcase_add_test(tc, stamps_unique_across_threads);
     suite_add_tcase(s, tc);
     return s;
 }

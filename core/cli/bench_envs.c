@@ -312,6 +312,42 @@ static void run_host(void *p, uint64_t n)
     }
 }
 
+/* Write the next pre-drawn action into the td's own action tensor, as a
+ * policy that fills its output in place does (no new tensor per step). */
+static int host_write_action(host_env *h, crl_td *td)
+{
+    crl_tensor *src = h->actions[h->next++ % h->k];
+    crl_tensor *dst = crl_td_get_k(td, h->action_key);
+    if (!dst)
+        return crl_td_set_k(td, h->action_key, src, &h->err);
+    memcpy(crl_tensor_data(dst), crl_tensor_data(src), crl_tensor_nbytes(src));
+    return CRL_OK;
+}
+
+static void run_host_inplace(void *p, uint64_t n)
+{
+    host_env *h = p;
+    for (uint64_t i = 0; i < n && !h->failed; i++) {
+        crl_td *td = h->td[h->cur], *next = h->td[h->cur ^ 1];
+        if (host_write_action(h, td) || crl_env_step(h->env, td, &h->err) ||
+            crl_env_step_mdp_into(h->env, td, next, &h->err)) {
+            h->failed = true;
+            return;
+        }
+        h->cur ^= 1;
+    }
+}
+
+/* crl_env_step alone on one td (no step_mdp), the host's share of a step. */
+static void run_host_step_only(void *p, uint64_t n)
+{
+    host_env *h = p;
+    crl_td *td = h->td[h->cur];
+    for (uint64_t i = 0; i < n && !h->failed; i++)
+        if (host_write_action(h, td) || crl_env_step(h->env, td, &h->err))
+            h->failed = true;
+}
+
 /* ---- bit-exactness: host rollout vs the bare loop ------------------------ */
 
 typedef struct {
@@ -478,6 +514,11 @@ static int compare(crl_host *host, const crl_config *cfg, const char *id, int64_
         goto out;
     }
     crl_bench_result rh = crl__bench_measure(run_host, &h, seconds, 100);
+    crl_bench_result ri = { 0, 0 }, rs = { 0, 0 };
+    if (!h.failed)
+        ri = crl__bench_measure(run_host_inplace, &h, seconds, 100);
+    if (!h.failed)
+        rs = crl__bench_measure(run_host_step_only, &h, seconds, 100);
     if (h.failed) {
         *err = h.err;
         rc = err->code;
@@ -485,10 +526,18 @@ static int compare(crl_host *host, const crl_config *cfg, const char *id, int64_
     }
     printf("%s, %s:\n", id, num ? "1024 envs in one process" : "one env");
     report("bare backend: ops->step (+ masked reset)", rb, envs);
-    report("host: crl_env_step + crl_env_step_mdp_into", rh, envs);
-    double overhead = (rh.ns_per_op / rb.ns_per_op - 1.0) * 100.0;
-    printf("  host overhead: %+.1f%% (host/bare time %.2fx; target < 20%%): %s\n", overhead,
-           rh.ns_per_op / rb.ns_per_op, overhead < 20.0 ? "met" : "missed");
+    report("host: crl_env_step alone (action in place)", rs, envs);
+    report("host: step + step_mdp_into (action in place)", ri, envs);
+    report("host: step + step_mdp_into (new action tensor)", rh, envs);
+    const struct {
+        const char *what;
+        crl_bench_result r;
+    } lines[] = { { "crl_env_step", rs }, { "step + step_mdp_into", ri } };
+    for (size_t j = 0; j < G_N_ELEMENTS(lines); j++) {
+        double overhead = (lines[j].r.ns_per_op / rb.ns_per_op - 1.0) * 100.0;
+        printf("  host overhead, %s: %+.1f%% (host/bare time %.2fx; target < 20%%): %s\n", lines[j].what, overhead,
+               lines[j].r.ns_per_op / rb.ns_per_op, overhead < 20.0 ? "met" : "missed");
+    }
     if (num) {
         /* The throughput target is CartPole's; other envs cost more per step. */
         double msps = 1e3 * (double)envs / rh.ns_per_op;
