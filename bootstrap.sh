@@ -21,7 +21,7 @@ build=${BUILD_DIR:-$here/_build}
 packages=(
     build-essential autoconf automake autoconf-archive libtool pkg-config
     libglib2.0-dev libinih-dev libffi-dev librandom123-dev check
-    libpython3-dev python3 valgrind libcairo2-dev
+    libpython3-dev python3 python3-numpy valgrind libcairo2-dev
 )
 
 install_packages() {
@@ -76,5 +76,7 @@ case "$cmd" in
     bench)
         "$crl" bench core
         "$crl" bench envs
+        # Built when configure found libpython3 and numpy.
+        if "$crl" bench --help | grep -q '^  gym '; then "$crl" bench gym; fi
         ;;
 esac

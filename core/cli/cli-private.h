@@ -69,6 +69,9 @@ int crl__cli_setup_failed(const char *cmd, const crl_error *err);
 int crl__bench_core(double seconds);
 /* `crl bench envs`: host env API vs the bare classic backend. */
 int crl__bench_envs(double seconds);
+/* `crl bench gym` (bench_gym.c, built with the gym plugin): a pure-Python
+ * CartPole stepped by a plain Python loop vs through crl's gym backend. */
+int crl__bench_gym(double seconds);
 
 /* Env helpers of the env commands (cmd_envs.c). */
 struct crl_env;

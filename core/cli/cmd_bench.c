@@ -13,6 +13,9 @@ static const struct {
 } benches[] = {
     { "core", crl__bench_core, "TensorDict get/set through key handles, td creation, spec rand" },
     { "envs", crl__bench_envs, "classic env steps/s through the host API vs the bare backend, bit-exactness" },
+#ifdef CRL_HAVE_GYM
+    { "gym", crl__bench_gym, "a pure-Python CartPole: plain Python loop vs crl's gym backend, ns crl adds per step" },
+#endif
 };
 
 crl_bench_result crl__bench_measure(void (*fn)(void *, uint64_t), void *state, double seconds, uint64_t warmup)
