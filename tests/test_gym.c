@@ -1074,9 +1074,12 @@ END_TEST
 
 START_TEST(test_missing_modules)
 {
+    /* sys.path holds python_path normalised (a distcheck srcdir is ".../sub/../.."). */
+    char *pydir = g_canonicalize_filename(PYDIR, NULL);
     expect_make_error("id = x\nentry_point = no_such_module_xyz:Env", CRL_E_NOT_FOUND,
                       (const char *const[]){ "no module named 'no_such_module_xyz'", "Python 3.", "sys.path searched",
-                                             PYDIR, "python_path", "PYTHONPATH", "VIRTUAL_ENV", NULL });
+                                             pydir, "python_path", "PYTHONPATH", "VIRTUAL_ENV", NULL });
+    g_free(pydir);
     expect_make_error("id = x\nentry_point = crl_testenvs.cartpole:CartPoleEnvv", CRL_E_NOT_FOUND,
                       (const char *const[]){ "has no attribute 'CartPoleEnvv'", "did you mean CartPoleEnv", NULL });
     expect_make_error("id = x\nentry_point = crl_testenvs.cartpole", CRL_E_CONFIG,
