@@ -88,3 +88,19 @@ char *crl_env_specs_repr(const crl_env *env)
     }
     return g_string_free(s, FALSE);
 }
+
+crl_spec *crl_env_backend_done_spec(int64_t num, crl_error *err)
+{
+    int64_t shape[2] = { num, 1 };
+    crl_spec *c = crl_spec_composite(1, &num, err);
+    static const char *const keys[] = { "done", "terminated", "truncated" };
+    for (size_t k = 0; c && k < G_N_ELEMENTS(keys); k++) {
+        crl_spec *leaf = crl_spec_categorical(2, CRL_BOOL, 2, shape, err);
+        if (!leaf || crl_spec_composite_set(c, keys[k], leaf, err) != CRL_OK) {
+            crl_spec_unref(c);
+            c = NULL;
+        }
+        crl_spec_unref(leaf);
+    }
+    return c;
+}

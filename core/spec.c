@@ -823,3 +823,16 @@ bool crl_spec_equal(const crl_spec *a, const crl_spec *b)
     }
     return true;
 }
+
+crl_spec *crl_spec_composite_of(int64_t num, const char *key, crl_spec *leaf, crl_error *err)
+{
+    if (!leaf)
+        return NULL;
+    crl_spec *c = crl_spec_composite(1, &num, err);
+    if (c && crl_spec_composite_set(c, key, leaf, err) != CRL_OK) {
+        crl_spec_unref(c);
+        c = NULL;
+    }
+    crl_spec_unref(leaf);
+    return c;
+}

@@ -1397,6 +1397,30 @@ START_TEST(test_repr_other_kinds)
 }
 END_TEST
 
+START_TEST(composite_of_wraps_and_consumes)
+{
+    crl_error err;
+    int64_t shape[2] = { 3, 1 };
+    crl_spec *leaf = crl_spec_unbounded(CRL_F32, 2, shape, &err);
+    crl_spec_ref(leaf); /* keep one to compare after the call consumed its own */
+    crl_spec *c = crl_spec_composite_of(3, "reward", leaf, &err);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_ptr_eq(crl_spec_composite_get(c, "reward"), leaf);
+    ck_assert_int_eq(crl_spec_ndim(c), 1);
+    ck_assert_int_eq(crl_spec_shape(c)[0], 3);
+    crl_spec_unref(c);
+    /* A leaf whose batch dim disagrees is refused and still consumed. */
+    crl_error_clear(&err);
+    ck_assert_ptr_null(crl_spec_composite_of(4, "reward", leaf, &err));
+    ck_assert_int_eq(err.code, CRL_E_SHAPE);
+    ck_assert_ptr_nonnull(strstr(err.message, "reward"));
+    /* NULL in, NULL out, the constructor's error untouched. */
+    crl_error_set(&err, CRL_E_INVALID, "from the leaf");
+    ck_assert_ptr_null(crl_spec_composite_of(3, "reward", NULL, &err));
+    ck_assert_str_eq(err.message, "from the leaf");
+}
+END_TEST
+
 static Suite *spec_suite(void)
 {
     Suite *s = suite_create("spec");
@@ -1437,6 +1461,7 @@ static Suite *spec_suite(void)
     tc = tcase_create("repr");
     tcase_add_test(tc, test_repr_seed_examples);
     tcase_add_test(tc, test_repr_other_kinds);
+    tcase_add_test(tc, composite_of_wraps_and_consumes);
     suite_add_tcase(s, tc);
     return s;
 }

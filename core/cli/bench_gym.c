@@ -302,7 +302,7 @@ int crl__bench_gym(double seconds)
            "episodes reset)\n", seconds, ROUNDS);
     double py_cart = 0, py_noop = 0, child = 0, crl_cart = 0, crl_noop = 0;
     for (int r = 0; r < ROUNDS; r++) {
-        double a, b, c, d, e;
+        double a = 0, b = 0, c = 0, d = 0, e = 0;
         if (embedded_run(&py, dir, seconds, "cartpole", &a, &err) || crl_figure(&cart, seconds, &b, &err) ||
             embedded_run(&py, dir, seconds, "noop", &c, &err) || crl_figure(&noop, seconds, &d, &err) ||
             child_figure(dir, seconds, &e, &err))

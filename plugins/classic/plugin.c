@@ -286,35 +286,7 @@ static crl_spec *bounded_rows(int64_t num, int32_t dim, const float *low, const 
     return s;
 }
 
-/* A Composite [num] holding `leaf` under `key`; consumes the leaf reference. */
-static crl_spec *composite_of(int64_t num, const char *key, crl_spec *leaf, crl_error *err)
-{
-    if (!leaf)
-        return NULL;
-    crl_spec *c = crl_spec_composite(1, &num, err);
-    if (c && crl_spec_composite_set(c, key, leaf, err) != CRL_OK) {
-        crl_spec_unref(c);
-        c = NULL;
-    }
-    crl_spec_unref(leaf);
-    return c;
-}
 
-static crl_spec *done_spec(int64_t num, crl_error *err)
-{
-    int64_t shape[2] = {num, 1};
-    crl_spec *c = crl_spec_composite(1, &num, err);
-    static const char *const keys[] = {"done", "terminated", "truncated"};
-    for (int k = 0; c && k < 3; k++) {
-        crl_spec *leaf = crl_spec_categorical(2, CRL_BOOL, 2, shape, err);
-        if (!leaf || crl_spec_composite_set(c, keys[k], leaf, err) != CRL_OK) {
-            crl_spec_unref(c);
-            c = NULL;
-        }
-        crl_spec_unref(leaf);
-    }
-    return c;
-}
 
 static void classic_close(void *env)
 {
@@ -375,19 +347,19 @@ static int classic_make(const char *id, int64_t num, const crl_opts *opts, crl_e
 
     crl_spec *observation = NULL, *action = NULL, *reward = NULL, *done = NULL, *state = NULL;
     int64_t col[2] = {num, 1}, st[2] = {num, d->state_dim};
-    observation = composite_of(num, "observation", bounded_rows(num, d->obs_dim, obs_low, obs_high, err),
+    observation = crl_spec_composite_of(num, "observation", bounded_rows(num, d->obs_dim, obs_low, obs_high, err),
                                err);
     if (observation)
-        action = composite_of(num, "action",
+        action = crl_spec_composite_of(num, "action",
                               box ? bounded_rows(num, d->action_dim, act_low, act_high, err)
                                   : crl_spec_categorical(d->action_n, CRL_I64, 1, &num, err),
                               err);
     if (action)
-        reward = composite_of(num, "reward", crl_spec_unbounded(CRL_F32, 2, col, err), err);
+        reward = crl_spec_composite_of(num, "reward", crl_spec_unbounded(CRL_F32, 2, col, err), err);
     if (reward)
-        done = done_spec(num, err);
+        done = crl_env_backend_done_spec(num, err);
     if (done)
-        state = composite_of(num, "state", crl_spec_unbounded(CRL_F64, 2, st, err), err);
+        state = crl_spec_composite_of(num, "state", crl_spec_unbounded(CRL_F64, 2, st, err), err);
 
     classic_env *e = state ? calloc(1, sizeof *e) : NULL;
     if (e) {

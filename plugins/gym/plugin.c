@@ -219,34 +219,7 @@ static int bind_methods(gym_env *e, int64_t i, bool want_render, crl_error *err)
     return CRL_OK;
 }
 
-static crl_spec *done_spec(int64_t num, crl_error *err)
-{
-    int64_t shape[2] = { num, 1 };
-    crl_spec *c = crl_spec_composite(1, &num, err);
-    static const char *const keys[] = { "done", "terminated", "truncated" };
-    for (int k = 0; c && k < 3; k++) {
-        crl_spec *leaf = crl_spec_categorical(2, CRL_BOOL, 2, shape, err);
-        if (!leaf || crl_spec_composite_set(c, keys[k], leaf, err) != CRL_OK) {
-            crl_spec_unref(c);
-            c = NULL;
-        }
-        crl_spec_unref(leaf);
-    }
-    return c;
-}
 
-static crl_spec *reward_spec(int64_t num, crl_error *err)
-{
-    int64_t shape[2] = { num, 1 };
-    crl_spec *leaf = crl_spec_unbounded(CRL_F32, 2, shape, err);
-    crl_spec *c = leaf ? crl_spec_composite(1, &num, err) : NULL;
-    if (c && crl_spec_composite_set(c, "reward", leaf, err) != CRL_OK) {
-        crl_spec_unref(c);
-        c = NULL;
-    }
-    crl_spec_unref(leaf);
-    return c;
-}
 
 typedef struct make_args {
     const char *entry_point;
@@ -490,8 +463,10 @@ static int gym_make(const char *id, int64_t num, const crl_opts *opts, crl_env_s
         e = NULL;
     }
     pyembed_gil_release(g);
-    crl_spec *reward = !rc ? reward_spec(num, err) : NULL;
-    crl_spec *done = reward ? done_spec(num, err) : NULL;
+    int64_t col[2] = { num, 1 };
+    crl_spec *reward = !rc ? crl_spec_composite_of(num, "reward", crl_spec_unbounded(CRL_F32, 2, col, err), err)
+                           : NULL;
+    crl_spec *done = reward ? crl_env_backend_done_spec(num, err) : NULL;
     if (!rc && !done)
         rc = err && err->code ? err->code : CRL_E_NOMEM;
     if (rc) {

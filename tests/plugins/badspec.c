@@ -29,16 +29,6 @@ static const char *const *bad_list(void)
     return bad_ids;
 }
 
-static crl_spec *composite_of(int64_t num, const char *key, crl_spec *leaf, crl_error *err)
-{
-    crl_spec *c = leaf ? crl_spec_composite(1, &num, err) : NULL;
-    if (c && crl_spec_composite_set(c, key, leaf, err)) {
-        crl_spec_unref(c);
-        c = NULL;
-    }
-    crl_spec_unref(leaf);
-    return c;
-}
 
 static void bad_close(void *env)
 {
@@ -58,19 +48,10 @@ static int bad_make(const char *id, int64_t num, const crl_opts *opts, crl_env_s
     if (opts && crl_opts_string(opts, "mode", &mode, err))
         return err->code;
     int64_t col[2] = { num, 1 };
-    specs->observation = composite_of(num, "observation", crl_spec_bounded(CRL_F32, 2, col, -1.0, 1.0, err), err);
-    specs->action = composite_of(num, "action", crl_spec_categorical(2, CRL_I64, 1, &num, err), err);
-    specs->reward = composite_of(num, "reward", crl_spec_unbounded(CRL_F32, 2, col, err), err);
-    specs->done = crl_spec_composite(1, &num, err);
-    static const char *const done_keys[] = { "done", "terminated", "truncated" };
-    for (int k = 0; specs->done && k < 3; k++) {
-        crl_spec *leaf = crl_spec_categorical(2, CRL_BOOL, 2, col, err);
-        if (!leaf || crl_spec_composite_set(specs->done, done_keys[k], leaf, err)) {
-            crl_spec_unref(specs->done);
-            specs->done = NULL;
-        }
-        crl_spec_unref(leaf);
-    }
+    specs->observation = crl_spec_composite_of(num, "observation", crl_spec_bounded(CRL_F32, 2, col, -1.0, 1.0, err), err);
+    specs->action = crl_spec_composite_of(num, "action", crl_spec_categorical(2, CRL_I64, 1, &num, err), err);
+    specs->reward = crl_spec_composite_of(num, "reward", crl_spec_unbounded(CRL_F32, 2, col, err), err);
+    specs->done = crl_env_backend_done_spec(num, err);
     if (!specs->observation || !specs->action || !specs->reward || !specs->done)
         return err ? err->code : CRL_E_INVALID;
     bad_env *e = calloc(1, sizeof *e);

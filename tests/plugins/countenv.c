@@ -44,16 +44,6 @@ static const char *const *count_list(void)
     return count_ids;
 }
 
-static crl_spec *composite_of(int64_t num, const char *key, crl_spec *leaf, crl_error *err)
-{
-    crl_spec *c = leaf ? crl_spec_composite(1, &num, err) : NULL;
-    if (c && crl_spec_composite_set(c, key, leaf, err)) {
-        crl_spec_unref(c);
-        c = NULL;
-    }
-    crl_spec_unref(leaf);
-    return c;
-}
 
 static void count_close(void *env)
 {
@@ -80,24 +70,15 @@ static int count_make(const char *id, int64_t num, const crl_opts *opts, crl_env
     if (opts && crl_opts_int(opts, "offset_range", &range, err))
         return err->code;
     int64_t col[2] = { num, 1 }, obs_shape[2] = { num, 2 };
-    specs->observation = composite_of(num, "observation", crl_spec_unbounded(CRL_F32, 2, obs_shape, err), err);
-    specs->action = composite_of(num, "action",
+    specs->observation = crl_spec_composite_of(num, "observation", crl_spec_unbounded(CRL_F32, 2, obs_shape, err), err);
+    specs->action = crl_spec_composite_of(num, "action",
                                  box ? crl_spec_bounded(CRL_F32, 2, col, -1.0, 1.0, err)
                                      : crl_spec_categorical(3, CRL_I64, 1, &num, err),
                                  err);
-    specs->reward = composite_of(num, "reward", crl_spec_unbounded(CRL_F32, 2, col, err), err);
-    specs->done = crl_spec_composite(1, &num, err);
-    static const char *const done_keys[] = { "done", "terminated", "truncated" };
-    for (int k = 0; specs->done && k < 3; k++) {
-        crl_spec *leaf = crl_spec_categorical(2, CRL_BOOL, 2, col, err);
-        if (!leaf || crl_spec_composite_set(specs->done, done_keys[k], leaf, err)) {
-            crl_spec_unref(specs->done);
-            specs->done = NULL;
-        }
-        crl_spec_unref(leaf);
-    }
+    specs->reward = crl_spec_composite_of(num, "reward", crl_spec_unbounded(CRL_F32, 2, col, err), err);
+    specs->done = crl_env_backend_done_spec(num, err);
     if (full)
-        specs->state = composite_of(num, "state", crl_spec_unbounded(CRL_F64, 2, col, err), err);
+        specs->state = crl_spec_composite_of(num, "state", crl_spec_unbounded(CRL_F64, 2, col, err), err);
     if (!specs->observation || !specs->action || !specs->reward || !specs->done || (full && !specs->state))
         return err ? err->code : CRL_E_INVALID;
     specs->max_episode_steps = full || box ? 0 : COUNT_NOSTATE_LIMIT;

@@ -93,6 +93,11 @@ typedef struct crl_env_ops {
     void (*close)(void *env);
 } crl_env_ops;
 
+/* The done Composite every backend declares: "done", "terminated" and
+ * "truncated", each Categorical(2) bool [num, 1], as TorchRL declares them.
+ * New reference, or NULL with err set. */
+CRL_API crl_spec *crl_env_backend_done_spec(int64_t num, crl_error *err);
+
 #ifdef __cplusplus
 }
 #endif

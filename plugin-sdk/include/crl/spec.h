@@ -61,6 +61,13 @@ CRL_API crl_spec *crl_spec_binary(int64_t n, crl_dtype dt, int ndim, const int64
 /* Empty Composite with a batch shape. */
 CRL_API crl_spec *crl_spec_composite(int ndim, const int64_t *shape, crl_error *err);
 
+/* A Composite with batch shape [num] holding `leaf` under `key`: the usual
+ * one-entry spec of an env backend ("observation", "action", "reward").
+ * Consumes the caller's reference to leaf, also on failure; a NULL leaf
+ * gives NULL with err left as the leaf's constructor set it, so calls nest:
+ *   crl_spec_composite_of(num, "reward", crl_spec_unbounded(...), err). */
+CRL_API crl_spec *crl_spec_composite_of(int64_t num, const char *key, crl_spec *leaf, crl_error *err);
+
 CRL_API crl_spec *crl_spec_ref(crl_spec *s);
 CRL_API void crl_spec_unref(crl_spec *s);
 
