@@ -21,6 +21,9 @@ for h in crl.h error.h tensor.h td.h rng.h spec.h options.h plugin.h; do
     [ -f "$dest$prefix/include/crl/$h" ] || fail "header crl/$h not installed"
 done
 ok "SDK headers installed"
+plugdir=$dest$libdir/crl/plugins
+if ls "$plugdir"/*.la >/dev/null 2>&1; then fail "libtool .la files installed beside the plugins" "$(ls "$plugdir")"
+else ok "plugins installed without .la files"; fi
 # SDK headers need nothing but the C standard headers named in DESIGN.md.
 if bad=$(grep -h '#include <' "$dest$prefix"/include/crl/{crl,error,tensor,td,rng,spec,options,plugin}.h \
         | grep -v -E '<(stddef|stdint|stdbool)\.h>|<crl/' ); then
