@@ -65,6 +65,10 @@ crl_bench_result crl__bench_measure(void (*fn)(void *, uint64_t), void *state, d
  * for usage errors) and return the exit code. */
 int crl__cli_setup_failed(const char *cmd, const crl_error *err);
 
+/* `crl bench replay`: the prioritized sampler's 16-way trees vs a binary
+ * sum tree, in one run. */
+int crl__bench_replay(double seconds);
+
 /* `crl bench core`: prints figures, returns an exit code. */
 int crl__bench_core(double seconds);
 /* `crl bench envs`: host env API vs the bare classic backend. */

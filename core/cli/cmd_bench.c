@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* `crl bench replay` (bench_replay.c): prioritized sampling on 1M items. */
+
 static const struct {
     const char *name;
     int (*run)(double seconds);
@@ -13,6 +15,7 @@ static const struct {
 } benches[] = {
     { "core", crl__bench_core, "TensorDict get/set through key handles, td creation, spec rand" },
     { "envs", crl__bench_envs, "classic env steps/s through the host API vs the bare backend, bit-exactness" },
+    { "replay", crl__bench_replay, "prioritized sample / priority update of 256 among 1M items, vs a binary sum tree" },
 #ifdef CRL_HAVE_GYM
     { "gym", crl__bench_gym, "a pure-Python CartPole: plain Python loop vs crl's gym backend, ns crl adds per step" },
 #endif
