@@ -76,6 +76,7 @@ case "$cmd" in
     bench)
         "$crl" bench core
         "$crl" bench envs
+        "$crl" bench replay
         # Built when configure found libpython3 and numpy.
         if "$crl" bench --help | grep -q '^  gym '; then "$crl" bench gym; fi
         ;;

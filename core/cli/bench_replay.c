@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #define ITEMS 1000000
 #define BATCH 256
 #define RING 64   /* pre-drawn update batches, so the rng is not what is timed */
