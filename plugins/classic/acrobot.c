@@ -210,12 +210,7 @@ static void acrobot_bounds(const classic_def *d, const double *p, float *obs_low
 
 static int acrobot_check_params(const classic_def *d, const double *p, crl_error *err)
 {
-    if (p[ACROBOT_RESET_LOW] > p[ACROBOT_RESET_HIGH])
-        return crl_error_set(err, CRL_E_INVALID,
-                             "%s: reset_low (%g) is above reset_high (%g); make reset_low <= "
-                             "reset_high",
-                             d->id, p[ACROBOT_RESET_LOW], p[ACROBOT_RESET_HIGH]);
-    return CRL_OK;
+    return classic_check_reset_range(d, p[ACROBOT_RESET_LOW], p[ACROBOT_RESET_HIGH], err);
 }
 
 static bool acrobot_step_needs_rng(const classic_def *d, const double *p)

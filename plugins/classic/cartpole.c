@@ -149,12 +149,7 @@ static void cartpole_bounds(const classic_def *d, const double *p, float *obs_lo
 
 static int cartpole_check_params(const classic_def *d, const double *p, crl_error *err)
 {
-    if (p[CARTPOLE_RESET_LOW] > p[CARTPOLE_RESET_HIGH])
-        return crl_error_set(err, CRL_E_INVALID,
-                             "%s: reset_low (%g) is above reset_high (%g); make reset_low <= "
-                             "reset_high",
-                             d->id, p[CARTPOLE_RESET_LOW], p[CARTPOLE_RESET_HIGH]);
-    return CRL_OK;
+    return classic_check_reset_range(d, p[CARTPOLE_RESET_LOW], p[CARTPOLE_RESET_HIGH], err);
 }
 
 static int cartpole_render_one(const classic_def *d, const double *s, const void *last_action,

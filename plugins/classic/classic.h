@@ -216,6 +216,8 @@ void classic_params_default(const classic_def *d, double *params);
 /* Ranges from the table, then the def's own rules.  CRL_E_RANGE or
  * CRL_E_INVALID naming the env and parameter. */
 int classic_params_check(const classic_def *d, const double *params, crl_error *err);
+/* The reset_low <= reset_high rule several envs share (CRL_E_INVALID naming d's id). */
+int classic_check_reset_range(const classic_def *d, double low, double high, crl_error *err);
 /* The once-per-batch preconditions of step_batch: Discrete actions in
  * [0, action_n) (CRL_E_RANGE naming the env index and value) and per-env
  * streams present when the step draws randomness (CRL_E_INVALID). */

@@ -103,12 +103,7 @@ int classic_mountain_car_check_params(const classic_def *d, const double *p, crl
         return crl_error_set(err, CRL_E_INVALID,
                              "%s: min_position (%g) must be below max_position (%g)", d->id,
                              p[MOUNTAIN_CAR_MIN_POSITION], p[MOUNTAIN_CAR_MAX_POSITION]);
-    if (p[MOUNTAIN_CAR_RESET_LOW] > p[MOUNTAIN_CAR_RESET_HIGH])
-        return crl_error_set(err, CRL_E_INVALID,
-                             "%s: reset_low (%g) is above reset_high (%g); make reset_low <= "
-                             "reset_high",
-                             d->id, p[MOUNTAIN_CAR_RESET_LOW], p[MOUNTAIN_CAR_RESET_HIGH]);
-    return CRL_OK;
+    return classic_check_reset_range(d, p[MOUNTAIN_CAR_RESET_LOW], p[MOUNTAIN_CAR_RESET_HIGH], err);
 }
 
 static double hill_height(double x)

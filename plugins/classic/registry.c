@@ -205,3 +205,12 @@ int classic_check_step(const classic_def *d, const void *action, int64_t n,
                              d->id);
     return CRL_OK;
 }
+
+int classic_check_reset_range(const classic_def *d, double low, double high, crl_error *err)
+{
+    if (low > high)
+        return crl_error_set(err, CRL_E_INVALID,
+                             "%s: reset_low (%g) is above reset_high (%g); make reset_low <= reset_high",
+                             d->id, low, high);
+    return CRL_OK;
+}
