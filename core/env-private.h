@@ -285,19 +285,6 @@ static inline void crl__env_copy_rows(char *dst, const char *src, size_t row_byt
     }
 }
 
-/* crl_tensor_is_contiguous, inline for the step path. */
-static inline bool crl__env_contiguous(const crl_tensor *t)
-{
-    int64_t expect = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        if (t->shape[i] == 0)
-            return true;
-        if (t->shape[i] != 1 && t->strides[i] != expect)
-            return false;
-        expect *= t->shape[i];
-    }
-    return true;
-}
 
 /* env.c */
 /* Reset the envs in mask (NULL: all) and bring td's root entries up to

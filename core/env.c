@@ -1413,7 +1413,7 @@ static inline bool fits_contig(const crl_tensor *t, const crl__env_leaf *l)
     for (int i = 0; i < u->ndim; i++)
         if (t->shape[i] != u->shape[i])
             return false;
-    return crl__env_contiguous(t);
+    return crl__tensor_contiguous(t);
 }
 
 /* Index of td among the pins, appending it (with its stamps); -1 when full. */

@@ -84,7 +84,7 @@ static bool decide(crl__mdp_op *op, crl_tensor *d, const crl_tensor *s)
     if (!d || d->dtype != s->dtype || !crl_tensor_same_shape(d, s))
         return false;
     /* crl_tensor_copy is one memmove exactly when both are contiguous. */
-    if (crl__env_contiguous(d) && crl__env_contiguous(s)) {
+    if (crl__tensor_contiguous(d) && crl__tensor_contiguous(s)) {
         op->mode = CRL__MDP_MOVE;
         op->dd = d->data;
         op->sd = s->data;
@@ -356,7 +356,7 @@ static __attribute__((noinline)) void mdp_reset_rows(crl_env *env, crl_td *dst)
         crl_tensor *d = crl_td_get_k(dst, l->k);
         if (!d || crl_tensor_dtype(d) != crl_tensor_dtype(l->ubuf) || !crl_tensor_same_shape(d, l->ubuf))
             continue;
-        if (crl__env_contiguous(d)) {
+        if (crl__tensor_contiguous(d)) {
             /* Row i of a contiguous tensor shaped like ubuf is row_bytes at
              * i * row_bytes, as in the buffers. */
             if (k < 0)

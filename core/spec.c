@@ -489,9 +489,9 @@ static bool key_valid(const char *key)
     return key[n - 1] != '.' && !strstr(key, "..");
 }
 
-static const char *kind_label(const crl_spec *s)
+const char *crl_spec_kind_name(crl_spec_kind kind)
 {
-    switch (s->kind) {
+    switch (kind) {
     case CRL_SPEC_UNBOUNDED: return "Unbounded";
     case CRL_SPEC_BOUNDED: return "Bounded";
     case CRL_SPEC_CATEGORICAL: return "Categorical";
@@ -501,7 +501,13 @@ static const char *kind_label(const crl_spec *s)
     case CRL_SPEC_BINARY: return "Binary";
     case CRL_SPEC_COMPOSITE: return "Composite";
     }
-    return "spec";
+    return NULL;
+}
+
+static const char *kind_label(const crl_spec *s)
+{
+    const char *name = crl_spec_kind_name(s->kind);
+    return name ? name : "spec";
 }
 
 static void insert_child(crl_spec *comp, long pos, const char *key, size_t len, crl_spec *child)

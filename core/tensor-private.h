@@ -66,6 +66,21 @@ CRL_INTERNAL crl_tensor *crl__tensor_view_of(crl_tensor *t, int ndim, const int6
 
 /* IEEE binary16 conversions, hidden so hot loops call them directly.
  * Doubles round to nearest even in one step (no double rounding). */
+/* Row-major contiguity of a view (size-1 and empty dims are ignored).
+ * Inline because the env step path asks on every cached step. */
+static inline bool crl__tensor_contiguous(const crl_tensor *t)
+{
+    int64_t expect = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] == 0)
+            return true;
+        if (t->shape[i] != 1 && t->strides[i] != expect)
+            return false;
+        expect *= t->shape[i];
+    }
+    return true;
+}
+
 CRL_INTERNAL float crl__half_to_float(uint16_t h);
 CRL_INTERNAL uint16_t crl__double_to_half(double d);
 

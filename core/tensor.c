@@ -397,17 +397,7 @@ size_t crl_tensor_nbytes(const crl_tensor *t)
 
 bool crl_tensor_is_contiguous(const crl_tensor *t)
 {
-    if (!t)
-        return false;
-    int64_t expect = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        if (t->shape[i] == 0)
-            return true;
-        if (t->shape[i] != 1 && t->strides[i] != expect)
-            return false;
-        expect *= t->shape[i];
-    }
-    return true;
+    return t && crl__tensor_contiguous(t);
 }
 
 crl_device crl_tensor_device(const crl_tensor *t)

@@ -1421,6 +1421,15 @@ START_TEST(composite_of_wraps_and_consumes)
 }
 END_TEST
 
+START_TEST(kind_names)
+{
+    ck_assert_str_eq(crl_spec_kind_name(CRL_SPEC_UNBOUNDED), "Unbounded");
+    ck_assert_str_eq(crl_spec_kind_name(CRL_SPEC_MULTI_ONEHOT), "MultiOneHot");
+    ck_assert_str_eq(crl_spec_kind_name(CRL_SPEC_COMPOSITE), "Composite");
+    ck_assert_ptr_null(crl_spec_kind_name((crl_spec_kind)99));
+}
+END_TEST
+
 static Suite *spec_suite(void)
 {
     Suite *s = suite_create("spec");
@@ -1462,6 +1471,7 @@ static Suite *spec_suite(void)
     tcase_add_test(tc, test_repr_seed_examples);
     tcase_add_test(tc, test_repr_other_kinds);
     tcase_add_test(tc, composite_of_wraps_and_consumes);
+    tcase_add_test(tc, kind_names);
     suite_add_tcase(s, tc);
     return s;
 }

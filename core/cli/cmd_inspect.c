@@ -82,21 +82,6 @@ void crl__cli_json_shape(FILE *f, int ndim, const int64_t *shape)
 
 /* ---- specs as JSON ------------------------------------------------------- */
 
-static const char *kind_name(crl_spec_kind k)
-{
-    switch (k) {
-    case CRL_SPEC_UNBOUNDED: return "Unbounded";
-    case CRL_SPEC_BOUNDED: return "Bounded";
-    case CRL_SPEC_CATEGORICAL: return "Categorical";
-    case CRL_SPEC_ONEHOT: return "OneHot";
-    case CRL_SPEC_MULTI_CATEGORICAL: return "MultiCategorical";
-    case CRL_SPEC_MULTI_ONEHOT: return "MultiOneHot";
-    case CRL_SPEC_BINARY: return "Binary";
-    case CRL_SPEC_COMPOSITE: return "Composite";
-    default: return "?";
-    }
-}
-
 static void json_device(FILE *f, crl_device d)
 {
     if (d.type == CRL_DEVICE_CUDA)
@@ -112,7 +97,7 @@ static void json_spec(FILE *f, const crl_spec *s)
         return;
     }
     crl_spec_kind k = crl_spec_get_kind(s);
-    fprintf(f, "{\"kind\":\"%s\"", kind_name(k));
+    fprintf(f, "{\"kind\":\"%s\"", crl_spec_kind_name(k) ? crl_spec_kind_name(k) : "?");
     if (k != CRL_SPEC_COMPOSITE)
         fprintf(f, ",\"dtype\":\"%s\"", crl_dtype_name(crl_spec_dtype(s)));
     fputs(",\"shape\":", f);

@@ -81,6 +81,10 @@ CRL_API size_t crl_spec_composite_len(const crl_spec *comp);   /* sorted by key 
 CRL_API const char *crl_spec_composite_key_at(const crl_spec *comp, size_t i);
 CRL_API crl_spec *crl_spec_composite_at(const crl_spec *comp, size_t i);
 
+/* "Unbounded", "Bounded", "Categorical", "OneHot", "MultiCategorical",
+ * "MultiOneHot", "Binary", "Composite"; NULL for an invalid kind. */
+CRL_API const char *crl_spec_kind_name(crl_spec_kind kind);
+
 /* Accessors (borrowed). */
 CRL_API crl_spec_kind crl_spec_get_kind(const crl_spec *s);
 CRL_API crl_dtype crl_spec_dtype(const crl_spec *s);      /* CRL_DTYPE_COUNT for Composite */
