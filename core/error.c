@@ -57,7 +57,7 @@ const char *crl_status_name(int code)
         "CRL_OK", "CRL_E_INVALID", "CRL_E_NOMEM", "CRL_E_IO", "CRL_E_CONFIG",
         "CRL_E_NOT_FOUND", "CRL_E_EXISTS", "CRL_E_ABI", "CRL_E_PLUGIN", "CRL_E_DTYPE",
         "CRL_E_SHAPE", "CRL_E_RANGE", "CRL_E_RUNTIME", "CRL_E_UNSUPPORTED", "CRL_E_PERM",
-        "CRL_E_CRASH", "CRL_E_USAGE",
+        "CRL_E_CRASH", "CRL_E_USAGE", "CRL_E_CORRUPT", "CRL_E_TIMEOUT",
     };
     if (code < 0 || (size_t)code >= sizeof names / sizeof names[0])
         return "CRL_E_UNKNOWN";

@@ -9,4 +9,7 @@
 #include <crl/options.h>
 #include <crl/plugin.h>
 #include <crl/env_backend.h>
+#include <crl/transform_backend.h>
+#include <crl/storage_backend.h>
+#include <crl/checkpoint.h>
 #endif

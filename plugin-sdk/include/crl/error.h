@@ -41,7 +41,9 @@ typedef enum crl_status {
     CRL_E_UNSUPPORTED = 13,/* feature not available in this build */
     CRL_E_PERM = 14,       /* refused for safety (world-writable plugin) */
     CRL_E_CRASH = 15,      /* code crashed (signal) in a probed child */
-    CRL_E_USAGE = 16       /* bad command-line usage */
+    CRL_E_USAGE = 16,      /* bad command-line usage */
+    CRL_E_CORRUPT = 17,    /* stored data failed validation (file and offset in the message); since ABI 1.1 */
+    CRL_E_TIMEOUT = 18     /* an operation did not finish in time (worker hang); since ABI 1.1 */
 } crl_status;
 
 #define CRL_ERROR_MESSAGE_MAX 1024
