@@ -3,7 +3,7 @@
  * One format for everything crl saves (replay buffers, storages, samplers,
  * later models and optimizers): a file is a header (magic "CRLCKPT\0",
  * format version, a `kind` string naming what the file holds, the kind's own
- * version, section count), a table of sections (name, offset, size, CRC-32C)
+ * version, section count), a table of sections (name, offset, size, CRC-32)
  * and the sections' bytes.  Readers validate everything before handing out a
  * byte: magic, versions, that every offset and size lies inside the file,
  * that sections do not overlap, and every checksum.  A problem is
@@ -27,8 +27,8 @@ extern "C" {
 #define CRL_CKPT_MAX_SECTIONS 65536
 #define CRL_CKPT_NAME_MAX 255
 
-/* CRC-32C (Castagnoli) of data, continuing from crc (start with 0). */
-CRL_API uint32_t crl_crc32c(uint32_t crc, const void *data, size_t len);
+/* CRC-32 (zlib's, ISO 3309) of data, continuing from crc (start with 0). */
+CRL_API uint32_t crl_crc32(uint32_t crc, const void *data, size_t len);
 
 typedef struct crl_ckpt_writer crl_ckpt_writer;
 
