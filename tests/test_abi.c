@@ -18,7 +18,7 @@
 START_TEST(abi_version)
 {
     ck_assert_int_eq(CRL_ABI_MAJOR, 1);
-    ck_assert_int_eq(CRL_ABI_MINOR, 0);
+    ck_assert_int_eq(CRL_ABI_MINOR, 1);
 }
 END_TEST
 
@@ -51,6 +51,11 @@ START_TEST(status_values)
     ck_assert_int_eq(CRL_E_PERM, 14);
     ck_assert_int_eq(CRL_E_CRASH, 15);
     ck_assert_int_eq(CRL_E_USAGE, 16);
+    ck_assert_int_eq(CRL_E_CORRUPT, 17);
+    ck_assert_int_eq(CRL_E_TIMEOUT, 18);
+    ck_assert_str_eq(crl_status_name(CRL_E_CORRUPT), "CRL_E_CORRUPT");
+    ck_assert_str_eq(crl_status_name(CRL_E_TIMEOUT), "CRL_E_TIMEOUT");
+    ck_assert_str_eq(crl_status_name(19), "CRL_E_UNKNOWN");
 }
 END_TEST
 
@@ -190,6 +195,51 @@ START_TEST(env_ops_layout)
 }
 END_TEST
 
+/* Since ABI 1.1. */
+START_TEST(transform_layout)
+{
+    PIN_SIZE(crl_transform_specs, 56);
+    PIN_OFF(crl_transform_specs, struct_size, 0);
+    PIN_OFF(crl_transform_specs, batch_ndim, 4);
+    PIN_OFF(crl_transform_specs, batch_shape, 8);
+    PIN_OFF(crl_transform_specs, observation, 16);
+    PIN_OFF(crl_transform_specs, action, 24);
+    PIN_OFF(crl_transform_specs, reward, 32);
+    PIN_OFF(crl_transform_specs, done, 40);
+    PIN_OFF(crl_transform_specs, state, 48);
+    PIN_SIZE(crl_transform_ops, 72);
+    PIN_OFF(crl_transform_ops, struct_size, 0);
+    PIN_OFF(crl_transform_ops, reserved, 4);
+    PIN_OFF(crl_transform_ops, create, 8);
+    PIN_OFF(crl_transform_ops, transform_specs, 16);
+    PIN_OFF(crl_transform_ops, bind, 24);
+    PIN_OFF(crl_transform_ops, call, 32);
+    PIN_OFF(crl_transform_ops, reset, 40);
+    PIN_OFF(crl_transform_ops, step, 48);
+    PIN_OFF(crl_transform_ops, inv, 56);
+    PIN_OFF(crl_transform_ops, destroy, 64);
+}
+END_TEST
+
+START_TEST(storage_ops_layout)
+{
+    PIN_SIZE(crl_storage_ops, 96);
+    PIN_OFF(crl_storage_ops, struct_size, 0);
+    PIN_OFF(crl_storage_ops, reserved, 4);
+    PIN_OFF(crl_storage_ops, open, 8);
+    PIN_OFF(crl_storage_ops, set, 16);
+    PIN_OFF(crl_storage_ops, get, 24);
+    PIN_OFF(crl_storage_ops, len, 32);
+    PIN_OFF(crl_storage_ops, has, 40);
+    PIN_OFF(crl_storage_ops, write_count, 48);
+    PIN_OFF(crl_storage_ops, sync, 56);
+    PIN_OFF(crl_storage_ops, clear, 64);
+    PIN_OFF(crl_storage_ops, dump, 72);
+    PIN_OFF(crl_storage_ops, load, 80);
+    PIN_OFF(crl_storage_ops, close, 88);
+}
+END_TEST
+
 static Suite *abi_suite(void)
 {
     Suite *s = suite_create("abi");
@@ -206,6 +256,8 @@ static Suite *abi_suite(void)
     tcase_add_test(tc, plugin_info_layout);
     tcase_add_test(tc, env_specs_layout);
     tcase_add_test(tc, env_ops_layout);
+    tcase_add_test(tc, transform_layout);
+    tcase_add_test(tc, storage_ops_layout);
     suite_add_tcase(s, tc);
     return s;
 }
