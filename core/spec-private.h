@@ -24,6 +24,9 @@ struct crl_spec {
      * already rounded to the spec's dtype (so rand and project results
      * that are clamped to them stay in the domain after the final cast). */
     crl_tensor *low, *high;
+    /* Categorical / OneHot with a mask: contiguous bool, one row of n flags
+     * per value (shape + [n] for Categorical, shape for OneHot). */
+    crl_tensor *mask;
     GArray *children;           /* Composite: crl__spec_entry, sorted by key */
 };
 

@@ -443,6 +443,7 @@ void crl_spec_unref(crl_spec *s)
     }
     crl_tensor_unref(s->low);
     crl_tensor_unref(s->high);
+    crl_tensor_unref(s->mask);
     g_free(s->nvec);
     g_free(s);
 }
@@ -739,6 +740,24 @@ static crl_spec *spec_copy(const crl_spec *s, int batch_ndim, const int64_t *bat
             return NULL;
         }
     }
+    if (s->mask) {
+        int64_t mshape[CRL_MAX_DIMS + 1];
+        int mnd = crl_tensor_ndim(s->mask) + batch_ndim;
+        for (int i = 0; i < batch_ndim; i++)
+            mshape[i] = batch[i];
+        memcpy(mshape + batch_ndim, crl_tensor_shape(s->mask), sizeof(int64_t) * (size_t)crl_tensor_ndim(s->mask));
+        c->mask = mnd <= CRL_MAX_DIMS ? crl_tensor_new(CRL_BOOL, mnd, mshape, err) : NULL;
+        if (!c->mask) {
+            if (mnd > CRL_MAX_DIMS)
+                crl_error_set(err, CRL_E_SHAPE, "crl_spec_expand: the mask would have %d dims (max %d)", mnd,
+                              CRL_MAX_DIMS);
+            crl_spec_unref(c);
+            return NULL;
+        }
+        size_t block = crl_tensor_nbytes(s->mask), total = crl_tensor_nbytes(c->mask);
+        for (size_t i = 0; block && i < total; i += block)
+            memcpy((char *)crl_tensor_data(c->mask) + i, crl_tensor_data(s->mask), block);
+    }
     if (s->children) {
         for (guint i = 0; i < s->children->len; i++) {
             const crl__spec_entry *e = &g_array_index(s->children, crl__spec_entry, i);
@@ -817,6 +836,9 @@ bool crl_spec_equal(const crl_spec *a, const crl_spec *b)
             if (al[i] != bl[i] || ah[i] != bh[i])
                 return false;
     }
+    if ((a->mask == NULL) != (b->mask == NULL) ||
+        (a->mask && memcmp(crl_tensor_data(a->mask), crl_tensor_data(b->mask), crl_tensor_nbytes(a->mask)) != 0))
+        return false;
     if (a->children) {
         if (a->children->len != b->children->len)
             return false;
@@ -841,4 +863,66 @@ crl_spec *crl_spec_composite_of(int64_t num, const char *key, crl_spec *leaf, cr
     }
     crl_spec_unref(leaf);
     return c;
+}
+
+/* ---- masks ------------------------------------------------------------- */
+
+int crl_spec_update_mask(crl_spec *s, const crl_tensor *mask, crl_error *err)
+{
+    const char *fn = "crl_spec_update_mask";
+    if (!s)
+        return crl_error_set(err, CRL_E_INVALID, "%s: spec is NULL", fn);
+    if (s->kind != CRL_SPEC_CATEGORICAL && s->kind != CRL_SPEC_ONEHOT)
+        return crl_error_set(err, CRL_E_INVALID, "%s: a %s spec takes no mask (only Categorical and OneHot do)", fn,
+                             crl_spec_kind_name(s->kind));
+    if (!mask) {
+        crl_tensor_unref(s->mask);
+        s->mask = NULL;
+        return CRL_OK;
+    }
+    if (crl_tensor_dtype(mask) != CRL_BOOL)
+        return crl_error_set(err, CRL_E_DTYPE, "%s: the mask must be bool, not %s", fn,
+                             crl_dtype_name(crl_tensor_dtype(mask)));
+    int64_t want[CRL_MAX_DIMS + 1];
+    int wnd = s->ndim;
+    memcpy(want, s->shape, sizeof(int64_t) * (size_t)s->ndim);
+    if (s->kind == CRL_SPEC_CATEGORICAL)
+        want[wnd++] = s->n;
+    if (crl_tensor_ndim(mask) != wnd || memcmp(crl_tensor_shape(mask), want, sizeof(int64_t) * (size_t)wnd) != 0) {
+        GString *a = g_string_new(NULL), *b = g_string_new(NULL);
+        crl__spec_append_dims(a, wnd, want);
+        crl__spec_append_dims(b, crl_tensor_ndim(mask), crl_tensor_shape(mask));
+        crl_error_set(err, CRL_E_SHAPE, "%s: the mask must have shape %s (one row of %" G_GINT64_FORMAT
+                      " flags per value) but has %s", fn, a->str, (gint64)s->n, b->str);
+        g_string_free(a, TRUE);
+        g_string_free(b, TRUE);
+        return CRL_E_SHAPE;
+    }
+    crl_tensor *m = crl_tensor_new(CRL_BOOL, wnd, want, err);
+    if (!m)
+        return err ? err->code : CRL_E_NOMEM;
+    if (crl_tensor_copy(m, mask, err)) {
+        crl_tensor_unref(m);
+        return err ? err->code : CRL_E_INVALID;
+    }
+    const uint8_t *f = crl_tensor_data(m);
+    int64_t rows = s->n ? crl_tensor_numel(m) / s->n : 0;
+    for (int64_t r = 0; r < rows; r++) {
+        bool any = false;
+        for (int64_t c = 0; c < s->n && !any; c++)
+            any = f[r * s->n + c] != 0;
+        if (!any) {
+            crl_tensor_unref(m);
+            return crl_error_set(err, CRL_E_INVALID, "%s: row %" G_GINT64_FORMAT " of the mask allows no value; "
+                                 "at least one of the %" G_GINT64_FORMAT " must be true", fn, (gint64)r, (gint64)s->n);
+        }
+    }
+    crl_tensor_unref(s->mask);
+    s->mask = m;
+    return CRL_OK;
+}
+
+const crl_tensor *crl_spec_mask(const crl_spec *s)
+{
+    return s ? s->mask : NULL;
 }

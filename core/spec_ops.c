@@ -132,6 +132,64 @@ static int check_onehot_rows(const crl__elems *e, const crl_tensor *t, int64_t l
     return CRL_OK;
 }
 
+/* Masked Categorical / OneHot (crl_spec_update_mask): row r of the mask
+ * holds the n flags of value r. */
+static inline bool mask_allows(const crl_spec *s, int64_t row, int64_t v)
+{
+    return !s->mask || ((const uint8_t *)crl_tensor_data(s->mask))[row * s->n + v] != 0;
+}
+
+/* The allowed value nearest to v in row (ties go to the lower one). */
+static int64_t nearest_allowed(const crl_spec *s, int64_t row, int64_t v)
+{
+    for (int64_t d = 0; d < s->n; d++) {
+        if (v - d >= 0 && mask_allows(s, row, v - d))
+            return v - d;
+        if (v + d < s->n && mask_allows(s, row, v + d))
+            return v + d;
+    }
+    return v;
+}
+
+/* A uniform draw among the allowed values of row. */
+static int64_t rand_allowed(const crl_spec *s, crl_rng *rng, int64_t row)
+{
+    if (!s->mask)
+        return (int64_t)crl_rng_below(rng, (uint64_t)s->n);
+    int64_t count = 0;
+    for (int64_t c = 0; c < s->n; c++)
+        count += mask_allows(s, row, c) ? 1 : 0;
+    int64_t k = (int64_t)crl_rng_below(rng, (uint64_t)count);
+    for (int64_t c = 0; c < s->n; c++)
+        if (mask_allows(s, row, c) && k-- == 0)
+            return c;
+    return 0;
+}
+
+/* Masked values of t (a valid Categorical or OneHot value otherwise). */
+static int check_mask(const crl_spec *s, const crl__elems *e, const crl_tensor *t, const char *prefix, crl_error *err)
+{
+    int64_t rows = s->kind == CRL_SPEC_CATEGORICAL ? e->numel : (s->n ? e->numel / s->n : 0);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t v = 0, pos = r;
+        if (s->kind == CRL_SPEC_CATEGORICAL) {
+            v = (int64_t)crl__elem_get(e, r);
+        } else {
+            for (int64_t c = 0; c < s->n; c++)
+                if (crl__elem_get(e, r * s->n + c) == 1.0)
+                    v = c;
+            pos = r * s->n + v;
+        }
+        if (!mask_allows(s, r, v)) {
+            char why[96];
+            g_snprintf(why, sizeof why, "is masked out (value %" G_GINT64_FORMAT " is not allowed by the spec's mask)",
+                       (gint64)v);
+            return bad_value(err, prefix, t, pos, crl__elem_get(e, pos), why);
+        }
+    }
+    return CRL_OK;
+}
+
 /* Values of t (whose dtype and shape already match) are in s's domain. */
 static int check_domain(const crl_spec *s, const crl_tensor *t, const char *prefix,
                         crl_error *err)
@@ -162,7 +220,7 @@ static int check_domain(const crl_spec *s, const crl_tensor *t, const char *pref
                 return bad_value(err, prefix, t, i, v, why);
             }
         }
-        return CRL_OK;
+        return s->mask ? check_mask(s, &e, t, prefix, err) : CRL_OK;
     case CRL_SPEC_MULTI_CATEGORICAL: {
         int64_t k = (int64_t)s->nvec_len;
         for (int64_t i = 0; i < e.numel; i++) {
@@ -183,8 +241,10 @@ static int check_domain(const crl_spec *s, const crl_tensor *t, const char *pref
                 return bad_value(err, prefix, t, i, v, "is not 0 or 1 (binary)");
         }
         return CRL_OK;
-    case CRL_SPEC_ONEHOT:
-        return check_onehot_rows(&e, t, s->n, &s->n, 1, false, prefix, err);
+    case CRL_SPEC_ONEHOT: {
+        int rc = check_onehot_rows(&e, t, s->n, &s->n, 1, false, prefix, err);
+        return rc || !s->mask ? rc : check_mask(s, &e, t, prefix, err);
+    }
     case CRL_SPEC_MULTI_ONEHOT:
         return check_onehot_rows(&e, t, s->shape[s->ndim - 1], s->nvec, s->nvec_len, true,
                                  prefix, err);
@@ -337,6 +397,8 @@ int crl_spec_project(const crl_spec *s, crl_tensor *t, crl_error *err)
         for (int64_t i = 0; i < e.numel; i++) {
             double v = crl__elem_get(&e, i);
             double p = project_category(v, s->n);
+            if (s->mask)
+                p = (double)nearest_allowed(s, i, (int64_t)p);
             if (p != v)
                 crl__elem_set(&e, i, p);
         }
@@ -359,6 +421,17 @@ int crl_spec_project(const crl_spec *s, crl_tensor *t, crl_error *err)
         break;
     case CRL_SPEC_ONEHOT:
         project_onehot_rows(&e, s->n, &s->n, 1);
+        for (int64_t r = 0; s->mask && s->n && r < e.numel / s->n; r++) {
+            int64_t hot = 0;
+            for (int64_t c = 0; c < s->n; c++)
+                if (crl__elem_get(&e, r * s->n + c) == 1.0)
+                    hot = c;
+            int64_t to = nearest_allowed(s, r, hot);
+            if (to != hot) {
+                crl__elem_set(&e, r * s->n + hot, 0.0);
+                crl__elem_set(&e, r * s->n + to, 1.0);
+            }
+        }
         break;
     case CRL_SPEC_MULTI_ONEHOT:
         project_onehot_rows(&e, s->shape[s->ndim - 1], s->nvec, s->nvec_len);
@@ -469,7 +542,7 @@ int crl_spec_rand_into(const crl_spec *s, crl_rng *rng, crl_tensor *t, crl_error
     }
     case CRL_SPEC_CATEGORICAL:
         for (int64_t i = 0; i < e.numel; i++)
-            crl__elem_set_i64(&e, i, (int64_t)crl_rng_below(rng, (uint64_t)s->n));
+            crl__elem_set_i64(&e, i, rand_allowed(s, rng, i));
         break;
     case CRL_SPEC_MULTI_CATEGORICAL:
         for (int64_t i = 0; i < e.numel; i++)
@@ -481,7 +554,15 @@ int crl_spec_rand_into(const crl_spec *s, crl_rng *rng, crl_tensor *t, crl_error
             crl__elem_set(&e, i, (double)(crl_rng_u32(rng) >> 31));
         break;
     case CRL_SPEC_ONEHOT:
-        fill_onehot_rows(&e, rng, s->n, &s->n, 1);
+        if (!s->mask) {
+            fill_onehot_rows(&e, rng, s->n, &s->n, 1);
+            break;
+        }
+        for (int64_t r = 0; s->n && r < e.numel / s->n; r++) {
+            int64_t hot = rand_allowed(s, rng, r);
+            for (int64_t c = 0; c < s->n; c++)
+                crl__elem_set(&e, r * s->n + c, c == hot ? 1.0 : 0.0);
+        }
         break;
     case CRL_SPEC_MULTI_ONEHOT:
         fill_onehot_rows(&e, rng, s->shape[s->ndim - 1], s->nvec, s->nvec_len);

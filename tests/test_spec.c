@@ -1430,6 +1430,88 @@ START_TEST(kind_names)
 }
 END_TEST
 
+/* TorchRL's update_mask on Categorical and OneHot. */
+START_TEST(masks)
+{
+    crl_error err = {0};
+    crl_rng rng;
+    crl_rng_init(&rng, 7, 0);
+    crl_spec *c = must(crl_spec_categorical(4, CRL_I64, DIMS(3), &err), &err);
+    /* value 0 may be 1 or 3; value 1 only 0; value 2 anything */
+    crl_tensor *m = tens(CRL_BOOL, DIMS(3, 4), VALS(0, 1, 0, 1, 1, 0, 0, 0, 1, 1, 1, 1));
+    expect_rc(crl_spec_update_mask(c, m, &err), &err, CRL_OK, NULL, NULL);
+    ck_assert_ptr_nonnull(crl_spec_mask(c));
+    crl_tensor *t = tens(CRL_I64, DIMS(3), NULL);
+    int seen[3][4] = {{0}};
+    for (int i = 0; i < 400; i++) {
+        expect_rc(crl_spec_rand_into(c, &rng, t, &err), &err, CRL_OK, NULL, NULL);
+        for (int k = 0; k < 3; k++)
+            seen[k][(int)crl_tensor_flat_get(t, k)]++;
+        ck_assert(crl_spec_is_in(c, t));
+    }
+    ck_assert(seen[0][0] == 0 && seen[0][2] == 0 && seen[0][1] > 100 && seen[0][3] > 100);
+    ck_assert(seen[1][0] == 400);
+    for (int v = 0; v < 4; v++)
+        ck_assert(seen[2][v] > 50);
+    crl_tensor *bad = tens(CRL_I64, DIMS(3), VALS(1, 2, 0));
+    ck_assert(!crl_spec_is_in(c, bad));
+    expect_rc(crl_spec_check(c, bad, "act", &err), &err, CRL_E_RANGE, "masked", "value 2");
+    crl_error_clear(&err);
+    /* project: the nearest allowed value, ties to the lower one */
+    expect_rc(crl_spec_project(c, bad, &err), &err, CRL_OK, NULL, NULL);
+    ck_assert(crl_tensor_flat_get(bad, 0) == 1 && crl_tensor_flat_get(bad, 1) == 0 && crl_tensor_flat_get(bad, 2) == 0);
+    crl_tensor *two = tens(CRL_I64, DIMS(3), VALS(2, 1, 3));
+    expect_rc(crl_spec_project(c, two, &err), &err, CRL_OK, NULL, NULL);
+    ck_assert(crl_tensor_flat_get(two, 0) == 1 && crl_tensor_flat_get(two, 1) == 0 && crl_tensor_flat_get(two, 2) == 3);
+    /* clone and expand keep it; equal sees it */
+    crl_spec *cl = must(crl_spec_clone(c, &err), &err);
+    ck_assert(crl_spec_equal(c, cl));
+    crl_spec *ex = must(crl_spec_expand(c, DIMS(2), &err), &err);
+    ck_assert_int_eq(crl_tensor_ndim(crl_spec_mask(ex)), 3);
+    ck_assert(crl_tensor_flat_get(crl_spec_mask(ex), 12 + 4) == 1 && crl_tensor_flat_get(crl_spec_mask(ex), 12 + 5) == 0);
+    crl_spec *plain = must(crl_spec_categorical(4, CRL_I64, DIMS(3), &err), &err);
+    ck_assert(!crl_spec_equal(c, plain));
+    /* bad masks change nothing */
+    crl_tensor *none = tens(CRL_BOOL, DIMS(3, 4), VALS(1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1));
+    expect_rc(crl_spec_update_mask(c, none, &err), &err, CRL_E_INVALID, "row 1", "allows no value");
+    crl_error_clear(&err);
+    crl_tensor *f = tens(CRL_F32, DIMS(3, 4), NULL);
+    expect_rc(crl_spec_update_mask(c, f, &err), &err, CRL_E_DTYPE, "bool", NULL);
+    crl_error_clear(&err);
+    crl_tensor *sh = tens(CRL_BOOL, DIMS(3, 3), NULL);
+    expect_rc(crl_spec_update_mask(c, sh, &err), &err, CRL_E_SHAPE, "[3, 4]", NULL);
+    crl_error_clear(&err);
+    ck_assert(crl_spec_equal(c, cl));
+    crl_spec *b = must(crl_spec_bounded(CRL_F32, DIMS(2), -1, 1, &err), &err);
+    expect_rc(crl_spec_update_mask(b, m, &err), &err, CRL_E_INVALID, "Bounded", NULL);
+    crl_error_clear(&err);
+    /* NULL removes it */
+    expect_rc(crl_spec_update_mask(c, NULL, &err), &err, CRL_OK, NULL, NULL);
+    ck_assert_ptr_null(crl_spec_mask(c));
+    ck_assert(crl_spec_equal(c, plain));
+    /* OneHot: the mask has the spec's shape */
+    crl_spec *oh = must(crl_spec_onehot(3, CRL_U8, DIMS(2, 3), &err), &err);
+    crl_tensor *om = tens(CRL_BOOL, DIMS(2, 3), VALS(0, 0, 1, 1, 1, 0));
+    expect_rc(crl_spec_update_mask(oh, om, &err), &err, CRL_OK, NULL, NULL);
+    crl_tensor *ot = tens(CRL_U8, DIMS(2, 3), NULL);
+    for (int i = 0; i < 100; i++) {
+        expect_rc(crl_spec_rand_into(oh, &rng, ot, &err), &err, CRL_OK, NULL, NULL);
+        ck_assert(crl_tensor_flat_get(ot, 2) == 1 && crl_tensor_flat_get(ot, 5) == 0);
+    }
+    crl_tensor *obad = tens(CRL_U8, DIMS(2, 3), VALS(1, 0, 0, 1, 0, 0));
+    expect_rc(crl_spec_check(oh, obad, "a", &err), &err, CRL_E_RANGE, "masked", NULL);
+    crl_error_clear(&err);
+    expect_rc(crl_spec_project(oh, obad, &err), &err, CRL_OK, NULL, NULL);
+    ck_assert(crl_tensor_flat_get(obad, 2) == 1 && crl_tensor_flat_get(obad, 0) == 0);
+    crl_tensor *tensors[] = {m, t, bad, two, none, f, sh, om, ot, obad};
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++)
+        crl_tensor_unref(tensors[i]);
+    crl_spec *specs[] = {c, cl, ex, plain, b, oh};
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+        crl_spec_unref(specs[i]);
+}
+END_TEST
+
 static Suite *spec_suite(void)
 {
     Suite *s = suite_create("spec");
@@ -1472,6 +1554,7 @@ static Suite *spec_suite(void)
     tcase_add_test(tc, test_repr_other_kinds);
     tcase_add_test(tc, composite_of_wraps_and_consumes);
     tcase_add_test(tc, kind_names);
+    tcase_add_test(tc, masks);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -81,6 +81,19 @@ CRL_API size_t crl_spec_composite_len(const crl_spec *comp);   /* sorted by key 
 CRL_API const char *crl_spec_composite_key_at(const crl_spec *comp, size_t i);
 CRL_API crl_spec *crl_spec_composite_at(const crl_spec *comp, size_t i);
 
+/* TorchRL's update_mask (since ABI 1.1): restrict a Categorical or OneHot
+ * spec to the true entries of `mask`, a bool tensor of shape
+ * [spec shape..., n] for Categorical and of the spec's own shape for OneHot
+ * (one row of n flags per value).  The mask is copied; NULL removes it.
+ * Afterwards rand draws only allowed values, is_in/check reject the others
+ * (naming the index) and project moves a value to the nearest allowed one.
+ * The spec is changed in place (every holder of a reference sees it).
+ * CRL_E_INVALID for another kind or a row with no allowed value,
+ * CRL_E_DTYPE / CRL_E_SHAPE for a bad mask; on error nothing changes. */
+CRL_API int crl_spec_update_mask(crl_spec *s, const crl_tensor *mask, crl_error *err);
+/* The mask (borrowed), or NULL when the spec has none. */
+CRL_API const crl_tensor *crl_spec_mask(const crl_spec *s);
+
 /* "Unbounded", "Bounded", "Categorical", "OneHot", "MultiCategorical",
  * "MultiOneHot", "Binary", "Composite"; NULL for an invalid kind. */
 CRL_API const char *crl_spec_kind_name(crl_spec_kind kind);
