@@ -21,7 +21,7 @@ build=${BUILD_DIR:-$here/_build}
 packages=(
     build-essential autoconf automake autoconf-archive libtool pkg-config
     libglib2.0-dev libinih-dev libffi-dev librandom123-dev check
-    libpython3-dev python3 python3-numpy valgrind libcairo2-dev
+    libpython3-dev python3 python3-numpy valgrind libcairo2-dev zlib1g-dev
 )
 
 install_packages() {

@@ -71,6 +71,10 @@ CRL_API const void *crl_ckpt_section(const crl_ckpt_reader *r, const char *name,
 /* The same, requiring exactly `len` bytes (CRL_E_CORRUPT with both sizes). */
 CRL_API int crl_ckpt_read(const crl_ckpt_reader *r, const char *name, void *out, size_t len, crl_error *err);
 CRL_API bool crl_ckpt_has(const crl_ckpt_reader *r, const char *name);
+/* The sections in file order: how many, and the name of section i (NULL
+ * when i is out of range; borrowed, valid until the reader is freed). */
+CRL_API size_t crl_ckpt_section_count(const crl_ckpt_reader *r);
+CRL_API const char *crl_ckpt_section_name(const crl_ckpt_reader *r, size_t i);
 /* Rebuild a TensorDict written by crl_ckpt_write_td, validating dtypes,
  * shapes against byte sizes and key syntax.  New reference. */
 CRL_API crl_td *crl_ckpt_read_td(const crl_ckpt_reader *r, const char *prefix, crl_error *err);
