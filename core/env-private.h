@@ -181,6 +181,11 @@ struct crl_env {
 
     /* How often the cached paths were taken (tests read these). */
     uint64_t step_fast, step_slow, mdp_fast, mdp_slow;
+
+    /* The transform chain (transform_chain.c), NULL without transforms:
+     * then nothing on the step path looks at it but one test. */
+    struct crl__tchain *chain;
+    uint64_t seed;               /* the last seed given (the chain's rngs derive from it) */
 };
 
 /* Size classes of crl__env_move_c: the small sizes of single envs are
@@ -292,6 +297,18 @@ static inline void crl__env_copy_rows(char *dst, const char *src, size_t row_byt
  * the start states. */
 CRL_INTERNAL int crl__env_reset_into(crl_env *env, crl_td *td, const bool *mask, bool from_state,
                                      crl_error *err);
+/* The two halves of crl__env_reset_into: reset the envs in mask (state
+ * entries read from state_td with from_state), then bring td's root
+ * entries up to date for the envs in mask (NULL: all). */
+CRL_INTERNAL int crl__env_reset_backend(crl_env *env, const crl_td *state_td, const bool *mask, bool from_state,
+                                        crl_error *err);
+CRL_INTERNAL int crl__env_put_root(crl_env *env, crl_td *td, const bool *mask, crl_error *err);
+/* crl_env_step without the transform chain. */
+CRL_INTERNAL int crl__env_step_base(crl_env *env, crl_td *td, crl_error *err);
+/* Every key of [section] must be declared by one of the tables
+ * (CRL_E_CONFIG with file:line and a did-you-mean otherwise). */
+CRL_INTERNAL int crl__config_check_keys(const crl_config *cfg, const char *section, const crl_option *const *tables,
+                                        size_t nt, crl_error *err);
 /* Copy env i's row of a [num, ...] buffer into a user tensor (shaped like
  * the leaf's ubuf) / from a user tensor into the buffer row.  No allocation. */
 CRL_INTERNAL void crl__env_row_to_user(const crl_env *env, crl_tensor *dst, const crl__env_leaf *l,

@@ -1,5 +1,6 @@
 /* The env host: crl_env from config, buffers and bind, specs, seeding, reset, step, render. */
 #include "env-private.h"
+#include "transform-private.h"
 
 #include <math.h>
 #include <string.h>
@@ -28,6 +29,9 @@ static const crl_option env_options[] = {
       "set truncated after this many base-env steps of an episode; 0: the backend's default" },
     { "seed", CRL_OPT_INT, 0, "0", 0, 0, NULL,
       "env i is seeded with element i of the seed chain starting here (see crl_env_set_seed)" },
+    { "transforms", CRL_OPT_LIST, 0, "", 0, 0, NULL,
+      "transforms applied in this order (TorchRL's TransformedEnv + Compose): each NAME needs a [transform.NAME] "
+      "section whose 'type' names the transform" },
     CRL_OPTIONS_END
 };
 
@@ -541,8 +545,8 @@ static bool table_has(const crl_option *t, const char *key)
 
 /* Config is strict: every key of the section must be declared by the host's
  * [env] table or the backend's. */
-static int check_keys(const crl_config *cfg, const char *section, const crl_option *const *tables, size_t nt,
-                      crl_error *err)
+int crl__config_check_keys(const crl_config *cfg, const char *section, const crl_option *const *tables, size_t nt,
+                           crl_error *err)
 {
     size_t n = crl_config_key_count(cfg, section);
     for (size_t i = 0; i < n; i++) {
@@ -714,7 +718,7 @@ crl_env *crl_env_from_config(crl_host *host, const crl_config *cfg, const char *
     const crl_option *tables[2] = { env_options, comp->options ? comp->options : no_options };
     int rc = check_ops(env, comp, err);
     if (!rc)
-        rc = check_keys(cfg, section, tables, 2, err);
+        rc = crl__config_check_keys(cfg, section, tables, 2, err);
     if (!rc && !(opts = crl_config_opts(cfg, section, tables, 2, err)))
         rc = err ? err->code : CRL_E_CONFIG;
     if (!rc)
@@ -731,7 +735,6 @@ crl_env *crl_env_from_config(crl_host *host, const crl_config *cfg, const char *
         rc = check_id(env, section, cfg, err);
     if (!rc)
         rc = make_backend(env, opts, err);
-    crl_opts_free(opts);
     if (!rc)
         rc = prepare_leaves(env, err);
     if (!rc)
@@ -787,6 +790,14 @@ crl_env *crl_env_from_config(crl_host *host, const crl_config *cfg, const char *
         if (rc)
             crl_error_prefix(err, "%s: bind: ", crl__env_name(env, nb, sizeof nb));
     }
+    if (!rc) {
+        /* Seeded before the chain too: a bind may roll the env out
+         * (ObservationNorm's init_stats), and then from the configured seed.
+         * Seeded again below, so the user's first reset starts there too. */
+        crl_env_set_seed(env, (uint64_t)seed);
+        rc = crl__tchain_from_config(env, cfg, section, opts, err);
+    }
+    crl_opts_free(opts);
     if (rc) {
         crl_env_free(env);
         return NULL;
@@ -799,6 +810,7 @@ void crl_env_free(crl_env *env)
 {
     if (!env)
         return;
+    crl__tchain_free(env);
     if (env->benv && env->ops.close)
         env->ops.close(env->benv);
     for (size_t i = 0; i < env->nleaves; i++)
@@ -849,11 +861,11 @@ int crl_env_batch_ndim(const crl_env *env) { return env ? env->batch_ndim : 0; }
 const int64_t *crl_env_batch_shape(const crl_env *env) { return env ? env->batch_shape : NULL; }
 crl_autoreset crl_env_autoreset(const crl_env *env) { return env ? env->autoreset : CRL_AUTORESET_OFF; }
 int64_t crl_env_max_episode_steps(const crl_env *env) { return env ? env->max_steps : 0; }
-const crl_spec *crl_env_observation_spec(const crl_env *env) { return env ? env->obs_spec : NULL; }
-const crl_spec *crl_env_action_spec(const crl_env *env) { return env ? env->action_spec : NULL; }
-const crl_spec *crl_env_reward_spec(const crl_env *env) { return env ? env->reward_spec : NULL; }
-const crl_spec *crl_env_done_spec(const crl_env *env) { return env ? env->done_spec : NULL; }
-const crl_spec *crl_env_state_spec(const crl_env *env) { return env ? env->state_spec : NULL; }
+const crl_spec *crl_env_observation_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.observation : env->obs_spec) : NULL; }
+const crl_spec *crl_env_action_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.action : env->action_spec) : NULL; }
+const crl_spec *crl_env_reward_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.reward : env->reward_spec) : NULL; }
+const crl_spec *crl_env_done_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.done : env->done_spec) : NULL; }
+const crl_spec *crl_env_state_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.state : env->state_spec) : NULL; }
 int32_t crl_env_render_height(const crl_env *env) { return env ? env->render_h : 0; }
 int32_t crl_env_render_width(const crl_env *env) { return env ? env->render_w : 0; }
 
@@ -862,6 +874,8 @@ uint64_t crl_env_set_seed(crl_env *env, uint64_t seed)
     if (!env)
         return crl_seed_next(seed);
     crl_rng_init(&env->rng, seed, ACTION_STREAM);
+    env->seed = seed;
+    crl__tchain_seed(env, seed);
     uint64_t s = seed;
     for (int64_t i = 0; i < env->num; i++) {
         env->seeds[i] = s;
@@ -1106,13 +1120,23 @@ static int load_state(crl_env *env, const crl_td *td, const bool *mask, crl_erro
     return CRL_OK;
 }
 
-int crl__env_reset_into(crl_env *env, crl_td *td, const bool *mask, bool from_state, crl_error *err)
+int crl__env_reset_backend(crl_env *env, const crl_td *state_td, const bool *mask, bool from_state, crl_error *err)
 {
     int rc;
-    if (from_state && (rc = load_state(env, td, mask, err)))
+    if (from_state && (rc = load_state(env, state_td, mask, err)))
         return rc;
-    if ((rc = backend_reset(env, mask, from_state, err)))
-        return rc;
+    return backend_reset(env, mask, from_state, err);
+}
+
+int crl__env_reset_into(crl_env *env, crl_td *td, const bool *mask, bool from_state, crl_error *err)
+{
+    int rc = crl__env_reset_backend(env, td, mask, from_state, err);
+    return rc ? rc : crl__env_put_root(env, td, mask, err);
+}
+
+int crl__env_put_root(crl_env *env, crl_td *td, const bool *mask, crl_error *err)
+{
+    int rc;
     for (size_t j = 0; j < env->nleaves; j++) {
         const crl__env_leaf *l = &env->leaves[j];
         if (!l->exposed || !is_output_role(l->role))
@@ -1184,7 +1208,9 @@ static crl_td *reset_impl(crl_env *env, crl_td *td, bool from_state, crl_error *
     crl_td *out = td ? crl_td_ref(td) : crl_td_new(env->batch_ndim, env->batch_shape, err);
     if (!out)
         return NULL;
-    if (crl__env_reset_into(env, out, has_mask ? env->mask : NULL, from_state, err)) {
+    const bool *mask = has_mask ? env->mask : NULL;
+    if (env->chain ? crl__tchain_reset(env, out, mask, from_state, err)
+                   : crl__env_reset_into(env, out, mask, from_state, err)) {
         crl_td_unref(out);
         return NULL;
     }
@@ -1726,6 +1752,13 @@ int crl_env_step(crl_env *env, crl_td *td, crl_error *err)
 {
     if (!env || !td)
         return crl_error_set(err, CRL_E_INVALID, "step: %s is NULL", !env ? "env" : "the TensorDict");
+    if (__builtin_expect(env->chain != NULL, 0))
+        return crl__tchain_step(env, td, err);
+    return crl__env_step_base(env, td, err);
+}
+
+int crl__env_step_base(crl_env *env, crl_td *td, crl_error *err)
+{
     int rc;
     if (!(td->batch_ndim == env->batch_ndim && (td->batch_ndim == 0 || td->batch_shape[0] == env->batch_shape[0])) &&
         (rc = crl__env_check_batch(env, td, "step", err)))

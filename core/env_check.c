@@ -1,5 +1,6 @@
 /* TorchRL's check_env_specs (a short random rollout checked against every spec) and the specs' printed form. */
 #include "env-private.h"
+#include "transform-private.h"
 
 #include <string.h>
 
@@ -18,11 +19,17 @@ static void spec_leaf_keys(const crl_spec *comp, const char *prefix, GHashTable 
     }
 }
 
+/* What one step leaves in a td: the transformed layout when there is a chain. */
+static const crl_spec *full_spec(const crl_env *env)
+{
+    return env->chain ? env->chain->full_spec : env->full_spec;
+}
+
 static int check_step(crl_env *env, crl_td *step_td, int64_t t, GHashTable *expected, crl_error *err)
 {
     crl_error e;
     crl_error_clear(&e);
-    if (crl_spec_check_td(env->full_spec, step_td, &e))
+    if (crl_spec_check_td(full_spec(env), step_td, &e))
         return crl_error_set(err, e.code, "check_env_specs: step %" G_GINT64_FORMAT ": %s", (gint64)t, e.message);
     char **keys = crl_td_leaf_keys(step_td, err);
     if (!keys)
@@ -49,7 +56,7 @@ int crl_env_check_specs(crl_env *env, int64_t steps, crl_error *err)
         return err ? err->code : CRL_E_RUNTIME;
     }
     GHashTable *expected = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-    spec_leaf_keys(env->full_spec, NULL, expected);
+    spec_leaf_keys(full_spec(env), NULL, expected);
     int b = env->batch_ndim;
     int64_t T = crl_td_batch_shape(r)[b];
     int rc = CRL_OK;
@@ -78,8 +85,9 @@ char *crl_env_specs_repr(const crl_env *env)
     if (!env)
         return NULL;
     const char *names[] = { "observation_spec", "action_spec", "reward_spec", "done_spec", "state_spec" };
-    const crl_spec *specs[] = { env->obs_spec, unwrap_single(env->action_spec), unwrap_single(env->reward_spec),
-                                env->done_spec, env->state_spec };
+    const crl_spec *specs[] = { crl_env_observation_spec(env), unwrap_single(crl_env_action_spec(env)),
+                                unwrap_single(crl_env_reward_spec(env)), crl_env_done_spec(env),
+                                crl_env_state_spec(env) };
     GString *s = g_string_new(NULL);
     for (int i = 0; i < 5; i++) {
         char *r = crl_spec_repr(specs[i]);

@@ -1,5 +1,6 @@
 /* step_mdp: move a step's "next" entries to the root (TorchRL's torchrl.envs.utils.step_mdp). */
 #include "env-private.h"
+#include "transform-private.h"
 
 #include <string.h>
 
@@ -30,6 +31,16 @@ static bool path_is(const mdp_walk *w, const char *leaf, const crl_td_key *k)
 static bool excluded(const mdp_walk *w, const char *leaf, bool root)
 {
     const crl_env *env = w->env;
+    const crl__tchain *c = env->chain;
+    if (c) {
+        for (size_t i = 0; i < c->nrew; i++)
+            if (path_is(w, leaf, c->rew_keys[i]))
+                return true;
+        for (size_t i = 0; root && i < c->nact; i++)
+            if (path_is(w, leaf, c->act_keys[i]))
+                return true;
+        return false;
+    }
     for (size_t i = 0; i < env->nleaves; i++) {
         const crl__env_leaf *l = &env->leaves[i];
         if ((l->role == CRL__ROLE_REWARD || (root && l->role == CRL__ROLE_ACTION)) && path_is(w, leaf, l->k))

@@ -1,5 +1,6 @@
 /* Random actions and rollouts: rand_action, rand_step, rollout into a preallocated [batch..., T] TensorDict. */
 #include "env-private.h"
+#include "transform-private.h"
 
 #include <string.h>
 
@@ -8,6 +9,12 @@ int crl_env_rand_action(crl_env *env, crl_td *td, crl_error *err)
     if (!env || !td)
         return crl_error_set(err, CRL_E_INVALID, "rand_action: %s is NULL", !env ? "env" : "the TensorDict");
     int rc = crl__env_check_batch(env, td, "rand_action", err);
+    if (!rc && env->chain) {
+        /* The transformed action spec (an inverse maps it back). */
+        if ((rc = crl__spec_rand_into_td(env->chain->out.action, &env->rng, td, err)))
+            crl_error_prefix(err, "rand_action: ");
+        return rc;
+    }
     for (size_t j = 0; !rc && j < env->nleaves; j++) {
         const crl__env_leaf *l = &env->leaves[j];
         if (l->role != CRL__ROLE_ACTION)
@@ -211,7 +218,7 @@ crl_td *crl_env_rollout(crl_env *env, int64_t max_steps, crl_policy_fn policy, v
         for (int64_t i = 0; i < env->num; i++)
             any |= (rmask[i] = env->needs_reset[i]);
         if (any)
-            rc = crl__env_reset_into(env, cur, rmask, false, err);
+            rc = crl__tchain_reset(env, cur, rmask, false, err);
     }
     for (int64_t t = 0; !rc && t < max_steps; t++) {
         rc = policy ? policy(user, env, cur, err) : crl_env_rand_action(env, cur, err);
@@ -237,7 +244,7 @@ crl_td *crl_env_rollout(crl_env *env, int64_t max_steps, crl_policy_fn policy, v
             break;
         if (env->autoreset == CRL_AUTORESET_OFF && any_done) {
             memcpy(rmask, env->done_now, sizeof(bool) * (size_t)env->num);
-            if ((rc = crl__env_reset_into(env, cur, rmask, false, err)))
+            if ((rc = crl__tchain_reset(env, cur, rmask, false, err)))
                 crl_error_prefix(err, "rollout: step %" G_GINT64_FORMAT ": ", (gint64)t);
         }
     }

@@ -33,7 +33,8 @@ typedef enum crl_autoreset {
 
 /* The host's own [env] options (backend, id, num_envs, frame_skip,
  * from_pixels, pixels_only, auto_reset, project_actions, max_episode_steps,
- * seed); the backend's options come from its component table.  backend and
+ * seed, transforms -- see crl/transform.h); the backend's options come from
+ * its component table.  backend and
  * id are required, but carry no CRL_OPT_REQUIRED flag: the host's schema
  * declares [env] for every config, and the flag would make every config
  * without an [env] section invalid.  crl_env_from_config enforces them

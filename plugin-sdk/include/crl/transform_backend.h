@@ -84,6 +84,13 @@ CRL_API int crl_transform_ctx_parent_reset(crl_transform_ctx *ctx, crl_td *td, c
  * (RewardSum, StepCounter, CatFrames).  Valid during step.  Borrowed. */
 CRL_API const bool *crl_transform_ctx_step_resets(const crl_transform_ctx *ctx);
 
+/* Set the mask of the action leaf `key` in the specs seen outside the chain
+ * (crl_spec_update_mask; NULL removes it), so random actions and the
+ * outer action check honour it (ActionMask).  The mask has the outer batch
+ * shape first.  CRL_E_NOT_FOUND for a key that is not an action leaf. */
+CRL_API int crl_transform_ctx_update_action_mask(crl_transform_ctx *ctx, const char *key, const crl_tensor *mask,
+                                                 crl_error *err);
+
 typedef struct crl_transform_ops {
     uint32_t struct_size;      /* sizeof(crl_transform_ops) */
     uint32_t reserved;
