@@ -69,6 +69,10 @@ int crl__cli_setup_failed(const char *cmd, const crl_error *err);
  * sum tree, in one run. */
 int crl__bench_replay(double seconds);
 
+/* `crl bench transforms` (bench_transforms.c): ToTensorImage, Resize and
+ * GrayScale on 500x500x3 frames in MB/s next to memcpy of the same bytes. */
+int crl__bench_transforms(double seconds);
+
 /* `crl bench core`: prints figures, returns an exit code. */
 int crl__bench_core(double seconds);
 /* `crl bench envs`: host env API vs the bare classic backend. */
