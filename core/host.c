@@ -2,6 +2,8 @@
 #include "host-private.h"
 
 #include <crl/env.h>
+#include <crl/transform.h>
+#include <crl/replay.h>
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -280,7 +282,13 @@ static crl_schema *build_schema(crl_host *h, crl_error *err)
         crl_schema_add(s, "log", log_options, "logging of the host and plugins", err) ||
         crl_schema_add(s, "env", crl_env_options(),
                        "the environment: common options, plus those of the backend its 'backend' key names", err) ||
-        crl_schema_add_selector(s, "env", "backend", CRL_KIND_ENV, err))
+        crl_schema_add_selector(s, "env", "backend", CRL_KIND_ENV, err) ||
+        crl_schema_add(s, "transform.*", crl_transform_section_options(),
+                       "a transform named in [env] transforms: 'type' plus the options of that transform", err) ||
+        crl_schema_add_selector(s, "transform.*", "type", CRL_KIND_TRANSFORM, err) ||
+        crl_schema_add(s, "replay", crl_replay_options(),
+                       "the replay buffer: sampler and writer, plus the options of the storage 'storage' names", err) ||
+        crl_schema_add_selector(s, "replay", "storage", CRL_KIND_STORAGE, err))
         goto fail;
     if (!h->load_attempted &&
         crl_schema_add(s, "plugin.*", no_options,

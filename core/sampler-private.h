@@ -31,6 +31,17 @@ CRL_INTERNAL int crl__sampler_norepl_sample(crl__sampler_norepl *s, crl_rng *rng
 /* Indices left in the current epoch (0 before the first sample). */
 CRL_INTERNAL size_t crl__sampler_norepl_remaining(const crl__sampler_norepl *s);
 
+/* The epoch state, for checkpoints: whether an epoch is under way, the
+ * length it was made for, the next position and the permutation (borrowed,
+ * len entries). */
+CRL_INTERNAL void crl__sampler_norepl_state(const crl__sampler_norepl *s, bool *have_epoch, size_t *len, size_t *pos,
+                                            const int64_t **perm);
+/* Restore a state read back from a checkpoint.  Everything is checked first
+ * (len <= capacity, pos <= len, perm a permutation of [0, len)):
+ * CRL_E_CORRUPT naming what is wrong, and s is unchanged. */
+CRL_INTERNAL int crl__sampler_norepl_restore(crl__sampler_norepl *s, bool have_epoch, size_t len, size_t pos,
+                                             const int64_t *perm, crl_error *err);
+
 /* Prioritized (TorchRL's PrioritizedSampler, Schaul et al. 2015): the tree
  * holds (p + eps)^alpha per item; an item is drawn with probability
  * P(i) = tree[i] / total and weighted w_i = (N P(i))^-beta / max_j w_j,
@@ -58,6 +69,11 @@ CRL_INTERNAL int crl__sampler_prio_remove(crl__sampler_prio *s, size_t i, crl_er
  * nothing changes. */
 CRL_INTERNAL int crl__sampler_prio_update(crl__sampler_prio *s, const int64_t *idx, const double *priority,
                                           size_t n, crl_error *err);
+/* Restore tree leaves (already raised to alpha) of slots idx[0..n) and the
+ * max priority, from a checkpoint.  Leaves must be finite and >= 0, the max
+ * priority finite and > 0: CRL_E_CORRUPT otherwise, s unchanged. */
+CRL_INTERNAL int crl__sampler_prio_restore(crl__sampler_prio *s, const int64_t *idx, const double *leaves, size_t n,
+                                           double max_priority, crl_error *err);
 /* Draw n indices into idx and their importance weights into weight (may be
  * NULL).  CRL_E_INVALID when no item has been added. */
 CRL_INTERNAL int crl__sampler_prio_sample(const crl__sampler_prio *s, crl_rng *rng, size_t n, int64_t *idx,

@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <string.h>
 
 int crl__sampler_uniform(crl_rng *rng, size_t len, size_t n, int64_t *out, crl_error *err)
 {
@@ -114,6 +115,47 @@ int crl__sampler_norepl_sample(crl__sampler_norepl *s, crl_rng *rng, size_t len,
 size_t crl__sampler_norepl_remaining(const crl__sampler_norepl *s)
 {
     return s->have_epoch ? s->len - s->pos : 0;
+}
+
+void crl__sampler_norepl_state(const crl__sampler_norepl *s, bool *have_epoch, size_t *len, size_t *pos,
+                               const int64_t **perm)
+{
+    *have_epoch = s->have_epoch;
+    *len = s->have_epoch ? s->len : 0;
+    *pos = s->have_epoch ? s->pos : 0;
+    *perm = s->perm;
+}
+
+int crl__sampler_norepl_restore(crl__sampler_norepl *s, bool have_epoch, size_t len, size_t pos, const int64_t *perm,
+                                crl_error *err)
+{
+    if (!have_epoch) {
+        s->have_epoch = false;
+        s->len = 0;
+        s->pos = 0;
+        return CRL_OK;
+    }
+    if (len == 0 || len > s->capacity || pos > len)
+        return crl_error_set(err, CRL_E_CORRUPT,
+                             "sampler without replacement: epoch of length %zu at position %zu does not fit "
+                             "capacity %zu",
+                             len, pos, s->capacity);
+    uint8_t *seen = g_new0(uint8_t, len);
+    for (size_t i = 0; i < len; i++) {
+        if (perm[i] < 0 || (uint64_t)perm[i] >= len || seen[perm[i]]) {
+            g_free(seen);
+            return crl_error_set(err, CRL_E_CORRUPT,
+                                 "sampler without replacement: entry %zu (%" PRId64 ") of the epoch is %s", i,
+                                 perm[i], perm[i] < 0 || (uint64_t)perm[i] >= len ? "out of range" : "repeated");
+        }
+        seen[perm[i]] = 1;
+    }
+    g_free(seen);
+    memcpy(s->perm, perm, len * sizeof *perm);
+    s->have_epoch = true;
+    s->len = len;
+    s->pos = pos;
+    return CRL_OK;
 }
 
 /* ---- prioritized -------------------------------------------------------- */
@@ -236,6 +278,28 @@ int crl__sampler_prio_update(crl__sampler_prio *s, const int64_t *idx, const dou
     for (size_t k = 0; k < n; k++)
         crl__sumtree_set(s->tree, (size_t)idx[k], pow(priority[k] + s->eps, s->alpha), NULL);
     s->max_priority = new_max;
+    return CRL_OK;
+}
+
+int crl__sampler_prio_restore(crl__sampler_prio *s, const int64_t *idx, const double *leaves, size_t n,
+                              double max_priority, crl_error *err)
+{
+    if (!isfinite(max_priority) || !(max_priority > 0.0))
+        return crl_error_set(err, CRL_E_CORRUPT, "prioritized sampler: max priority %g is not a finite number > 0",
+                             max_priority);
+    for (size_t k = 0; k < n; k++) {
+        if (idx[k] < 0 || (uint64_t)idx[k] >= crl__sumtree_capacity(s->tree))
+            return crl_error_set(err, CRL_E_CORRUPT, "prioritized sampler: slot %" PRId64 " is out of range [0, %zu)",
+                                 idx[k], crl__sumtree_capacity(s->tree));
+        if (!isfinite(leaves[k]) || leaves[k] < 0.0)
+            return crl_error_set(err, CRL_E_CORRUPT,
+                                 "prioritized sampler: priority %g of slot %" PRId64 " is not a finite number >= 0",
+                                 leaves[k], idx[k]);
+    }
+    crl__sumtree_clear(s->tree);
+    for (size_t k = 0; k < n; k++)
+        crl__sumtree_set(s->tree, (size_t)idx[k], leaves[k], NULL);
+    s->max_priority = max_priority;
     return CRL_OK;
 }
 
