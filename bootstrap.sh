@@ -74,9 +74,12 @@ case "$cmd" in
         exec "$here/tests/run-all.sh" "$build"
         ;;
     bench)
+        # The uninstalled crl finds the build tree's plugins through the path.
+        export CRL_PLUGIN_PATH="$build/plugins/transforms/.libs:$build/plugins/replay/.libs:$build/plugins/gym/.libs${CRL_PLUGIN_PATH:+:$CRL_PLUGIN_PATH}"
         "$crl" bench core
         "$crl" bench envs
         "$crl" bench replay
+        "$crl" bench transforms
         # Built when configure found libpython3 and numpy.
         if "$crl" bench --help | grep -q '^  gym '; then "$crl" bench gym; fi
         ;;
