@@ -48,8 +48,9 @@ typedef enum crl_autoreset {
  * worker that crashes, hangs past step_timeout or exits is an error naming
  * the env indices and the signal or status (CRL_E_CRASH, CRL_E_TIMEOUT), or
  * with on_worker_failure = restart its envs come back (up to max_restarts
- * times), their episodes marked truncated. */  backend and
- * id are required, but carry no CRL_OPT_REQUIRED flag: the host's schema
+ * times), their episodes marked truncated.
+ *
+ * backend and id are required, but carry no CRL_OPT_REQUIRED flag: the host's schema
  * declares [env] for every config, and the flag would make every config
  * without an [env] section invalid.  crl_env_from_config enforces them
  * (CRL_E_CONFIG).  auto_reset defaults to off, as TorchRL's EnvBase.
@@ -168,7 +169,7 @@ CRL_API int64_t crl_env_batch_size(const crl_env *env);
 /* Worker restarts so far (on_worker_failure = restart). */
 CRL_API int64_t crl_env_restarts(const crl_env *env);
 
-/* Render env i (0 <= i < num) into frame/* Render env i (0 <= i < num) into frame, a uint8 [H, W, 3] tensor.
+/* Render env i (0 <= i < num) into frame, a uint8 [H, W, 3] tensor.
  * CRL_E_UNSUPPORTED when the backend cannot render. */
 CRL_API int crl_env_render(crl_env *env, int64_t i, crl_tensor *frame, crl_error *err);
 CRL_API int32_t crl_env_render_height(const crl_env *env);
