@@ -4,6 +4,7 @@
 
 #include "crl-private.h"
 #include "td-private.h"
+#include "config-private.h"
 #include <crl/env.h>
 
 /* What a buffer leaf is to the host. */
@@ -305,10 +306,6 @@ CRL_INTERNAL int crl__env_reset_backend(crl_env *env, const crl_td *state_td, co
 CRL_INTERNAL int crl__env_put_root(crl_env *env, crl_td *td, const bool *mask, crl_error *err);
 /* crl_env_step without the transform chain. */
 CRL_INTERNAL int crl__env_step_base(crl_env *env, crl_td *td, crl_error *err);
-/* Every key of [section] must be declared by one of the tables
- * (CRL_E_CONFIG with file:line and a did-you-mean otherwise). */
-CRL_INTERNAL int crl__config_check_keys(const crl_config *cfg, const char *section, const crl_option *const *tables,
-                                        size_t nt, crl_error *err);
 /* Copy env i's row of a [num, ...] buffer into a user tensor (shaped like
  * the leaf's ubuf) / from a user tensor into the buffer row.  No allocation. */
 CRL_INTERNAL void crl__env_row_to_user(const crl_env *env, crl_tensor *dst, const crl__env_leaf *l,

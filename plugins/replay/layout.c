@@ -710,3 +710,21 @@ crl_td *rp_gather(const rp_layout *l, uint8_t *const *base, const int64_t *idx, 
         free(cols);
     return td;
 }
+
+crl_td *rp_dense_get(const char *who, const rp_layout *l, uint8_t *const *base, const uint8_t *filled,
+                     int64_t capacity, const int64_t *idx, size_t n, crl_error *err)
+{
+    if (rp_check_indices(who, idx, n, capacity, err))
+        return NULL;
+    for (size_t k = 0; k < n; k++) {
+        if (!filled[idx[k]]) {
+            crl_error_set(err, CRL_E_RANGE, "%s: slot %" PRId64 " (position %zu) is empty", who, idx[k], k);
+            return NULL;
+        }
+    }
+    if (!l) {
+        int64_t zero = 0;
+        return crl_td_new(1, &zero, err);
+    }
+    return rp_gather(l, base, idx, n, err);
+}

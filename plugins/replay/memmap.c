@@ -798,19 +798,7 @@ sync_failed:
 static crl_td *mm_get(void *st, const int64_t *idx, size_t n, crl_error *err)
 {
     mm_store *s = st;
-    if (rp_check_indices(WHO ": get", idx, n, s->capacity, err))
-        return NULL;
-    for (size_t k = 0; k < n; k++) {
-        if (!s->filled[idx[k]]) {
-            crl_error_set(err, CRL_E_RANGE, WHO ": get: slot %" PRId64 " (position %zu) is empty", idx[k], k);
-            return NULL;
-        }
-    }
-    if (!s->layout) {
-        int64_t zero = 0;
-        return crl_td_new(1, &zero, err);
-    }
-    return rp_gather(s->layout, s->base, idx, n, err);
+    return rp_dense_get(WHO ": get", s->layout, s->base, s->filled, s->capacity, idx, n, err);
 }
 
 static int64_t mm_len(void *st)

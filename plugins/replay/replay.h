@@ -66,6 +66,11 @@ size_t rp_run_length(const int64_t *idx, size_t n, size_t k);
 /* A new batch [n] of the rows idx[0..n) of the columns base[i] (row-major
  * [capacity, ...] per leaf).  Indices must have been checked. */
 crl_td *rp_gather(const rp_layout *l, uint8_t *const *base, const int64_t *idx, size_t n, crl_error *err);
+/* get() of a dense storage (tensor, memmap): checks every slot is in range
+ * and filled (CRL_E_RANGE naming the slot), then gathers; an empty layout
+ * (nothing written yet) gives an empty batch. */
+crl_td *rp_dense_get(const char *who, const rp_layout *l, uint8_t *const *base, const uint8_t *filled,
+                     int64_t capacity, const int64_t *idx, size_t n, crl_error *err);
 
 /* Portable bytes of a layout (little-endian) and back.  Decode validates
  * every count, size, dtype, shape and key; problems are CRL_E_CORRUPT

@@ -127,28 +127,10 @@ static int tensor_set(void *st, const int64_t *idx, size_t n, const crl_td *item
     return rc;
 }
 
-static int check_filled(const char *who, const uint8_t *filled, int64_t capacity, const int64_t *idx, size_t n,
-                        crl_error *err)
-{
-    if (rp_check_indices(who, idx, n, capacity, err))
-        return CRL_E_RANGE;
-    for (size_t k = 0; k < n; k++) {
-        if (!filled[idx[k]])
-            return crl_error_set(err, CRL_E_RANGE, "%s: slot %" PRId64 " (position %zu) is empty", who, idx[k], k);
-    }
-    return CRL_OK;
-}
-
 static crl_td *tensor_get(void *st, const int64_t *idx, size_t n, crl_error *err)
 {
     tensor_store *s = st;
-    if (check_filled(WHO ": get", s->filled, s->capacity, idx, n, err))
-        return NULL;
-    if (!s->layout) {
-        int64_t zero = 0;
-        return crl_td_new(1, &zero, err);
-    }
-    return rp_gather(s->layout, s->base, idx, n, err);
+    return rp_dense_get(WHO ": get", s->layout, s->base, s->filled, s->capacity, idx, n, err);
 }
 
 static int64_t tensor_len(void *st)

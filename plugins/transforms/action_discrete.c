@@ -42,7 +42,7 @@ static int dap_create(const crl_opts *o, void **out, crl_error *err)
                              crl_opts_section(o), (long long)max, (long long)eff,
                              crl_opts_origin(o, "num_actions_effective"));
     dap *t = calloc(1, sizeof *t);
-    if (!t || !(t->key = tfa_strdup(key))) {
+    if (!t || !(t->key = tf_strdup(key))) {
         free(t);
         return crl_error_set(err, CRL_E_NOMEM, "DiscreteActionProjection: out of memory");
     }
@@ -243,7 +243,7 @@ static int amask_create(const crl_opts *o, void **out, crl_error *err)
     if (crl_opts_string(o, "action_key", &a, err) || crl_opts_string(o, "mask_key", &m, err))
         return err->code;
     amask *t = calloc(1, sizeof *t);
-    if (!t || !(t->akey = tfa_strdup(a)) || !(t->mkey = tfa_strdup(m))) {
+    if (!t || !(t->akey = tf_strdup(a)) || !(t->mkey = tf_strdup(m))) {
         amask_destroy(t);
         return crl_error_set(err, CRL_E_NOMEM, "ActionMask: out of memory");
     }

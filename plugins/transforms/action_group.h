@@ -24,8 +24,6 @@ char **tfa_spec_leaf_keys(const crl_spec *comp);
 size_t tfa_strv_len(char *const *v);
 bool tfa_strv_has(char *const *v, const char *s);
 void tfa_strv_free(char **v);
-/* A malloc'd copy (NULL when out of memory). */
-char *tfa_strdup(const char *s);
 /* Fill k from a string vector (out = in); CRL_E_NOMEM naming who. */
 int tfa_keys_from(tf_keys *k, char *const *v, const char *who, crl_error *err);
 /* A dtype option ("float32", "torch.float64", ...): CRL_E_CONFIG naming the

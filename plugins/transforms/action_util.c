@@ -6,15 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-char *tfa_strdup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
 crl_spec *tfa_spec_cast(const crl_spec *s, crl_dtype dt, crl_error *err)
 {
     int nd = crl_spec_ndim(s);
@@ -73,7 +64,7 @@ static bool push(char ***v, size_t *n, size_t *cap, const char *s)
         *v = nv;
         *cap = nc;
     }
-    char *d = tfa_strdup(s);
+    char *d = tf_strdup(s);
     if (!d)
         return false;
     (*v)[(*n)++] = d;
@@ -125,8 +116,8 @@ int tfa_keys_from(tf_keys *k, char *const *v, const char *who, crl_error *err)
     }
     for (size_t i = 0; i < n; i++) {
         k->n = i + 1;
-        k->in[i] = tfa_strdup(v[i]);
-        k->out[i] = tfa_strdup(v[i]);
+        k->in[i] = tf_strdup(v[i]);
+        k->out[i] = tf_strdup(v[i]);
         if (!k->in[i] || !k->out[i]) {
             tf_keys_free(k);
             return crl_error_set(err, CRL_E_NOMEM, "%s: out of memory", who);

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *dup_str(const char *s)
+char *tf_strdup(const char *s)
 {
     size_t n = strlen(s) + 1;
     char *d = malloc(n);
@@ -56,8 +56,8 @@ int tf_keys_read(const crl_opts *o, const char *in_name, const char *out_name, b
     }
     for (size_t i = 0; i < nin; i++) {
         k->n = i + 1;
-        k->in[i] = dup_str(in[i]);
-        k->out[i] = dup_str(nout ? out[i] : in[i]);
+        k->in[i] = tf_strdup(in[i]);
+        k->out[i] = tf_strdup(nout ? out[i] : in[i]);
         if (!k->in[i] || !k->out[i]) {
             tf_keys_free(k);
             return crl_error_set(err, CRL_E_NOMEM, "%s: out of memory", who);

@@ -32,7 +32,7 @@ static int finite_create(const crl_opts *o, void **out, crl_error *err)
     if (t)
         t->keys = calloc(n + 1, sizeof *t->keys);
     for (size_t i = 0; t && t->keys && i < n; i++)
-        if (!(t->keys[i] = tfa_strdup(items[i]))) {
+        if (!(t->keys[i] = tf_strdup(items[i]))) {
             finite_destroy(t);
             t = NULL;
         }
@@ -163,7 +163,7 @@ static int term_create(const crl_opts *o, void **out, crl_error *err)
     for (int i = 0; i < 5; i++)
         if (strcmp(op, ops[i]) == 0)
             t->op = i;
-    if (!(t->key = tfa_strdup(key))) {
+    if (!(t->key = tf_strdup(key))) {
         free(t);
         return crl_error_set(err, CRL_E_NOMEM, "TerminateTransform: out of memory");
     }

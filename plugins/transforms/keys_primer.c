@@ -128,7 +128,7 @@ static int primers_create(const crl_opts *o, void **out, crl_error *err)
         const char *okey = crl_opts_prefixed_key(o, "primers.", i);
         t->n = i + 1;
         rc = parse_primer(o, okey, crl_opts_prefixed_value(o, "primers.", i), dflt, &t->p[i], err);
-        if (!rc && !(t->p[i].key = tfa_strdup(okey + strlen("primers."))))
+        if (!rc && !(t->p[i].key = tf_strdup(okey + strlen("primers."))))
             rc = crl_error_set(err, CRL_E_NOMEM, "TensorDictPrimer: out of memory");
         if (!rc && t->random && t->p[i].given)
             rc = crl_error_set(err, CRL_E_CONFIG, "[%s] %s gives a start value, but random = true draws it; drop "

@@ -47,7 +47,7 @@ static int keyset_create(const crl_opts *o, const char *opt, const char *who, vo
     if (t)
         t->keys = calloc(n + 1, sizeof *t->keys);
     for (size_t i = 0; t && t->keys && i < n; i++)
-        if (!(t->keys[i] = tfa_strdup(items[i]))) {
+        if (!(t->keys[i] = tf_strdup(items[i]))) {
             keyset_destroy(t);
             t = NULL;
         }

@@ -7,15 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-char *st_strdup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
 int st_bad_option(crl_error *err, const crl_opts *o, const char *name, const char *value, const char *why)
 {
     return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] %s = %s: %s", crl_opts_origin(o, name), crl_opts_section(o), name,

@@ -74,8 +74,6 @@ typedef struct st_scratch {
 double *st_scratch_get(st_scratch *s, size_t n, const char *who, crl_error *err);
 void st_scratch_free(st_scratch *s);
 
-/* Copy of s (malloc); NULL on allocation failure. */
-char *st_strdup(const char *s);
 /* CRL_E_CONFIG "ORIGIN: [section] name = value: why" (value as text). */
 int st_bad_option(crl_error *err, const crl_opts *o, const char *name, const char *value, const char *why);
 

@@ -309,8 +309,8 @@ static int stepc_create(const crl_opts *o, void **out, crl_error *err)
         stepc_destroy(t);
         return st_bad_option(err, o, name, "''", "name a key");
     }
-    t->count_key = st_strdup(ck);
-    t->trunc_key = st_strdup(tk);
+    t->count_key = tf_strdup(ck);
+    t->trunc_key = tf_strdup(tk);
     if (!t->count_key || !t->trunc_key) {
         stepc_destroy(t);
         return crl_error_set(err, CRL_E_NOMEM, "StepCounter: out of memory");
@@ -482,7 +482,7 @@ static int initt_create(const crl_opts *o, void **out, crl_error *err)
     if (!*k)
         return st_bad_option(err, o, "init_key", "''", "name a key");
     initt *t = calloc(1, sizeof *t);
-    if (!t || !(t->key = st_strdup(k))) {
+    if (!t || !(t->key = tf_strdup(k))) {
         free(t);
         return crl_error_set(err, CRL_E_NOMEM, "InitTracker: out of memory");
     }
@@ -584,7 +584,7 @@ static int trajc_create(const crl_opts *o, void **out, crl_error *err)
     if (!*k)
         return st_bad_option(err, o, "out_key", "''", "name a key");
     trajc *t = calloc(1, sizeof *t);
-    if (!t || !(t->key = st_strdup(k))) {
+    if (!t || !(t->key = tf_strdup(k))) {
         free(t);
         return crl_error_set(err, CRL_E_NOMEM, "TrajCounter: out of memory");
     }

@@ -90,9 +90,9 @@ static int onorm_create(const crl_opts *o, void **out, crl_error *err)
         }
     t->loc_opt = dup_doubles(lv, t->nloc);
     t->scale_opt = dup_doubles(sv, t->nscale);
-    t->loc_origin = st_strdup(crl_opts_origin(o, "loc"));
-    t->scale_origin = st_strdup(crl_opts_origin(o, "scale"));
-    t->init_origin = st_strdup(crl_opts_origin(o, "init_stats"));
+    t->loc_origin = tf_strdup(crl_opts_origin(o, "loc"));
+    t->scale_origin = tf_strdup(crl_opts_origin(o, "scale"));
+    t->init_origin = tf_strdup(crl_opts_origin(o, "init_stats"));
     t->keys = calloc(t->k.n, sizeof *t->keys);
     if (!t->loc_opt || !t->scale_opt || !t->loc_origin || !t->scale_origin || !t->init_origin || !t->keys) {
         onorm_destroy(t);

@@ -120,7 +120,7 @@ static int vnorm_create(const crl_opts *o, void **out, crl_error *err)
                                  "a POSIX shared memory name is '/' then up to 160 characters without '/' "
                                  "(e.g. /crl-vecnorm)");
         }
-        if (!(t->shm_name = st_strdup(name))) {
+        if (!(t->shm_name = tf_strdup(name))) {
             vnorm_destroy(t);
             return crl_error_set(err, CRL_E_NOMEM, "VecNorm: out of memory");
         }
@@ -236,7 +236,7 @@ static int open_named(vnorm *t, size_t i, int64_t F, const char *who, crl_error 
     kk->bytes = map_bytes;
     kk->mapped = true;
     kk->creator = getpid();
-    if (creator && !(kk->shm_path = st_strdup(path))) {
+    if (creator && !(kk->shm_path = tf_strdup(path))) {
         key_release(kk);
         return crl_error_set(err, CRL_E_NOMEM, "%s: out of memory", who);
     }

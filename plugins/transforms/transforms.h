@@ -4,6 +4,9 @@
 
 #include <crl/crl.h>
 
+/* A malloc'd copy of s (NULL when out of memory). */
+char *tf_strdup(const char *s);
+
 /* Pairs of keys read from an in/out option pair: out[i] receives in[i];
  * an empty out list means out = in.  Strings owned by the struct. */
 typedef struct tf_keys {
