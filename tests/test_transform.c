@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <check.h>
+#include "keep-cairo.h"
 #include <dlfcn.h>
 #include <glib.h>
 #include <math.h>
@@ -807,13 +808,7 @@ static Suite *transform_suite(void)
 
 int main(void)
 {
-    /* The classic plugin draws with cairo, whose pixman allocates its
-     * tables in a library constructor that runs again on every dlopen of
-     * the plugin and is lost at dlclose.  Keeping pixman resident makes the
-     * constructor run once, so valgrind sees only crl's own leaks.  (No
-     * pixman: the plugin does not use it either.) */
-    void *keep = dlopen("libpixman-1.so.0", RTLD_NOW | RTLD_GLOBAL);
-    (void)keep;
+    crl_test_keep_cairo();
     SRunner *sr = srunner_create(transform_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -7,6 +7,7 @@
 #define CRL_PLUGIN_BUILTIN
 
 #include <check.h>
+#include "keep-cairo.h"
 #include <glib.h>
 #include <math.h>
 #include <stdio.h>
@@ -964,6 +965,7 @@ static Suite *suite(void)
 
 int main(void)
 {
+    crl_test_keep_cairo();
     SRunner *sr = srunner_create(suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
