@@ -295,12 +295,20 @@ static int read_manifest(const crl_replay *rb, const crl_ckpt_reader *r, manifes
         if (!isfinite(mp) || !(mp > 0))
             return crl_error_set(err, CRL_E_CORRUPT, "%s: section 'state': max priority %g is not finite and > 0",
                                  path, mp);
+        /* A stored item's tree value is (p + eps)^alpha with p >= 0: never
+         * below eps^alpha (kept a hair lower for pow's rounding). */
+        double floor_v = pow(rb->eps, rb->alpha) * (1.0 - 1e-9);
         for (size_t i = 0; i < cap; i++) {
             double v = u2f(get_u64(m->prio + 8 * i));
             if (!isfinite(v) || v < 0 || (!m->filled[i] && v != 0))
                 return crl_error_set(err, CRL_E_CORRUPT,
                                      "%s: section 'priorities': offset %zu: priority %g of slot %zu is %s", path,
                                      8 * i, v, i, m->filled[i] ? "not a finite number >= 0" : "set on an empty slot");
+            if (m->filled[i] && v < floor_v)
+                return crl_error_set(err, CRL_E_CORRUPT,
+                                     "%s: section 'priorities': offset %zu: priority %g of slot %zu is below "
+                                     "eps^alpha = %g, which no stored item can have", path, 8 * i, v, i,
+                                     pow(rb->eps, rb->alpha));
         }
     }
     if (rb->norepl) {

@@ -186,6 +186,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (!s && getenv("FUZZ_REPLAY_VERBOSE"))
                 fprintf(stderr, "buffer %d: sample after load: %s\n", i, err.message);
             CHECK(s || (err.code != CRL_OK && err.message[0]));
+            /* A prioritized state that loaded must be usable: load validates
+             * every priority against eps^alpha. */
+            CHECK(s || rc || i != 0);
             if (s) {
                 char *repr = crl_td_repr(s);
                 crl_free(repr);
