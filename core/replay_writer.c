@@ -197,8 +197,12 @@ static void mark_filled(crl_replay *rb, int64_t slot)
 static void written(crl_replay *rb, const int64_t *slots, size_t m, uint64_t w0, const int64_t *keys,
                     const bool *ends)
 {
-    for (size_t k = 0; k < m; k++)
-        mark_filled(rb, slots[k]);
+    if (rb->nfilled == (size_t)rb->capacity) {
+        /* Full: every slot stays filled; only the overwrite happened. */
+    } else {
+        for (size_t k = 0; k < m; k++)
+            mark_filled(rb, slots[k]);
+    }
     if (rb->prio)
         crl__sampler_prio_add(rb->prio, slots, m, NULL);
     if (rb->slice)

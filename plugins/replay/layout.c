@@ -119,6 +119,13 @@ int rp_check_indices(const char *who, const int64_t *idx, size_t n, int64_t capa
 {
     if (n > 0 && !idx)
         return crl_error_set(err, CRL_E_INVALID, "%s: slot indices are NULL", who);
+    /* Branch-free pass first (vectorised); the exact culprit only on failure.
+     * As unsigned, a negative index is larger than any capacity. */
+    uint64_t bad = 0;
+    for (size_t k = 0; k < n; k++)
+        bad |= (uint64_t)((uint64_t)idx[k] >= (uint64_t)capacity);
+    if (!bad)
+        return CRL_OK;
     for (size_t k = 0; k < n; k++) {
         if (idx[k] < 0 || idx[k] >= capacity)
             return crl_error_set(err, CRL_E_RANGE,
@@ -728,3 +735,46 @@ crl_td *rp_dense_get(const char *who, const rp_layout *l, uint8_t *const *base, 
     }
     return rp_gather(l, base, idx, n, err);
 }
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define RP_STREAM_MIN 2048
+
+void rp_stream_copy(void *dst, const void *src, size_t n)
+{
+    if (n < RP_STREAM_MIN) {
+        memcpy(dst, src, n);
+        return;
+    }
+    uint8_t *d = dst;
+    const uint8_t *s = src;
+    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+    memcpy(d, s, head);
+    d += head;
+    s += head;
+    n -= head;
+    for (; n >= 64; n -= 64, d += 64, s += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)s), b = _mm_loadu_si128((const __m128i *)(s + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(s + 32)), e = _mm_loadu_si128((const __m128i *)(s + 48));
+        _mm_stream_si128((__m128i *)d, a);
+        _mm_stream_si128((__m128i *)(d + 16), b);
+        _mm_stream_si128((__m128i *)(d + 32), c);
+        _mm_stream_si128((__m128i *)(d + 48), e);
+    }
+    memcpy(d, s, n);
+}
+
+void rp_stream_fence(void)
+{
+    _mm_sfence();
+}
+#else
+void rp_stream_copy(void *dst, const void *src, size_t n)
+{
+    memcpy(dst, src, n);
+}
+
+void rp_stream_fence(void)
+{
+}
+#endif

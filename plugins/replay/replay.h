@@ -63,6 +63,12 @@ crl_td *rp_layout_new_batch(const rp_layout *l, size_t n, crl_tensor **cols, crl
 
 /* Length r >= 1 of the run idx[k], idx[k] + 1, ..., idx[k] + r - 1. */
 size_t rp_run_length(const int64_t *idx, size_t n, size_t k);
+/* memcpy for writes into a storage: large blocks go out with streaming
+ * (non-temporal) stores, since stored items are not read back soon and a
+ * normal store first reads every destination line; call rp_stream_fence
+ * once the writes are done. */
+void rp_stream_copy(void *dst, const void *src, size_t n);
+void rp_stream_fence(void);
 /* A new batch [n] of the rows idx[0..n) of the columns base[i] (row-major
  * [capacity, ...] per leaf).  Indices must have been checked. */
 crl_td *rp_gather(const rp_layout *l, uint8_t *const *base, const int64_t *idx, size_t n, crl_error *err);

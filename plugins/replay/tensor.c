@@ -102,24 +102,23 @@ static int tensor_set(void *st, const int64_t *idx, size_t n, const crl_td *item
         return crl_error_set(err, CRL_E_NOMEM, WHO ": out of memory");
     int rc = rp_layout_match(WHO ": set", l, items, src, NULL, err);
     if (rc == CRL_OK) {
-        for (size_t i = 0; i < l->nleaves; i++) {
-            size_t row = l->leaves[i].row_bytes;
-            const uint8_t *from = crl_tensor_data(src[i]);
-            if (!row)
-                continue;
-            /* One memcpy per run of consecutive slots. */
-            for (size_t k = 0; k < n;) {
-                size_t r = rp_run_length(idx, n, k);
-                memcpy(s->base[i] + (size_t)idx[k] * row, from + k * row, r * row);
-                k += r;
+        /* One copy per leaf per run of consecutive slots (a round-robin
+         * extend is one or two runs). */
+        for (size_t k = 0; k < n;) {
+            size_t r = rp_run_length(idx, n, k);
+            for (size_t i = 0; i < l->nleaves; i++) {
+                size_t row = l->leaves[i].row_bytes;
+                if (row)
+                    rp_stream_copy(s->base[i] + (size_t)idx[k] * row, (const uint8_t *)crl_tensor_data(src[i]) + k * row,
+                                   r * row);
             }
+            memset(s->filled + idx[k], 1, r);
+            if (idx[k] + (int64_t)r > s->len)
+                s->len = idx[k] + (int64_t)r;
+            k += r;
         }
+        rp_stream_fence();
         rp_cols_release(src, l->nleaves);
-        for (size_t k = 0; k < n; k++) {
-            s->filled[idx[k]] = 1;
-            if (idx[k] + 1 > s->len)
-                s->len = idx[k] + 1;
-        }
         s->write_count += n;
     }
     if (src != stackcols)
