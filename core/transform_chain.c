@@ -581,6 +581,21 @@ static int reset_hooks(crl_env *env, size_t k, crl_td *td, const bool *mask, crl
     return CRL_OK;
 }
 
+/* dst's nested TensorDict at key, made (like ssub's batch) when dst holds
+ * none there; a tensor in the way is dropped.  Borrowed, or NULL with err. */
+static crl_td *dst_sub_td(crl_td *dst, const char *key, const crl_td *ssub, crl_error *err)
+{
+    crl_td *dsub = crl_td_get_td(dst, key);
+    if (dsub)
+        return dsub;
+    if (crl_td_get(dst, key) && crl_td_del(dst, key, err))
+        return NULL;
+    dsub = crl_td_new(crl_td_batch_ndim(ssub), crl_td_batch_shape(ssub), err);
+    int rc = dsub ? crl_td_set_td(dst, key, dsub, err) : CRL_E_NOMEM;
+    crl_td_unref(dsub);
+    return rc ? NULL : crl_td_get_td(dst, key);
+}
+
 /* Copy the rows of src's leaves in mask into dst (batch [num] or []). */
 static int merge_rows(const crl_env *env, crl_td *dst, const crl_td *src, const bool *mask, crl_error *err)
 {
@@ -590,16 +605,9 @@ static int merge_rows(const crl_env *env, crl_td *dst, const crl_td *src, const 
         crl_td *ssub = crl_td_td_at(src, j);
         int rc = CRL_OK;
         if (ssub) {
-            crl_td *dsub = crl_td_get_td(dst, key);
-            if (!dsub) {
-                if (crl_td_get(dst, key) && (rc = crl_td_del(dst, key, err)))
-                    return rc;
-                dsub = crl_td_new(crl_td_batch_ndim(ssub), crl_td_batch_shape(ssub), err);
-                rc = dsub ? crl_td_set_td(dst, key, dsub, err) : (err ? err->code : CRL_E_NOMEM);
-                crl_td_unref(dsub);
-                if (rc)
-                    return rc;
-            }
+            crl_td *dsub = dst_sub_td(dst, key, ssub, err);
+            if (!dsub)
+                return err && err->code ? err->code : CRL_E_NOMEM;
             if ((rc = merge_rows(env, dsub, ssub, mask, err)))
                 return rc;
             continue;
@@ -700,16 +708,9 @@ static int sync_shallow(crl_td *dst, const crl_td *src, bool root, crl_error *er
             continue;
         }
         crl_td *ssub = crl_td_td_at(src, j);
-        crl_td *dsub = crl_td_get_td(dst, key);
-        if (!dsub) {
-            if (crl_td_get(dst, key) && (rc = crl_td_del(dst, key, err)))
-                return rc;
-            dsub = crl_td_new(crl_td_batch_ndim(ssub), crl_td_batch_shape(ssub), err);
-            rc = dsub ? crl_td_set_td(dst, key, dsub, err) : (err ? err->code : CRL_E_NOMEM);
-            crl_td_unref(dsub);
-            if (rc)
-                return rc;
-        }
+        crl_td *dsub = dst_sub_td(dst, key, ssub, err);
+        if (!dsub)
+            return err && err->code ? err->code : CRL_E_NOMEM;
         if ((rc = sync_shallow(dsub, ssub, false, err)))
             return rc;
     }
