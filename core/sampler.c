@@ -259,25 +259,38 @@ int crl__sampler_prio_remove(crl__sampler_prio *s, size_t i, crl_error *err)
 int crl__sampler_prio_update(crl__sampler_prio *s, const int64_t *idx, const double *priority, size_t n,
                              crl_error *err)
 {
+    /* pow is the costliest step: each tree value is computed once, during
+     * the checks, and kept for the writes (nothing changes on error). */
+    double stackv[256];
+    double *v = n <= 256 ? stackv : g_new(double, n);
     double new_max = s->max_priority;
     for (size_t k = 0; k < n; k++) {
-        if (check_index(s, idx, k, err))
+        if (check_index(s, idx, k, err)) {
+            if (v != stackv)
+                g_free(v);
             return CRL_E_RANGE;
+        }
         double p = priority[k];
-        if (!isfinite(p) || p < 0.0 || !isfinite(pow(p + s->eps, s->alpha)))
+        v[k] = isfinite(p) && p >= 0.0 ? pow(p + s->eps, s->alpha) : NAN;
+        if (!isfinite(v[k])) {
+            if (v != stackv)
+                g_free(v);
             return crl_error_set(err, CRL_E_INVALID,
                                  "prioritized sampler: priority %g at position %zu (index %" PRId64 ") "
                                  "is not a finite number >= 0 (or overflows when raised to alpha = %g); "
                                  "nothing was updated",
                                  p, k, idx[k], s->alpha);
+        }
         if (p > new_max)
             new_max = p;
     }
     for (size_t k = 0; k < n; k++)
         crl__sumtree_prefetch(s->tree, (size_t)idx[k]);
     for (size_t k = 0; k < n; k++)
-        crl__sumtree_set(s->tree, (size_t)idx[k], pow(priority[k] + s->eps, s->alpha), NULL);
+        crl__sumtree_set(s->tree, (size_t)idx[k], v[k], NULL);
     s->max_priority = new_max;
+    if (v != stackv)
+        g_free(v);
     return CRL_OK;
 }
 
