@@ -918,6 +918,46 @@ START_TEST(pendulum_batched_pixels)
 }
 END_TEST
 
+/* Every transform of the group passes check_env_specs on a classic env:
+ * the pixel ones on Pendulum's frames (2 envs, after ToTensorImage where they
+ * need CHW), the shape ones on CartPole's observation. */
+static const char *const spec_cases[][2] = {
+    { "Pendulum-v1", "transforms = t\n[transform.t]\ntype = ToTensorImage\n" },
+    { "Pendulum-v1", "transforms = t, r\n[transform.t]\ntype = ToTensorImage\n"
+                     "[transform.r]\ntype = Resize\nw = 32\nh = 48\ninterpolation = nearest\n" },
+    { "Pendulum-v1", "transforms = t, c\n[transform.t]\ntype = ToTensorImage\n"
+                     "[transform.c]\ntype = CenterCrop\nw = 100\nh = 80\n" },
+    { "Pendulum-v1", "transforms = t, c\n[transform.t]\ntype = ToTensorImage\n"
+                     "[transform.c]\ntype = Crop\nw = 64\nh = 64\ntop = 10\nleft = 20\n" },
+    { "Pendulum-v1", "transforms = t, g\n[transform.t]\ntype = ToTensorImage\n[transform.g]\ntype = GrayScale\n" },
+    { "Pendulum-v1", "transforms = p\n[transform.p]\ntype = PermuteTransform\ndims = -1, -3, -2\nin_keys = pixels\n" },
+    { "CartPole-v1", "transforms = u\n[transform.u]\ntype = UnsqueezeTransform\ndim = -1\nin_keys = observation\n" },
+    { "CartPole-v1", "transforms = u, s\n[transform.u]\ntype = UnsqueezeTransform\ndim = -1\nin_keys = observation\n"
+                     "[transform.s]\ntype = SqueezeTransform\ndim = -1\nin_keys = observation\n" },
+    { "Pendulum-v1", "transforms = t, f\n[transform.t]\ntype = ToTensorImage\n"
+                     "[transform.f]\ntype = FlattenObservation\nfirst_dim = -3\nlast_dim = -1\nin_keys = pixels\n" },
+    { "CartPole-v1", "transforms = p, c\n[transform.p]\ntype = PermuteTransform\ndims = -1\nin_keys = observation\n"
+                     "out_keys = obs2\n[transform.c]\ntype = CatTensors\nin_keys = observation, obs2\n"
+                     "out_key = both\n" },
+};
+
+START_TEST(every_transform_check_specs)
+{
+    const char *id = spec_cases[_i][0];
+    bool pixels = strcmp(id, "Pendulum-v1") == 0;
+    char ini[2048];
+    snprintf(ini, sizeof ini, "[env]\nbackend = classic\nid = %s\nseed = 3\nnum_envs = 2\n%s%s", id,
+             pixels ? "from_pixels = true\npixels_only = false\n" : "", spec_cases[_i][1]);
+    fx f;
+    fx_open(&f, ini, true);
+    crl_error e = { 0 };
+    f.env = crl_env_from_config(f.host, f.cfg, "env", &e);
+    ck_assert_msg(f.env != NULL, "case %d: env: %s", _i, e.message);
+    ck_assert_msg(crl_env_check_specs(f.env, 4, &e) == CRL_OK, "case %d: check_specs: %s", _i, e.message);
+    fx_close(&f);
+}
+END_TEST
+
 START_TEST(env_missing_key)
 {
     /* GrayScale straight on Pendulum's state: no 'pixels'; the error names
@@ -957,6 +997,7 @@ static Suite *suite(void)
     TCase *env = tcase_create("env");
     tcase_set_timeout(env, 60);
     tcase_add_test(env, pendulum_pixels_64);
+    tcase_add_loop_test(env, every_transform_check_specs, 0, (int)(sizeof spec_cases / sizeof spec_cases[0]));
     tcase_add_test(env, pendulum_batched_pixels);
     tcase_add_test(env, env_missing_key);
     suite_add_tcase(s, env);
