@@ -306,6 +306,11 @@ CRL_INTERNAL int crl__env_reset_backend(crl_env *env, const crl_td *state_td, co
 CRL_INTERNAL int crl__env_put_root(crl_env *env, crl_td *td, const bool *mask, crl_error *err);
 /* crl_env_step without the transform chain. */
 CRL_INTERNAL int crl__env_step_base(crl_env *env, crl_td *td, crl_error *err);
+/* The action rows rows[0..k) just written into the action buffers: no
+ * NaN, inside the spec (projected into it with project_actions).  Errors
+ * name fn, the env index and the key. */
+CRL_INTERNAL int crl__env_check_action_rows(crl_env *env, const int64_t *rows, int64_t k, const char *fn,
+                                            crl_error *err);
 /* Copy env i's row of a [num, ...] buffer into a user tensor (shaped like
  * the leaf's ubuf) / from a user tensor into the buffer row.  No allocation. */
 CRL_INTERNAL void crl__env_row_to_user(const crl_env *env, crl_tensor *dst, const crl__env_leaf *l,

@@ -1,6 +1,7 @@
 /* The env host: crl_env from config, buffers and bind, specs, seeding, reset, step, render. */
 #include "env-private.h"
 #include "transform-private.h"
+#include "exec-private.h"
 
 #include <math.h>
 #include <string.h>
@@ -32,6 +33,25 @@ static const crl_option env_options[] = {
     { "transforms", CRL_OPT_LIST, 0, "", 0, 0, NULL,
       "transforms applied in this order (TorchRL's TransformedEnv + Compose): each NAME needs a [transform.NAME] "
       "section whose 'type' names the transform" },
+    /* The executor (exec.c): how the num_envs envs are stepped. */
+    { "executor", CRL_OPT_ENUM, 0, "inline", 0, 0, "inline|serial|threads|processes",
+      "inline = the backend steps all num_envs itself; serial = one backend instance per worker block, stepped in "
+      "order; threads = the blocks on a pool of worker threads; processes = in worker processes over shared memory" },
+    { "num_workers", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 4096, NULL,
+      "worker blocks of envs (at most num_envs); 0: one per core (threads, processes), 1 (serial)" },
+    { "batch_size", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 16777216, NULL,
+      "0 or num_envs: sync steps of all envs; less: async send/recv, each recv returns the first batch_size envs "
+      "to finish (executor = threads)" },
+    { "pin_threads", CRL_OPT_BOOL, 0, "false", 0, 0, NULL, "pin worker i to core i mod cores (threads)" },
+    { "step_timeout", CRL_OPT_DOUBLE, CRL_OPT_RANGE, "0", 0, 1e6, NULL,
+      "seconds a worker may take for one step or reset before it counts as hung (processes); 0: no limit" },
+    { "on_worker_failure", CRL_OPT_ENUM, 0, "fail", 0, 0, "fail|restart",
+      "a worker that crashes, hangs or exits: fail = the step fails naming the envs; restart = its envs come back, "
+      "their episodes truncated (processes)" },
+    { "max_restarts", CRL_OPT_INT, CRL_OPT_RANGE, "3", 0, 1000000, NULL,
+      "with on_worker_failure = restart: restarts allowed before a failure is an error" },
+    { "per_env.", CRL_OPT_STRING, CRL_OPT_PREFIX, NULL, 0, 0, NULL,
+      "per_env.KEY = v0, v1, ...: backend option KEY with one value per env (needs an executor other than inline)" },
     CRL_OPTIONS_END
 };
 
@@ -417,8 +437,9 @@ static void prepare_domain(crl__env_leaf *l)
 }
 
 /* Buffers, views, key handles and user-facing leaf specs. */
-static int prepare_leaves(crl_env *env, crl_error *err)
+static int prepare_leaves(crl_env *env, const crl__exec_opts *xo, crl_error *err)
 {
+    bool shared = crl__exec_wants_shared_buffers(xo);
     env->buffers = crl_td_new(1, &env->num, err);
     if (!env->buffers)
         return err ? err->code : CRL_E_NOMEM;
@@ -431,7 +452,8 @@ static int prepare_leaves(crl_env *env, crl_error *err)
         g_free(nk);
         if (!l->nk)
             return err ? err->code : CRL_E_INVALID;
-        l->buf = crl_tensor_new(crl_spec_dtype(l->spec), crl_spec_ndim(l->spec), crl_spec_shape(l->spec), err);
+        l->buf = (shared ? crl_tensor_new_shared : crl_tensor_new)(crl_spec_dtype(l->spec), crl_spec_ndim(l->spec),
+                                                                   crl_spec_shape(l->spec), err);
         if (!l->buf)
             return err ? err->code : CRL_E_NOMEM;
         l->row_elems = env->num ? crl_tensor_numel(l->buf) / env->num : 0;
@@ -604,7 +626,7 @@ static int check_id(crl_env *env, const char *section, const crl_config *cfg, cr
     return CRL_E_NOT_FOUND;
 }
 
-static int read_options(crl_env *env, const crl_opts *o, int64_t *seed, crl_error *err)
+static int read_options(crl_env *env, const crl_opts *o, int64_t *seed, crl__exec_opts *xo, crl_error *err)
 {
     int64_t num = 0;
     const char *ar = NULL;
@@ -635,16 +657,19 @@ static int read_options(crl_env *env, const crl_opts *o, int64_t *seed, crl_erro
         return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] pixels_only = true needs from_pixels = true; set "
                              "from_pixels = true or drop pixels_only",
                              crl_opts_origin(o, "pixels_only"), crl_opts_section(o));
-    return CRL_OK;
+    return crl__exec_read_options(o, env->num, xo, err);
 }
 
-static int make_backend(crl_env *env, const crl_opts *opts, crl_error *err)
+static int make_backend(crl_env *env, const crl_config *cfg, const char *section, const crl_opts *opts,
+                        const crl__exec_opts *xo, crl_error *err)
 {
     char nb[300];
     crl_env_specs sp;
     memset(&sp, 0, sizeof sp);
     sp.struct_size = sizeof sp;
-    int rc = env->ops.make(env->id, env->num, opts, &sp, &env->benv, err);
+    /* An executor wraps the backend's instances and becomes env->ops. */
+    int rc = xo->kind == CRL__EXEC_INLINE ? env->ops.make(env->id, env->num, opts, &sp, &env->benv, err)
+                                          : crl__exec_make(env, &env->ops, xo, cfg, section, opts, &sp, err);
     if (rc == CRL_OK && !env->benv)
         rc = crl_error_set(err, CRL_E_PLUGIN, "make returned no env");
     if (rc) {
@@ -715,6 +740,8 @@ crl_env *crl_env_from_config(crl_host *host, const crl_config *cfg, const char *
     env->plugin = g_strdup(owner ? owner : "?");
     crl_opts *opts = NULL;
     int64_t seed = 0;
+    crl__exec_opts xo;
+    memset(&xo, 0, sizeof xo);
     const crl_option *tables[2] = { env_options, comp->options ? comp->options : no_options };
     int rc = check_ops(env, comp, err);
     if (!rc)
@@ -722,7 +749,7 @@ crl_env *crl_env_from_config(crl_host *host, const crl_config *cfg, const char *
     if (!rc && !(opts = crl_config_opts(cfg, section, tables, 2, err)))
         rc = err ? err->code : CRL_E_CONFIG;
     if (!rc)
-        rc = read_options(env, opts, &seed, err);
+        rc = read_options(env, opts, &seed, &xo, err);
     if (!rc) {
         const char *id = crl_config_get(cfg, section, "id");
         if (!id || !*id)
@@ -734,9 +761,9 @@ crl_env *crl_env_from_config(crl_host *host, const crl_config *cfg, const char *
     if (!rc)
         rc = check_id(env, section, cfg, err);
     if (!rc)
-        rc = make_backend(env, opts, err);
+        rc = make_backend(env, cfg, section, opts, &xo, err);
     if (!rc)
-        rc = prepare_leaves(env, err);
+        rc = prepare_leaves(env, &xo, err);
     if (!rc)
         rc = build_user_specs(env, err);
     if (!rc) {
@@ -1191,6 +1218,10 @@ static crl_td *reset_impl(crl_env *env, crl_td *td, bool from_state, crl_error *
         crl_error_set(err, CRL_E_INVALID, "%s: env is NULL", fn);
         return NULL;
     }
+    if (crl__exec_env_is_async(env)) {
+        crl__exec_async_refuse(env, fn, err);
+        return NULL;
+    }
     if (from_state && !has_state(env)) {
         crl_error_set(err, CRL_E_UNSUPPORTED, "reset_from_state: %s declares no state spec, so it cannot start from a "
                       "state; use crl_env_reset", crl__env_name(env, nb, sizeof nb));
@@ -1380,6 +1411,94 @@ static inline int check_action(crl_env *env, crl__env_leaf *l, crl_error *err)
     if (!env->project_actions)
         return action_domain_error(env, l, err);
     return crl_spec_project(l->spec, l->buf, err);
+}
+
+/* Env i's row of action leaf l as its own spec (Bounded keeps row i's
+ * elementwise bounds; the other kinds are the same for every env). */
+static crl_spec *action_row_spec(const crl__env_leaf *l, int64_t i, crl_error *err)
+{
+    if (crl_spec_get_kind(l->spec) != CRL_SPEC_BOUNDED)
+        return crl__spec_drop_batch(l->spec, err);
+    crl_tensor *lo = crl_tensor_index((crl_tensor *)crl_spec_low(l->spec), 0, i, err);
+    crl_tensor *hi = lo ? crl_tensor_index((crl_tensor *)crl_spec_high(l->spec), 0, i, err) : NULL;
+    crl_spec *s = hi ? crl_spec_bounded_t(crl_spec_dtype(l->spec), lo, hi, err) : NULL;
+    crl_tensor_unref(lo);
+    crl_tensor_unref(hi);
+    return s;
+}
+
+/* Row i of l's buffer holds a value inside the spec (and no NaN). */
+static bool action_row_ok(const crl__env_leaf *l, int64_t i)
+{
+    int64_t e0 = i * l->row_elems, e1 = e0 + l->row_elems;
+    for (int64_t p = e0; l->is_float && p < e1; p++)
+        if (isnan(elem(l->buf, p)))
+            return false;
+    switch (l->dom) {
+    case DOM_ALWAYS:
+        return true;
+    case DOM_CAT_I64:
+    case DOM_CAT_I64_D:
+    case DOM_CAT_I32:
+        for (int64_t p = e0; p < e1; p++) {
+            double v = elem(l->buf, p);
+            if (!(v >= 0 && v < l->dom_n))
+                return false;
+        }
+        return true;
+    case DOM_BOX_F64:
+    case DOM_BOX_F32:
+    case DOM_BOX_F32_D:
+        for (int64_t p = e0; p < e1; p++) {
+            double v = elem(l->buf, p);
+            if (!(v >= l->dom_lo[p] && v <= l->dom_hi[p]))
+                return false;
+        }
+        return true;
+    default: {
+        crl_spec *rs = action_row_spec(l, i, NULL);
+        crl_tensor *row = rs ? crl_tensor_index(l->buf, 0, i, NULL) : NULL;
+        bool ok = row && crl_spec_is_in(rs, row);
+        crl_tensor_unref(row);
+        crl_spec_unref(rs);
+        return ok;
+    }
+    }
+}
+
+int crl__env_check_action_rows(crl_env *env, const int64_t *rows, int64_t k, const char *fn, crl_error *err)
+{
+    for (size_t a = 0; a < env->nact; a++) {
+        crl__env_leaf *l = &env->leaves[env->act_idx[a]];
+        for (int64_t m = 0; m < k; m++) {
+            int64_t i = rows[m];
+            if (action_row_ok(l, i))
+                continue;
+            for (int64_t p = 0; l->is_float && p < l->row_elems; p++)
+                if (isnan(elem(l->buf, i * l->row_elems + p)))
+                    return crl_error_set(err, CRL_E_INVALID, "%s: env %" G_GINT64_FORMAT ": key '%s' holds NaN "
+                                         "(element %" G_GINT64_FORMAT " of that env's action); check the policy", fn,
+                                         (gint64)i, l->key, (gint64)p);
+            crl_spec *rs = action_row_spec(l, i, err);
+            crl_tensor *row = rs ? crl_tensor_index(l->buf, 0, i, err) : NULL;
+            int rc = row ? CRL_OK : (err ? err->code : CRL_E_NOMEM);
+            if (!rc && env->project_actions) {
+                rc = crl_spec_project(rs, row, err);
+            } else if (!rc) {
+                crl_error e;
+                crl_error_clear(&e);
+                crl_spec_check(rs, row, l->key, &e);
+                rc = crl_error_set(err, CRL_E_RANGE, "%s: env %" G_GINT64_FORMAT ": %s; give actions inside the action "
+                                   "spec or set [%s] project_actions = true", fn, (gint64)i,
+                                   e.code ? e.message : "outside the action spec", env->section);
+            }
+            crl_tensor_unref(row);
+            crl_spec_unref(rs);
+            if (rc)
+                return rc;
+        }
+    }
+    return CRL_OK;
 }
 
 /* Check td's actions and copy them into the action buffers.  (The
@@ -1677,6 +1796,11 @@ static int step_frames(crl_env *env, crl_error *err)
         int rc = env->ops.step(env->benv, err);
         if (rc)
             return backend_step_error(env, rc, err);
+        /* executor = processes, on_worker_failure = restart: envs whose worker was
+         * replaced hold a fresh reset observation; their episodes end here, truncated
+         * (exec_procs.c), and the done handling below treats them as ended. */
+        if (__builtin_expect(env->ops.step == crl__exec_env_ops.step, 0))
+            crl__exec_mark_restarted(env->benv, env);
         if ((rc = check_buffers(env, "step", err)) || (rc = after_frame(env, k == env->frame_skip - 1, &any, err)))
             return rc;
     }
@@ -1688,6 +1812,8 @@ static int step_frames(crl_env *env, crl_error *err)
 static __attribute__((noinline)) int never_reset(const crl_env *env, crl_error *err)
 {
     char nb[300];
+    if (crl__exec_env_is_async(env))
+        return crl__exec_async_refuse(env, "step", err);
     return crl_error_set(err, CRL_E_INVALID, "step: %s was never reset; call crl_env_reset first",
                          crl__env_name(env, nb, sizeof nb));
 }

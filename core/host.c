@@ -4,6 +4,7 @@
 #include <crl/env.h>
 #include <crl/transform.h>
 #include <crl/replay.h>
+#include <crl/collector.h>
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -288,7 +289,9 @@ static crl_schema *build_schema(crl_host *h, crl_error *err)
         crl_schema_add_selector(s, "transform.*", "type", CRL_KIND_TRANSFORM, err) ||
         crl_schema_add(s, "replay", crl_replay_options(),
                        "the replay buffer: sampler and writer, plus the options of the storage 'storage' names", err) ||
-        crl_schema_add_selector(s, "replay", "storage", CRL_KIND_STORAGE, err))
+        crl_schema_add_selector(s, "replay", "storage", CRL_KIND_STORAGE, err) ||
+        crl_schema_add(s, "collector", crl_collector_options(),
+                       "the data collector: frames per batch, total frames, sub-collectors (sync or async)", err))
         goto fail;
     if (!h->load_attempted &&
         crl_schema_add(s, "plugin.*", no_options,

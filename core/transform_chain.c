@@ -1,6 +1,7 @@
 /* An env's transform chain (TorchRL's TransformedEnv + Compose): specs, reset, step, inverses, parent calls. */
 #include "transform-private.h"
 #include "env-private.h"
+#include "exec-private.h"
 
 #include <string.h>
 
@@ -440,6 +441,9 @@ int crl_env_insert_transform(crl_env *env, size_t i, crl_transform *t, crl_error
     int rc = CRL_OK;
     if (env->autoreset == CRL_AUTORESET_SAME_STEP)
         rc = refuse_same_step(env, "insert_transform", err);
+    else if (crl__exec_env_is_async(env))
+        rc = crl_error_set(err, CRL_E_UNSUPPORTED, "insert_transform: [%s] runs async (batch_size < num_envs), "
+                           "which transforms do not support; apply them to the received batches", env->section);
     else if (i > n)
         rc = crl_error_set(err, CRL_E_RANGE, "insert_transform: index %zu is out of range; the chain has %zu "
                            "transform%s, so give 0..%zu", i, n, n == 1 ? "" : "s", n);

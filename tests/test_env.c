@@ -241,7 +241,9 @@ static void step_ok(crl_env *env, crl_td *td)
 START_TEST(options_table)
 {
     const char *names[] = { "backend", "id", "num_envs", "frame_skip", "from_pixels", "pixels_only",
-                            "auto_reset", "project_actions", "max_episode_steps", "seed", "transforms" };
+                            "auto_reset", "project_actions", "max_episode_steps", "seed", "transforms",
+                            "executor", "num_workers", "batch_size", "pin_threads", "step_timeout",
+                            "on_worker_failure", "max_restarts", "per_env." };
     const crl_option *t = crl_env_options();
     size_t n = 0;
     while (t[n].type != CRL_OPT_END)

@@ -75,6 +75,8 @@ int crl__bench_transforms(double seconds);
 
 /* `crl bench core`: prints figures, returns an exit code. */
 int crl__bench_core(double seconds);
+/* `crl bench batched` (bench_batched.c): executors side by side at N = 1..1024. */
+int crl__bench_batched(double seconds);
 /* `crl bench envs`: host env API vs the bare classic backend. */
 int crl__bench_envs(double seconds);
 /* `crl bench gym` (bench_gym.c, built with the gym plugin): a pure-Python

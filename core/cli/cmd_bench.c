@@ -17,6 +17,7 @@ static const struct {
     { "envs", crl__bench_envs, "classic env steps/s through the host API vs the bare backend, bit-exactness" },
     { "replay", crl__bench_replay, "prioritized sample / priority update of 256 among 1M items, vs a binary sum tree" },
     { "transforms", crl__bench_transforms, "ToTensorImage, Resize, GrayScale on 500x500x3 frames: MB/s next to memcpy" },
+    { "batched", crl__bench_batched, "CartPole/Pendulum steps/s: inline, serial, threads, processes executors; start-up" },
 #ifdef CRL_HAVE_GYM
     { "gym", crl__bench_gym, "a pure-Python CartPole: plain Python loop vs crl's gym backend, ns crl adds per step" },
 #endif

@@ -33,8 +33,31 @@ typedef enum crl_autoreset {
 
 /* The host's own [env] options (backend, id, num_envs, frame_skip,
  * from_pixels, pixels_only, auto_reset, project_actions, max_episode_steps,
- * seed, transforms -- see crl/transform.h); the backend's options come
- * from its component table.
+ * seed, transforms -- see crl/transform.h -- and the executor's: executor =
+ * inline|serial|threads|processes, num_workers, batch_size, pin_threads,
+ * step_timeout, on_worker_failure = fail|restart, max_restarts, and
+ * per_env.KEY = v0, v1, ... giving backend option KEY one value per env);
+ * the backend's options come from its component table.
+ *
+ * Executors: `inline` (the default) lets the backend step its num_envs
+ * itself.  `serial` makes one backend instance per worker block (or per env
+ * with per_env options) and steps them in order in the calling thread;
+ * `threads` steps the blocks on a pool of num_workers threads (EnvPool's
+ * design); `processes` in num_workers worker processes over shared-memory
+ * buffers.  All give bitwise-identical results for the same seed, and all
+ * work with num_envs = 0 too (one env, batch shape []).  num_workers is
+ * clamped to num_envs; envs are split into num_workers blocks of
+ * consecutive envs (sizes differing by at most one); threads runs them on
+ * min(num_workers, cores) threads, the calling thread included.  per_env
+ * lists need an executor other than inline and exactly one value per env;
+ * each KEY must be an option of the backend (else CRL_E_CONFIG naming
+ * per_env.KEY and its file:line); a value that does not parse, or that the
+ * backend's make refuses (with its own code), is an error naming the env
+ * index, "per_env.KEY = value" and the file:line.  A
+ * worker that crashes, hangs past step_timeout or exits is an error naming
+ * the env indices and the signal or status (CRL_E_CRASH, CRL_E_TIMEOUT), or
+ * with on_worker_failure = restart its envs come back (up to max_restarts
+ * times), their episodes marked truncated.
  *
  * backend and id are required, but carry no CRL_OPT_REQUIRED flag: the host's schema
  * declares [env] for every config, and the flag would make every config
@@ -134,6 +157,26 @@ CRL_API crl_td *crl_env_rollout(crl_env *env, int64_t max_steps, crl_policy_fn p
 /* TorchRL's check_env_specs: a short random rollout whose every entry is
  * checked against the specs; err names the first key that differs. */
 CRL_API int crl_env_check_specs(crl_env *env, int64_t steps, crl_error *err);
+
+/* Async stepping (EnvPool's send/recv), with batch_size < num_envs and
+ * executor = threads or processes.  crl_env_async_reset starts every env;
+ * crl_env_send hands actions for some envs: td has batch [k], an int64
+ * "env_id" [k] and the action leaves [k, ...] (each env id at most once and
+ * not already in flight, else CRL_E_INVALID naming it); crl_env_recv waits
+ * for the first batch_size envs to finish (step or reset) and returns a new
+ * TensorDict of batch [batch_size] with "env_id" and the step output at the
+ * root (observation leaves, "reward", "done", "terminated", "truncated";
+ * reward 0 and flags false for a reset).  An env that ends is reset by its
+ * next send (EnvPool's auto-reset: that send's action is ignored).  recv with
+ * fewer than batch_size envs in flight, or send/recv on a sync env, is
+ * CRL_E_INVALID (never a hang).  A worker failure is reported by recv. */
+CRL_API int crl_env_async_reset(crl_env *env, crl_error *err);
+CRL_API int crl_env_send(crl_env *env, const crl_td *td, crl_error *err);
+CRL_API crl_td *crl_env_recv(crl_env *env, crl_error *err);
+/* The executor's batch_size (num_envs when sync). */
+CRL_API int64_t crl_env_batch_size(const crl_env *env);
+/* Worker restarts so far (on_worker_failure = restart). */
+CRL_API int64_t crl_env_restarts(const crl_env *env);
 
 /* Render env i (0 <= i < num) into frame, a uint8 [H, W, 3] tensor.
  * CRL_E_UNSUPPORTED when the backend cannot render. */

@@ -1,0 +1,209 @@
+/* crl bench batched: classic env steps/s for the inline, serial, threads and processes executors, plus process start-up. */
+#include "config.h"
+#include "cli-private.h"
+
+#include <crl/env.h>
+#include <glib.h>
+#include <stdio.h>
+#include <string.h>
+
+#define BANK 64          /* pre-drawn action steps, reused in turn */
+#define STARTUP_RUNS 5
+
+static const char *const kinds[] = { "inline", "serial", "threads", "processes" };
+enum { NKINDS = 4 };
+
+typedef struct {
+    crl_config *cfg;
+    crl_env *env;
+    crl_td *td[2];
+    int cur;
+    crl_tensor *bank[BANK];
+    int64_t next;
+    crl_td_key *action_key;
+    crl_error err;
+    bool failed;
+} bench_env;
+
+static void bench_close(bench_env *b)
+{
+    crl_td_unref(b->td[0]);
+    crl_td_unref(b->td[1]);
+    for (int i = 0; i < BANK; i++)
+        crl_tensor_unref(b->bank[i]);
+    crl_td_key_free(b->action_key);
+    crl_env_free(b->env);
+    crl_config_free(b->cfg);
+    memset(b, 0, sizeof *b);
+}
+
+/* [env] with the executor (default workers: 1 for serial, one per core else);
+ * next_step auto-reset, so the loop never stops for ended envs. */
+static int bench_open(bench_env *b, crl_host *host, const char *id, int64_t num, const char *kind, crl_error *err)
+{
+    memset(b, 0, sizeof *b);
+    char *text = g_strdup_printf("[env]\nbackend = classic\nid = %s\nnum_envs = %" G_GINT64_FORMAT "\n"
+                                 "auto_reset = next_step\nexecutor = %s\nseed = 7\n", id, num, kind);
+    int rc = CRL_OK;
+    if (!(b->cfg = crl_config_new(err)) ||
+        crl_config_load_buffer(b->cfg, "crl bench batched", text, strlen(text), CRL_LAYER_FILE, err) ||
+        !(b->env = crl_env_from_config(host, b->cfg, "env", err)) || !(b->action_key = crl_td_key_new("action", err)))
+        rc = err->code ? err->code : CRL_E_INVALID;
+    g_free(text);
+    crl_rng rng;
+    crl_rng_init(&rng, 11, 0);
+    const crl_spec *leaf = rc ? NULL : crl_spec_composite_get(crl_env_action_spec(b->env), "action");
+    for (int i = 0; !rc && i < BANK; i++)
+        if (!(b->bank[i] = crl_spec_rand(leaf, &rng, err)))
+            rc = err->code;
+    if (!rc && !(b->td[0] = crl_env_reset(b->env, NULL, err)))
+        rc = err->code;
+    if (!rc && !(b->td[1] = crl_td_new(crl_env_batch_ndim(b->env), crl_env_batch_shape(b->env), err)))
+        rc = err->code;
+    if (rc)
+        bench_close(b);
+    return rc;
+}
+
+/* step + step_mdp_into between two TensorDicts reused forever. */
+static void run(void *p, uint64_t n)
+{
+    bench_env *b = p;
+    for (uint64_t i = 0; i < n && !b->failed; i++) {
+        crl_td *td = b->td[b->cur], *nx = b->td[b->cur ^ 1];
+        if (crl_td_set_k(td, b->action_key, b->bank[b->next++ % BANK], &b->err) || crl_env_step(b->env, td, &b->err)
+            || crl_env_step_mdp_into(b->env, td, nx, &b->err)) {
+            b->failed = true;
+            return;
+        }
+        b->cur ^= 1;
+    }
+}
+
+static void fmt_rate(char *buf, size_t n, double r)
+{
+    if (r >= 1e6)
+        g_snprintf(buf, n, "%.2fM", r / 1e6);
+    else if (r >= 1e3)
+        g_snprintf(buf, n, "%.1fk", r / 1e3);
+    else
+        g_snprintf(buf, n, "%.0f", r);
+}
+
+/* One row: env steps/s of every kind at num envs, and the ratios to serial. */
+static int row(crl_host *host, const char *id, int64_t num, double seconds, crl_error *err)
+{
+    double rate[NKINDS];
+    char note[NKINDS][200];
+    for (int k = 0; k < NKINDS; k++) {
+        rate[k] = -1;
+        note[k][0] = '\0';
+        bench_env b;
+        crl_error e = { 0 };
+        if (bench_open(&b, host, id, num, kinds[k], &e)) {
+            /* processes may be missing on this platform; anything else is a failure. */
+            if (k == 3) {
+                g_snprintf(note[k], sizeof note[k], "%s", e.message);
+                continue;
+            }
+            *err = e;
+            return e.code;
+        }
+        crl_bench_result r = crl__bench_measure(run, &b, seconds, 16);
+        if (b.failed) {
+            *err = b.err;
+            bench_close(&b);
+            return err->code;
+        }
+        rate[k] = 1e9 / r.ns_per_op * (double)num;
+        bench_close(&b);
+    }
+    printf("  %-12s %5" G_GINT64_FORMAT, id, (gint64)num);
+    for (int k = 0; k < NKINDS; k++) {
+        if (rate[k] < 0) {
+            printf("  %-20s", "unavailable");
+            continue;
+        }
+        char r[32], cell[64];
+        fmt_rate(r, sizeof r, rate[k]);
+        g_snprintf(cell, sizeof cell, "%s (%.2fx)", r, rate[k] / rate[1]);
+        printf("  %-20s", cell);
+    }
+    printf("\n");
+    for (int k = 0; k < NKINDS; k++)
+        if (note[k][0] && num == 1 && !strcmp(id, "CartPole-v1"))
+            printf("      (%s unavailable: %s)\n", kinds[k], note[k]);
+    return CRL_OK;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* crl_env_from_config + first reset of 8 processes workers, 8 envs. */
+static void startup(crl_host *host)
+{
+    double ms[STARTUP_RUNS];
+    for (int i = 0; i < STARTUP_RUNS; i++) {
+        crl_error e = { 0 };
+        const char *text = "[env]\nbackend = classic\nid = CartPole-v1\nnum_envs = 8\nexecutor = processes\n"
+                           "num_workers = 8\n";
+        crl_config *cfg = crl_config_new(&e);
+        gint64 t0 = g_get_monotonic_time();
+        crl_env *env = NULL;
+        crl_td *td = NULL;
+        if (cfg && !crl_config_load_buffer(cfg, "crl bench batched", text, strlen(text), CRL_LAYER_FILE, &e))
+            env = crl_env_from_config(host, cfg, "env", &e);
+        if (env)
+            td = crl_env_reset(env, NULL, &e);
+        gint64 t1 = g_get_monotonic_time();
+        crl_td_unref(td);
+        crl_env_free(env);
+        crl_config_free(cfg);
+        if (!td) {
+            printf("  processes start-up: unavailable (%s)\n", e.message);
+            return;
+        }
+        ms[i] = (double)(t1 - t0) / 1e3;
+    }
+    qsort(ms, STARTUP_RUNS, sizeof ms[0], cmp_double);
+    printf("  processes start-up (crl_env_from_config + first reset, 8 workers, 8 CartPole envs): median %.2f ms, "
+           "min %.2f ms over %d runs (target: under 100 ms)\n", ms[STARTUP_RUNS / 2], ms[0], STARTUP_RUNS);
+}
+
+int crl__bench_batched(double seconds)
+{
+    crl_error err = { 0 };
+    crl_config *cfg = NULL;
+    crl_host *host = NULL;
+    int status = CRL_EXIT_RUNTIME;
+    if (!(cfg = crl_config_new(&err)) || !(host = crl_host_new(cfg, &err)) || crl__cli_load_builtins(host, &err))
+        goto out;
+    if (!crl_host_find(host, CRL_KIND_ENV, "classic") && crl_host_load_name(host, "classic", &err)) {
+        crl_error_prefix(&err, "the classic env backend is neither built in nor on the plugin path: ");
+        goto out;
+    }
+    printf("crl bench batched (%.2f s per measurement, %u cores; env steps/s through crl_env_step + step_mdp_into, "
+           "ratio to serial in this run; workers: serial 1, threads and processes one per core; next_step "
+           "auto-reset)\n", seconds, g_get_num_processors());
+    printf("  %-12s %5s", "env", "N");
+    for (int k = 0; k < NKINDS; k++)
+        printf("  %-20s", kinds[k]);
+    printf("\n");
+    static const char *const ids[] = { "CartPole-v1", "Pendulum-v1" };
+    static const int64_t nums[] = { 1, 8, 64, 1024 };
+    for (size_t i = 0; i < G_N_ELEMENTS(ids); i++)
+        for (size_t j = 0; j < G_N_ELEMENTS(nums); j++)
+            if (row(host, ids[i], nums[j], seconds, &err))
+                goto out;
+    startup(host);
+    status = CRL_EXIT_OK;
+out:
+    if (err.code)
+        crl__cli_print_error("bench batched", &err);
+    crl_host_free(host);
+    crl_config_free(cfg);
+    return status;
+}

@@ -1,0 +1,159 @@
+/* Batched executors (serial, threads, processes): several backend instances behind one crl_env_ops.
+ *
+ * The env host (env.c) keeps all its bookkeeping (done flags, time limits,
+ * auto-reset, frame skip, pixels, transforms) and talks to one "backend"
+ * through env->ops / env->benv.  With [env] executor = serial | threads |
+ * processes, make_backend calls crl__exec_make instead of the component's
+ * make: the executor makes the real backend's instances (one per block of
+ * envs, or one per env with per-env options), concatenates their specs along
+ * the batch dim, and installs crl__exec_env_ops as env->ops with itself as
+ * env->benv.  Its bind hands each instance the rows of the host's buffers
+ * that belong to it (views, no copies); reset(mask, seeds) and step run
+ * every instance, in the calling thread (serial), on a pool of worker
+ * threads (threads) or in worker processes over shared-memory buffers
+ * (processes).  With executor = inline (the default) none of this runs: the
+ * backend steps its `num` envs itself, as before. */
+#ifndef CRL_EXEC_PRIVATE_H
+#define CRL_EXEC_PRIVATE_H
+
+#include "crl-private.h"
+#include <crl/env.h>
+
+typedef enum crl__exec_kind_id {
+    CRL__EXEC_INLINE = 0,
+    CRL__EXEC_SERIAL,
+    CRL__EXEC_THREADS,
+    CRL__EXEC_PROCESSES
+} crl__exec_kind_id;
+
+typedef enum crl__exec_failure { CRL__FAIL_FAIL = 0, CRL__FAIL_RESTART } crl__exec_failure;
+
+/* The executor options of [env] (read by env.c's read_options). */
+typedef struct crl__exec_opts {
+    crl__exec_kind_id kind;
+    int64_t num_workers;        /* 0: one per core (threads, processes), 1 for serial */
+    int64_t batch_size;         /* 0: num_envs (sync); else async send/recv */
+    bool pin_threads;
+    double step_timeout;        /* seconds, 0: none */
+    crl__exec_failure on_failure;
+    int64_t max_restarts;
+    /* per_env.KEY = v0, v1, ... (one value per env) as raw strings, parsed
+     * against the backend's table for env i's own option set. */
+} crl__exec_opts;
+
+typedef struct crl__exec crl__exec;
+
+/* Parse the executor keys of [env] (executor, num_workers, batch_size,
+ * pin_threads, step_timeout, on_worker_failure, max_restarts, per_env.*). */
+CRL_INTERNAL int crl__exec_read_options(const crl_opts *opts, int64_t num, crl__exec_opts *out, crl_error *err);
+
+/* In place of env->ops.make: make the instances and the combined specs
+ * (batch [num]), set env->benv to the executor and env->ops to
+ * crl__exec_env_ops.  `real` is the component's ops (copied).  `cfg` and
+ * `section` give the per-env option sets.  On error nothing is left. */
+CRL_INTERNAL int crl__exec_make(crl_env *env, const crl_env_ops *real, const crl__exec_opts *xo,
+                                const crl_config *cfg, const char *section, const crl_opts *opts,
+                                crl_env_specs *specs, crl_error *err);
+
+/* The ops env.c calls once an executor is in place (bind, reset, step,
+ * render, close dispatch to the instances). */
+CRL_INTERNAL extern const crl_env_ops crl__exec_env_ops;
+
+/* Buffers for processes must be shared with the workers: env.c allocates
+ * the leaves' buffers with crl_tensor_new_shared when this is true. */
+CRL_INTERNAL bool crl__exec_wants_shared_buffers(const crl__exec_opts *xo);
+
+/* The executor behind env, or NULL (executor = inline). */
+CRL_INTERNAL crl__exec *crl__exec_of(const crl_env *env);
+
+/* Async (EnvPool's send/recv, batch_size < num_envs): see crl_env_send /
+ * crl_env_recv in env.h.  NULL-safe queries for env.c. */
+CRL_INTERNAL bool crl__exec_is_async(const crl__exec *x);
+/* Stop the async workers (every env in flight finishes first, its result
+ * dropped) and free x->async.  The executor's close must call it
+ * before it closes the instances.  NULL-safe, idempotent. */
+CRL_INTERNAL void crl__exec_async_free(crl__exec *x);
+/* env.c's hooks (exec_async.c): whether env runs async (an executor with
+ * batch_size < num_envs), and the CRL_E_INVALID env.c returns when fn
+ * (crl_env_step, crl_env_reset...) is called on such an env. */
+CRL_INTERNAL bool crl__exec_env_is_async(const crl_env *env);
+CRL_INTERNAL int crl__exec_async_refuse(const crl_env *env, const char *fn, crl_error *err);
+
+/* ---- the common layer and the kinds (exec.c; exec_serial.c, exec_threads.c, exec_procs.c) ---- */
+
+/* One instance of the real backend and the envs it serves. */
+typedef struct crl__exec_inst {
+    void *benv;                 /* the real backend's instance (made in the parent) */
+    int64_t start, count;       /* its envs: rows [start, start + count) of the host's buffers */
+    crl_td *view;               /* those rows (what its bind got; batch [count]) */
+} crl__exec_inst;
+
+/* A worker's share: instances [first, first + ninst), envs [start, start + count). */
+typedef struct crl__exec_block {
+    size_t first, ninst;
+    int64_t start, count;
+} crl__exec_block;
+
+typedef enum crl__exec_job { CRL__JOB_NONE = 0, CRL__JOB_RESET = 1, CRL__JOB_STEP = 2 } crl__exec_job;
+
+struct crl__exec_kind;
+
+struct crl__exec {
+    crl_env *env;                    /* borrowed: the host env this executor serves */
+    crl_env_ops real;                /* the component's ops (copied) */
+    crl__exec_opts o;
+    int64_t num;
+    crl__exec_inst *inst;
+    size_t ninst;
+    crl__exec_block *blocks;
+    size_t nblocks;
+    /* The job being run (set by the common layer before kind->run). */
+    crl__exec_job job;
+    const bool *mask;                /* reset: envs to reset (NULL: all), indexed by global env */
+    const uint64_t *seeds;           /* reset: per global env, or NULL */
+    bool from_state;
+    crl_error *block_err;            /* nblocks: each block's error */
+    /* Envs a failed worker's restart brought back (policy restart): env.c
+     * marks them truncated and resets them.  num entries. */
+    bool *restarted;
+    bool any_restarted;
+    const struct crl__exec_kind *kind;
+    void *kstate;                    /* the kind's own state */
+    /* exec_async.c's state (its worker pool and queues), made by the first
+     * crl_env_async_reset; NULL until then. */
+    void *async;
+};
+
+/* What a worker does: x->job on block b's instances, each with its slice of
+ * mask/seeds.  Errors name the global env index range and the backend. */
+CRL_INTERNAL int crl__exec_run_block(crl__exec *x, size_t b, crl_error *err);
+
+typedef struct crl__exec_kind {
+    const char *name;
+    /* After every instance is made and bound (in the parent). */
+    int (*start)(crl__exec *x, crl_error *err);
+    /* x->job on every block; back when all are done.  The first failing
+     * block's error is returned (naming the env index, and for processes the
+     * signal or exit status). */
+    int (*run)(crl__exec *x, crl_error *err);
+    /* Join / reap every worker; idempotent; never hangs. */
+    void (*stop)(crl__exec *x);
+} crl__exec_kind;
+
+CRL_INTERNAL extern const crl__exec_kind crl__exec_kind_serial;
+CRL_INTERNAL extern const crl__exec_kind crl__exec_kind_threads;
+CRL_INTERNAL extern const crl__exec_kind crl__exec_kind_processes;
+
+/* Worker restarts so far (processes; 0 for other kinds). */
+CRL_INTERNAL int64_t crl__exec_procs_restarts(const crl__exec *x);
+
+/* Render env i in the worker that owns it (processes: the parent's instance
+ * copies are never stepped), into rgb (render_height * render_width * 3).
+ * exec.c's render calls it when x->o.kind == CRL__EXEC_PROCESSES. */
+CRL_INTERNAL int crl__exec_procs_render(crl__exec *x, int64_t i, uint8_t *rgb, crl_error *err);
+
+/* env.c, after a successful backend step: end the episodes of envs whose
+ * worker was restarted (truncated, reward 0).  No-op unless x->any_restarted. */
+CRL_INTERNAL void crl__exec_mark_restarted(crl__exec *x, crl_env *env);
+
+#endif

@@ -1,0 +1,90 @@
+/* libcrl application API: data collectors (TorchRL's SyncDataCollector,
+ * MultiSyncDataCollector and MultiaSyncDataCollector, in C).
+ *
+ * A collector steps an env (any backend, any executor) with a policy and
+ * hands out batches of frames.  In INI:
+ *   [env]
+ *   backend = classic
+ *   id = Pendulum-v1
+ *   num_envs = 4
+ *   [collector]
+ *   frames_per_batch = 200     ; a multiple of num_envs (x num_collectors when sync)
+ *   total_frames = 10000       ; -1: endless
+ *   num_collectors = 2         ; > 1: a multi collector, one thread and env per sub-collector
+ *   sync = true                ; false: MultiaSyncDataCollector
+ * Batches have TorchRL's layout: batch [N, T] (N envs, T = frames_per_batch
+ * / N steps; [T] for a single env), with the root keys of each step
+ * ("observation", "action", "done", "terminated", "truncated", and whatever
+ * the policy wrote), "next" (the step's outputs) and "collector.traj_ids"
+ * (int64 [N, T]: a trajectory id that grows as episodes start, unique over
+ * the whole run).  Sync multi collectors stack the sub-collectors' batches
+ * into [num_collectors, N, T]; async ones hand out one sub-collector's
+ * [N, T] at a time with "collector.worker" (int64 [N, T], its index).
+ * With split_trajs = true a batch becomes [trajectories, longest] padded
+ * with zeros, plus the bool "collector.mask" marking real frames.
+ *
+ * Sub-collector k builds its env from the env section and seeds it with the
+ * seed chain continued after sub-collector k-1's envs, so a run is
+ * reproducible for a given [env] seed. */
+#ifndef CRL_COLLECTOR_H
+#define CRL_COLLECTOR_H
+
+#include <crl/env.h>
+#include <crl/replay.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct crl_collector crl_collector;
+
+/* The [collector] options (frames_per_batch, total_frames,
+ * init_random_frames, max_frames_per_traj, num_collectors, sync,
+ * split_trajs, reset_at_each_iter) with their defaults and docs.  Static. */
+CRL_API const crl_option *crl_collector_options(void);
+
+/* Build the collector `section` describes over the env `env_section`
+ * describes.  policy writes "action" into the td it is given (NULL: random
+ * actions from the action spec); it is called from the sub-collectors'
+ * threads when num_collectors > 1 or sync = false, so it must be
+ * thread-safe then.  user is passed to it.  host and cfg are borrowed and
+ * must outlive the collector.  Errors: CRL_E_CONFIG (unknown key with a
+ * "did you mean", frames_per_batch missing or not a multiple of the envs
+ * stepping, total_frames = 0; each with FILE:LINE), the env's own errors,
+ * CRL_E_RUNTIME when a thread cannot start.  New collector, free with
+ * crl_collector_free. */
+CRL_API crl_collector *crl_collector_from_config(crl_host *host, const crl_config *cfg, const char *section,
+                                                 const char *env_section, crl_policy_fn policy, void *user,
+                                                 crl_error *err);
+
+/* The next batch (a new TensorDict, see above), or NULL: with err->code ==
+ * CRL_OK when total_frames were handed out (or after shutdown), else the
+ * error, which names the section, the sub-collector, the frame and what
+ * failed (policy, step, reset, replay buffer).  After an error every later
+ * call returns the same error.  With a replay buffer set, the batch is
+ * also written to it (flattened to [frames]) before it is returned; a
+ * buffer error is the collector's error. */
+CRL_API crl_td *crl_collector_next(crl_collector *c, crl_error *err);
+
+/* Write every batch into rb as well (NULL: stop).  rb is borrowed and must
+ * outlive the collector or be unset first. */
+CRL_API void crl_collector_set_replay(crl_collector *c, crl_replay *rb);
+
+/* Frames handed out so far (every frame of every batch returned). */
+CRL_API int64_t crl_collector_frames(const crl_collector *c);
+/* Sub-collectors (num_collectors), and sub-collector i's env (borrowed;
+ * NULL out of range).  Do not step an env while its collector runs. */
+CRL_API size_t crl_collector_num_envs(const crl_collector *c);
+CRL_API crl_env *crl_collector_env(const crl_collector *c, size_t i);
+
+/* Stop and join the sub-collectors' threads (each finishes the batch it is
+ * collecting); later crl_collector_next calls return NULL with CRL_OK.
+ * Idempotent; NULL-safe. */
+CRL_API void crl_collector_shutdown(crl_collector *c);
+/* Shut down and free, closing the envs.  NULL-safe. */
+CRL_API void crl_collector_free(crl_collector *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
