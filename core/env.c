@@ -50,6 +50,9 @@ static const crl_option env_options[] = {
       "their episodes truncated (processes)" },
     { "max_restarts", CRL_OPT_INT, CRL_OPT_RANGE, "3", 0, 1000000, NULL,
       "with on_worker_failure = restart: restarts allowed before a failure is an error" },
+    { "worker_transforms", CRL_OPT_LIST, 0, "", 0, 0, NULL,
+      "transforms run inside each worker on its own envs (TorchRL's ParallelEnv of TransformedEnvs), before the "
+      "batch is assembled; [env] transforms then run on the whole batch in the parent.  Needs an executor" },
     { "per_env.", CRL_OPT_STRING, CRL_OPT_PREFIX, NULL, 0, 0, NULL,
       "per_env.KEY = v0, v1, ...: backend option KEY with one value per env (needs an executor other than inline)" },
     CRL_OPTIONS_END

@@ -100,7 +100,8 @@ struct crl__exec_kind;
 
 struct crl__exec {
     crl_env *env;                    /* borrowed: the host env this executor serves */
-    crl_env_ops real;                /* the component's ops (copied) */
+    crl_env_ops real;                /* the component's ops (copied), or crl__wenv_ops */
+    int (*backend_step)(void *, crl_error *);  /* the component's own step (where its code lives) */
     crl__exec_opts o;
     int64_t num;
     crl__exec_inst *inst;
@@ -143,6 +144,13 @@ typedef struct crl__exec_kind {
 CRL_INTERNAL extern const crl__exec_kind crl__exec_kind_serial;
 CRL_INTERNAL extern const crl__exec_kind crl__exec_kind_threads;
 CRL_INTERNAL extern const crl__exec_kind crl__exec_kind_processes;
+
+/* worker_transforms (exec_wenv.c): an inner crl_env over `section` of cfg
+ * (which it takes, also on error) adapted to the backend ops below, which
+ * the executor then uses in place of the component's. */
+CRL_INTERNAL int crl__wenv_make(crl_host *host, crl_config *cfg, const char *section, crl_env_specs *specs,
+                                void **benv, crl_error *err);
+CRL_INTERNAL extern const crl_env_ops crl__wenv_ops;
 
 /* Worker restarts so far (processes; 0 for other kinds). */
 CRL_INTERNAL int64_t crl__exec_procs_restarts(const crl__exec *x);

@@ -51,6 +51,10 @@ int crl__exec_read_options(const crl_opts *o, int64_t num, crl__exec_opts *out, 
                                  "send/recv (batch_size < num_envs), which resets an ended env at its next send as "
                                  "EnvPool does; set auto_reset = next_step or off", crl_opts_origin(o, "auto_reset"),
                                  sec);
+        if (!crl_opts_list(o, "worker_transforms", &ntf, &tfs, NULL) && ntf > 0)
+            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] worker_transforms cannot be combined with async "
+                                 "send/recv (batch_size < num_envs); drop batch_size, or worker_transforms",
+                                 crl_opts_origin(o, "worker_transforms"), sec);
         if (!crl_opts_list(o, "transforms", &ntf, &tfs, NULL) && ntf > 0)
             return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] transforms cannot be combined with async send/recv "
                                  "(batch_size < num_envs): a recv holds an arbitrary subset of the envs; drop "
@@ -62,6 +66,12 @@ int crl__exec_read_options(const crl_opts *o, int64_t num, crl__exec_opts *out, 
             return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] batch_size = %" G_GINT64_FORMAT " < num_envs needs an "
                                  "executor (async send/recv); set executor = threads, or drop batch_size",
                                  crl_opts_origin(o, "batch_size"), sec, (gint64)out->batch_size);
+        size_t nwt = 0;
+        const char *const *wt = NULL;
+        if (!crl_opts_list(o, "worker_transforms", &nwt, &wt, NULL) && nwt > 0)
+            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] worker_transforms run inside the executor's workers; set "
+                                 "executor = serial, threads or processes (or use transforms, which run in this "
+                                 "process)", crl_opts_origin(o, "worker_transforms"), sec);
         if (crl_opts_prefixed_count(o, "per_env.") > 0)
             return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] %s: per-env options need one backend instance per env; "
                                  "set executor = serial (or threads, processes)", crl_opts_origin(o, "per_env."), sec,
@@ -216,10 +226,34 @@ static char *per_env_what(const per_env_key *pk, size_t npk, int64_t i)
     return g_string_free(s, FALSE);
 }
 
-/* Env i's option set: the section's keys with each per_env KEY replaced by
- * its i-th value (tagged with per_env.KEY's origin), validated. */
-static crl_opts *per_env_opts(const crl_config *cfg, const char *section, const per_env_key *pk, size_t npk,
-                              int64_t i, const crl_option *const *tables, crl_error *err)
+/* What an instance's own config changes in the section (worker_transforms:
+ * the inner env's settings; NULL for a plain instance). */
+typedef struct inner_env {
+    int64_t count;
+    const char *transforms;      /* the worker_transforms list, joined */
+    const char *transforms_at;   /* its FILE:LINE */
+    bool from_pixels, pixels_only;
+} inner_env;
+
+/* [env] keys an inner env does not take from the outer section. */
+static bool outer_only(const char *key)
+{
+    static const char *const keys[] = { "executor", "num_workers", "batch_size", "pin_threads", "step_timeout",
+                                        "on_worker_failure", "max_restarts", "worker_transforms", "transforms",
+                                        "num_envs", "auto_reset", "frame_skip", "seed", "from_pixels",
+                                        "pixels_only", NULL };
+    for (size_t i = 0; keys[i]; i++)
+        if (!strcmp(key, keys[i]))
+            return true;
+    return false;
+}
+
+/* Instance i's config: the section with each per_env KEY replaced by its
+ * i-th value (tagged with per_env.KEY's origin; i < 0: no per-env values),
+ * and for an inner env its own settings plus every [transform.*] section.
+ * New config, free with crl_config_free. */
+static crl_config *inst_config(const crl_config *cfg, const char *section, const per_env_key *pk, size_t npk,
+                               int64_t i, const inner_env *ie, crl_error *err)
 {
     crl_config *c = crl_config_new(err);
     if (!c)
@@ -228,17 +262,44 @@ static crl_opts *per_env_opts(const crl_config *cfg, const char *section, const 
     crl__section *dst = crl__config_ensure_section(c, section, src && src->origin ? src->origin : "command line");
     for (guint j = 0; src && j < src->entries->len; j++) {
         const crl__entry *e = g_ptr_array_index(src->entries, j);
-        if (g_str_has_prefix(e->key, "per_env."))
+        if (g_str_has_prefix(e->key, "per_env.") || (ie && outer_only(e->key)))
             continue;
         bool over = false;
-        for (size_t k = 0; k < npk && !over; k++)
+        for (size_t k = 0; i >= 0 && k < npk && !over; k++)
             over = !strcmp(e->key, pk[k].name);
         if (!over)
             crl__section_add(dst, e->key, e->value, e->origin, e->layer);
     }
-    for (size_t k = 0; k < npk; k++)
+    for (size_t k = 0; i >= 0 && k < npk; k++)
         crl__section_add(dst, pk[k].name, pk[k].vals[i], pk[k].origin, CRL_LAYER_FILE);
-    crl_opts *o = crl_config_opts(c, section, tables, 2, err);
+    if (ie) {
+        char num[32];
+        g_snprintf(num, sizeof num, "%" G_GINT64_FORMAT, (gint64)ie->count);
+        crl__section_add(dst, "num_envs", num, "worker_transforms", CRL_LAYER_FILE);
+        crl__section_add(dst, "transforms", ie->transforms, ie->transforms_at, CRL_LAYER_FILE);
+        crl__section_add(dst, "auto_reset", "next_step", "worker_transforms", CRL_LAYER_FILE);
+        crl__section_add(dst, "from_pixels", ie->from_pixels ? "true" : "false", "worker_transforms", CRL_LAYER_FILE);
+        crl__section_add(dst, "pixels_only", ie->pixels_only ? "true" : "false", "worker_transforms", CRL_LAYER_FILE);
+        for (guint j = 0; j < cfg->sections->len; j++) {
+            const crl__section *ts = g_ptr_array_index(cfg->sections, j);
+            if (!g_str_has_prefix(ts->name, "transform."))
+                continue;
+            crl__section *td = crl__config_ensure_section(c, ts->name, ts->origin);
+            for (guint q = 0; q < ts->entries->len; q++) {
+                const crl__entry *e = g_ptr_array_index(ts->entries, q);
+                crl__section_add(td, e->key, e->value, e->origin, e->layer);
+            }
+        }
+    }
+    return c;
+}
+
+/* Env i's option set (per_env values in place), validated. */
+static crl_opts *per_env_opts(const crl_config *cfg, const char *section, const per_env_key *pk, size_t npk,
+                              int64_t i, const crl_option *const *tables, crl_error *err)
+{
+    crl_config *c = inst_config(cfg, section, pk, npk, i, NULL, err);
+    crl_opts *o = c ? crl_config_opts(c, section, tables, 2, err) : NULL;
     crl_config_free(c);
     return o;
 }
@@ -393,6 +454,7 @@ int crl__exec_make(crl_env *env, const crl_env_ops *real, const crl__exec_opts *
     crl__exec *x = g_new0(crl__exec, 1);
     x->env = env;
     x->real = *real;
+    x->backend_step = real->step;
     x->o = *xo;
     x->num = env->num;
     x->kind = kind_of(xo->kind);
@@ -428,10 +490,36 @@ int crl__exec_make(crl_env *env, const crl_env_ops *real, const crl__exec_opts *
         }
     }
 
+    /* worker_transforms: every instance is an inner env with that chain. */
+    size_t nwt = 0;
+    const char *const *wt = NULL;
+    inner_env ie = { 0 };
+    if (!rc)
+        rc = crl_opts_list(opts, "worker_transforms", &nwt, &wt, err);
+    char *wtj = nwt ? g_strjoinv(", ", (char **)wt) : NULL;
+    if (nwt) {
+        ie.transforms = wtj;
+        ie.transforms_at = crl_opts_origin(opts, "worker_transforms");
+        ie.from_pixels = env->from_pixels;
+        ie.pixels_only = env->pixels_only;
+        /* The inner envs render; the outer one sees "pixels" as an observation. */
+        env->from_pixels = env->pixels_only = false;
+        x->real = crl__wenv_ops;
+    }
     crl_env_specs *parts = g_new0(crl_env_specs, x->ninst);
     for (size_t k = 0; !rc && k < x->ninst; k++) {
         crl__exec_inst *in = &x->inst[k];
         crl_opts *own = NULL;
+        if (nwt) {
+            ie.count = in->count;
+            parts[k].struct_size = sizeof parts[k];
+            crl_config *c = inst_config(cfg, section, pk, npk, npk ? in->start : -1, &ie, err);
+            rc = c ? crl__wenv_make(env->host, c, section, &parts[k], &in->benv, err) : (err ? err->code : CRL_E_NOMEM);
+            if (rc)
+                crl_error_prefix(err, "worker_transforms, envs [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "): ",
+                                 (gint64)in->start, (gint64)(in->start + in->count));
+            continue;
+        }
         if (npk) {
             own = per_env_opts(cfg, section, pk, npk, in->start, tables, err);
             if (!own) {
@@ -462,6 +550,7 @@ int crl__exec_make(crl_env *env, const crl_env_ops *real, const crl__exec_opts *
         crl_opts_free(own);
     }
     per_env_free(pk, npk);
+    g_free(wtj);
 
     /* Combined specs along the batch dim. */
     crl_spec **col = g_new0(crl_spec *, x->ninst);

@@ -464,7 +464,7 @@ static bool embeds_python(const crl__exec *x, char *lib, size_t n)
 {
     Dl_info info;
     struct link_map *lm = NULL;
-    void *fn = x->real.step ? (void *)x->real.step : (void *)x->real.make;
+    void *fn = x->backend_step ? (void *)x->backend_step : x->real.step ? (void *)x->real.step : (void *)x->real.make;
     if (!fn || !dladdr1(fn, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm || !lm->l_ld)
         return false;
     const char *strtab = NULL;

@@ -243,7 +243,7 @@ START_TEST(options_table)
     const char *names[] = { "backend", "id", "num_envs", "frame_skip", "from_pixels", "pixels_only",
                             "auto_reset", "project_actions", "max_episode_steps", "seed", "transforms",
                             "executor", "num_workers", "batch_size", "pin_threads", "step_timeout",
-                            "on_worker_failure", "max_restarts", "per_env." };
+                            "on_worker_failure", "max_restarts", "worker_transforms", "per_env." };
     const crl_option *t = crl_env_options();
     size_t n = 0;
     while (t[n].type != CRL_OPT_END)

@@ -409,6 +409,154 @@ START_TEST(test_transforms_on_top)
 }
 END_TEST
 
+/* Every leaf of a and b (the same keys) holds the same bytes. */
+static void assert_same_td(const crl_td *a, const crl_td *b, const char *what, int step)
+{
+    char **ka = crl_td_leaf_keys(a, NULL), **kb = crl_td_leaf_keys(b, NULL);
+    size_t na = 0, nb = 0;
+    while (ka[na])
+        na++;
+    while (kb[nb])
+        nb++;
+    ck_assert_msg(na == nb, "%s, step %d: %zu keys vs %zu", what, step, na, nb);
+    for (size_t i = 0; i < na; i++) {
+        crl_tensor *x = crl_td_get(a, ka[i]), *y = crl_td_get(b, ka[i]);
+        ck_assert_msg(y != NULL, "%s, step %d: no '%s'", what, step, ka[i]);
+        crl_tensor *xc = crl_tensor_contiguous(x, NULL), *yc = crl_tensor_contiguous(y, NULL);
+        ck_assert_msg(crl_tensor_nbytes(xc) == crl_tensor_nbytes(yc) &&
+                          memcmp(crl_tensor_data(xc), crl_tensor_data(yc), crl_tensor_nbytes(xc)) == 0,
+                      "%s, step %d: '%s' differs", what, step, ka[i]);
+        crl_tensor_unref(xc);
+        crl_tensor_unref(yc);
+    }
+    crl_free(ka);
+    crl_free(kb);
+}
+
+/* worker_transforms (the chain inside each worker) gives what the same chain
+ * gives in the parent: every key, every step, through auto-resets (a short
+ * time limit), partial resets and a reseed, for every executor. */
+static void worker_tf_case(const char *autoreset)
+{
+    static const char *const kinds[] = { "executor = serial\nnum_workers = 2", "executor = threads\nnum_workers = 3",
+                                         "executor = processes\nnum_workers = 2" };
+    const char *tf = "[transform.rs]\ntype = RewardSum\n[transform.sc]\ntype = StepCounter\n"
+                     "[transform.cf]\ntype = CatFrames\nN = 3\ndim = -1\nin_keys = observation\n";
+    char *ini = g_strdup_printf("[env]\nbackend = classic\nid = CartPole-v1\nnum_envs = 5\nauto_reset = %s\n"
+                                "max_episode_steps = 17\ntransforms = rs, sc, cf\n", autoreset);
+    for (size_t k = 0; k < G_N_ELEMENTS(kinds); k++) {
+        char *wini = g_strdup_printf("[w]\nbackend = classic\nid = CartPole-v1\nnum_envs = 5\nauto_reset = %s\n"
+                                     "max_episode_steps = 17\nworker_transforms = rs, sc, cf\n%s\n%s%s",
+                                     autoreset, kinds[k], tf, ini);
+        fx f;
+        fx_open(&f, wini);
+        g_free(wini);
+        crl_error e = { 0 };
+        crl_env *p = crl_env_from_config(f.host, f.cfg, "env", &e);
+        ck_assert_msg(p != NULL, "%s", e.message);
+        crl_env *w = crl_env_from_config(f.host, f.cfg, "w", &e);
+        if (!w && processes_unavailable(&e)) {
+            crl_env_free(p);
+            fx_close(&f);
+            continue;
+        }
+        ck_assert_msg(w != NULL, "%s: %s", kinds[k], e.message);
+        ck_assert_uint_eq(crl_env_transform_count(w), 0);
+        char *ps = crl_env_specs_repr(p), *ws = crl_env_specs_repr(w);
+        ck_assert_str_eq(ws, ps);
+        crl_free(ps);
+        crl_free(ws);
+        crl_env_set_seed(p, 31);
+        crl_env_set_seed(w, 31);
+        crl_td *tp = crl_env_reset(p, NULL, &e), *tw = crl_env_reset(w, NULL, &e);
+        ck_assert_msg(tp && tw, "%s", e.message);
+        assert_same_td(tp, tw, kinds[k], -1);
+        crl_rng rng;
+        crl_rng_init(&rng, 4, 0);
+        bool off = !strcmp(autoreset, "off");
+        for (int s = 0; s < 90; s++) {
+            fill_actions(p, tp, &rng);
+            crl_td_set(tw, "action", crl_td_get(tp, "action"), NULL);
+            EXPECT_OK(crl_env_step(p, tp, &e), e);
+            EXPECT_OK(crl_env_step(w, tw, &e), e);
+            assert_same_td(tp, tw, kinds[k], s);
+            crl_td *np = crl_env_step_mdp(p, tp, &e), *nw = crl_env_step_mdp(w, tw, &e);
+            crl_td_unref(tp);
+            crl_td_unref(tw);
+            tp = np;
+            tw = nw;
+            /* auto_reset = off: reset what ended; every 23 steps a random partial reset too */
+            int64_t shape[2] = { 5, 1 };
+            crl_tensor *m = crl_tensor_new(CRL_BOOL, 2, shape, NULL);
+            uint8_t *mp = crl_tensor_data(m);
+            bool any = false;
+            for (int i = 0; i < 5; i++) {
+                mp[i] = (off && crl_tensor_flat_get(crl_td_get(tp, "done"), i) != 0.0) ||
+                        (s % 23 == 22 && crl_rng_below(&rng, 2));
+                any |= mp[i];
+            }
+            if (s == 60) {
+                crl_env_set_seed(p, 5);
+                crl_env_set_seed(w, 5);
+            }
+            if (any || s == 60) {
+                crl_td_set(tp, "_reset", m, NULL);
+                crl_td_set(tw, "_reset", m, NULL);
+                crl_td *rp = crl_env_reset(p, tp, &e), *rw = crl_env_reset(w, tw, &e);
+                ck_assert_msg(rp && rw, "%s", e.message);
+                crl_td_unref(rp);
+                crl_td_unref(rw);
+                assert_same_td(tp, tw, kinds[k], s);
+            }
+            crl_tensor_unref(m);
+        }
+        crl_td_unref(tp);
+        crl_td_unref(tw);
+        crl_env_free(p);
+        crl_env_free(w);
+        fx_close(&f);
+    }
+    g_free(ini);
+}
+
+START_TEST(test_worker_transforms_next_step) { worker_tf_case("next_step"); }
+END_TEST
+START_TEST(test_worker_transforms_off) { worker_tf_case("off"); }
+END_TEST
+
+/* Both places at once: the worker chain's outputs go through the parent's chain. */
+START_TEST(test_worker_and_parent_transforms)
+{
+    fx f;
+    crl_env *env = env_new(&f, "backend = classic\nid = Pendulum-v1\nnum_envs = 4\nexecutor = threads\n"
+                               "worker_transforms = sc\ntransforms = rs\n"
+                               "[transform.sc]\ntype = StepCounter\n[transform.rs]\ntype = RewardSum");
+    ck_assert_uint_eq(crl_env_transform_count(env), 1);
+    crl_error e = { 0 };
+    EXPECT_OK(crl_env_check_specs(env, 20, &e), e);
+    crl_td *td = crl_env_rollout(env, 7, NULL, NULL, false, true, NULL, &e);
+    ck_assert_msg(td != NULL, "%s", e.message);
+    ck_assert(crl_td_has(td, "next.step_count") && crl_td_has(td, "next.episode_reward"));
+    ck_assert_double_eq(crl_tensor_flat_get(crl_td_get(td, "next.step_count"), 6), 7.0);
+    crl_td_unref(td);
+    crl_env_free(env);
+    fx_close(&f);
+    /* worker_transforms need an executor; a bad name is the inner env's error with its file:line */
+    crl_env *bad = env_try(&f, "backend = classic\nid = CartPole-v1\nnum_envs = 2\nworker_transforms = sc\n"
+                               "[transform.sc]\ntype = StepCounter", &e);
+    ck_assert_ptr_null(bad);
+    ck_assert_int_eq(e.code, CRL_E_CONFIG);
+    ck_assert_msg(strstr(e.message, "test.ini:") && strstr(e.message, "set executor = serial"), "%s", e.message);
+    fx_close(&f);
+    bad = env_try(&f, "backend = classic\nid = CartPole-v1\nnum_envs = 2\nexecutor = serial\n"
+                      "worker_transforms = nope\n", &e);
+    ck_assert_ptr_null(bad);
+    ck_assert_int_eq(e.code, CRL_E_CONFIG);
+    ck_assert_msg(strstr(e.message, "transform.nope") && strstr(e.message, "test.ini:"), "%s", e.message);
+    fx_close(&f);
+}
+END_TEST
+
 /* ---- options and bad input --------------------------------------------------------------- */
 
 static crl__exec *exec_of(crl_env *env)
@@ -542,6 +690,9 @@ static Suite *exec_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_render_and_pixels);
     tcase_add_test(tc, test_transforms_on_top);
+    tcase_add_test(tc, test_worker_transforms_next_step);
+    tcase_add_test(tc, test_worker_transforms_off);
+    tcase_add_test(tc, test_worker_and_parent_transforms);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_set_timeout(tc, 120);

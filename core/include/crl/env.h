@@ -35,8 +35,11 @@ typedef enum crl_autoreset {
  * from_pixels, pixels_only, auto_reset, project_actions, max_episode_steps,
  * seed, transforms -- see crl/transform.h -- and the executor's: executor =
  * inline|serial|threads|processes, num_workers, batch_size, pin_threads,
- * step_timeout, on_worker_failure = fail|restart, max_restarts, and
- * per_env.KEY = v0, v1, ... giving backend option KEY one value per env);
+ * step_timeout, on_worker_failure = fail|restart, max_restarts,
+ * worker_transforms = a, b (transforms run inside each worker on its own
+ * envs, TorchRL's ParallelEnv of TransformedEnvs; `transforms` still run on
+ * the batch in this process), and per_env.KEY = v0, v1, ... giving backend
+ * option KEY one value per env);
  * the backend's options come from its component table.
  *
  * Executors: `inline` (the default) lets the backend step its num_envs
