@@ -150,6 +150,17 @@ static bool aq_pop(aqueue *q, int64_t *id)
     return true;
 }
 
+/* Pop after taking a semaphore unit: an item is on its way.  A push that
+ * took an earlier slot may still be filling it while a later one is
+ * complete and posted, so the head can look empty for a moment. */
+static int64_t aq_take(aqueue *q)
+{
+    int64_t id;
+    while (!aq_pop(q, &id))
+        cpu_relax();
+    return id;
+}
+
 static void as_post(asem *s, uint32_t n)
 {
     atomic_fetch_add(&s->count, n);
@@ -270,10 +281,10 @@ static int step_one(async *a, int64_t i, crl_error *e)
 static void *worker_main(void *arg)
 {
     async *a = arg;
-    while (as_wait(&a->work_sem, &a->quit)) {
-        int64_t i;
-        if (!aq_pop(&a->work, &i))
-            continue;
+    /* quit is raised after a drain, so the units posted with it are the
+     * only ones left then. */
+    while (as_wait(&a->work_sem, &a->quit) && !atomic_load_explicit(&a->quit, memory_order_acquire)) {
+        int64_t i = aq_take(&a->work);
         crl_error *e = &a->env_err[i];
         crl_error_clear(e);
         a->env_rc[i] = a->job[i] == AJOB_RESET ? reset_one(a, i, e) : step_one(a, i, e);
@@ -290,11 +301,8 @@ static void drain(async *a)
 {
     while (a->nflight > 0) {
         as_wait(&a->ready_sem, NULL);
-        int64_t i;
-        if (aq_pop(&a->ready, &i)) {
-            a->in_flight[i] = false;
-            a->nflight--;
-        }
+        a->in_flight[aq_take(&a->ready)] = false;
+        a->nflight--;
     }
 }
 
@@ -563,10 +571,9 @@ crl_td *crl_env_recv(crl_env *env, crl_error *err)
         return NULL;
     }
     int64_t *ids = a->ids;
-    for (int64_t m = 0; m < B;) {
+    for (int64_t m = 0; m < B; m++) {
         as_wait(&a->ready_sem, NULL);
-        if (aq_pop(&a->ready, &ids[m]))
-            m++;
+        ids[m] = aq_take(&a->ready);
     }
     for (int64_t m = 0; m < B; m++)
         a->in_flight[ids[m]] = false;

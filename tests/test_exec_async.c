@@ -481,6 +481,40 @@ START_TEST(test_pixels)
 }
 END_TEST
 
+/* Many fast exchanges with several workers pushing results at once: every
+ * recv gets its batch (a pop racing a push into an earlier slot once lost
+ * its semaphore unit and hung here), and every env comes back once per send. */
+START_TEST(test_stress)
+{
+    fx f;
+    fx_open(&f, "[env]\nbackend = classic\nid = CartPole-v1\nnum_envs = 64\nexecutor = threads\nnum_workers = 2\n"
+                "batch_size = 32\nauto_reset = next_step\n");
+    crl_error e = { 0 };
+    crl_env *env = env_of(&f, "env");
+    EXPECT_OK(crl_env_async_reset(env, &e), e);
+    int64_t *count = g_new0(int64_t, 64);
+    double acts[32] = { 0, 1, 1, 0 };
+    for (int x = 0; x < 2000; x++) {
+        crl_td *got = crl_env_recv(env, &e);
+        ck_assert_msg(got != NULL, "recv %d: %s", x, e.message);
+        const int64_t *ids = crl_tensor_data(crl_td_get(got, "env_id"));
+        for (int m = 0; m < 32; m++)
+            count[ids[m]]++;
+        EXPECT_OK(send_acts(env, ids, acts, 32, &e), e);
+        crl_td_unref(got);
+    }
+    int64_t total = 0;
+    for (int i = 0; i < 64; i++) {
+        ck_assert_int_gt(count[i], 0);
+        total += count[i];
+    }
+    ck_assert_int_eq(total, 64000);
+    g_free(count);
+    crl_env_free(env);
+    fx_close(&f);
+}
+END_TEST
+
 static Suite *async_suite(void)
 {
     Suite *s = suite_create("exec_async");
@@ -494,6 +528,7 @@ static Suite *async_suite(void)
     tcase_add_test(tc, test_config_errors);
     tcase_add_test(tc, test_backend_error);
     tcase_add_test(tc, test_pixels);
+    tcase_add_test(tc, test_stress);
     suite_add_tcase(s, tc);
     return s;
 }

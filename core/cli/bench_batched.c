@@ -136,6 +136,111 @@ static int row(crl_host *host, const char *id, int64_t num, double seconds, crl_
     return CRL_OK;
 }
 
+/* Async (EnvPool's send/recv): recv batch_size envs, send their actions back. */
+typedef struct {
+    crl_config *cfg;
+    crl_env *env;
+    crl_td *send;            /* [B]: env_id and action, refilled from each recv */
+    crl_tensor *bank[BANK];  /* [B] actions */
+    int64_t next, B;
+    crl_error err;
+    bool failed;
+} bench_async;
+
+static void async_close(bench_async *b)
+{
+    crl_td_unref(b->send);
+    for (int i = 0; i < BANK; i++)
+        crl_tensor_unref(b->bank[i]);
+    crl_env_free(b->env);
+    crl_config_free(b->cfg);
+    memset(b, 0, sizeof *b);
+}
+
+static int async_open(bench_async *b, crl_host *host, const char *id, int64_t num, int64_t B, crl_error *err)
+{
+    memset(b, 0, sizeof *b);
+    b->B = B;
+    char *text = g_strdup_printf("[env]\nbackend = classic\nid = %s\nnum_envs = %" G_GINT64_FORMAT "\n"
+                                 "executor = threads\nbatch_size = %" G_GINT64_FORMAT "\nseed = 7\n", id,
+                                 (gint64)num, (gint64)B);
+    int rc = CRL_OK;
+    if (!(b->cfg = crl_config_new(err)) ||
+        crl_config_load_buffer(b->cfg, "crl bench batched", text, strlen(text), CRL_LAYER_FILE, err) ||
+        !(b->env = crl_env_from_config(host, b->cfg, "env", err)))
+        rc = err->code ? err->code : CRL_E_INVALID;
+    g_free(text);
+    crl_rng rng;
+    crl_rng_init(&rng, 11, 0);
+    const crl_spec *leaf = rc ? NULL : crl_spec_composite_get(crl_env_action_spec(b->env), "action");
+    /* B rows of a [num] draw: in the domain of every env. */
+    for (int i = 0; !rc && i < BANK; i++) {
+        crl_tensor *all = crl_spec_rand(leaf, &rng, err);
+        if (!all || !(b->bank[i] = crl_tensor_slice(all, 0, 0, B, 1, err)))
+            rc = err->code;
+        crl_tensor_unref(all);
+    }
+    if (!rc && !(b->send = crl_td_new(1, &B, err)))
+        rc = err->code;
+    if (!rc)
+        rc = crl_env_async_reset(b->env, err);
+    if (rc)
+        async_close(b);
+    return rc;
+}
+
+/* One op: recv B envs, send B actions back to them. */
+static void run_async(void *p, uint64_t n)
+{
+    bench_async *b = p;
+    for (uint64_t i = 0; i < n && !b->failed; i++) {
+        crl_td *got = crl_env_recv(b->env, &b->err);
+        if (!got || crl_td_set(b->send, "env_id", crl_td_get(got, "env_id"), &b->err) ||
+            crl_td_set(b->send, "action", b->bank[b->next++ % BANK], &b->err) ||
+            crl_env_send(b->env, b->send, &b->err))
+            b->failed = true;
+        crl_td_unref(got);
+    }
+}
+
+/* Async rows: env steps/s with batch_size = N/2 and N/4, next to sync threads at the same N. */
+static int async_rows(crl_host *host, const char *id, int64_t num, double seconds, crl_error *err)
+{
+    bench_env s;
+    if (bench_open(&s, host, id, num, "threads", err))
+        return err->code;
+    crl_bench_result rs = crl__bench_measure(run, &s, seconds, 16);
+    bool sf = s.failed;
+    if (sf)
+        *err = s.err;
+    bench_close(&s);
+    if (sf)
+        return err->code;
+    double sync_rate = 1e9 / rs.ns_per_op * (double)num;
+    char r[32];
+    fmt_rate(r, sizeof r, sync_rate);
+    printf("  %-12s %5" G_GINT64_FORMAT "  threads sync %s", id, (gint64)num, r);
+    static const int64_t divs[] = { 2, 4 };
+    for (size_t d = 0; d < G_N_ELEMENTS(divs); d++) {
+        int64_t B = num / divs[d];
+        bench_async b;
+        if (async_open(&b, host, id, num, B, err))
+            return err->code;
+        crl_bench_result ra = crl__bench_measure(run_async, &b, seconds, 16);
+        bool fa = b.failed;
+        if (fa)
+            *err = b.err;
+        async_close(&b);
+        if (fa)
+            return err->code;
+        double rate = 1e9 / ra.ns_per_op * (double)B;
+        fmt_rate(r, sizeof r, rate);
+        printf("   async batch_size %" G_GINT64_FORMAT ": %s (%.2fx sync)", (gint64)B, r, rate / sync_rate);
+    }
+    printf("\n");
+    return CRL_OK;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -197,6 +302,11 @@ int crl__bench_batched(double seconds)
     for (size_t i = 0; i < G_N_ELEMENTS(ids); i++)
         for (size_t j = 0; j < G_N_ELEMENTS(nums); j++)
             if (row(host, ids[i], nums[j], seconds, &err))
+                goto out;
+    printf("  async send/recv (threads, one instance per env; steps/s = received envs per second):\n");
+    for (size_t i = 0; i < G_N_ELEMENTS(ids); i++)
+        for (size_t j = 2; j < G_N_ELEMENTS(nums); j++)
+            if (async_rows(host, ids[i], nums[j], seconds, &err))
                 goto out;
     startup(host);
     status = CRL_EXIT_OK;
