@@ -50,6 +50,7 @@ int crl__cmd_bench(int argc, char **argv);
 int crl__cmd_envs(int argc, char **argv);
 int crl__cmd_inspect(int argc, char **argv);
 int crl__cmd_rollout(int argc, char **argv);
+int crl__cmd_collect(int argc, char **argv);
 
 /* One benchmark figure: time per call of the measured operation. */
 typedef struct crl_bench_result {

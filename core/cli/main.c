@@ -16,6 +16,7 @@ static const struct {
     { "envs", crl__cmd_envs, "list the env ids of every env backend" },
     { "inspect", crl__cmd_inspect, "build the [env] env and print its specs" },
     { "rollout", crl__cmd_rollout, "run an env for N steps and print the rollout" },
+    { "collect", crl__cmd_collect, "run the [collector] with a random policy and report its batches" },
     { "bench", crl__cmd_bench, "run a benchmark and print its figures" },
 };
 
