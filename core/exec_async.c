@@ -16,16 +16,11 @@
 #define _GNU_SOURCE 1 /* pthread_setaffinity_np, CPU_SET */
 #include "exec-private.h"
 #include "env-private.h"
+#include "spin-private.h"
 
-#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdatomic.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
-#include <linux/futex.h>
-#include <sys/syscall.h>
 
 #define SPIN_NS 50000
 
@@ -74,22 +69,6 @@ typedef struct async {
     int64_t *ids;                /* scratch: batch_size ids for recv, num for send */
     bool *seen;                  /* scratch for send's duplicate check */
 } async;
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-static int64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
 
 /* ---- queue and semaphore ------------------------------------------------------------------- */
 
@@ -157,7 +136,7 @@ static int64_t aq_take(aqueue *q)
 {
     int64_t id;
     while (!aq_pop(q, &id))
-        cpu_relax();
+        crl__cpu_relax();
     return id;
 }
 
@@ -165,7 +144,7 @@ static void as_post(asem *s, uint32_t n)
 {
     atomic_fetch_add(&s->count, n);
     if (atomic_load(&s->waiters) > 0)
-        syscall(SYS_futex, (uint32_t *)&s->count, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+        crl__futex_wake(&s->count, INT_MAX);
 }
 
 static bool as_try(asem *s)
@@ -187,10 +166,10 @@ static bool as_wait(asem *s, _Atomic bool *quit)
         if (quit && atomic_load_explicit(quit, memory_order_acquire))
             return false;
         if ((n & 63) != 63) {
-            cpu_relax();
+            crl__cpu_relax();
             continue;
         }
-        int64_t t = now_ns();
+        int64_t t = crl__now_ns();
         if (!until)
             until = t + SPIN_NS;
         if (t < until)
@@ -199,7 +178,7 @@ static bool as_wait(asem *s, _Atomic bool *quit)
          * on both sides: a post either sees the waiter or is seen here). */
         atomic_fetch_add(&s->waiters, 1);
         if (atomic_load(&s->count) == 0 && !(quit && atomic_load(quit)))
-            syscall(SYS_futex, (uint32_t *)&s->count, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+            crl__futex_wait(&s->count, 0);
         atomic_fetch_sub(&s->waiters, 1);
     }
 }

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE /* dladdr1, struct link_map, pidfd syscall numbers */
 #include "exec-private.h"
 #include "env-private.h"
+#include "spin-private.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -81,21 +82,12 @@ typedef struct procs {
 /* What happened to a worker that did not finish its job. */
 typedef enum { WF_OK = 0, WF_DIED, WF_HUNG } wfate;
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 static inline void spin_pause(const struct procs *p, unsigned i)
 {
     if (p->crowded && (i & 31) == 31)
         sched_yield();
     else
-        cpu_relax();
+        crl__cpu_relax();
 }
 
 static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *timeout)

@@ -1,17 +1,12 @@
 /* The threads executor (sync): a fixed pool of worker threads, each owning worker blocks, woken per step. */
 #define _GNU_SOURCE 1  /* pthread_setaffinity_np, CPU_SET */
 #include "exec-private.h"
+#include "spin-private.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdatomic.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
-#include <linux/futex.h>
-#include <sys/syscall.h>
 
 /* How it works.  The caller and min(blocks, cores) - 1 helper threads are
  * the participants (so no more threads are busy than there are cores);
@@ -55,32 +50,6 @@ struct tpool {
     _Atomic int caller_waiting; /* the caller is in futex wait on done */
 };
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-static int64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-static void futex_wait(_Atomic uint32_t *addr, uint32_t val)
-{
-    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
-}
-
-static void futex_wake(_Atomic uint32_t *addr, int n)
-{
-    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
-}
-
 /* Spin (then sleep) until *addr != val; returns the new value. */
 static uint32_t wait_change(_Atomic uint32_t *addr, uint32_t val, _Atomic int *flag, int64_t spin_ns)
 {
@@ -90,17 +59,17 @@ static uint32_t wait_change(_Atomic uint32_t *addr, uint32_t val, _Atomic int *f
         if ((v = atomic_load_explicit(addr, memory_order_acquire)) != val)
             return v;
         if ((n & 63) != 63) {
-            cpu_relax();
+            crl__cpu_relax();
             continue;
         }
-        int64_t t = now_ns();
+        int64_t t = crl__now_ns();
         if (!until)
             until = t + spin_ns;
         if (t < until)
             continue;
         /* Announce the sleep, then re-check inside the futex call. */
         atomic_fetch_add(flag, 1);
-        futex_wait(addr, val);
+        crl__futex_wait(addr, val);
         atomic_fetch_sub(flag, 1);
     }
 }
@@ -112,7 +81,7 @@ static void run_if_unclaimed(tpool *p, size_t b, uint32_t g)
         return;
     crl__exec_run_block(p->x, b, &p->x->block_err[b]);
     if (atomic_fetch_add(&p->done, 1) + 1 == (uint32_t)p->x->nblocks && atomic_load(&p->caller_waiting) > 0)
-        futex_wake(&p->done, 1);
+        crl__futex_wake(&p->done, 1);
 }
 
 /* Participant part's own blocks, then any left (helpers forward, the caller backward). */
@@ -146,7 +115,7 @@ static void threads_stop(crl__exec *x)
         return;
     atomic_store(&p->quit, true);
     atomic_fetch_add(&p->gen, 1);
-    futex_wake(&p->gen, INT_MAX);
+    crl__futex_wake(&p->gen, INT_MAX);
     for (int i = 0; i < p->nhelpers; i++)
         if (p->w[i].running)
             pthread_join(p->w[i].th, NULL);
@@ -219,23 +188,23 @@ static int threads_run(crl__exec *x, crl_error *err)
     /* The bump publishes the job (x->job, mask, seeds) and the reset count. */
     atomic_store(&p->gen, g);
     if (p->nhelpers > 0 && atomic_load(&p->sleepers) > 0)
-        futex_wake(&p->gen, INT_MAX);
+        crl__futex_wake(&p->gen, INT_MAX);
     run_share(p, 0, g);
     uint32_t v;
     int64_t until = 0;
     for (unsigned n = 0; (v = atomic_load_explicit(&p->done, memory_order_acquire)) != (uint32_t)x->nblocks; n++) {
         if ((n & 63) != 63) {
-            cpu_relax();
+            crl__cpu_relax();
             continue;
         }
-        int64_t t = now_ns();
+        int64_t t = crl__now_ns();
         if (!until)
             until = t + CALLER_SPIN_NS;
         if (t < until)
             continue;
         atomic_fetch_add(&p->caller_waiting, 1);
         if ((v = atomic_load(&p->done)) != (uint32_t)x->nblocks)
-            futex_wait(&p->done, v);
+            crl__futex_wait(&p->done, v);
         atomic_fetch_sub(&p->caller_waiting, 1);
     }
     for (size_t b = 0; b < x->nblocks; b++)

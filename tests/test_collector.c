@@ -1,6 +1,5 @@
 /* Check suite for the data collectors (sync, multi sync, multi async) over the classic envs. */
 #include <check.h>
-#include <dlfcn.h>
 #include <glib.h>
 #include <inttypes.h>
 #include <math.h>
@@ -12,31 +11,26 @@
 #include <crl/crl.h>
 #include <crl/replay.h>
 
+#include "host-fixture.h"
+#include "keep-cairo.h"
+
 #define EXPECT_OK(call, e) ck_assert_msg((call) == CRL_OK, "%s: %s", #call, (e).message)
 
 typedef struct fx {
+    crl_test_host h;
     crl_config *cfg;
     crl_host *host;
     crl_collector *c;
 } fx;
 
-/* Build the config from `ini` (the [plugins] section is added) and the
- * collector over [collector] and [env]; NULL with err set on failure. */
+/* Build the config from `ini` (classic and replay loaded) and the collector
+ * over [collector] and [env]; NULL with err set on failure. */
 static crl_collector *fx_open(fx *f, const char *ini, crl_policy_fn policy, void *user, crl_error *err)
 {
     memset(f, 0, sizeof *f);
-    crl_error e = { 0 };
-    f->cfg = crl_config_new(&e);
-    ck_assert_ptr_nonnull(f->cfg);
-    char *text = g_strdup_printf("[plugins]\nload = classic, replay\n%s", ini);
-    int rc = crl_config_load_buffer(f->cfg, "test.ini", text, strlen(text), CRL_LAYER_FILE, &e);
-    g_free(text);
-    ck_assert_msg(rc == CRL_OK, "config: %s", e.message);
-    f->host = crl_host_new(f->cfg, &e);
-    ck_assert_msg(f->host != NULL, "host: %s", e.message);
-    rc = crl_host_load_configured(f->host, &e);
-    ck_assert_msg(rc == CRL_OK, "loading plugins: %s (CRL_PLUGIN_PATH=%s)", e.message,
-                  getenv("CRL_PLUGIN_PATH") ? getenv("CRL_PLUGIN_PATH") : "unset");
+    crl_test_host_open(&f->h, "classic, replay", ini);
+    f->cfg = f->h.cfg;
+    f->host = f->h.host;
     f->c = crl_collector_from_config(f->host, f->cfg, "collector", "env", policy, user, err);
     return f->c;
 }
@@ -52,8 +46,7 @@ static crl_collector *fx_ok(fx *f, const char *ini, crl_policy_fn policy, void *
 static void fx_close(fx *f)
 {
     crl_collector_free(f->c);
-    crl_host_free(f->host);
-    crl_config_free(f->cfg);
+    crl_test_host_close(&f->h);
     memset(f, 0, sizeof *f);
 }
 
@@ -856,10 +849,7 @@ static Suite *collector_suite(void)
 
 int main(void)
 {
-    /* Every fixture loads and dlcloses classic.so; the cairo/pixman it links keep
-     * start-up tables that memcheck reports as lost once they are unmapped
-     * (test_classic links cairo itself).  Keep pixman mapped for the process. */
-    (void)dlopen("libpixman-1.so.0", RTLD_LAZY | RTLD_NODELETE);
+    crl_test_keep_cairo();
     SRunner *sr = srunner_create(collector_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -17,39 +17,23 @@
 #include "env-private.h"
 #include "exec-private.h"
 #include "keep-cairo.h"
+#include "host-fixture.h"
 
 #define EXPECT_OK(call, e) ck_assert_msg((call) == CRL_OK, "%s: %s", #call, (e).message)
 
 /* ---- fixtures ---------------------------------------------------------------------- */
 
-typedef struct fx {
-    crl_config *cfg;
-    crl_host *host;
-} fx;
+typedef crl_test_host fx;
 
 /* A host with classic, transforms and faultenv; `ini` holds [env] and friends. */
 static void fx_open(fx *f, const char *ini)
 {
-    memset(f, 0, sizeof *f);
-    crl_error e = { 0 };
-    f->cfg = crl_config_new(&e);
-    ck_assert_ptr_nonnull(f->cfg);
-    char *text = g_strdup_printf("[plugins]\nload = classic, transforms, faultenv\n%s", ini);
-    int rc = crl_config_load_buffer(f->cfg, "test.ini", text, strlen(text), CRL_LAYER_FILE, &e);
-    g_free(text);
-    ck_assert_msg(rc == CRL_OK, "config: %s", e.message);
-    f->host = crl_host_new(f->cfg, &e);
-    ck_assert_msg(f->host != NULL, "host: %s", e.message);
-    rc = crl_host_load_configured(f->host, &e);
-    ck_assert_msg(rc == CRL_OK, "plugins: %s (CRL_PLUGIN_PATH=%s)", e.message,
-                  getenv("CRL_PLUGIN_PATH") ? getenv("CRL_PLUGIN_PATH") : "unset");
+    crl_test_host_open(f, "classic, transforms, faultenv", ini);
 }
 
 static void fx_close(fx *f)
 {
-    crl_host_free(f->host);
-    crl_config_free(f->cfg);
-    memset(f, 0, sizeof *f);
+    crl_test_host_close(f);
 }
 
 /* [env] from `lines`; NULL with e set on failure.  The host stays in f. */

@@ -15,35 +15,21 @@
 #include <crl/transform.h>
 
 #include "keep-cairo.h"
+#include "host-fixture.h"
 
 #define EXPECT_OK(call, e) ck_assert_msg((call) == CRL_OK, "%s: %s", #call, (e).message)
 
-typedef struct fx {
-    crl_config *cfg;
-    crl_host *host;
-} fx;
+typedef crl_test_host fx;
 
 /* A host with classic, transforms and faultenv over `ini`. */
 static void fx_open(fx *f, const char *ini)
 {
-    memset(f, 0, sizeof *f);
-    crl_error e = { 0 };
-    f->cfg = crl_config_new(&e);
-    ck_assert_ptr_nonnull(f->cfg);
-    char *text = g_strdup_printf("[plugins]\nload = classic, transforms, faultenv\n%s", ini);
-    int rc = crl_config_load_buffer(f->cfg, "test.ini", text, strlen(text), CRL_LAYER_FILE, &e);
-    g_free(text);
-    ck_assert_msg(rc == CRL_OK, "config: %s", e.message);
-    f->host = crl_host_new(f->cfg, &e);
-    ck_assert_msg(f->host != NULL, "host: %s", e.message);
-    ck_assert_msg(crl_host_load_configured(f->host, &e) == CRL_OK, "plugins: %s", e.message);
+    crl_test_host_open(f, "classic, transforms, faultenv", ini);
 }
 
 static void fx_close(fx *f)
 {
-    crl_host_free(f->host);
-    crl_config_free(f->cfg);
-    memset(f, 0, sizeof *f);
+    crl_test_host_close(f);
 }
 
 static crl_env *env_of(fx *f, const char *section)

@@ -1,0 +1,45 @@
+/* Spinning and futex waits shared by the executors (exec_threads.c, exec_async.c, exec_procs.c).
+ *
+ * DESIGN.md's figures for the 2-core machines: a futex wake-up round trip
+ * costs ~100 us, a spin hand-off ~0.1-0.2 us, so waits spin briefly (with
+ * the CPU's pause hint) before they sleep on a futex word. */
+#ifndef CRL_SPIN_PRIVATE_H
+#define CRL_SPIN_PRIVATE_H
+
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+
+static inline void crl__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static inline int64_t crl__now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Sleep while *addr == val (private: threads of one process). */
+static inline void crl__futex_wait(_Atomic uint32_t *addr, uint32_t val)
+{
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+/* Wake up to n sleepers on addr (private). */
+static inline void crl__futex_wake(_Atomic uint32_t *addr, int n)
+{
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+#endif
