@@ -26,44 +26,67 @@ typedef void (*destroy_fn)(osmesa_ctx ctx);
 static const char *const osmesa_names[] = {"libOSMesa.so.8", "libOSMesa.so.6", "libOSMesa.so"};
 
 static struct {
-    pthread_once_t once;
+    pthread_mutex_t lock;
     void *lib;
     create_ext_fn create;
     make_current_fn make_current;
     destroy_fn destroy;
-    char error[768];
-} gl = {PTHREAD_ONCE_INIT, NULL, NULL, NULL, NULL, ""};
+} gl = {PTHREAD_MUTEX_INITIALIZER, NULL, NULL, NULL, NULL};
 
-static void open_osmesa(void)
+/* The library's entry points into gl, or CRL_E_UNSUPPORTED naming the
+ * package.  Success is kept; a failure is tried again next time (the
+ * package may have been installed meanwhile). */
+static int open_osmesa(crl_error *err)
 {
     const char *forced = getenv("CRL_DM_CONTROL_GL_LIBRARY");
-    const char *tried = forced && *forced ? forced : osmesa_names[0];
+    bool force = forced && *forced;
+    pthread_mutex_lock(&gl.lock);
+    if (gl.create && !force) {
+        pthread_mutex_unlock(&gl.lock);
+        return CRL_OK;
+    }
+    const char *tried = force ? forced : osmesa_names[0];
     const char *why = NULL;
+    void *lib = NULL;
     /* RTLD_GLOBAL: MuJoCo's GL loader finds OSMesaGetProcAddress by name. */
-    if (forced && *forced) {
-        gl.lib = dlopen(forced, RTLD_NOW | RTLD_GLOBAL);
-        why = gl.lib ? NULL : dlerror();
+    if (force) {
+        lib = dlopen(forced, RTLD_NOW | RTLD_GLOBAL);
+        why = lib ? NULL : dlerror();
     } else {
-        for (size_t i = 0; i < sizeof osmesa_names / sizeof osmesa_names[0] && !gl.lib; i++) {
-            gl.lib = dlopen(osmesa_names[i], RTLD_NOW | RTLD_GLOBAL);
-            if (!gl.lib && i == 0)
+        for (size_t i = 0; i < sizeof osmesa_names / sizeof osmesa_names[0] && !lib; i++) {
+            lib = dlopen(osmesa_names[i], RTLD_NOW | RTLD_GLOBAL);
+            if (!lib && i == 0)
                 why = dlerror();
         }
     }
-    if (gl.lib) {
-        gl.create = (create_ext_fn)(uintptr_t)dlsym(gl.lib, "OSMesaCreateContextExt");
-        gl.make_current = (make_current_fn)(uintptr_t)dlsym(gl.lib, "OSMesaMakeCurrent");
-        gl.destroy = (destroy_fn)(uintptr_t)dlsym(gl.lib, "OSMesaDestroyContext");
-        if (gl.create && gl.make_current && gl.destroy)
-            return;
-        why = "it lacks OSMesaCreateContextExt, OSMesaMakeCurrent or OSMesaDestroyContext";
+    int rc = CRL_OK;
+    if (lib) {
+        create_ext_fn create = (create_ext_fn)(uintptr_t)dlsym(lib, "OSMesaCreateContextExt");
+        make_current_fn make_current = (make_current_fn)(uintptr_t)dlsym(lib, "OSMesaMakeCurrent");
+        destroy_fn destroy = (destroy_fn)(uintptr_t)dlsym(lib, "OSMesaDestroyContext");
+        if (create && make_current && destroy) {
+            if (!gl.lib) {
+                gl.lib = lib;
+                gl.create = create;
+                gl.make_current = make_current;
+                gl.destroy = destroy;
+            } else {
+                dlclose(lib); /* the same library again: keep the first handle */
+            }
+        } else {
+            why = "it lacks OSMesaCreateContextExt, OSMesaMakeCurrent or OSMesaDestroyContext";
+            dlclose(lib);
+            lib = NULL;
+        }
     }
-    snprintf(gl.error, sizeof gl.error,
-             "dm_control: pixels need OSMesa for offscreen OpenGL, and %s cannot be used (%s); "
-             "install the Debian package libosmesa6 (apt-get install libosmesa6), or set "
-             "from_pixels = false",
-             tried, why ? why : "not found");
-    gl.create = NULL;
+    if (!lib)
+        rc = crl_error_set(err, CRL_E_UNSUPPORTED,
+                           "dm_control: pixels need OSMesa for offscreen OpenGL, and %s cannot be "
+                           "used (%s); install the Debian package libosmesa6 (apt-get install "
+                           "libosmesa6), or set from_pixels = false",
+                           tried, why ? why : "not found");
+    pthread_mutex_unlock(&gl.lock);
+    return rc;
 }
 
 struct dmc_renderer {
@@ -95,11 +118,8 @@ static void make_call(void *p)
 
 dmc_renderer *dmc_renderer_new(mjModel *m, int width, int height, crl_error *err)
 {
-    pthread_once(&gl.once, open_osmesa);
-    if (!gl.create) {
-        crl_error_set(err, CRL_E_UNSUPPORTED, "%s", gl.error);
+    if (open_osmesa(err) != CRL_OK)
         return NULL;
-    }
     dmc_renderer *r = calloc(1, sizeof *r);
     if (r) {
         r->buffer = malloc((size_t)width * (size_t)height * 4);
