@@ -509,7 +509,7 @@ START_TEST(test_initial_states)
     td = crl_env_reset(h.env, NULL, &e);
     const double *state = leaf_f64(td, "state");
     for (int i = 0; i < 32; i++) {
-        const double *s = state + 6 * i; /* qpos 2, qvel 2, target 2 */
+        const double *s = state + 7 * i + 1; /* time, qpos 2, qvel 2, target 2 */
         double r = hypot(s[4], s[5]);
         ck_assert(r >= 0.05 - 1e-12 && r <= 0.2 + 1e-12);
         ck_assert(fabs(s[1]) <= 160 * M_PI / 180);
@@ -564,6 +564,7 @@ START_TEST(test_time_limit)
         ck_assert_msg(leaf_bool(next, "truncated", 0) == (k == 1000), "step %d", k);
         double r = leaf_f64(next, "reward")[0];
         ck_assert(r >= 0.0 && r <= 1.0);
+        NEAR(leaf_f64(next, "state")[0], k * 0.01, 1e-9); /* one 10 ms physics step per step */
         if (k < 1000) {
             crl_td *stepped = crl_env_step_mdp(h.env, td, &e);
             ck_assert_ptr_nonnull(stepped);
@@ -588,7 +589,7 @@ START_TEST(test_reset_from_state)
         act[k] = 0.3 * (k + 1) - 0.5;
     EXPECT_OK(crl_env_step(h.env, td, &e), e);
     crl_td *next = crl_td_get_td(td, "next");
-    double saved[12], after[4], again[4];
+    double saved[14], after[4], again[4];
     memcpy(saved, leaf_f64(next, "state"), sizeof saved);
     crl_td *cur = crl_env_step_mdp(h.env, td, &e);
     memcpy(action_of(h.env, cur), act, 4 * sizeof(double));
@@ -608,7 +609,7 @@ START_TEST(test_reset_from_state)
 
     /* A non-finite state changes nothing and names the entry. */
     double *bad = crl_tensor_data(crl_td_get(st, "state"));
-    bad[7] = NAN;
+    bad[8] = NAN;
     crl_td *none = crl_env_reset_from_state(h.env, st, &e);
     ck_assert_ptr_null(none);
     EXPECT_MSG(e, CRL_E_INVALID, "state[1]");
@@ -634,8 +635,8 @@ START_TEST(test_divergence)
         EXPECT_OK(henv_open(&h, ini, &e), e);
         crl_td *td = crl_env_reset(h.env, NULL, &e);
         ck_assert_ptr_nonnull(td);
-        double *state = crl_tensor_data(crl_td_get(td, "state")); /* qpos, qvel per env */
-        state[3] = 1e12;
+        double *state = crl_tensor_data(crl_td_get(td, "state")); /* time, qpos, qvel per env */
+        state[5] = 1e12;
         crl_td *back = crl_env_reset_from_state(h.env, td, &e);
         ck_assert_msg(back != NULL, "%s", e.message);
         action_of(h.env, back)[0] = 0.1;

@@ -248,7 +248,7 @@ static int dmc_make(const char *id, int64_t num, const crl_opts *opts, crl_env_s
     }
     e->n_sub_steps = (int)round(ratio);
     e->rk4 = m->opt.integrator == mjINT_RK4;
-    e->state_dim = m->nq + m->nv + m->na + t->n_extra;
+    e->state_dim = 1 + m->nq + m->nv + m->na + t->n_extra;
     e->data = calloc((size_t)num, sizeof *e->data);
     e->rng = calloc((size_t)num, sizeof *e->rng);
     e->extra = calloc((size_t)num * (size_t)(t->n_extra ? t->n_extra : 1), sizeof *e->extra);
@@ -369,7 +369,8 @@ static int not_bound(const dmc_env *e, const char *what, crl_error *err)
                          e->t->id, what);
 }
 
-/* Env i's observation leaves and state row from its mjData. */
+/* Env i's observation leaves and state row from its mjData.  The state is
+ * MuJoCo's (time, qpos, qvel, act) and then the task's per-env extras. */
 static void publish(dmc_env *e, int64_t i)
 {
     const dmc_task *t = e->t;
@@ -381,6 +382,7 @@ static void publish(dmc_env *e, int64_t i)
     const double *extra = e->extra + i * t->n_extra;
     t->observe(&e->dm, d, extra, out);
     double *s = e->state + i * e->state_dim;
+    *s++ = d->time;
     memcpy(s, d->qpos, sizeof(double) * (size_t)m->nq);
     memcpy(s + m->nq, d->qvel, sizeof(double) * (size_t)m->nv);
     memcpy(s + m->nq + m->nv, d->act, sizeof(double) * (size_t)m->na);
@@ -432,6 +434,7 @@ static int dmc_reset(void *env, const bool *mask, const uint64_t *seeds, bool fr
         mj_resetData(m, d);
         if (from_state) {
             const double *s = e->state + i * e->state_dim;
+            d->time = *s++;
             memcpy(d->qpos, s, sizeof(double) * (size_t)m->nq);
             memcpy(d->qvel, s + m->nq, sizeof(double) * (size_t)m->nv);
             memcpy(d->act, s + m->nq + m->nv, sizeof(double) * (size_t)m->na);
