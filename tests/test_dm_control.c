@@ -114,12 +114,15 @@ static void sim_close(sim *s)
     mj_deleteModel(s->dm.m);
 }
 
-/* Positions set by hand (NULL: zeros), forward, then the task's reward. */
-static double sim_reward(sim *s, const double *qpos, const double *ctrl)
+/* Positions and velocities set by hand (NULL: zeros), forward, then the
+ * task's reward. */
+static double sim_reward_v(sim *s, const double *qpos, const double *qvel, const double *ctrl)
 {
     mj_resetData(s->dm.m, s->d);
     for (int k = 0; qpos && k < s->dm.m->nq; k++)
         s->d->qpos[k] = qpos[k];
+    for (int k = 0; qvel && k < s->dm.m->nv; k++)
+        s->d->qvel[k] = qvel[k];
     for (int k = 0; ctrl && k < s->dm.m->nu; k++)
         s->d->ctrl[k] = ctrl[k];
     mj_forward(s->dm.m, s->d);
@@ -128,6 +131,11 @@ static double sim_reward(sim *s, const double *qpos, const double *ctrl)
         out[k] = s->obs[k];
     s->dm.task->observe(&s->dm, s->d, s->extra, out);
     return s->dm.task->reward(&s->dm, s->d, s->extra);
+}
+
+static double sim_reward(sim *s, const double *qpos, const double *ctrl)
+{
+    return sim_reward_v(s, qpos, NULL, ctrl);
 }
 
 START_TEST(test_cartpole_rewards)
@@ -259,6 +267,98 @@ START_TEST(test_reacher_rewards)
     sim_reward(&s, folded, NULL);
     NEAR(s.obs[1][0], 0.0, 1e-12);
     NEAR(s.obs[1][1], -0.24, 1e-12);
+    sim_close(&s);
+}
+END_TEST
+
+START_TEST(test_cheetah_rewards)
+{
+    sim s;
+    sim_open(&s, &dmc_cheetah_run);
+    double v[9] = {0};
+    v[0] = 10.0; /* the whole body moving at 10 m/s along x */
+    NEAR(sim_reward_v(&s, NULL, v, NULL), 1.0, 1e-9);
+    v[0] = 12.0;
+    NEAR(sim_reward_v(&s, NULL, v, NULL), 1.0, 0);
+    v[0] = 5.0; /* halfway through the linear margin of 10 */
+    NEAR(sim_reward_v(&s, NULL, v, NULL), 0.5, 1e-9);
+    NEAR(s.obs[1][0], 5.0, 0);
+    v[0] = 0.0;
+    NEAR(sim_reward_v(&s, NULL, v, NULL), 0.0, 0);
+    v[0] = -3.0;
+    NEAR(sim_reward_v(&s, NULL, v, NULL), 0.0, 0);
+    /* position drops the horizontal root: 8 entries from rootz on. */
+    double q[9] = {7.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8};
+    sim_reward(&s, q, NULL);
+    for (int k = 0; k < 8; k++)
+        NEAR(s.obs[0][k], q[k + 1], 0);
+    sim_close(&s);
+}
+END_TEST
+
+START_TEST(test_walker_rewards)
+{
+    sim s;
+    sim_open(&s, &dmc_walker_stand);
+    /* Upright at the model's pose: the torso is 1.3 m up. */
+    NEAR(sim_reward(&s, NULL, NULL), 1.0, 0);
+    NEAR(s.obs[1][0], 1.3, 1e-12);
+    for (int b = 0; b < 7; b++) {
+        NEAR(s.obs[0][2 * b], 1.0, 1e-12);
+        NEAR(s.obs[0][2 * b + 1], 0.0, 1e-12);
+    }
+    /* 0.7 m lower is the margin (1.2 / 2) below the stand height. */
+    double low[9] = {-0.7};
+    NEAR(sim_reward(&s, low, NULL), (3 * 0.1 + 1.0) / 4, 1e-9);
+    /* Lying flat: upright is 1/2. */
+    double flat[9] = {0, 0, M_PI / 2};
+    sim_reward(&s, flat, NULL);
+    NEAR(s.obs[0][1], 1.0, 1e-12); /* xz of the torso: its z axis now along +x */
+    sim_close(&s);
+
+    sim_open(&s, &dmc_walker_walk);
+    double v[9] = {0, 1.0};
+    NEAR(sim_reward_v(&s, NULL, v, NULL), 1.0, 1e-9);
+    v[1] = 0.5; /* the margin: move reward 0.5 */
+    NEAR(sim_reward_v(&s, NULL, v, NULL), (5 * 0.5 + 1) / 6, 1e-9);
+    v[1] = -2.0;
+    NEAR(sim_reward_v(&s, NULL, v, NULL), 1.0 / 6, 1e-9);
+    sim_close(&s);
+
+    sim_open(&s, &dmc_walker_run);
+    v[1] = 8.0;
+    NEAR(sim_reward_v(&s, NULL, v, NULL), 1.0, 1e-9);
+    v[1] = 4.0;
+    NEAR(sim_reward_v(&s, NULL, v, NULL), (5 * 0.5 + 1) / 6, 1e-9);
+    sim_close(&s);
+}
+END_TEST
+
+START_TEST(test_hopper_rewards)
+{
+    sim s;
+    sim_open(&s, &dmc_hopper_stand);
+    /* Straight up: torso well above the foot, no touch in the air. */
+    NEAR(sim_reward(&s, NULL, NULL), 1.0, 0);
+    NEAR(s.obs[2][0], 0.0, 0);
+    NEAR(s.obs[2][1], 0.0, 0);
+    double full[4] = {1, 1, 1, 1}, half[4] = {1, 1, 0, 0};
+    NEAR(sim_reward(&s, NULL, full), 0.8, 1e-12);
+    NEAR(sim_reward(&s, NULL, half), 0.9, 1e-12);
+    /* Upside down (pitch pi): the torso is below the foot. */
+    double flipped[7] = {0, 0, M_PI};
+    NEAR(sim_reward(&s, flipped, NULL), 0.0, 0);
+    sim_close(&s);
+
+    sim_open(&s, &dmc_hopper_hop);
+    double v[7] = {2.0};
+    NEAR(sim_reward_v(&s, NULL, v, NULL), 1.0, 1e-9);
+    v[0] = 1.5;
+    NEAR(sim_reward_v(&s, NULL, v, NULL), 0.75, 1e-9);
+    v[0] = 1.0;
+    NEAR(sim_reward_v(&s, NULL, v, NULL), 0.5, 1e-9);
+    v[0] = 0.0;
+    NEAR(sim_reward_v(&s, NULL, v, NULL), 0.0, 0);
     sim_close(&s);
 }
 END_TEST
@@ -415,7 +515,8 @@ static void henv_close(henv *h)
 static const char *const task_ids[] = {
     "cartpole/balance", "cartpole/balance_sparse", "cartpole/swingup", "cartpole/swingup_sparse",
     "pendulum/swingup", "acrobot/swingup",         "acrobot/swingup_sparse", "point_mass/easy",
-    "reacher/easy",     "reacher/hard"};
+    "reacher/easy",     "reacher/hard",            "cheetah/run",       "walker/stand",
+    "walker/walk",      "walker/run",              "hopper/stand",      "hopper/hop"};
 #define N_TASKS (sizeof task_ids / sizeof task_ids[0])
 
 /* check_env_specs, batched and single; the layout is the suite's. */
@@ -763,6 +864,9 @@ static Suite *dm_control_suite(void)
     tcase_add_test(tc, test_acrobot_rewards);
     tcase_add_test(tc, test_point_mass_rewards);
     tcase_add_test(tc, test_reacher_rewards);
+    tcase_add_test(tc, test_cheetah_rewards);
+    tcase_add_test(tc, test_walker_rewards);
+    tcase_add_test(tc, test_hopper_rewards);
     tcase_add_test(tc, test_model_facts);
     tcase_add_test(tc, test_suite_dir);
     tcase_add_test(tc, test_lookup);

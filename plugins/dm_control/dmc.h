@@ -88,6 +88,12 @@ int dmc_name(dmc_model *dm, int type, const char *name, int slot, crl_error *err
 /* A named joint: its id in id[slot] and qpos address in adr[slot]. */
 int dmc_joint(dmc_model *dm, const char *name, int slot, crl_error *err);
 
+/* physics.c: n physics steps as dm_control's Physics.step(n) takes them. */
+void dmc_physics_step(const mjModel *m, mjData *d, int n);
+/* Why d's simulation is no longer trustworthy (MuJoCo's bad qpos/qvel/qacc
+ * warnings, non-finite state), or NULL. */
+const char *dmc_divergence(const mjModel *m, const mjData *d);
+
 /* dm_control's randomize_limited_and_rotational_joints for hinge and slide
  * joints: limited ones uniform in their range, free hinges in [-pi, pi). */
 void dmc_randomize_joints(const mjModel *m, mjData *d, crl_rng *rng);
@@ -116,6 +122,9 @@ extern const dmc_task dmc_pendulum_swingup;
 extern const dmc_task dmc_acrobot_swingup, dmc_acrobot_swingup_sparse;
 extern const dmc_task dmc_point_mass_easy;
 extern const dmc_task dmc_reacher_easy, dmc_reacher_hard;
+extern const dmc_task dmc_cheetah_run;
+extern const dmc_task dmc_walker_stand, dmc_walker_walk, dmc_walker_run;
+extern const dmc_task dmc_hopper_stand, dmc_hopper_hop;
 
 /* ---- model_loader.c ---- */
 

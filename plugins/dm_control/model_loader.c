@@ -90,6 +90,7 @@ static const char *type_name(int type)
     case mjOBJ_SITE: return "site";
     case mjOBJ_CAMERA: return "camera";
     case mjOBJ_ACTUATOR: return "actuator";
+    case mjOBJ_SENSOR: return "sensor";
     default: return "object";
     }
 }
@@ -112,20 +113,6 @@ int dmc_joint(dmc_model *dm, const char *name, int slot, crl_error *err)
     if (rc == CRL_OK)
         dm->adr[slot] = dm->m->jnt_qposadr[dm->id[slot]];
     return rc;
-}
-
-void dmc_randomize_joints(const mjModel *m, mjData *d, crl_rng *rng)
-{
-    for (int j = 0; j < m->njnt; j++) {
-        int type = m->jnt_type[j];
-        if (type != mjJNT_HINGE && type != mjJNT_SLIDE)
-            continue;
-        double *q = &d->qpos[m->jnt_qposadr[j]];
-        if (m->jnt_limited[j])
-            *q = crl_rng_range(rng, m->jnt_range[2 * j], m->jnt_range[2 * j + 1]);
-        else if (type == mjJNT_HINGE)
-            *q = crl_rng_range(rng, -M_PI, M_PI);
-    }
 }
 
 /* ---- loading ---- */

@@ -42,7 +42,6 @@ typedef struct dmc_env {
     const dmc_task *t;
     int64_t num;
     int n_sub_steps;
-    bool rk4;
     bool terminate_on_divergence;
     int camera, width, height;
     int64_t state_dim;
@@ -247,7 +246,6 @@ static int dmc_make(const char *id, int64_t num, const crl_opts *opts, crl_env_s
         return rc;
     }
     e->n_sub_steps = (int)round(ratio);
-    e->rk4 = m->opt.integrator == mjINT_RK4;
     e->state_dim = 1 + m->nq + m->nv + m->na + t->n_extra;
     e->data = calloc((size_t)num, sizeof *e->data);
     e->rng = calloc((size_t)num, sizeof *e->rng);
@@ -400,6 +398,37 @@ static void forward_call(void *p)
     mj_forward(a->m, a->d);
 }
 
+typedef struct reset_args {
+    dmc_env *e;
+    int64_t i;
+    bool from_state;
+} reset_args;
+
+/* dm_control's reset_context: reset and forward, the task's initialisation
+ * (which may step the physics), forward again. */
+static void reset_call(void *p)
+{
+    reset_args *a = p;
+    dmc_env *e = a->e;
+    const dmc_task *t = e->t;
+    const mjModel *m = e->dm.m;
+    mjData *d = e->data[a->i];
+    double *extra = e->extra + a->i * t->n_extra;
+    mj_resetData(m, d);
+    mj_forward(m, d);
+    if (a->from_state) {
+        const double *s = e->state + a->i * e->state_dim;
+        d->time = *s++;
+        memcpy(d->qpos, s, sizeof(double) * (size_t)m->nq);
+        memcpy(d->qvel, s + m->nq, sizeof(double) * (size_t)m->nv);
+        memcpy(d->act, s + m->nq + m->nv, sizeof(double) * (size_t)m->na);
+        memcpy(extra, s + m->nq + m->nv + m->na, sizeof(double) * (size_t)t->n_extra);
+    } else {
+        t->init(&e->dm, d, extra, &e->rng[a->i]);
+    }
+    mj_forward(m, d);
+}
+
 static int dmc_reset(void *env, const bool *mask, const uint64_t *seeds, bool from_state,
                      crl_error *err)
 {
@@ -408,7 +437,6 @@ static int dmc_reset(void *env, const bool *mask, const uint64_t *seeds, bool fr
         return crl_error_set(err, CRL_E_INVALID, "dm_control: reset needs an env");
     if (!e->bound)
         return not_bound(e, "reset", err);
-    const mjModel *m = e->dm.m;
     const dmc_task *t = e->t;
     if (from_state) {
         /* Check everything first so a bad state changes nothing. */
@@ -427,23 +455,10 @@ static int dmc_reset(void *env, const bool *mask, const uint64_t *seeds, bool fr
     for (int64_t i = 0; i < e->num; i++) {
         if (mask && !mask[i])
             continue;
-        mjData *d = e->data[i];
-        double *extra = e->extra + i * t->n_extra;
         if (seeds)
             crl_rng_init(&e->rng[i], seeds[i], 0);
-        mj_resetData(m, d);
-        if (from_state) {
-            const double *s = e->state + i * e->state_dim;
-            d->time = *s++;
-            memcpy(d->qpos, s, sizeof(double) * (size_t)m->nq);
-            memcpy(d->qvel, s + m->nq, sizeof(double) * (size_t)m->nv);
-            memcpy(d->act, s + m->nq + m->nv, sizeof(double) * (size_t)m->na);
-            memcpy(extra, s + m->nq + m->nv + m->na, sizeof(double) * (size_t)t->n_extra);
-        } else {
-            t->init(&e->dm, d, extra, &e->rng[i]);
-        }
-        forward_args a = {m, d};
-        int rc = dmc_guarded(forward_call, &a, t->id, err);
+        reset_args ra = {e, i, from_state};
+        int rc = dmc_guarded(reset_call, &ra, t->id, err);
         if (rc != CRL_OK)
             return rc;
         publish(e, i);
@@ -462,42 +477,10 @@ typedef struct step_args {
     mjData *d;
 } step_args;
 
-/* dm_control's legacy stepping: positions and velocities stay current after
- * a step (mj_step1 last), and the next step starts with mj_step2 so the
- * forces come from the new control and that state, not recomputed. */
 static void physics_step(void *p)
 {
     step_args *a = p;
-    const mjModel *m = a->e->dm.m;
-    mjData *d = a->d;
-    int n = a->e->n_sub_steps;
-    if (a->e->rk4) {
-        for (int k = 0; k < n; k++)
-            mj_step(m, d);
-    } else {
-        mj_step2(m, d);
-        for (int k = 1; k < n; k++)
-            mj_step(m, d);
-    }
-    mj_step1(m, d);
-}
-
-/* Why d's physics is no longer trustworthy, or NULL. */
-static const char *divergence(const mjModel *m, const mjData *d)
-{
-    if (d->warning[mjWARN_BADQACC].number)
-        return "accelerations became NaN, infinite or huge";
-    if (d->warning[mjWARN_BADQPOS].number)
-        return "positions became NaN, infinite or huge";
-    if (d->warning[mjWARN_BADQVEL].number)
-        return "velocities became NaN, infinite or huge";
-    for (int k = 0; k < m->nq; k++)
-        if (!isfinite(d->qpos[k]))
-            return "positions became NaN or infinite";
-    for (int k = 0; k < m->nv; k++)
-        if (!isfinite(d->qvel[k]))
-            return "velocities became NaN or infinite";
-    return NULL;
+    dmc_physics_step(a->e->dm.m, a->d, a->e->n_sub_steps);
 }
 
 static int dmc_step(void *env, crl_error *err)
@@ -527,7 +510,7 @@ static int dmc_step(void *env, crl_error *err)
         int rc = dmc_guarded(physics_step, &sa, t->id, err);
         if (rc != CRL_OK)
             return rc;
-        const char *why = divergence(m, d);
+        const char *why = dmc_divergence(m, d);
         if (why) {
             if (!e->terminate_on_divergence)
                 return crl_error_set(err, CRL_E_RUNTIME,

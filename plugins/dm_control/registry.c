@@ -9,6 +9,8 @@ static const dmc_task *const dmc_tasks[] = {
     &dmc_cartpole_balance, &dmc_cartpole_balance_sparse, &dmc_cartpole_swingup,
     &dmc_cartpole_swingup_sparse, &dmc_pendulum_swingup, &dmc_acrobot_swingup,
     &dmc_acrobot_swingup_sparse, &dmc_point_mass_easy, &dmc_reacher_easy, &dmc_reacher_hard,
+    &dmc_cheetah_run, &dmc_walker_stand, &dmc_walker_walk, &dmc_walker_run, &dmc_hopper_stand,
+    &dmc_hopper_hop,
 };
 
 #define N_TASKS (sizeof dmc_tasks / sizeof dmc_tasks[0])
