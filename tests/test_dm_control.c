@@ -363,6 +363,69 @@ START_TEST(test_hopper_rewards)
 }
 END_TEST
 
+START_TEST(test_finger_rewards)
+{
+    sim s;
+    sim_open(&s, &dmc_finger_spin);
+    double v[3] = {0, 0, -20.0}; /* proximal, distal, hinge */
+    NEAR(sim_reward_v(&s, NULL, v, NULL), 1.0, 0);
+    NEAR(s.obs[1][2], -20.0, 0);
+    v[2] = -15.0;
+    NEAR(sim_reward_v(&s, NULL, v, NULL), 1.0, 0);
+    v[2] = -14.9;
+    NEAR(sim_reward_v(&s, NULL, v, NULL), 0.0, 0);
+    v[2] = 20.0; /* the wrong way round */
+    NEAR(sim_reward_v(&s, NULL, v, NULL), 0.0, 0);
+    /* The tip sits 0.13 above the spinner's axis at the model's pose; nothing touches. */
+    NEAR(s.obs[0][2], 0.0, 1e-12);
+    NEAR(s.obs[0][3], 0.13, 1e-12);
+    NEAR(s.obs[0][0], -M_PI / 2, 1e-12); /* the proximal joint's reference angle */
+    NEAR(s.obs[2][0], 0.0, 0);
+    NEAR(s.dm.m->dof_damping[2], 0.03, 0);
+    sim_close(&s);
+
+    sim_open(&s, &dmc_finger_turn_easy);
+    s.extra[0] = 0.2 + 0.069; /* the tip is at (0.2, 0.53) */
+    s.extra[1] = 0.53;
+    NEAR(sim_reward(&s, NULL, NULL), 1.0, 0);
+    NEAR(s.obs[4][0], 0.069 - 0.07, 1e-12);
+    NEAR(s.obs[3][0], 0.069, 1e-12);
+    NEAR(s.obs[3][1], 0.13, 1e-12);
+    s.extra[0] = 0.2 + 0.071;
+    NEAR(sim_reward(&s, NULL, NULL), 0.0, 0);
+    sim_close(&s);
+
+    sim_open(&s, &dmc_finger_turn_hard);
+    s.extra[0] = 0.2;
+    s.extra[1] = 0.53 + 0.029;
+    NEAR(sim_reward(&s, NULL, NULL), 1.0, 0);
+    s.extra[1] = 0.53 + 0.031;
+    NEAR(sim_reward(&s, NULL, NULL), 0.0, 0);
+    NEAR(s.obs[4][0], 0.001, 1e-12);
+    sim_close(&s);
+}
+END_TEST
+
+START_TEST(test_ball_in_cup_rewards)
+{
+    sim s;
+    sim_open(&s, &dmc_ball_in_cup_catch);
+    /* qpos: cup_x, cup_z, ball_x, ball_z; the target's centre is at
+     * (0, 0.55), the ball's rest position (0, 0.2). */
+    double in[4] = {0, 0, 0, 0.35}, edge_in[4] = {0, 0, 0.024, 0.35};
+    double edge_out[4] = {0, 0, 0.026, 0.35}, below[4] = {0, 0, 0, 0};
+    double moved[4] = {0.1, -0.1, 0.1, 0.25};
+    NEAR(sim_reward(&s, in, NULL), 1.0, 0);
+    NEAR(sim_reward(&s, edge_in, NULL), 1.0, 0);
+    NEAR(sim_reward(&s, edge_out, NULL), 0.0, 0);
+    NEAR(sim_reward(&s, below, NULL), 0.0, 0);
+    NEAR(sim_reward(&s, moved, NULL), 1.0, 0); /* the cup carries its target along */
+    for (int k = 0; k < 4; k++)
+        NEAR(s.obs[0][k], moved[k], 0);
+    sim_close(&s);
+}
+END_TEST
+
 /* The suite's physics facts survive in the bundled models. */
 START_TEST(test_model_facts)
 {
@@ -516,7 +579,8 @@ static const char *const task_ids[] = {
     "cartpole/balance", "cartpole/balance_sparse", "cartpole/swingup", "cartpole/swingup_sparse",
     "pendulum/swingup", "acrobot/swingup",         "acrobot/swingup_sparse", "point_mass/easy",
     "reacher/easy",     "reacher/hard",            "cheetah/run",       "walker/stand",
-    "walker/walk",      "walker/run",              "hopper/stand",      "hopper/hop"};
+    "walker/walk",      "walker/run",              "hopper/stand",      "hopper/hop",
+    "finger/spin",      "finger/turn_easy",        "finger/turn_hard",  "ball_in_cup/catch"};
 #define N_TASKS (sizeof task_ids / sizeof task_ids[0])
 
 /* check_env_specs, batched and single; the layout is the suite's. */
@@ -614,6 +678,33 @@ START_TEST(test_initial_states)
         double r = hypot(s[4], s[5]);
         ck_assert(r >= 0.05 - 1e-12 && r <= 0.2 + 1e-12);
         ck_assert(fabs(s[1]) <= 160 * M_PI / 180);
+    }
+    crl_td_unref(td);
+    henv_close(&h);
+
+    /* finger/turn: the target lies on the spinner's circle (0.13 around (0.2, 0.4)). */
+    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = finger/turn_hard\nnum_envs = 16\n", &e), e);
+    td = crl_env_reset(h.env, NULL, &e);
+    state = leaf_f64(td, "state");
+    const double *tp = leaf_f64(td, "target_position");
+    double angles = 0;
+    for (int i = 0; i < 16; i++) {
+        const double *s = state + 9 * i + 1; /* time, qpos 3, qvel 3, target 2 */
+        NEAR(hypot(s[6] - 0.2, s[7] - 0.4), 0.13, 1e-12);
+        NEAR(hypot(tp[2 * i], tp[2 * i + 1]), 0.13, 1e-12);
+        angles += fabs(s[6] - state[7]);
+    }
+    ck_assert(angles > 0.1);
+    crl_td_unref(td);
+    henv_close(&h);
+
+    /* ball_in_cup: the ball starts in its box below the cup. */
+    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = ball_in_cup/catch\nnum_envs = 16\n", &e), e);
+    td = crl_env_reset(h.env, NULL, &e);
+    pos = leaf_f64(td, "position");
+    for (int i = 0; i < 16; i++) {
+        ck_assert(pos[4 * i + 2] >= -0.2 && pos[4 * i + 2] <= 0.2);
+        ck_assert(pos[4 * i + 3] >= 0.2 && pos[4 * i + 3] <= 0.5);
     }
     crl_td_unref(td);
     henv_close(&h);
@@ -867,6 +958,8 @@ static Suite *dm_control_suite(void)
     tcase_add_test(tc, test_cheetah_rewards);
     tcase_add_test(tc, test_walker_rewards);
     tcase_add_test(tc, test_hopper_rewards);
+    tcase_add_test(tc, test_finger_rewards);
+    tcase_add_test(tc, test_ball_in_cup_rewards);
     tcase_add_test(tc, test_model_facts);
     tcase_add_test(tc, test_suite_dir);
     tcase_add_test(tc, test_lookup);

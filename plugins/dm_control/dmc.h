@@ -125,6 +125,8 @@ extern const dmc_task dmc_reacher_easy, dmc_reacher_hard;
 extern const dmc_task dmc_cheetah_run;
 extern const dmc_task dmc_walker_stand, dmc_walker_walk, dmc_walker_run;
 extern const dmc_task dmc_hopper_stand, dmc_hopper_hop;
+extern const dmc_task dmc_finger_spin, dmc_finger_turn_easy, dmc_finger_turn_hard;
+extern const dmc_task dmc_ball_in_cup_catch;
 
 /* ---- model_loader.c ---- */
 

@@ -10,7 +10,8 @@ static const dmc_task *const dmc_tasks[] = {
     &dmc_cartpole_swingup_sparse, &dmc_pendulum_swingup, &dmc_acrobot_swingup,
     &dmc_acrobot_swingup_sparse, &dmc_point_mass_easy, &dmc_reacher_easy, &dmc_reacher_hard,
     &dmc_cheetah_run, &dmc_walker_stand, &dmc_walker_walk, &dmc_walker_run, &dmc_hopper_stand,
-    &dmc_hopper_hop,
+    &dmc_hopper_hop, &dmc_finger_spin, &dmc_finger_turn_easy, &dmc_finger_turn_hard,
+    &dmc_ball_in_cup_catch,
 };
 
 #define N_TASKS (sizeof dmc_tasks / sizeof dmc_tasks[0])
