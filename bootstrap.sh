@@ -83,5 +83,7 @@ case "$cmd" in
         "$crl" bench transforms
         # Built when configure found libpython3 and numpy.
         if "$crl" bench --help | grep -q '^  gym '; then "$crl" bench gym; fi
+        # Built when configure found libmujoco.
+        if "$crl" bench --help | grep -q '^  dm_control '; then "$crl" bench dm_control; fi
         ;;
 esac
