@@ -9,39 +9,7 @@
 #include <crl/env.h>
 #include <crl/host.h>
 
-#define EXPECT_OK(expr, e)                                                                     \
-    do {                                                                                       \
-        int rc_ = (expr);                                                                      \
-        ck_assert_msg(rc_ == CRL_OK, "%s failed: %s (%s)", #expr, (e).message,                 \
-                      crl_status_name(rc_));                                                   \
-    } while (0)
-
-typedef struct henv {
-    crl_host *host;
-    crl_config *cfg;
-    crl_env *env;
-} henv;
-
-static int henv_open(henv *h, const char *ini, crl_error *e)
-{
-    memset(h, 0, sizeof *h);
-    h->cfg = crl_config_new(e);
-    ck_assert_ptr_nonnull(h->cfg);
-    EXPECT_OK(crl_config_load_buffer(h->cfg, "render.ini", ini, strlen(ini), CRL_LAYER_FILE, e), *e);
-    h->host = crl_host_new(h->cfg, e);
-    ck_assert_ptr_nonnull(h->host);
-    EXPECT_OK(crl_host_load_name(h->host, "dm_control", e), *e);
-    h->env = crl_env_from_config(h->host, h->cfg, "env", e);
-    return h->env ? CRL_OK : e->code;
-}
-
-static void henv_close(henv *h)
-{
-    crl_env_free(h->env);
-    crl_host_free(h->host);
-    crl_config_free(h->cfg);
-    memset(h, 0, sizeof *h);
-}
+#include "dmc-test.h"
 
 /* A skip only where OSMesa is truly absent: with the library present, any
  * failure to render fails the test. */

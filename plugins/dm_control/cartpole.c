@@ -87,8 +87,7 @@ static double reward_smooth(const dmc_model *dm, const mjData *d, const double *
     double cosine = dmc_xmat(d, dm->id[POLE], 2, 2);
     double upright = (cosine + 1.0) / 2.0;
     double centered = (1.0 + dmc_tol(d->qpos[dm->adr[SLIDER]], 0, 0, 2.0)) / 2.0;
-    double small_control =
-        (4.0 + dmc_tolerance(d->ctrl[0], 0, 0, 1.0, DMC_QUADRATIC, 0.0)) / 5.0;
+    double small_control = (4.0 + dmc_small_control(dm->m, d)) / 5.0;
     double small_velocity = (1.0 + dmc_tol(d->qvel[1], 0, 0, 5.0)) / 2.0;
     return upright * small_control * small_velocity * centered;
 }

@@ -35,6 +35,10 @@ static inline double dmc_tol(double x, double lower, double upper, double margin
     return dmc_tolerance(x, lower, upper, margin, DMC_GAUSSIAN, 0.1);
 }
 
+/* The suite's control cost: tolerance(ctrl, margin 1, value 0, quadratic),
+ * averaged over the actuators (1 at zero control, 0 at full). */
+double dmc_small_control(const mjModel *m, const mjData *d);
+
 /* ---- tasks ---- */
 
 typedef struct dmc_obs_def {
@@ -93,6 +97,9 @@ void dmc_physics_step(const mjModel *m, mjData *d, int n);
 /* Why d's simulation is no longer trustworthy (MuJoCo's bad qpos/qvel/qacc
  * warnings, non-finite state), or NULL. */
 const char *dmc_divergence(const mjModel *m, const mjData *d);
+
+/* An init that only randomizes the joints (walker, hopper, point_mass). */
+void dmc_init_randomized(const dmc_model *dm, mjData *d, double *extra, crl_rng *rng);
 
 /* dm_control's randomize_limited_and_rotational_joints for hinge and slide
  * joints: limited ones uniform in their range, free hinges in [-pi, pi). */

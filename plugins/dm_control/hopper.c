@@ -90,12 +90,6 @@ static int hopper_setup(dmc_model *dm, crl_error *err)
     return CRL_OK;
 }
 
-static void hopper_init(const dmc_model *dm, mjData *d, double *extra, crl_rng *rng)
-{
-    (void)extra;
-    dmc_randomize_joints(dm->m, d, rng);
-}
-
 /* position: qpos without the horizontal root; velocity: qvel; touch:
  * log(1 + force) at toe and heel. */
 static void hopper_observe(const dmc_model *dm, const mjData *d, const double *extra,
@@ -120,11 +114,7 @@ static double standing(const dmc_model *dm, const mjData *d)
 static double reward_stand(const dmc_model *dm, const mjData *d, const double *extra)
 {
     (void)extra;
-    double control = 0;
-    for (int k = 0; k < dm->m->nu; k++)
-        control += dmc_tolerance(d->ctrl[k], 0, 0, 1.0, DMC_QUADRATIC, 0.0);
-    control /= dm->m->nu;
-    return standing(dm, d) * (control + 4.0) / 5.0;
+    return standing(dm, d) * (dmc_small_control(dm->m, d) + 4.0) / 5.0;
 }
 
 static double reward_hop(const dmc_model *dm, const mjData *d, const double *extra)
@@ -140,7 +130,7 @@ static double reward_hop(const dmc_model *dm, const mjData *d, const double *ext
         .domain = "hopper", .name = #tname, .id = "hopper/" #tname, .xml = hopper_xml, \
         .time_limit = 20.0, .control_timestep = 0.02, .n_obs = 3,                      \
         .obs = {{"position", 6}, {"velocity", 7}, {"touch", 2}}, .setup = hopper_setup, \
-        .init = hopper_init, .observe = hopper_observe, .reward = reward_fn,           \
+        .init = dmc_init_randomized, .observe = hopper_observe, .reward = reward_fn,           \
     }
 
 const dmc_task dmc_hopper_stand = HOPPER_TASK(stand, reward_stand);

@@ -2,6 +2,7 @@
 #include "dmc.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,10 +125,23 @@ typedef struct load_args {
     mjModel *m;
 } load_args;
 
+/* MuJoCo's XML parser keeps global state (the last model, for
+ * mj_saveLastXML): one load at a time, whichever thread makes envs. */
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void load_call(void *p)
 {
     load_args *a = p;
     a->m = mj_loadXML(a->file, a->vfs, a->error, (int)sizeof a->error);
+}
+
+/* load_call under the lock; a MuJoCo error jumps back inside it. */
+static int load_locked(load_args *a, const char *what, crl_error *err)
+{
+    pthread_mutex_lock(&load_lock);
+    int rc = dmc_guarded(load_call, a, what, err);
+    pthread_mutex_unlock(&load_lock);
+    return rc;
 }
 
 static int load_bundled(dmc_model *dm, const dmc_task *t, crl_error *err)
@@ -161,7 +175,7 @@ static int load_bundled(dmc_model *dm, const dmc_task *t, crl_error *err)
         memcpy(buf + head + ncommon, t->xml + head, nxml - head);
         a->file = name;
         a->vfs = vfs;
-        rc = dmc_guarded(load_call, a, t->id, err);
+        rc = load_locked(a, t->id, err);
         if (rc == CRL_OK && !a->m)
             rc = crl_error_set(err, CRL_E_PLUGIN, "dm_control: %s: bundled model does not compile: %s",
                                t->id, a->error);
@@ -191,7 +205,7 @@ static int load_file(dmc_model *dm, const dmc_task *t, const char *suite_dir, cr
     if (!a)
         return crl_error_set(err, CRL_E_NOMEM, "dm_control: %s: out of memory", t->id);
     a->file = path;
-    int rc = dmc_guarded(load_call, a, t->id, err);
+    int rc = load_locked(a, t->id, err);
     if (rc == CRL_OK && !a->m)
         rc = crl_error_set(err, CRL_E_CONFIG, "[plugin.dm_control] suite_dir: %s does not load: %s",
                            path, a->error);

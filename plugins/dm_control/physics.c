@@ -49,3 +49,9 @@ void dmc_randomize_joints(const mjModel *m, mjData *d, crl_rng *rng)
             *q = crl_rng_range(rng, -M_PI, M_PI);
     }
 }
+
+void dmc_init_randomized(const dmc_model *dm, mjData *d, double *extra, crl_rng *rng)
+{
+    (void)extra;
+    dmc_randomize_joints(dm->m, d, rng);
+}

@@ -53,12 +53,6 @@ static int point_mass_setup(dmc_model *dm, crl_error *err)
     return rc;
 }
 
-static void point_mass_init(const dmc_model *dm, mjData *d, double *extra, crl_rng *rng)
-{
-    (void)extra;
-    dmc_randomize_joints(dm->m, d, rng);
-}
-
 static void point_mass_observe(const dmc_model *dm, const mjData *d, const double *extra,
                                double *const *out)
 {
@@ -78,16 +72,12 @@ static double point_mass_reward(const dmc_model *dm, const mjData *d, const doub
     double dist = sqrt(dx * dx + dy * dy + dz * dz);
     double size = dm->param[0];
     double near_target = dmc_tol(dist, 0, size, size);
-    double control = 0;
-    for (int k = 0; k < dm->m->nu; k++)
-        control += dmc_tolerance(d->ctrl[k], 0, 0, 1.0, DMC_QUADRATIC, 0.0);
-    control /= dm->m->nu;
-    return near_target * (control + 4.0) / 5.0;
+    return near_target * (dmc_small_control(dm->m, d) + 4.0) / 5.0;
 }
 
 const dmc_task dmc_point_mass_easy = {
     .domain = "point_mass", .name = "easy", .id = "point_mass/easy", .xml = point_mass_xml,
     .time_limit = 20.0, .control_timestep = 0.0, .n_obs = 2,
     .obs = {{"position", 2}, {"velocity", 2}}, .setup = point_mass_setup,
-    .init = point_mass_init, .observe = point_mass_observe, .reward = point_mass_reward,
+    .init = dmc_init_randomized, .observe = point_mass_observe, .reward = point_mass_reward,
 };

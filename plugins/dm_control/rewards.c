@@ -50,3 +50,11 @@ double dmc_tolerance(double x, double lower, double upper, double margin, dmc_si
     double d = (x < lower ? lower - x : x - upper) / margin;
     return dmc_sigmoid_eval(d, value_at_margin, kind);
 }
+
+double dmc_small_control(const mjModel *m, const mjData *d)
+{
+    double sum = 0;
+    for (int k = 0; k < m->nu; k++)
+        sum += dmc_tolerance(d->ctrl[k], 0, 0, 1.0, DMC_QUADRATIC, 0.0);
+    return m->nu ? sum / m->nu : 1.0;
+}

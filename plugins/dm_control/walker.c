@@ -86,12 +86,6 @@ static int walker_setup(dmc_model *dm, crl_error *err)
     return rc;
 }
 
-static void walker_init(const dmc_model *dm, mjData *d, double *extra, crl_rng *rng)
-{
-    (void)extra;
-    dmc_randomize_joints(dm->m, d, rng);
-}
-
 /* orientations: xx and xz of every body but the world's; height: the
  * torso's z; velocity: qvel. */
 static void walker_observe(const dmc_model *dm, const mjData *d, const double *extra,
@@ -147,7 +141,7 @@ static double reward_run(const dmc_model *dm, const mjData *d, const double *ext
         .domain = "walker", .name = #tname, .id = "walker/" #tname, .xml = walker_xml,  \
         .time_limit = 25.0, .control_timestep = 0.025, .n_obs = 3,                      \
         .obs = {{"orientations", 14}, {"height", 1}, {"velocity", 9}},                  \
-        .setup = walker_setup, .init = walker_init, .observe = walker_observe,          \
+        .setup = walker_setup, .init = dmc_init_randomized, .observe = walker_observe,          \
         .reward = reward_fn,                                                            \
     }
 
