@@ -212,6 +212,8 @@ void dmc_renderer_free(dmc_renderer *r)
         gl.make_current(r->ctx, r->buffer, DMC_GL_UNSIGNED_BYTE, r->width, r->height);
         if (r->con_made)
             mjr_freeContext(&r->con);
+        /* Unbound first: Mesa frees the context's framebuffer only then. */
+        gl.make_current(NULL, NULL, 0, 0, 0);
         gl.destroy(r->ctx);
     }
     if (r->scene_made)
