@@ -591,6 +591,42 @@ static const double *leaf_f64(crl_td *td, const char *key)
     return crl_tensor_data(t);
 }
 
+/* The suite's control timestep per domain: one step advances MuJoCo's clock by it. */
+START_TEST(test_control_timestep)
+{
+    static const struct {
+        const char *domain;
+        double dt;
+    } facts[] = {{"cartpole", 0.01}, {"pendulum", 0.02}, {"acrobot", 0.01}, {"point_mass", 0.02},
+                 {"reacher", 0.02},  {"cheetah", 0.01},  {"walker", 0.025}, {"hopper", 0.02},
+                 {"finger", 0.02},   {"ball_in_cup", 0.02}};
+    const char *id = task_ids[_i];
+    double dt = 0;
+    for (size_t k = 0; k < sizeof facts / sizeof facts[0]; k++)
+        if (strncmp(id, facts[k].domain, strlen(facts[k].domain)) == 0 && id[strlen(facts[k].domain)] == '/')
+            dt = facts[k].dt;
+    ck_assert_msg(dt > 0, "no fact for %s", id);
+    crl_error e = {0};
+    char ini[256];
+    snprintf(ini, sizeof ini, "[env]\nbackend = dm_control\nid = %s\n", id);
+    henv h;
+    EXPECT_OK(henv_open(&h, ini, &e), e);
+    crl_td *td = crl_env_reset(h.env, NULL, &e);
+    ck_assert_ptr_nonnull(td);
+    NEAR(leaf_f64(td, "state")[0], 0.0, 0); /* cheetah's settling steps do not count */
+    for (int k = 1; k <= 3; k++) {
+        EXPECT_OK(crl_env_rand_action(h.env, td, &e), e);
+        EXPECT_OK(crl_env_step(h.env, td, &e), e);
+        NEAR(leaf_f64(crl_td_get_td(td, "next"), "state")[0], k * dt, 1e-9);
+        crl_td *next = crl_env_step_mdp(h.env, td, &e);
+        crl_td_unref(td);
+        td = next;
+    }
+    crl_td_unref(td);
+    henv_close(&h);
+}
+END_TEST
+
 /* The action entry of td (written by rand_action first, so it exists). */
 static double *action_of(crl_env *env, crl_td *td)
 {
@@ -933,6 +969,7 @@ static Suite *dm_control_suite(void)
     tc = tcase_create("host");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_check_specs, 0, N_TASKS);
+    tcase_add_loop_test(tc, test_control_timestep, 0, N_TASKS);
     tcase_add_test(tc, test_initial_states);
     tcase_add_test(tc, test_seeding);
     tcase_add_test(tc, test_time_limit);
