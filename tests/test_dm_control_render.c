@@ -113,8 +113,9 @@ END_TEST
 START_TEST(test_camera_and_size)
 {
     crl_error e = {0};
-    uint8_t *frames[2] = {NULL, NULL};
-    for (int cam = 0; cam < 2; cam++) {
+    uint8_t *frames[3] = {NULL, NULL, NULL};
+    for (int c = 0; c < 3; c++) {
+        int cam = c < 2 ? c : -1; /* -1: MuJoCo's free camera */
         char ini[256];
         snprintf(ini, sizeof ini, "[env]\nbackend = dm_control\nid = cartpole/balance\nnum_envs = 2\n"
                                   "from_pixels = true\ncamera_id = %d\nheight = 48\nwidth = 64\n", cam);
@@ -135,15 +136,16 @@ START_TEST(test_camera_and_size)
         ck_assert_int_eq(crl_tensor_shape(px)[1], 48);
         ck_assert_int_eq(crl_tensor_shape(px)[2], 64);
         ck_assert_ptr_nonnull(crl_td_get(td, "position")); /* kept without pixels_only */
-        frames[cam] = malloc(48 * 64 * 3);
-        memcpy(frames[cam], crl_tensor_data(px), 48 * 64 * 3);
-        ck_assert(colours(frames[cam], 48 * 64) > 8);
+        frames[c] = malloc(48 * 64 * 3);
+        memcpy(frames[c], crl_tensor_data(px), 48 * 64 * 3);
+        ck_assert(colours(frames[c], 48 * 64) > 8);
         crl_td_unref(td);
         henv_close(&h);
     }
     ck_assert(memcmp(frames[0], frames[1], 48 * 64 * 3) != 0);
-    free(frames[0]);
-    free(frames[1]);
+    ck_assert(memcmp(frames[0], frames[2], 48 * 64 * 3) != 0);
+    for (int c = 0; c < 3; c++)
+        free(frames[c]);
 }
 END_TEST
 

@@ -254,7 +254,7 @@ int crl__bench_dm_control(double seconds)
         crl_error_set(&err, CRL_E_PLUGIN, "crl bench dm_control: the plugin registers no usable env/dm_control");
         goto out;
     }
-    printf("dm_control tasks, one env, random actions, auto-reset (best of the run, %.2f s each):\n", seconds);
+    printf("dm_control tasks, one env, random actions, auto-reset (%.2f s per figure):\n", seconds);
     printf("  %-24s %11s %4s %14s %15s %10s %7s\n", "task", "env steps/s", "sub", "bare mj_step/s",
            "bare suite st/s", "crl/suite", "mj/crl");
     for (const char *const *id = ops->list(); *id; id++) {
