@@ -22,6 +22,7 @@ packages=(
     build-essential autoconf automake autoconf-archive libtool pkg-config
     libglib2.0-dev libinih-dev libffi-dev librandom123-dev check
     libpython3-dev python3 python3-numpy valgrind libcairo2-dev zlib1g-dev
+    libmujoco-dev libosmesa6-dev
 )
 
 install_packages() {
@@ -83,5 +84,7 @@ case "$cmd" in
         "$crl" bench transforms
         # Built when configure found libpython3 and numpy.
         if "$crl" bench --help | grep -q '^  gym '; then "$crl" bench gym; fi
+        # Built when configure found libmujoco.
+        if "$crl" bench --help | grep -q '^  dm_control '; then "$crl" bench dm_control; fi
         ;;
 esac

@@ -755,7 +755,12 @@ crl_env *crl_env_from_config(crl_host *host, const crl_config *cfg, const char *
         rc = read_options(env, opts, &seed, &xo, err);
     if (!rc) {
         const char *id = crl_config_get(cfg, section, "id");
-        if (!id || !*id)
+        /* Backends with DOMAIN/TASK ids (dm_control) also take them as two keys. */
+        const char *domain = crl_config_get(cfg, section, "domain");
+        const char *task = crl_config_get(cfg, section, "task");
+        if ((!id || !*id) && domain && *domain && task && *task)
+            env->id = g_strdup_printf("%s/%s", domain, task);
+        else if (!id || !*id)
             rc = crl_error_set(err, CRL_E_CONFIG, "[%s] id is required but not set; add 'id = NAME' under [%s] "
                                "(list the ids with 'crl envs %s')", section, section, env->backend);
         else

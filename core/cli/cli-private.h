@@ -83,6 +83,9 @@ int crl__bench_envs(double seconds);
 /* `crl bench gym` (bench_gym.c, built with the gym plugin): a pure-Python
  * CartPole stepped by a plain Python loop vs through crl's gym backend. */
 int crl__bench_gym(double seconds);
+/* `crl bench dm_control` (bench_dm_control.c, built with the dm_control
+ * plugin): env steps/s per task next to bare mj_step, and frames/s. */
+int crl__bench_dm_control(double seconds);
 
 /* Env helpers of the env commands (cmd_envs.c). */
 struct crl_env;

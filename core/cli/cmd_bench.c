@@ -21,6 +21,10 @@ static const struct {
 #ifdef CRL_HAVE_GYM
     { "gym", crl__bench_gym, "a pure-Python CartPole: plain Python loop vs crl's gym backend, ns crl adds per step" },
 #endif
+#ifdef CRL_HAVE_DM_CONTROL
+    { "dm_control", crl__bench_dm_control,
+      "dm_control tasks: env steps/s next to bare mj_step on the same model, pixel frames/s" },
+#endif
 };
 
 crl_bench_result crl__bench_measure(void (*fn)(void *, uint64_t), void *state, double seconds, uint64_t warmup)

@@ -1,0 +1,335 @@
+/* crl bench dm_control: env steps/s per suite task through the host, next to
+ * bare mj_step on the same model in the same run, and pixel frames/s. */
+#define _GNU_SOURCE
+#include "config.h"
+#include "cli-private.h"
+
+#include <crl/env.h>
+#include <dlfcn.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <mujoco/mujoco.h>
+#include <string.h>
+
+#define ACTIONS 256
+
+/* The few libmujoco entry points the bare loop needs, looked up at run time
+ * (crl itself never links libmujoco; its header gives the types). */
+typedef struct mj_api {
+    void *lib;
+    int (*save_last)(const char *file, const mjModel *m, char *error, int error_sz);
+    mjModel *(*load_xml)(const char *file, const mjVFS *vfs, char *error, int error_sz);
+    mjData *(*make_data)(const mjModel *m);
+    void (*step)(const mjModel *m, mjData *d);
+    void (*step1)(const mjModel *m, mjData *d);
+    void (*step2)(const mjModel *m, mjData *d);
+    void (*delete_data)(mjData *d);
+    void (*delete_model)(mjModel *m);
+} mj_api;
+
+static int mj_lookup(mj_api *mj, crl_error *err)
+{
+    static const char *const names[] = { "libmujoco.so.2.2.2", "libmujoco.so" };
+    memset(mj, 0, sizeof *mj);
+    for (size_t i = 0; i < G_N_ELEMENTS(names) && !mj->lib; i++)
+        mj->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!mj->lib)
+        return crl_error_set(err, CRL_E_NOT_FOUND, "crl bench dm_control: cannot open libmujoco (%s)", dlerror());
+    *(void **)&mj->save_last = dlsym(mj->lib, "mj_saveLastXML");
+    *(void **)&mj->load_xml = dlsym(mj->lib, "mj_loadXML");
+    *(void **)&mj->make_data = dlsym(mj->lib, "mj_makeData");
+    *(void **)&mj->step = dlsym(mj->lib, "mj_step");
+    *(void **)&mj->step1 = dlsym(mj->lib, "mj_step1");
+    *(void **)&mj->step2 = dlsym(mj->lib, "mj_step2");
+    *(void **)&mj->delete_data = dlsym(mj->lib, "mj_deleteData");
+    *(void **)&mj->delete_model = dlsym(mj->lib, "mj_deleteModel");
+    if (!mj->save_last || !mj->load_xml || !mj->make_data || !mj->step || !mj->step1 || !mj->step2 || !mj->delete_data || !mj->delete_model)
+        return crl_error_set(err, CRL_E_NOT_FOUND, "crl bench dm_control: libmujoco lacks an entry point");
+    return CRL_OK;
+}
+
+typedef struct bare {
+    const mj_api *mj;
+    mjModel *m;
+    mjData *d;
+    int64_t n_sub;
+} bare;
+
+static void run_bare(void *p, uint64_t n)
+{
+    bare *b = p;
+    for (uint64_t i = 0; i < n; i++)
+        b->mj->step(b->m, b->d);
+}
+
+/* One control step the way the suite (and the backend) steps: RK4 models
+ * mj_step each sub-step, others start with mj_step2 on the forces of the
+ * last mj_step1; then mj_step1 so positions are current for observations. */
+static void run_bare_suite(void *p, uint64_t n)
+{
+    bare *b = p;
+    bool rk4 = b->m->opt.integrator == mjINT_RK4;
+    for (uint64_t i = 0; i < n; i++) {
+        if (rk4)
+            b->mj->step(b->m, b->d);
+        else
+            b->mj->step2(b->m, b->d);
+        for (int64_t k = 1; k < b->n_sub; k++)
+            b->mj->step(b->m, b->d);
+        b->mj->step1(b->m, b->d);
+    }
+}
+
+/* The model MuJoCo compiled last (the env's, just made), saved and loaded again. */
+static int bare_open(bare *b, const mj_api *mj, const char *dir, crl_error *err)
+{
+    memset(b, 0, sizeof *b);
+    b->mj = mj;
+    char *path = g_build_filename(dir, "model.xml", NULL);
+    char msg[1000] = "";
+    int rc = CRL_OK;
+    if (!mj->save_last(path, NULL, msg, sizeof msg))
+        rc = crl_error_set(err, CRL_E_IO, "crl bench dm_control: cannot save the model: %s", msg);
+    else if (!(b->m = mj->load_xml(path, NULL, msg, sizeof msg)))
+        rc = crl_error_set(err, CRL_E_IO, "crl bench dm_control: cannot reload the model: %s", msg);
+    else if (!(b->d = mj->make_data(b->m)))
+        rc = crl_error_set(err, CRL_E_NOMEM, "crl bench dm_control: mj_makeData failed");
+    g_unlink(path);
+    g_free(path);
+    return rc;
+}
+
+static void bare_close(bare *b)
+{
+    if (b->d)
+        b->mj->delete_data(b->d);
+    if (b->m)
+        b->mj->delete_model(b->m);
+}
+
+typedef struct host_loop {
+    crl_env *env;
+    crl_config *cfg;
+    crl_td *td[2];
+    int cur;
+    double *actions; /* ACTIONS rows of the action leaf */
+    size_t row;      /* doubles per row */
+    uint64_t next;
+    crl_error err;
+    bool failed;
+} host_loop;
+
+static void host_close(host_loop *h)
+{
+    crl_td_unref(h->td[0]);
+    crl_td_unref(h->td[1]);
+    crl_env_free(h->env);
+    crl_config_free(h->cfg);
+    g_free(h->actions);
+    memset(h, 0, sizeof *h);
+}
+
+static int host_open(host_loop *h, crl_host *host, const char *id, bool pixels, crl_error *err)
+{
+    memset(h, 0, sizeof *h);
+    char *text = g_strdup_printf("[env]\nbackend = dm_control\nid = %s\nauto_reset = same_step\nseed = 1\n%s", id,
+                                 pixels ? "from_pixels = true\npixels_only = true\n" : "");
+    int rc = CRL_OK;
+    if (!(h->cfg = crl_config_new(err)) ||
+        crl_config_load_buffer(h->cfg, "crl bench dm_control", text, strlen(text), CRL_LAYER_FILE, err) ||
+        !(h->env = crl_env_from_config(host, h->cfg, "env", err)) || !(h->td[0] = crl_env_reset(h->env, NULL, err)) ||
+        !(h->td[1] = crl_td_new(crl_env_batch_ndim(h->env), crl_env_batch_shape(h->env), err)))
+        rc = err->code ? err->code : CRL_E_INVALID;
+    g_free(text);
+    if (rc)
+        return rc;
+    /* Random actions drawn up front, so the rng is not timed. */
+    crl_tensor *a = NULL;
+    for (int k = 0; k < ACTIONS && !rc; k++) {
+        rc = crl_env_rand_action(h->env, h->td[0], err);
+        a = rc ? NULL : crl_td_get(h->td[0], "action");
+        if (a && !h->actions) {
+            h->row = crl_tensor_nbytes(a) / sizeof(double);
+            h->actions = g_new(double, (gsize)ACTIONS * h->row);
+        }
+        if (a)
+            memcpy(h->actions + (size_t)k * h->row, crl_tensor_data(a), h->row * sizeof(double));
+    }
+    return rc;
+}
+
+static void run_host(void *p, uint64_t n)
+{
+    host_loop *h = p;
+    for (uint64_t i = 0; i < n && !h->failed; i++) {
+        crl_td *td = h->td[h->cur], *next = h->td[h->cur ^ 1];
+        crl_tensor *a = crl_td_get(td, "action");
+        int rc = a ? CRL_OK : crl_env_rand_action(h->env, td, &h->err);
+        if (!rc) {
+            a = crl_td_get(td, "action");
+            memcpy(crl_tensor_data(a), h->actions + (h->next++ % ACTIONS) * h->row, h->row * sizeof(double));
+            rc = crl_env_step(h->env, td, &h->err);
+        }
+        if (!rc)
+            rc = crl_env_step_mdp_into(h->env, td, next, &h->err);
+        if (rc) {
+            h->failed = true;
+            return;
+        }
+        h->cur ^= 1;
+    }
+}
+
+/* The env's physics steps per control step, from the time its state reports. */
+static int sub_steps(host_loop *h, double timestep, int64_t *out, crl_error *err)
+{
+    crl_td *td = crl_env_reset(h->env, NULL, err);
+    if (!td)
+        return err->code;
+    int rc = crl_env_rand_action(h->env, td, err);
+    if (!rc)
+        rc = crl_env_step(h->env, td, err);
+    if (!rc) {
+        crl_tensor *st = crl_td_get(crl_td_get_td(td, "next"), "state");
+        double t = st ? ((const double *)crl_tensor_data(st))[0] : 0;
+        *out = (int64_t)llround(t / timestep);
+        if (*out < 1)
+            rc = crl_error_set(err, CRL_E_INVALID, "crl bench dm_control: %s reports no physics time", crl_env_id(h->env));
+    }
+    crl_td_unref(td);
+    if (!rc)
+        rc = crl_env_reset(h->env, h->td[0], err) ? CRL_OK : err->code;
+    if (!rc)
+        crl_td_unref(h->td[0]); /* reset returned a new reference to it */
+    return rc;
+}
+
+typedef struct frames {
+    crl_env *env;
+    uint8_t *rgb;
+    crl_tensor *frame;
+    crl_error err;
+    bool failed;
+} frames;
+
+static void run_render(void *p, uint64_t n)
+{
+    frames *f = p;
+    for (uint64_t i = 0; i < n && !f->failed; i++)
+        if (crl_env_render(f->env, 0, f->frame, &f->err))
+            f->failed = true;
+}
+
+int crl__bench_dm_control(double seconds)
+{
+    crl_error err = { 0 };
+    crl_host *host = crl_host_new(NULL, &err);
+    mj_api mj;
+    int status = CRL_EXIT_RUNTIME;
+    char *dir = NULL;
+    if (!host)
+        goto out;
+    if (crl_host_load_name(host, "dm_control", &err)) {
+        /* Not on the plugin path: the one this build made, if present. */
+        crl_error first = err;
+        crl_error_clear(&err);
+        if (!g_file_test(CRL_DM_CONTROL_BUILD_PLUGIN, G_FILE_TEST_IS_REGULAR) ||
+            crl_host_load_path(host, CRL_DM_CONTROL_BUILD_PLUGIN, &err)) {
+            if (!err.code)
+                err = first;
+            crl_error_prefix(&err, "crl bench dm_control needs the dm_control plugin: ");
+            goto out;
+        }
+    }
+    if (mj_lookup(&mj, &err))
+        goto out;
+    if (!(dir = g_dir_make_tmp("crl-bench-dmc-XXXXXX", NULL))) {
+        crl_error_set(&err, CRL_E_IO, "crl bench dm_control: cannot make a temporary directory");
+        goto out;
+    }
+    const crl_component *comp = crl_host_find(host, CRL_KIND_ENV, "dm_control");
+    const crl_env_ops *ops = comp ? crl__cli_env_ops(comp) : NULL;
+    if (!ops) {
+        crl_error_set(&err, CRL_E_PLUGIN, "crl bench dm_control: the plugin registers no usable env/dm_control");
+        goto out;
+    }
+    printf("dm_control tasks, one env, random actions, auto-reset (%.2f s per figure):\n", seconds);
+    printf("  %-24s %11s %4s %14s %15s %10s %7s\n", "task", "env steps/s", "sub", "bare mj_step/s",
+           "bare suite st/s", "crl/suite", "mj/crl");
+    for (const char *const *id = ops->list(); *id; id++) {
+        host_loop h;
+        bare b;
+        memset(&b, 0, sizeof b);
+        int64_t n_sub = 0;
+        /* The env first: its make is the model MuJoCo compiled last. */
+        int rc = host_open(&h, host, *id, false, &err);
+        if (!rc)
+            rc = bare_open(&b, &mj, dir, &err);
+        if (!rc)
+            rc = sub_steps(&h, b.m->opt.timestep, &n_sub, &err);
+        if (rc) {
+            host_close(&h);
+            bare_close(&b);
+            goto out;
+        }
+        b.n_sub = n_sub;
+        crl_bench_result rh = crl__bench_measure(run_host, &h, seconds, 100);
+        crl_bench_result rb = crl__bench_measure(run_bare, &b, seconds, 100);
+        crl_bench_result rs = crl__bench_measure(run_bare_suite, &b, seconds, 100);
+        if (h.failed) {
+            err = h.err;
+            host_close(&h);
+            bare_close(&b);
+            goto out;
+        }
+        double env_rate = 1e9 / rh.ns_per_op, bare_rate = 1e9 / rb.ns_per_op, suite_rate = 1e9 / rs.ns_per_op;
+        printf("  %-24s %11.0f %4" G_GINT64_FORMAT " %14.0f %15.0f %9.2fx %6.2fx\n", *id, env_rate, (gint64)n_sub,
+               bare_rate, suite_rate, suite_rate / env_rate, bare_rate / ((double)n_sub * env_rate));
+        host_close(&h);
+        bare_close(&b);
+    }
+    printf("  sub: physics steps per env step.  bare suite st/s: control steps/s of the suite's stepping on\n"
+           "  the bare model (mj_step2 .. mj_step1, which keeps observations current), no host.\n"
+           "  crl/suite: the host's overhead over that (1.00x: none).  mj/crl: bare mj_step/s over the\n"
+           "  physics steps/s crl delivers, stepping semantics included.\n");
+
+    /* Pixels: the tutorial's acrobot, 240 x 320 from camera 0. */
+    host_loop h;
+    if (host_open(&h, host, "acrobot/swingup", true, &err)) {
+        host_close(&h);
+        goto out;
+    }
+    frames f = { .env = h.env };
+    int64_t shape[3] = { crl_env_render_height(h.env), crl_env_render_width(h.env), 3 };
+    f.rgb = g_malloc((gsize)(shape[0] * shape[1] * 3));
+    f.frame = crl_tensor_wrap(f.rgb, CRL_U8, 3, shape, NULL, NULL, NULL, &err);
+    if (!f.frame) {
+        g_free(f.rgb);
+        host_close(&h);
+        goto out;
+    }
+    crl_bench_result rr = crl__bench_measure(run_render, &f, seconds, 3);
+    crl_bench_result rp = crl__bench_measure(run_host, &h, seconds, 3);
+    bool failed = f.failed || h.failed;
+    if (failed)
+        err = f.failed ? f.err : h.err;
+    else
+        printf("pixels (OSMesa, software GL): acrobot/swingup %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
+               ": render %.1f frames/s; step with pixels_only %.1f steps/s\n",
+               (gint64)shape[0], (gint64)shape[1], 1e9 / rr.ns_per_op, 1e9 / rp.ns_per_op);
+    crl_tensor_unref(f.frame);
+    g_free(f.rgb);
+    host_close(&h);
+    if (!failed)
+        status = 0;
+out:
+    if (status)
+        crl__cli_print_error("bench dm_control", &err);
+    if (dir) {
+        g_rmdir(dir);
+        g_free(dir);
+    }
+    crl_host_free(host);
+    return status;
+}

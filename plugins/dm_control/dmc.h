@@ -1,0 +1,165 @@
+/* Internal header of the dm_control plugin: one dmc_task per suite task, the
+ * model loader, the suite's reward shaping and the offscreen renderer. */
+#ifndef CRL_DMC_H
+#define CRL_DMC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mujoco/mujoco.h>
+
+#include <crl/error.h>
+#include <crl/rng.h>
+
+#define DMC_MAX_OBS 6     /* observation leaves of one task */
+#define DMC_MAX_IDS 8     /* names a task resolves in its model */
+#define DMC_MAX_EXTRA 4   /* per-env task state beyond mjData (reacher's target) */
+
+/* ---- rewards.c: dm_control.utils.rewards ---- */
+
+typedef enum dmc_sigmoid {
+    DMC_GAUSSIAN, DMC_HYPERBOLIC, DMC_LONG_TAIL, DMC_RECIPROCAL, DMC_COSINE, DMC_LINEAR,
+    DMC_QUADRATIC, DMC_TANH_SQUARED
+} dmc_sigmoid;
+
+/* 1 at x == 0, falling to value_at_1 at |x| == 1 along the named curve. */
+double dmc_sigmoid_eval(double x, double value_at_1, dmc_sigmoid kind);
+/* 1 inside [lower, upper]; outside, the sigmoid of the distance to the
+ * nearest bound in units of margin (margin 0: a hard indicator). */
+double dmc_tolerance(double x, double lower, double upper, double margin, dmc_sigmoid kind,
+                     double value_at_margin);
+/* The suite's common case: gaussian, value 0.1 at the margin. */
+static inline double dmc_tol(double x, double lower, double upper, double margin)
+{
+    return dmc_tolerance(x, lower, upper, margin, DMC_GAUSSIAN, 0.1);
+}
+
+/* The suite's control cost: tolerance(ctrl, margin 1, value 0, quadratic),
+ * averaged over the actuators (1 at zero control, 0 at full). */
+double dmc_small_control(const mjModel *m, const mjData *d);
+
+/* ---- tasks ---- */
+
+typedef struct dmc_obs_def {
+    const char *name;
+    int dim;
+} dmc_obs_def;
+
+typedef struct dmc_task dmc_task;
+
+/* One loaded model and the names its task resolved in it. */
+typedef struct dmc_model {
+    const dmc_task *task;
+    mjModel *m;
+    int id[DMC_MAX_IDS];      /* body/site/geom/joint ids, task-defined order */
+    int adr[DMC_MAX_IDS];     /* qpos addresses of the joints among them */
+    double param[4];          /* task constants read from the model (sizes) */
+} dmc_model;
+
+/* Writes one env's observation leaves: out[k] is leaf k's row. */
+typedef void (*dmc_observe_fn)(const dmc_model *dm, const mjData *d, const double *extra,
+                               double *const *out);
+typedef double (*dmc_reward_fn)(const dmc_model *dm, const mjData *d, const double *extra);
+/* Draws the episode's initial state into d (after mj_resetData) and extra. */
+typedef void (*dmc_init_fn)(const dmc_model *dm, mjData *d, double *extra, crl_rng *rng);
+/* Resolves names (dm->id, dm->adr) and applies the task's model edits. */
+typedef int (*dmc_setup_fn)(dmc_model *dm, crl_error *err);
+/* Puts per-env task state the picture shows into d's geom poses (reacher's
+ * target), which the next step recomputes from the shared model anyway. */
+typedef void (*dmc_render_prep_fn)(const dmc_model *dm, mjData *d, const double *extra);
+
+struct dmc_task {
+    const char *domain;         /* "cartpole" */
+    const char *name;           /* "balance" */
+    const char *id;             /* "cartpole/balance" */
+    const char *xml;            /* the bundled MJCF, without the shared assets */
+    double time_limit;          /* seconds */
+    double control_timestep;    /* seconds; 0: the physics timestep */
+    int n_obs;
+    dmc_obs_def obs[DMC_MAX_OBS];
+    int n_extra;                /* per-env doubles in the state after qpos, qvel, act */
+    dmc_setup_fn setup;
+    dmc_init_fn init;
+    dmc_observe_fn observe;
+    dmc_reward_fn reward;
+    dmc_render_prep_fn render_prep;   /* NULL: the model shows everything */
+};
+
+/* Shared setup helpers: the id of a named object, or CRL_E_NOT_FOUND naming
+ * it, the task and the model file. */
+int dmc_name(dmc_model *dm, int type, const char *name, int slot, crl_error *err);
+/* A named joint: its id in id[slot] and qpos address in adr[slot]. */
+int dmc_joint(dmc_model *dm, const char *name, int slot, crl_error *err);
+
+/* physics.c: n physics steps as dm_control's Physics.step(n) takes them. */
+void dmc_physics_step(const mjModel *m, mjData *d, int n);
+/* Why d's simulation is no longer trustworthy (MuJoCo's bad qpos/qvel/qacc
+ * warnings, non-finite state), or NULL. */
+const char *dmc_divergence(const mjModel *m, const mjData *d);
+
+/* An init that only randomizes the joints (walker, hopper, point_mass). */
+void dmc_init_randomized(const dmc_model *dm, mjData *d, double *extra, crl_rng *rng);
+
+/* dm_control's randomize_limited_and_rotational_joints for hinge and slide
+ * joints: limited ones uniform in their range, free hinges in [-pi, pi). */
+void dmc_randomize_joints(const mjModel *m, mjData *d, crl_rng *rng);
+
+/* Body b's rotation matrix entry (row, col), as dm_control's xmat['b', 'xz']. */
+static inline double dmc_xmat(const mjData *d, int body, int row, int col)
+{
+    return d->xmat[9 * body + 3 * row + col];
+}
+
+/* Standard normal draw, as numpy's randn. */
+static inline double dmc_randn(crl_rng *rng)
+{
+    return crl_rng_normal(rng);
+}
+
+/* The task table (registry.c). */
+size_t dmc_task_count(void);
+const dmc_task *dmc_task_at(size_t i);
+/* Exact "domain/task" match, or NULL with CRL_E_NOT_FOUND naming close matches. */
+const dmc_task *dmc_task_lookup(const char *id, crl_error *err);
+
+extern const dmc_task dmc_cartpole_balance, dmc_cartpole_balance_sparse, dmc_cartpole_swingup,
+    dmc_cartpole_swingup_sparse;
+extern const dmc_task dmc_pendulum_swingup;
+extern const dmc_task dmc_acrobot_swingup, dmc_acrobot_swingup_sparse;
+extern const dmc_task dmc_point_mass_easy;
+extern const dmc_task dmc_reacher_easy, dmc_reacher_hard;
+extern const dmc_task dmc_cheetah_run;
+extern const dmc_task dmc_walker_stand, dmc_walker_walk, dmc_walker_run;
+extern const dmc_task dmc_hopper_stand, dmc_hopper_hop;
+extern const dmc_task dmc_finger_spin, dmc_finger_turn_easy, dmc_finger_turn_hard;
+extern const dmc_task dmc_ball_in_cup_catch;
+
+/* ---- model_loader.c ---- */
+
+/* Route MuJoCo's errors and warnings to crl (MuJoCo's defaults exit the
+ * process and write MUJOCO_LOG.TXT into the working directory).  Idempotent. */
+void dmc_install_error_hooks(void);
+
+/* Runs fn(arg) with MuJoCo's error handler armed: an mju_error inside comes
+ * back as CRL_E_RUNTIME naming `what` and MuJoCo's message. */
+int dmc_guarded(void (*fn)(void *), void *arg, const char *what, crl_error *err);
+
+/* Load task t's model: the bundled MJCF, or `suite_dir`/DOMAIN.xml (with
+ * its common/ includes) when suite_dir is non-NULL and non-empty.  Then the
+ * task's setup.  dm->m is owned by the caller (mj_deleteModel). */
+int dmc_model_load(dmc_model *dm, const dmc_task *t, const char *suite_dir, crl_error *err);
+
+/* ---- render_osmesa.c ---- */
+
+typedef struct dmc_renderer dmc_renderer;
+
+/* An offscreen OSMesa context of width x height for model m.  A missing GL
+ * library is CRL_E_UNSUPPORTED naming the Debian package. */
+dmc_renderer *dmc_renderer_new(mjModel *m, int width, int height, crl_error *err);
+/* Draw d from fixed camera `camera` (-1: the free camera) into rgb [h, w, 3], top row first. */
+int dmc_renderer_draw(dmc_renderer *r, mjModel *m, mjData *d, int camera, uint8_t *rgb,
+                      crl_error *err);
+void dmc_renderer_free(dmc_renderer *r);
+
+#endif

@@ -1,0 +1,57 @@
+/* Stepping as dm_control's Physics does, and telling a diverged simulation. */
+#include "dmc.h"
+
+#include <math.h>
+
+void dmc_physics_step(const mjModel *m, mjData *d, int n)
+{
+    /* Legacy stepping: observations read positions and velocities, so a
+     * step ends with mj_step1; non-RK4 steps start with mj_step2, reusing
+     * that mj_step1 with the new control applied. */
+    if (m->opt.integrator == mjINT_RK4) {
+        for (int k = 0; k < n; k++)
+            mj_step(m, d);
+    } else {
+        mj_step2(m, d);
+        for (int k = 1; k < n; k++)
+            mj_step(m, d);
+    }
+    mj_step1(m, d);
+}
+
+const char *dmc_divergence(const mjModel *m, const mjData *d)
+{
+    if (d->warning[mjWARN_BADQACC].number)
+        return "accelerations became NaN, infinite or huge";
+    if (d->warning[mjWARN_BADQPOS].number)
+        return "positions became NaN, infinite or huge";
+    if (d->warning[mjWARN_BADQVEL].number)
+        return "velocities became NaN, infinite or huge";
+    for (int k = 0; k < m->nq; k++)
+        if (!isfinite(d->qpos[k]))
+            return "positions became NaN or infinite";
+    for (int k = 0; k < m->nv; k++)
+        if (!isfinite(d->qvel[k]))
+            return "velocities became NaN or infinite";
+    return NULL;
+}
+
+void dmc_randomize_joints(const mjModel *m, mjData *d, crl_rng *rng)
+{
+    for (int j = 0; j < m->njnt; j++) {
+        int type = m->jnt_type[j];
+        if (type != mjJNT_HINGE && type != mjJNT_SLIDE)
+            continue;
+        double *q = &d->qpos[m->jnt_qposadr[j]];
+        if (m->jnt_limited[j])
+            *q = crl_rng_range(rng, m->jnt_range[2 * j], m->jnt_range[2 * j + 1]);
+        else if (type == mjJNT_HINGE)
+            *q = crl_rng_range(rng, -M_PI, M_PI);
+    }
+}
+
+void dmc_init_randomized(const dmc_model *dm, mjData *d, double *extra, crl_rng *rng)
+{
+    (void)extra;
+    dmc_randomize_joints(dm->m, d, rng);
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Shell tests of `crl` over the dm_control backend: the tutorial's pixel
+# rollout writes frames that show the acrobot and change, and
+# `crl bench dm_control` runs.
+set -uo pipefail
+crl=${CRL:?}
+n=0; failures=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+nok() { n=$((n + 1)); failures=$((failures + 1)); echo "not ok $n - $1"; shift; printf '%s\n' "$@" | sed 's/^/# /'; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/crl-dmc.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+noauto=plugins.autoload=false
+acrobot=(plugins.load=dm_control env.backend=dm_control env.id=acrobot/swingup)
+
+out=$("$crl" rollout "${acrobot[@]}" env.from_pixels=true --steps 5 --save-frames "$tmp/out" "$noauto" 2>&1); rc=$?
+# Decoded rows (PNG filters undone) of each frame: not blank (many colours,
+# an arm-coloured patch), and every frame differs from the one before.
+if [ "$rc" -eq 0 ] && python3 - "$tmp/out" <<'EOF'
+import os, struct, sys, zlib
+d = sys.argv[1]
+names = sorted(os.listdir(d))
+assert names == ["frame_%05d.png" % i for i in range(6)], names
+def decode(path):
+    data = open(path, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, w, h = 8, b"", 0, 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            w, h, depth, colour = struct.unpack(">IIBB", body[:10])
+            assert depth == 8 and colour == 2, (depth, colour)
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw, stride, rows, prev = zlib.decompress(idat), 3 * w, [], bytearray(3 * w)
+    for y in range(h):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - 3] if i >= 3 else 0
+            b, c = prev[i], (prev[i - 3] if i >= 3 else 0)
+            if f == 1: line[i] = (line[i] + a) & 255
+            elif f == 2: line[i] = (line[i] + b) & 255
+            elif f == 3: line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c; pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append(bytes(line)); prev = line
+    assert (w, h) == (320, 240), (w, h)
+    return b"".join(rows)
+frames = [decode(os.path.join(d, n)) for n in names]
+for i, px in enumerate(frames):
+    colours = {px[k:k + 3] for k in range(0, len(px), 3)}
+    arm = sum(1 for k in range(0, len(px), 3) if px[k] > 90 and px[k] > px[k + 1] + 20 and px[k + 1] > px[k + 2] + 15)
+    assert len(colours) > 50 and arm > 200, (i, len(colours), arm)
+    if i:
+        assert px != frames[i - 1], "frame %d equals frame %d" % (i, i - 1)
+EOF
+then ok "rollout acrobot/swingup from_pixels --save-frames: 6 frames showing the arm, each differing"
+else nok "rollout acrobot/swingup --save-frames (exit $rc)" "$out" "$(ls -l "$tmp/out" 2>&1)"; fi
+
+out=$("$crl" rollout plugins.load=dm_control env.backend=dm_control env.domain=cartpole env.task=swingup \
+    --steps 3 "$noauto" 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -q "dm_control/cartpole/swingup" <<<"$out"; then ok "env.domain + env.task name the env"
+else nok "env.domain + env.task (exit $rc)" "$out"; fi
+
+out=$("$crl" rollout plugins.load=dm_control env.backend=dm_control env.id=acrobot/swingupp --steps 1 "$noauto" 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && grep -q "did you mean 'acrobot/swingup'" <<<"$out"; then ok "an unknown task suggests the close one"
+else nok "unknown task (exit $rc)" "$out"; fi
+
+out=$("$crl" bench dm_control --seconds 0.02 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -q "mj_step" <<<"$out" && grep -q "frames/s" <<<"$out"; then ok "crl bench dm_control runs"
+else nok "crl bench dm_control (exit $rc)" "$out"; fi
+
+echo "1..$n"
+[ "$failures" -eq 0 ]
