@@ -22,6 +22,7 @@ packages=(
     build-essential autoconf automake autoconf-archive libtool pkg-config
     libglib2.0-dev libinih-dev libffi-dev librandom123-dev check
     libpython3-dev python3 python3-numpy valgrind libcairo2-dev zlib1g-dev
+    libopenblas-dev
 )
 
 install_packages() {
