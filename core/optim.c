@@ -290,7 +290,7 @@ int crl_optim_load(crl_optim *o, const crl_ckpt_reader *r, const char *prefix, c
                              crl_ckpt_path(r), name, len, ng, (3 + ng) * sizeof(int64_t));
     memcpy(head, meta, sizeof head);
     if (head[0] != o->kind || head[1] < 0 || head[2] != (int64_t)ng)
-        return crl_error_set(err, CRL_E_CORRUPT, "%s: '%s' holds a %s optimizer state (%" PRId64
+        return crl_error_set(err, CRL_E_CORRUPT, "%s: '%s' holds %s optimizer state (%" PRId64
                              " vectors) but this is %s over %zu", crl_ckpt_path(r), name,
                              head[0] >= 0 && head[0] < 4 ? kind_names[head[0]] : "unknown", head[2],
                              kind_names[o->kind], ng);
