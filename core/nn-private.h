@@ -5,6 +5,8 @@
 #include "crl-private.h"
 #include "tensor-private.h"
 #include <crl/nn.h>
+#include <crl/actor.h>
+#include <crl/distributions.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -80,5 +82,30 @@ CRL_INTERNAL int64_t crl__td_rows(const crl_td *td);
 /* A key list's handles; NULL with err for an empty list or key. */
 CRL_INTERNAL crl_td_key **crl__keys_new(const char *who, const char *const *keys, size_t *n, crl_error *err);
 CRL_INTERNAL void crl__keys_free(crl_td_key **k, size_t n);
+
+/* A TensorDict module's network run on td without writing out_key:
+ * the output rows [rows, out] (borrowed), with the backward cache when
+ * `cache`, else through crl_mlp_infer. */
+CRL_INTERNAL crl_tensor *crl__tdmodule_run(crl_tdmodule *mod, const crl_td *td, bool cache, crl_error *err);
+
+/* An actor's action space, from the env's action spec. */
+typedef struct crl__action_space {
+    crl_spec_kind kind;   /* CATEGORICAL, ONEHOT, BOUNDED or UNBOUNDED */
+    crl_dtype dtype;
+    int64_t n;            /* classes (discrete) */
+    int64_t d;            /* dims (continuous) */
+    float *low, *high;    /* [d] for BOUNDED, else NULL */
+} crl__action_space;
+
+/* `discrete` selects which kinds are accepted; errors name module who. */
+CRL_INTERNAL int crl__action_space_init(crl__action_space *s, const char *who, const struct crl_spec *spec,
+                                        bool discrete, crl_error *err);
+CRL_INTERNAL void crl__action_space_clear(crl__action_space *s);
+/* Write class indices [rows] as the spec encodes them (index or one-hot). */
+CRL_INTERNAL int crl__write_classes(const char *who, crl_td *td, const crl_td_key *k, const crl__action_space *s,
+                                    const int64_t *idx, crl_error *err);
+/* Read them back (one-hot: the set position); CRL_E_RANGE outside [0, n). */
+CRL_INTERNAL int crl__read_classes(const char *who, const crl_td *td, const crl_td_key *k, const crl__action_space *s,
+                                   int64_t *idx, crl_error *err);
 
 #endif

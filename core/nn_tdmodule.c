@@ -188,24 +188,34 @@ static int gather(crl_tdmodule *mod, const crl_td *td, crl_error *err)
     return CRL_OK;
 }
 
-int crl_tdmodule_forward(crl_tdmodule *mod, crl_td *td, crl_error *err)
+crl_tensor *crl__tdmodule_run(crl_tdmodule *mod, const crl_td *td, bool cache, crl_error *err)
 {
     if (gather(mod, td, err))
-        return err ? err->code : CRL_E_INVALID;
-    crl_tensor *y = crl_mlp_forward(mod->net, mod->x, err);
+        return NULL;
+    if (cache)
+        return crl_mlp_forward(mod->net, mod->x, err);
+    if (crl__rows_buffer(&mod->y, crl__td_rows(td), crl_mlp_out_features(mod->net), err) ||
+        crl_mlp_infer(mod->net, mod->x, mod->y, err))
+        return NULL;
+    return mod->y;
+}
+
+static int run_and_write(crl_tdmodule *mod, crl_td *td, bool cache, crl_error *err)
+{
+    crl_tensor *y = crl__tdmodule_run(mod, td, cache, err);
     if (!y)
         return err ? err->code : CRL_E_INVALID;
     return crl__td_write_rows(mod->net->name, td, mod->out, crl_tensor_data(y), crl_mlp_out_features(mod->net), err);
 }
 
+int crl_tdmodule_forward(crl_tdmodule *mod, crl_td *td, crl_error *err)
+{
+    return run_and_write(mod, td, true, err);
+}
+
 int crl_tdmodule_infer(crl_tdmodule *mod, crl_td *td, crl_error *err)
 {
-    if (gather(mod, td, err) ||
-        crl__rows_buffer(&mod->y, crl__td_rows(td), crl_mlp_out_features(mod->net), err) ||
-        crl_mlp_infer(mod->net, mod->x, mod->y, err))
-        return err ? err->code : CRL_E_INVALID;
-    return crl__td_write_rows(mod->net->name, td, mod->out, crl_tensor_data(mod->y), crl_mlp_out_features(mod->net),
-                              err);
+    return run_and_write(mod, td, false, err);
 }
 
 int crl_tdmodule_backward(crl_tdmodule *mod, const crl_tensor *grad_out, crl_td *grads_in, crl_error *err)
