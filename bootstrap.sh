@@ -79,6 +79,7 @@ case "$cmd" in
         export CRL_PLUGIN_PATH="$build/plugins/transforms/.libs:$build/plugins/replay/.libs:$build/plugins/gym/.libs${CRL_PLUGIN_PATH:+:$CRL_PLUGIN_PATH}"
         "$crl" bench core
         "$crl" bench envs
+        "$crl" bench nn
         "$crl" bench replay
         "$crl" bench transforms
         # Built when configure found libpython3 and numpy.
