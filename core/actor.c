@@ -140,3 +140,51 @@ int crl__read_classes(const char *who, const crl_td *td, const crl_td_key *k, co
     }
     return CRL_OK;
 }
+
+int crl__actor_base_init(crl__actor_base *b, crl_mlp *net, const char *const *in_keys, const crl_spec *spec,
+                         bool discrete, int64_t per, const char *out_key, const char *what, const char *why,
+                         crl_error *err)
+{
+    memset(b, 0, sizeof *b);
+    if (!net)
+        return crl_error_set(err, CRL_E_INVALID, "%s: no network given", what);
+    if (crl__action_space_init(&b->space, net->name, spec, discrete, err))
+        return err ? err->code : CRL_E_INVALID;
+    int64_t want = per * (discrete ? b->space.n : b->space.d);
+    if (crl_mlp_out_features(net) != want)
+        return crl_error_set(err, CRL_E_SHAPE, "module '%s': the network gives %" PRId64 " outputs but %s needs %" PRId64
+                             " (%s)", net->name, crl_mlp_out_features(net), what, want, why);
+    if (!(b->mod = crl_tdmodule_new(net, in_keys, out_key, err)) || !(b->k_action = crl_td_key_new("action", err)))
+        return err ? err->code : CRL_E_INVALID;
+    return CRL_OK;
+}
+
+void crl__actor_base_clear(crl__actor_base *b)
+{
+    crl_tdmodule_free(b->mod);
+    crl__action_space_clear(&b->space);
+    crl_td_key_free(b->k_action);
+    memset(b, 0, sizeof *b);
+}
+
+int crl__anneal_set(crl__anneal *an, const char *what, double init, double end, int64_t steps, double lo, double hi,
+                    crl_error *err)
+{
+    if (!(init >= lo && init <= hi && end >= lo && end <= hi) || steps < 1)
+        return crl_error_set(err, CRL_E_RANGE, "%s: the schedule's start (%g) and end (%g) must be in [%g, %g] and "
+                             "annealing_num_steps (%" PRId64 ") >= 1", what, init, end, lo, hi, steps);
+    an->init = an->value = init;
+    an->end = end;
+    an->steps = steps;
+    return CRL_OK;
+}
+
+/* Linear, never past the end (either direction). */
+void crl__anneal_step(crl__anneal *an, int64_t frames)
+{
+    if (!an->steps)
+        return;
+    an->value -= (double)frames * (an->init - an->end) / (double)an->steps;
+    if ((an->init >= an->end) == (an->value < an->end))
+        an->value = an->end;
+}

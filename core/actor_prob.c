@@ -10,11 +10,10 @@
 typedef enum { LAST_NONE, LAST_SAMPLE, LAST_FIXED } last_kind;
 
 struct crl_prob_actor {
-    crl_tdmodule *mod;
+    crl__actor_base b;
     crl_dist_kind kind;
-    crl__action_space space;
     int64_t width;            /* n (Categorical) or d (TanhNormal) */
-    crl_td_key *k_action, *k_logp, *k_p1, *k_p2;
+    crl_td_key *k_logp, *k_p1, *k_p2;
     /* [rows, width] rows of the last call: parameters, action, eps of the
      * action's sample and of the entropy's, their gradients. */
     float *loc, *scale, *act, *eps, *eps_ent, *gloc, *gscale, *ga;
@@ -30,47 +29,31 @@ struct crl_prob_actor {
 crl_prob_actor *crl_prob_actor_new(crl_mlp *net, const char *const *in_keys, crl_dist_kind kind,
                                    const crl_spec *action_spec, crl_error *err)
 {
-    if (!net) {
-        crl_error_set(err, CRL_E_INVALID, "probabilistic actor: no network given");
-        return NULL;
-    }
     if (kind != CRL_DIST_CATEGORICAL && kind != CRL_DIST_TANH_NORMAL) {
-        crl_error_set(err, CRL_E_INVALID, "module '%s': unknown distribution %d: use Categorical or TanhNormal",
-                      net->name, (int)kind);
+        crl_error_set(err, CRL_E_INVALID, "probabilistic actor: unknown distribution %d: use Categorical or TanhNormal",
+                      (int)kind);
         return NULL;
     }
     crl_prob_actor *a = g_new0(crl_prob_actor, 1);
     a->kind = kind;
     bool cat = kind == CRL_DIST_CATEGORICAL;
-    if (crl__action_space_init(&a->space, net->name, action_spec, cat, err))
-        goto fail;
-    a->width = cat ? a->space.n : a->space.d;
-    int64_t want = cat ? a->width : 2 * a->width;
-    if (crl_mlp_out_features(net) != want) {
-        crl_error_set(err, CRL_E_SHAPE, "module '%s': the network gives %" PRId64 " outputs but %s over %" PRId64
-                      " %s needs %" PRId64, net->name, crl_mlp_out_features(net), cat ? "a Categorical" : "a TanhNormal",
-                      a->width, cat ? "actions" : "action dims (loc and scale)", want);
-        goto fail;
+    if (crl__actor_base_init(&a->b, net, in_keys, action_spec, cat, cat ? 1 : 2, cat ? "logits" : "loc",
+                             cat ? "a Categorical" : "a TanhNormal",
+                             cat ? "one logit per action" : "loc and scale per action dim", err) ||
+        !(a->k_logp = crl_td_key_new("sample_log_prob", err)) ||
+        !(a->k_p1 = crl_td_key_new(cat ? "logits" : "loc", err)) || !(a->k_p2 = crl_td_key_new("scale", err))) {
+        crl_prob_actor_free(a);
+        return NULL;
     }
-    if (!(a->mod = crl_tdmodule_new(net, in_keys, cat ? "logits" : "loc", err)))
-        goto fail;
-    a->k_action = crl_td_key_new("action", err);
-    a->k_logp = crl_td_key_new("sample_log_prob", err);
-    a->k_p1 = crl_td_key_new(cat ? "logits" : "loc", err);
-    a->k_p2 = crl_td_key_new("scale", err);
+    a->width = cat ? a->b.space.n : a->b.space.d;
     return a;
-fail:
-    crl_prob_actor_free(a);
-    return NULL;
 }
 
 void crl_prob_actor_free(crl_prob_actor *a)
 {
     if (!a)
         return;
-    crl_tdmodule_free(a->mod);
-    crl__action_space_clear(&a->space);
-    crl_td_key_free(a->k_action);
+    crl__actor_base_clear(&a->b);
     crl_td_key_free(a->k_logp);
     crl_td_key_free(a->k_p1);
     crl_td_key_free(a->k_p2);
@@ -85,7 +68,7 @@ void crl_prob_actor_free(crl_prob_actor *a)
     g_free(a);
 }
 
-crl_mlp *crl_prob_actor_net_get(crl_prob_actor *a) { return crl_tdmodule_net_get(a->mod); }
+crl_mlp *crl_prob_actor_net_get(crl_prob_actor *a) { return crl_tdmodule_net_get(a->b.mod); }
 crl_tensor *crl_prob_actor_log_prob_get(crl_prob_actor *a) { return a->logp; }
 crl_tensor *crl_prob_actor_entropy_get(crl_prob_actor *a) { return a->ent; }
 
@@ -117,7 +100,7 @@ static int reserve(crl_prob_actor *a, int64_t rows, crl_error *err)
 static int params(crl_prob_actor *a, crl_td *td, bool cache, const float **out, crl_error *err)
 {
     const char *who = crl_mlp_name(crl_prob_actor_net_get(a));
-    crl_tensor *y = crl__tdmodule_run(a->mod, td, cache, err);
+    crl_tensor *y = crl__tdmodule_run(a->b.mod, td, cache, err);
     if (!y || reserve(a, crl_tensor_shape(y)[0], err))
         return err ? err->code : CRL_E_INVALID;
     *out = crl_tensor_data(y);
@@ -129,8 +112,8 @@ static int params(crl_prob_actor *a, crl_td *td, bool cache, const float **out, 
     return crl__td_write_rows(who, td, a->k_p2, a->scale, a->width, err);
 }
 
-static const float *low(const crl_prob_actor *a) { return a->space.low; }
-static const float *high(const crl_prob_actor *a) { return a->space.high; }
+static const float *low(const crl_prob_actor *a) { return a->b.space.low; }
+static const float *high(const crl_prob_actor *a) { return a->b.space.high; }
 
 /* The TanhNormal entropy estimate from a fresh draw (eps_ent). */
 static void tanh_normal_entropy(crl_prob_actor *a, crl_rng *rng)
@@ -167,7 +150,7 @@ static int run(crl_prob_actor *a, crl_td *td, crl_exploration exploration, crl_r
         crl_categorical_log_prob(x, rows, w, a->idx, logp, NULL);
         crl_categorical_entropy(x, rows, w, crl_tensor_data(a->ent));
         a->last = LAST_FIXED;
-        if (crl__write_classes(who, td, a->k_action, &a->space, a->idx, err))
+        if (crl__write_classes(who, td, a->b.k_action, &a->b.space, a->idx, err))
             return err ? err->code : CRL_E_INVALID;
     } else {
         if (exploration == CRL_EXPLORE_RANDOM) {
@@ -187,7 +170,7 @@ static int run(crl_prob_actor *a, crl_td *td, crl_exploration exploration, crl_r
                 tanh_normal_entropy(a, rng);
             a->last = LAST_FIXED;
         }
-        if (crl__td_write_rows(who, td, a->k_action, a->act, w, err))
+        if (crl__td_write_rows(who, td, a->b.k_action, a->act, w, err))
             return err ? err->code : CRL_E_INVALID;
     }
     a->cached = cache;
@@ -216,14 +199,14 @@ int crl_prob_actor_evaluate(crl_prob_actor *a, crl_td *td, crl_rng *rng, crl_err
         return err ? err->code : CRL_E_INVALID;
     float *logp = crl_tensor_data(a->logp);
     if (cat) {
-        if (crl__read_classes(who, td, a->k_action, &a->space, a->idx, err))
+        if (crl__read_classes(who, td, a->b.k_action, &a->b.space, a->idx, err))
             return err ? err->code : CRL_E_INVALID;
         crl_categorical_log_prob(x, a->rows, a->width, a->idx, logp, NULL);
         crl_categorical_entropy(x, a->rows, a->width, crl_tensor_data(a->ent));
     } else {
-        if (!crl_td_get_k(td, a->k_action))
+        if (!crl_td_get_k(td, a->b.k_action))
             return crl_error_set(err, CRL_E_NOT_FOUND, "module '%s': the TensorDict has no 'action' to evaluate", who);
-        if (crl__td_read_rows(who, td, a->k_action, a->width, a->act, a->width, 0, err))
+        if (crl__td_read_rows(who, td, a->b.k_action, a->width, a->act, a->width, 0, err))
             return err ? err->code : CRL_E_INVALID;
         crl_tanh_normal_log_prob(a->loc, a->scale, a->rows, a->width, low(a), high(a), a->act, logp);
         tanh_normal_entropy(a, rng);
@@ -303,5 +286,5 @@ int crl_prob_actor_backward(crl_prob_actor *a, const crl_tensor *grad_action, co
                                              a->gloc, a->gscale);
         crl_normal_params_backward(x, rows, w, a->gloc, a->gscale, gx);
     }
-    return crl_tdmodule_backward(a->mod, a->gx, grads_in, err);
+    return crl_tdmodule_backward(a->b.mod, a->gx, grads_in, err);
 }

@@ -97,6 +97,34 @@ typedef struct crl__action_space {
     float *low, *high;    /* [d] for BOUNDED, else NULL */
 } crl__action_space;
 
+/* What every actor holds: its TensorDict module, action space and the
+ * "action" key.  init checks the spec (`discrete` selects the kinds) and
+ * that the network gives `per` outputs per action (discrete) or action dim
+ * (continuous); `what` and `why` word the error ("a TanhNormal", "loc and
+ * scale per action dim"). */
+typedef struct crl__actor_base {
+    crl_tdmodule *mod;
+    crl__action_space space;
+    crl_td_key *k_action;
+} crl__actor_base;
+
+CRL_INTERNAL int crl__actor_base_init(crl__actor_base *b, crl_mlp *net, const char *const *in_keys,
+                                      const struct crl_spec *spec, bool discrete, int64_t per, const char *out_key,
+                                      const char *what, const char *why, crl_error *err);
+CRL_INTERNAL void crl__actor_base_clear(crl__actor_base *b);
+
+/* A linear schedule (EGreedyModule's epsilon, the noise modules' scale):
+ * from init to end over `steps` frames, then constant. */
+typedef struct crl__anneal {
+    double init, end, value;
+    int64_t steps;   /* 0: not set */
+} crl__anneal;
+
+/* CRL_E_RANGE (naming `what`) unless init and end are in [lo, hi] and steps >= 1. */
+CRL_INTERNAL int crl__anneal_set(crl__anneal *an, const char *what, double init, double end, int64_t steps,
+                                 double lo, double hi, crl_error *err);
+CRL_INTERNAL void crl__anneal_step(crl__anneal *an, int64_t frames);
+
 /* `discrete` selects which kinds are accepted; errors name module who. */
 CRL_INTERNAL int crl__action_space_init(crl__action_space *s, const char *who, const struct crl_spec *spec,
                                         bool discrete, crl_error *err);

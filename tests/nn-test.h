@@ -29,6 +29,32 @@ static inline crl_tensor *t_rows(int64_t rows, int64_t cols, const double *vals,
     return t;
 }
 
+/* Drop the references of n tensors. */
+static inline void unref_all(crl_tensor *const *ts, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        crl_tensor_unref(ts[i]);
+}
+#define RUN_TESTS(name, ...) run_tests(name, (const TTest *const[]){__VA_ARGS__}, \
+                                         sizeof((const TTest *const[]){__VA_ARGS__}) / sizeof(const TTest *))
+#define UNREF_ALL(...) unref_all((crl_tensor *const[]){__VA_ARGS__}, \
+                                 sizeof((crl_tensor *const[]){__VA_ARGS__}) / sizeof(crl_tensor *))
+
+/* One test case holding every test, run; the exit status main returns. */
+static inline int run_tests(const char *name, const TTest *const *tests, size_t n)
+{
+    Suite *s = suite_create(name);
+    TCase *tc = tcase_create(name);
+    for (size_t i = 0; i < n; i++)
+        tcase_add_test(tc, tests[i]);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
 static inline void assert_msg_has(const crl_error *err, const char *needle)
 {
     ck_assert_msg(strstr(err->message, needle) != NULL, "message '%s' lacks '%s'", err->message, needle);

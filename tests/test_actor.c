@@ -55,7 +55,7 @@ START_TEST(test_qvalue_actor)
     ck_assert_ptr_null(crl_qvalue_actor_new(net, OBS, box, &err));
     assert_msg_has(&err, "module 'policy': the action spec is Bounded but this actor needs Categorical or OneHot actions");
     ck_assert_ptr_null(crl_qvalue_actor_new(wrong, OBS, cat, &err));
-    assert_msg_has(&err, "the network gives 4 action values but the action spec has 3 actions");
+    assert_msg_has(&err, "the network gives 4 outputs but a Q-value actor needs 3 (one value per action)");
     crl_qvalue_actor *a = crl_qvalue_actor_new(net, OBS, cat, &err);
     ck_assert_msg(a != NULL, "%s", err.message);
     crl_td *td = obs_td(B, F, 2);
@@ -167,9 +167,7 @@ START_TEST(test_det_actor_grad)
     ck_assert_int_eq(crl_det_actor_backward(a, bad, NULL, &err), CRL_E_SHAPE);
     assert_msg_has(&err, "grad_action has shape [3] but the forward made 4 actions of 2 dims");
     free(P);
-    crl_tensor *ts[] = { lo, hi, R, bad };
-    for (int i = 0; i < 4; i++)
-        crl_tensor_unref(ts[i]);
+    UNREF_ALL(lo, hi, R, bad);
     crl_td_unref(td);
     crl_det_actor_free(a);
     crl_mlp_unref(net);
@@ -390,7 +388,7 @@ START_TEST(test_prob_tanh_normal)
     crl_spec *box = crl_spec_bounded_t(CRL_F32, lo, hi, &err);
     crl_mlp *net = mk_mlp(TF, 2 * TD, SHAPE(TH), 1, 5), *wrong = mk_mlp(TF, TD, NULL, 0, 1);
     ck_assert_ptr_null(crl_prob_actor_new(wrong, OBS, CRL_DIST_TANH_NORMAL, box, &err));
-    assert_msg_has(&err, "the network gives 2 outputs but a TanhNormal over 2 action dims (loc and scale) needs 4");
+    assert_msg_has(&err, "the network gives 2 outputs but a TanhNormal needs 4 (loc and scale per action dim)");
     crl_prob_actor *a = crl_prob_actor_new(net, OBS, CRL_DIST_TANH_NORMAL, box, &err);
     ck_assert_msg(a != NULL, "%s", err.message);
     crl_td *td = obs_td(TB, TF, 6);
@@ -452,9 +450,7 @@ START_TEST(test_prob_tanh_normal)
     for (int i = 0; i < TB * TD; i++)
         ck_assert(fabs(crl_tensor_flat_get(act, i) - TC[i % TD]) < THH[i % TD]);
     ck_assert_int_eq(crl_prob_actor_evaluate(a, td, NULL, &err), CRL_E_INVALID);
-    crl_tensor *ts[] = { lo, hi, tga, tgl, tge };
-    for (int i = 0; i < 5; i++)
-        crl_tensor_unref(ts[i]);
+    UNREF_ALL(lo, hi, tga, tgl, tge);
     crl_td_unref(td);
     crl_prob_actor_free(a);
     crl_mlp_unref(net);
@@ -465,18 +461,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("actor");
-    TCase *tc = tcase_create("actor");
-    tcase_add_test(tc, test_exploration_names);
-    tcase_add_test(tc, test_qvalue_actor);
-    tcase_add_test(tc, test_det_actor_grad);
-    tcase_add_test(tc, test_det_actor_noise);
-    tcase_add_test(tc, test_prob_categorical);
-    tcase_add_test(tc, test_prob_tanh_normal);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return RUN_TESTS("actor", test_exploration_names, test_qvalue_actor, test_det_actor_grad, test_det_actor_noise, test_prob_categorical, test_prob_tanh_normal);
 }

@@ -244,16 +244,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("distributions");
-    TCase *tc = tcase_create("distributions");
-    tcase_add_test(tc, test_categorical);
-    tcase_add_test(tc, test_categorical_sample);
-    tcase_add_test(tc, test_tanh_normal);
-    tcase_add_test(tc, test_normal_params);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return RUN_TESTS("distributions", test_categorical, test_categorical_sample, test_tanh_normal, test_normal_params);
 }

@@ -225,9 +225,7 @@ START_TEST(test_errors)
     crl_tensor *o = t_rows(2, 2, NULL, &rng);
     ck_assert_int_eq(crl_mlp_infer(m, x, o, &err), CRL_E_SHAPE);
     assert_msg_has(&err, "the output has 2 rows but the input 3");
-    crl_tensor *tensors[] = { g, x5, xi, x, g4, o };
-    for (size_t i = 0; i < 6; i++)
-        crl_tensor_unref(tensors[i]);
+    UNREF_ALL(g, x5, xi, x, g4, o);
     crl_mlp_unref(m);
 }
 END_TEST
@@ -256,9 +254,7 @@ START_TEST(test_infer_and_reuse)
         ck_assert(crl_tensor_flat_get(ot, i) == crl_tensor_flat_get(y, i));
     ck_assert_ptr_nonnull(crl_mlp_forward(m, xt, &err));
     ck_assert(crl_tensor_equal(crl_mlp_forward(m, xt, &err), o));
-    crl_tensor *ts[] = { x, o, xt_base, xt, ot_base, ot };
-    for (size_t i = 0; i < 6; i++)
-        crl_tensor_unref(ts[i]);
+    UNREF_ALL(x, o, xt_base, xt, ot_base, ot);
     crl_mlp_unref(m);
 }
 END_TEST
@@ -431,9 +427,7 @@ START_TEST(test_tdmodule)
     crl_tensor *bad = t_new(CRL_F32, 2, SHAPE(5, 1));
     ck_assert_int_eq(crl_tdmodule_backward(mod, bad, NULL, &err), CRL_E_SHAPE);
     assert_msg_has(&err, "grad_out has shape [5, 1] but the last forward wrote 6 rows of 1 features to 'state_action_value'");
-    crl_tensor *ts[] = { x, y, g, g2, bad };
-    for (size_t i = 0; i < 5; i++)
-        crl_tensor_unref(ts[i]);
+    UNREF_ALL(x, y, g, g2, bad);
     crl_td_unref(grads);
     crl_td_unref(td);
     crl_tdmodule_free(mod);

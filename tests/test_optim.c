@@ -193,9 +193,7 @@ START_TEST(test_clip_and_nonfinite)
     crl_optim_zero_grad(o);
     ck_assert(crl_tensor_flat_get(g1, 1) == 0 && crl_tensor_flat_get(g2, 0) == 0);
     crl_optim_free(o);
-    crl_tensor *ts[] = { p1, g1, p2, g2 };
-    for (int i = 0; i < 4; i++)
-        crl_tensor_unref(ts[i]);
+    UNREF_ALL(p1, g1, p2, g2);
 }
 END_TEST
 
@@ -240,9 +238,7 @@ START_TEST(test_state_save_load)
     crl_optim_free(wrong);
     crl_optim_free(a);
     crl_optim_free(b);
-    crl_tensor *ts[] = { p, g, q, gq };
-    for (int i = 0; i < 4; i++)
-        crl_tensor_unref(ts[i]);
+    UNREF_ALL(p, g, q, gq);
 }
 END_TEST
 
@@ -286,20 +282,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("optim");
-    TCase *tc = tcase_create("optim");
-    tcase_add_test(tc, test_sgd);
-    tcase_add_test(tc, test_adam);
-    tcase_add_test(tc, test_adamw);
-    tcase_add_test(tc, test_rmsprop);
-    tcase_add_test(tc, test_defaults_and_errors);
-    tcase_add_test(tc, test_clip_and_nonfinite);
-    tcase_add_test(tc, test_state_save_load);
-    tcase_add_test(tc, test_fit_regression);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return RUN_TESTS("optim", test_sgd, test_adam, test_adamw, test_rmsprop, test_defaults_and_errors, test_clip_and_nonfinite, test_state_save_load, test_fit_regression);
 }

@@ -183,16 +183,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("value");
-    TCase *tc = tcase_create("value");
-    tcase_add_test(tc, test_estimators);
-    tcase_add_test(tc, test_terminated_vs_truncated);
-    tcase_add_test(tc, test_errors);
-    tcase_add_test(tc, test_td_form);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return RUN_TESTS("value", test_estimators, test_terminated_vs_truncated, test_errors, test_td_form);
 }
