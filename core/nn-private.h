@@ -53,6 +53,9 @@ CRL_INTERNAL void crl__linear_backward(const float *x, const float *dy, int64_t 
 CRL_INTERNAL void crl__act_forward(crl_activation a, float *y, size_t n);
 CRL_INTERNAL void crl__act_backward(crl_activation a, const float *y, float *g, size_t n);
 
+/* Index of name in names[0..n) (ASCII case-insensitive), or -1. */
+CRL_INTERNAL int crl__name_index(const char *const *names, size_t n, const char *name);
+
 /* Draw a layer's weight and bias. */
 CRL_INTERNAL void crl__init_layer(crl_init scheme, double gain, int64_t in, int64_t out, float *W, float *b,
                                   crl_rng *rng);

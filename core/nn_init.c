@@ -5,13 +5,21 @@
 
 static const char *const init_names[] = { "default", "orthogonal", "kaiming_uniform", "xavier_uniform" };
 
+int crl__name_index(const char *const *names, size_t n, const char *name)
+{
+    for (size_t i = 0; name && i < n; i++)
+        if (!g_ascii_strcasecmp(name, names[i]))
+            return (int)i;
+    return -1;
+}
+
 int crl_init_from_name(const char *name, crl_init *out, crl_error *err)
 {
-    for (size_t i = 0; name && i < G_N_ELEMENTS(init_names); i++)
-        if (!strcmp(name, init_names[i])) {
-            *out = (crl_init)i;
-            return CRL_OK;
-        }
+    int i = crl__name_index(init_names, G_N_ELEMENTS(init_names), name);
+    if (i >= 0) {
+        *out = (crl_init)i;
+        return CRL_OK;
+    }
     return crl_error_set(err, CRL_E_INVALID,
                          "unknown init scheme '%s': use default, orthogonal, kaiming_uniform or xavier_uniform",
                          name ? name : "(null)");

@@ -28,11 +28,11 @@ static const char *const kind_hparams[] = {
 
 int crl_optim_kind_from_name(const char *name, crl_optim_kind *out, crl_error *err)
 {
-    for (size_t i = 0; name && i < G_N_ELEMENTS(kind_names); i++)
-        if (!g_ascii_strcasecmp(name, kind_names[i])) {
-            *out = (crl_optim_kind)i;
-            return CRL_OK;
-        }
+    int i = crl__name_index(kind_names, G_N_ELEMENTS(kind_names), name);
+    if (i >= 0) {
+        *out = (crl_optim_kind)i;
+        return CRL_OK;
+    }
     return crl_error_set(err, CRL_E_INVALID, "unknown optimizer '%s': use sgd, adam, adamw or rmsprop",
                          name ? name : "(null)");
 }

@@ -8,11 +8,11 @@ static const char *const names[] = { "td0", "td1", "td_lambda", "gae" };
 
 int crl_value_estimator_from_name(const char *name, crl_value_estimator *out, crl_error *err)
 {
-    for (size_t i = 0; name && i < G_N_ELEMENTS(names); i++)
-        if (!g_ascii_strcasecmp(name, names[i])) {
-            *out = (crl_value_estimator)i;
-            return CRL_OK;
-        }
+    int i = crl__name_index(names, G_N_ELEMENTS(names), name);
+    if (i >= 0) {
+        *out = (crl_value_estimator)i;
+        return CRL_OK;
+    }
     return crl_error_set(err, CRL_E_INVALID, "unknown value estimator '%s': use td0, td1, td_lambda or gae",
                          name ? name : "(null)");
 }

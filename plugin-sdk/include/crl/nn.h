@@ -42,7 +42,7 @@ typedef enum crl_init {
     CRL_INIT_XAVIER_UNIFORM = 3    /* xavier_uniform_(W, gain), b = 0 */
 } crl_init;
 
-/* Parse "default", "orthogonal", "kaiming_uniform", "xavier_uniform". */
+/* Parse "default", "orthogonal", "kaiming_uniform", "xavier_uniform" (case-insensitive). */
 CRL_API int crl_init_from_name(const char *name, crl_init *out, crl_error *err);
 
 /* ---- MLP (Linear is an MLP without hidden layers) ----------------------- */
