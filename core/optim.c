@@ -162,6 +162,7 @@ static double grad_sq_norm(const crl_optim *o)
     for (guint i = 0; i < o->groups->len; i++) {
         const group *g = &g_array_index(o->groups, group, i);
         const float *d = crl_tensor_data(g->g);
+#pragma omp simd reduction(+ : s)
         for (size_t j = 0; j < g->n; j++)
             s += (double)d[j] * d[j];
     }
