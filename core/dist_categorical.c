@@ -24,6 +24,19 @@ void crl_categorical_log_softmax(const float *logits, int64_t B, int64_t n, floa
     }
 }
 
+void crl_categorical_log_softmax_backward(const float *logits, int64_t B, int64_t n, const float *grad,
+                                          float *grad_logits)
+{
+    for (int64_t b = 0; b < B; b++) {
+        const float *z = logits + b * n, *g = grad + b * n;
+        double lse = row_lse(z, n), sum = 0;
+        for (int64_t j = 0; j < n; j++)
+            sum += g[j];
+        for (int64_t j = 0; j < n; j++)
+            grad_logits[b * n + j] += (float)(g[j] - exp(z[j] - lse) * sum);
+    }
+}
+
 int crl_categorical_log_prob(const float *logits, int64_t B, int64_t n, const int64_t *action, float *out,
                              crl_error *err)
 {

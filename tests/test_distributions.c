@@ -70,6 +70,25 @@ START_TEST(test_categorical)
             assert_close(gz[i], (up - dn) / (2 * h), 1e-5, 1e-4, which ? "entropy grad" : "log_prob grad");
         }
     }
+    /* log_softmax's backward: loss = sum G * log_softmax(z). */
+    float G[B * N], gz[B * N] = { 0 };
+    for (int i = 0; i < B * N; i++)
+        G[i] = (float)(0.3 * i - 1.1 + (i % 3));
+    crl_categorical_log_softmax_backward(zf, B, N, G, gz);
+    for (int i = 0; i < B * N; i++) {
+        double keep = z[i], l[2];
+        for (int s = 0; s < 2; s++) {
+            z[i] = keep + (s ? -1e-6 : 1e-6);
+            l[s] = 0;
+            for (int b = 0; b < B; b++) {
+                double lse = ref_lse(z + b * N, N);
+                for (int j = 0; j < N; j++)
+                    l[s] += G[b * N + j] * (z[b * N + j] - lse);
+            }
+        }
+        z[i] = keep;
+        assert_close(gz[i], (l[0] - l[1]) / 2e-6, 1e-5, 1e-4, "log_softmax grad");
+    }
     int64_t bad[B] = { 0, 4, 1 };
     ck_assert_int_eq(crl_categorical_log_prob(zf, B, N, bad, lp, &err), CRL_E_RANGE);
     assert_msg_has(&err, "row 1 has action 4 outside [0, 4)");

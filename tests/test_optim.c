@@ -242,6 +242,35 @@ START_TEST(test_state_save_load)
 }
 END_TEST
 
+/* Same seed, same data: two training runs end bitwise equal. */
+START_TEST(test_reproducible)
+{
+    crl_tensor *params[2];
+    for (int run = 0; run < 2; run++) {
+        crl_rng rng;
+        crl_rng_init(&rng, 77, 0);
+        crl_error err;
+        crl_mlp *m = crl_mlp_new("r", 3, 2, SHAPE(16, 16), 2, CRL_ACT_ELU, false, &rng, &err);
+        crl_optim *o = crl_optim_new(CRL_OPTIM_ADAMW, 1e-2, &err);
+        ck_assert_int_eq(crl_optim_add_mlp(o, m, &err), CRL_OK);
+        crl_tensor *x = t_rows(64, 3, NULL, &rng), *g = t_rows(64, 2, NULL, &rng);
+        for (int it = 0; it < 20; it++) {
+            crl_optim_zero_grad(o);
+            ck_assert_ptr_nonnull(crl_mlp_forward(m, x, &err));
+            ck_assert_int_eq(crl_mlp_backward(m, g, NULL, &err), CRL_OK);
+            crl_optim_clip_grad_norm(o, 0.5);
+            ck_assert_int_eq(crl_optim_step(o, &err), CRL_OK);
+        }
+        params[run] = crl_tensor_clone(crl_mlp_params_get(m), &err);
+        UNREF_ALL(x, g);
+        crl_optim_free(o);
+        crl_mlp_unref(m);
+    }
+    ck_assert(crl_tensor_equal(params[0], params[1]));
+    UNREF_ALL(params[0], params[1]);
+}
+END_TEST
+
 /* End to end: an MLP fits y = sin(3x) with Adam; mean squared error falls by 20x. */
 START_TEST(test_fit_regression)
 {
@@ -282,5 +311,5 @@ END_TEST
 
 int main(void)
 {
-    return RUN_TESTS("optim", test_sgd, test_adam, test_adamw, test_rmsprop, test_defaults_and_errors, test_clip_and_nonfinite, test_state_save_load, test_fit_regression);
+    return RUN_TESTS("optim", test_sgd, test_adam, test_adamw, test_rmsprop, test_defaults_and_errors, test_clip_and_nonfinite, test_state_save_load, test_reproducible, test_fit_regression);
 }

@@ -17,6 +17,10 @@ extern "C" {
 
 /* log_softmax of each row into logp [B, n] (may alias logits). */
 CRL_API void crl_categorical_log_softmax(const float *logits, int64_t B, int64_t n, float *logp);
+/* Backward of log_softmax (discrete SAC weighs every action's log-prob):
+ * grad_logits[b, j] += grad[b, j] - p[b, j] * sum_k grad[b, k]. */
+CRL_API void crl_categorical_log_softmax_backward(const float *logits, int64_t B, int64_t n, const float *grad,
+                                                  float *grad_logits);
 /* out[b] = log p(action[b]).  CRL_E_RANGE naming the row when an action is
  * outside [0, n) (out untouched from that row on). */
 CRL_API int crl_categorical_log_prob(const float *logits, int64_t B, int64_t n, const int64_t *action,
