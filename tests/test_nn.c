@@ -454,6 +454,19 @@ START_TEST(test_tdmodule_errors)
     td_put(td, "observation", t_new(CRL_F64, 2, SHAPE(32, 4)));
     ck_assert_int_eq(crl_tdmodule_forward(mod, td, &err), CRL_OK);
     ck_assert_int_eq(crl_tensor_shape(crl_td_get(td, "action_value"))[1], 2);
+    /* Nested keys: a target network reading "next.observation". */
+    crl_tdmodule *next = crl_tdmodule_new(net, (const char *const[]){ "next.observation", NULL }, "next.action_value", &err);
+    ck_assert_ptr_nonnull(next);
+    crl_tensor *nobs = t_new(CRL_F32, 2, SHAPE(32, 4));
+    crl_tensor_fill(nobs, 0.5);
+    td_put(td, "next.observation", nobs);
+    ck_assert_int_eq(crl_tdmodule_infer(next, td, &err), CRL_OK);
+    crl_tensor *nq = crl_td_get(td, "next.action_value"), *one = t_new(CRL_F32, 2, SHAPE(1, 4)), *q1 = t_new(CRL_F32, 2, SHAPE(1, 2));
+    crl_tensor_fill(one, 0.5);
+    ck_assert_int_eq(crl_mlp_infer(net, one, q1, &err), CRL_OK);
+    ck_assert(crl_tensor_flat_get(nq, 31 * 2 + 1) == crl_tensor_flat_get(q1, 1));
+    UNREF_ALL(one, q1);
+    crl_tdmodule_free(next);
     crl_td_unref(td);
     crl_tdmodule_free(mod);
     crl_mlp_unref(net);

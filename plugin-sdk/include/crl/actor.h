@@ -42,6 +42,8 @@ typedef struct crl_qvalue_actor crl_qvalue_actor;
  * spec kind, CRL_E_SHAPE when out_features differs from n. */
 CRL_API crl_qvalue_actor *crl_qvalue_actor_new(crl_mlp *net, const char *const *in_keys, const crl_spec *action_spec,
                                                crl_error *err);
+/* Free the actor, dropping its network reference (NULL-safe); the same
+ * for crl_det_actor_free and crl_prob_actor_free. */
 CRL_API void crl_qvalue_actor_free(crl_qvalue_actor *a);
 /* The TensorDict module in_keys -> "action_value" (borrowed), for a loss. */
 CRL_API crl_tdmodule *crl_qvalue_actor_module_get(crl_qvalue_actor *a);
@@ -50,6 +52,8 @@ CRL_API crl_tdmodule *crl_qvalue_actor_module_get(crl_qvalue_actor *a);
  * the actor is greedy.  CRL_E_RANGE for eps outside [0, 1] or steps < 1. */
 CRL_API int crl_qvalue_actor_set_egreedy(crl_qvalue_actor *a, double eps_init, double eps_end,
                                          int64_t annealing_num_steps, crl_error *err);
+/* Advance the schedule by `frames` collected frames (EGreedyModule.step);
+ * a no-op without one.  epsilon: the current value (0 without one). */
 CRL_API void crl_qvalue_actor_step(crl_qvalue_actor *a, int64_t frames);
 CRL_API double crl_qvalue_actor_epsilon(const crl_qvalue_actor *a);
 /* Writes "action_value" [batch..., n], "chosen_action_value" [batch..., 1]
@@ -68,6 +72,7 @@ typedef struct crl_det_actor crl_det_actor;
 CRL_API crl_det_actor *crl_det_actor_new(crl_mlp *net, const char *const *in_keys, const crl_spec *action_spec,
                                          crl_error *err);
 CRL_API void crl_det_actor_free(crl_det_actor *a);
+/* The network, borrowed (valid while a lives). */
 CRL_API crl_mlp *crl_det_actor_net_get(crl_det_actor *a);
 /* Additive Gaussian noise (AdditiveGaussianModule): action +
  * sigma * N(mean, std), sigma annealed linearly from sigma_init to
@@ -80,6 +85,7 @@ CRL_API int crl_det_actor_set_gaussian(crl_det_actor *a, double sigma_init, doub
  * A row's x restarts at 0 where the td's "is_init" is true. */
 CRL_API int crl_det_actor_set_ou(crl_det_actor *a, double theta, double mu, double sigma, double dt,
                                  double eps_init, double eps_end, int64_t annealing_num_steps, crl_error *err);
+/* Advance the noise scale's schedule by `frames` frames. */
 CRL_API void crl_det_actor_step(crl_det_actor *a, int64_t frames);
 /* Current noise scale (sigma or eps); 0 without noise. */
 CRL_API double crl_det_actor_noise_scale(const crl_det_actor *a);
@@ -108,6 +114,7 @@ typedef struct crl_prob_actor crl_prob_actor;
 CRL_API crl_prob_actor *crl_prob_actor_new(crl_mlp *net, const char *const *in_keys, crl_dist_kind kind,
                                            const crl_spec *action_spec, crl_error *err);
 CRL_API void crl_prob_actor_free(crl_prob_actor *a);
+/* The network, borrowed (valid while a lives). */
 CRL_API crl_mlp *crl_prob_actor_net_get(crl_prob_actor *a);
 /* Writes the distribution's parameters, "action" (RANDOM: a sample, the
  * reparameterised one for TanhNormal; MODE: the mode; MEAN: TanhNormal's

@@ -33,6 +33,7 @@ typedef enum crl_activation {
 /* Parse "tanh", "relu", "elu", "leaky_relu", "identity" (also "Tanh",
  * "ReLU", "ELU", "LeakyReLU").  CRL_E_INVALID lists the names. */
 CRL_API int crl_activation_from_name(const char *name, crl_activation *out, crl_error *err);
+/* The canonical name ("tanh", ...); NULL for an unknown value.  Static string. */
 CRL_API const char *crl_activation_name(crl_activation a);
 
 typedef enum crl_init {
@@ -59,12 +60,15 @@ typedef struct crl_mlp crl_mlp;
 CRL_API crl_mlp *crl_mlp_new(const char *name, int64_t in_features, int64_t out_features,
                              const int64_t *cells, int n_cells, crl_activation act, bool activate_last,
                              crl_rng *rng, crl_error *err);
+/* Another reference (returns m; NULL-safe); drop one (frees with the last;
+ * NULL-safe).  A network is used by one thread at a time. */
 CRL_API crl_mlp *crl_mlp_ref(crl_mlp *m);
-CRL_API void crl_mlp_unref(crl_mlp *m);   /* NULL-safe */
+CRL_API void crl_mlp_unref(crl_mlp *m);
+/* Accessors: the name (borrowed, valid while m lives), feature counts and
+ * the number of Linear layers (n_cells + 1).  Never fail. */
 CRL_API const char *crl_mlp_name(const crl_mlp *m);
 CRL_API int64_t crl_mlp_in_features(const crl_mlp *m);
 CRL_API int64_t crl_mlp_out_features(const crl_mlp *m);
-/* Linear layers (n_cells + 1). */
 CRL_API int crl_mlp_num_layers(const crl_mlp *m);
 
 /* Re-draw every parameter.  gain scales the hidden layers (orthogonal,
@@ -76,8 +80,8 @@ CRL_API int crl_mlp_init(crl_mlp *m, crl_init scheme, double gain, double last_g
 
 /* Forward.  `in` is float32 [B, in_features] (any strides; B >= 1).
  * Returns the output [B, out_features], borrowed: valid until the next
- * forward (take a reference to keep it).  The cache backward needs is the
- * one of this call.  NULL with CRL_E_DTYPE / CRL_E_SHAPE naming the module
+ * forward (take a reference to keep it; do not write into it: backward
+ * reads it).  The cache backward needs is the one of this call.  NULL with CRL_E_DTYPE / CRL_E_SHAPE naming the module
  * and both shapes, or CRL_E_NOMEM. */
 CRL_API crl_tensor *crl_mlp_forward(crl_mlp *m, const crl_tensor *in, crl_error *err);
 /* Forward without touching the backward cache (target networks, acting):
@@ -97,6 +101,7 @@ CRL_API int crl_mlp_backward(crl_mlp *m, const crl_tensor *grad_out, crl_tensor 
  * parameters is how target networks and loaders update them. */
 CRL_API crl_tensor *crl_mlp_params_get(crl_mlp *m);
 CRL_API crl_tensor *crl_mlp_grads_get(crl_mlp *m);
+/* Set every gradient to 0 (before a backward that should not accumulate). */
 CRL_API void crl_mlp_zero_grad(crl_mlp *m);
 /* PyTorch's state_dict as a TensorDict of views into the parameters:
  * "0": {"weight", "bias"}, "2": {...}, ... (activations take the odd
@@ -144,20 +149,25 @@ CRL_API int crl_optim_kind_from_name(const char *name, crl_optim_kind *out, crl_
  * 0.999, eps 1e-8; AdamW: weight_decay 0.01; RMSprop: alpha 0.99, eps 1e-8;
  * SGD: momentum 0).  CRL_E_INVALID for lr <= 0 or not finite. */
 CRL_API crl_optim *crl_optim_new(crl_optim_kind kind, double lr, crl_error *err);
-CRL_API void crl_optim_free(crl_optim *o);   /* NULL-safe */
+/* Free the optimizer and its state, dropping its references to the
+ * parameters (NULL-safe). */
+CRL_API void crl_optim_free(crl_optim *o);
 /* Set a hyper-parameter by its PyTorch name: "lr", "beta1", "beta2", "eps",
  * "weight_decay", "momentum", "dampening", "alpha".  CRL_E_INVALID names the
  * ones the kind has; CRL_E_RANGE for a value outside its domain. */
 CRL_API int crl_optim_set(crl_optim *o, const char *name, double value, crl_error *err);
-CRL_API double crl_optim_get(const crl_optim *o, const char *name);  /* NaN when unknown */
+/* A hyper-parameter's value; NaN when the kind has no such name. */
+CRL_API double crl_optim_get(const crl_optim *o, const char *name);
 /* Add a parameter vector and its gradient (float32, contiguous, same
  * numel; the optimizer takes references).  Add every network a loss
  * trains: clipping and steps cover them all. */
 CRL_API int crl_optim_add(crl_optim *o, crl_tensor *params, crl_tensor *grads, crl_error *err);
+/* crl_optim_add of a network's parameters and gradients. */
 CRL_API int crl_optim_add_mlp(crl_optim *o, crl_mlp *m, crl_error *err);
 /* One update of every parameter from its gradient (PyTorch's formulas).
  * CRL_E_RUNTIME when a gradient is not finite: nothing is changed then. */
 CRL_API int crl_optim_step(crl_optim *o, crl_error *err);
+/* Zero every gradient the optimizer was given. */
 CRL_API void crl_optim_zero_grad(crl_optim *o);
 /* torch.nn.utils.clip_grad_norm_: the global L2 norm of all gradients,
  * returned; when above max_norm every gradient is scaled by
@@ -183,8 +193,10 @@ typedef struct crl_tdmodule crl_tdmodule;
  * CRL_E_INVALID for no in_keys or an empty key. */
 CRL_API crl_tdmodule *crl_tdmodule_new(crl_mlp *net, const char *const *in_keys, const char *out_key,
                                        crl_error *err);
-CRL_API void crl_tdmodule_free(crl_tdmodule *mod);   /* NULL-safe */
-CRL_API crl_mlp *crl_tdmodule_net_get(crl_tdmodule *mod);   /* borrowed */
+/* Free the module, dropping its network reference (NULL-safe). */
+CRL_API void crl_tdmodule_free(crl_tdmodule *mod);
+/* The wrapped network, borrowed (valid while mod lives). */
+CRL_API crl_mlp *crl_tdmodule_net_get(crl_tdmodule *mod);
 /* Run the network on td and write out_key.  An existing float32 tensor of
  * the right shape under out_key is written in place (no allocation);
  * otherwise a new one is set.  Errors name the module and key: a missing
