@@ -7,6 +7,7 @@
 #include <glib.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define BATCH 256
@@ -126,7 +127,9 @@ static int bench_width(int64_t h, double seconds)
 
 int crl__bench_nn(double seconds)
 {
-    printf("crl bench nn (%.2f s per measurement; OpenBLAS sgemm, float32)\n", seconds);
+    const char *threads = getenv("OPENBLAS_NUM_THREADS");
+    printf("crl bench nn (%.2f s per measurement; CBLAS sgemm, float32; OPENBLAS_NUM_THREADS=%s)\n", seconds,
+           threads ? threads : "unset: one thread per core");
     int rc = bench_width(64, seconds);
     if (rc == CRL_EXIT_OK)
         rc = bench_width(256, seconds);
