@@ -459,7 +459,87 @@ START_TEST(test_prob_tanh_normal)
 }
 END_TEST
 
+/* ---- the loss path end to end ----------------------------------------------- */
+
+/* REINFORCE on a 3-armed bandit (arm 2 pays 1): the policy's mode and most
+ * of its mass move to arm 2. */
+START_TEST(test_reinforce_bandit)
+{
+    enum { B = 64, N = 3 };
+    crl_error err;
+    int64_t b = B;
+    crl_spec *cat = crl_spec_categorical(N, CRL_I64, 1, &b, &err);
+    crl_mlp *net = mk_mlp(2, N, SHAPE(16), 1, 1);
+    crl_prob_actor *a = crl_prob_actor_new(net, OBS, CRL_DIST_CATEGORICAL, cat, &err);
+    crl_optim *o = crl_optim_new(CRL_OPTIM_ADAM, 0.05, &err);
+    ck_assert_int_eq(crl_optim_add_mlp(o, net, &err), CRL_OK);
+    crl_td *td = obs_td(B, 2, 1);
+    crl_tensor_fill(crl_td_get(td, "observation"), 1.0);
+    crl_tensor *gl = t_new(CRL_F32, 1, SHAPE(B));
+    crl_rng rng;
+    crl_rng_init(&rng, 2, 0);
+    for (int it = 0; it < 150; it++) {
+        ck_assert_int_eq(crl_prob_actor_forward(a, td, CRL_EXPLORE_RANDOM, &rng, &err), CRL_OK);
+        double mean = 0;
+        for (int r = 0; r < B; r++)
+            mean += (crl_tensor_flat_get(crl_td_get(td, "action"), r) == 2) / (double)B;
+        /* loss = -mean(log_prob * (reward - baseline)) */
+        for (int r = 0; r < B; r++)
+            crl_tensor_flat_set(gl, r, -((crl_tensor_flat_get(crl_td_get(td, "action"), r) == 2) - mean) / B);
+        crl_optim_zero_grad(o);
+        ck_assert_int_eq(crl_prob_actor_backward(a, NULL, gl, NULL, NULL, &err), CRL_OK);
+        ck_assert_int_eq(crl_optim_step(o, &err), CRL_OK);
+    }
+    ck_assert_int_eq(crl_prob_actor_act(a, td, CRL_EXPLORE_MODE, NULL, &err), CRL_OK);
+    ck_assert_int_eq((int64_t)crl_tensor_flat_get(crl_td_get(td, "action"), 0), 2);
+    assert_close(exp(crl_tensor_flat_get(crl_td_get(td, "sample_log_prob"), 0)), 1.0, 0.1, 0, "p(arm 2)");
+    crl_tensor_unref(gl);
+    crl_td_unref(td);
+    crl_optim_free(o);
+    crl_prob_actor_free(a);
+    crl_mlp_unref(net);
+    crl_spec_unref(cat);
+}
+END_TEST
+
+/* A reparameterised TanhNormal policy maximising -(a - 0.5)^2 plus a small
+ * entropy bonus (SAC's actor loss with a known critic): its mode goes to 0.5. */
+START_TEST(test_rsample_objective)
+{
+    enum { B = 64 };
+    crl_error err;
+    crl_spec *box = crl_spec_bounded(CRL_F32, 2, SHAPE(B, 1), -1, 1, &err);
+    crl_mlp *net = mk_mlp(2, 2, SHAPE(16), 1, 1);
+    crl_prob_actor *a = crl_prob_actor_new(net, OBS, CRL_DIST_TANH_NORMAL, box, &err);
+    crl_optim *o = crl_optim_new(CRL_OPTIM_ADAM, 0.01, &err);
+    ck_assert_int_eq(crl_optim_add_mlp(o, net, &err), CRL_OK);
+    crl_td *td = obs_td(B, 2, 1);
+    crl_tensor *ga = t_new(CRL_F32, 2, SHAPE(B, 1)), *gl = t_new(CRL_F32, 1, SHAPE(B));
+    crl_tensor_fill(gl, 0.01 / B);   /* alpha * log_prob */
+    crl_rng rng;
+    crl_rng_init(&rng, 3, 0);
+    for (int it = 0; it < 300; it++) {
+        ck_assert_int_eq(crl_prob_actor_forward(a, td, CRL_EXPLORE_RANDOM, &rng, &err), CRL_OK);
+        for (int r = 0; r < B; r++)
+            crl_tensor_flat_set(ga, r, 2 * (crl_tensor_flat_get(crl_td_get(td, "action"), r) - 0.5) / B);
+        crl_optim_zero_grad(o);
+        ck_assert_int_eq(crl_prob_actor_backward(a, ga, gl, NULL, NULL, &err), CRL_OK);
+        ck_assert_int_eq(crl_optim_step(o, &err), CRL_OK);
+    }
+    ck_assert_int_eq(crl_prob_actor_act(a, td, CRL_EXPLORE_MODE, NULL, &err), CRL_OK);
+    for (int r = 0; r < B; r += 7)
+        assert_close(crl_tensor_flat_get(crl_td_get(td, "action"), r), 0.5, 0.05, 0, "learned mode");
+    UNREF_ALL(ga, gl);
+    crl_td_unref(td);
+    crl_optim_free(o);
+    crl_prob_actor_free(a);
+    crl_mlp_unref(net);
+    crl_spec_unref(box);
+}
+END_TEST
+
 int main(void)
 {
-    return RUN_TESTS("actor", test_exploration_names, test_qvalue_actor, test_det_actor_grad, test_det_actor_noise, test_prob_categorical, test_prob_tanh_normal);
+    return RUN_TESTS("actor", test_exploration_names, test_qvalue_actor, test_det_actor_grad, test_det_actor_noise, test_prob_categorical, test_prob_tanh_normal,
+                     test_reinforce_bandit, test_rsample_objective);
 }
