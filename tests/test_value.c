@@ -181,7 +181,64 @@ START_TEST(test_td_form)
 }
 END_TEST
 
+/* The critic path end to end: a 5-state chain (one-hot states, reward 1 on
+ * the terminating last step), the critic trained on TD(lambda) targets of a
+ * target network, learns V(s) = gamma^(4 - s). */
+START_TEST(test_critic_learns_chain)
+{
+    enum { S = 5 };
+    crl_error err;
+    crl_rng rng;
+    crl_rng_init(&rng, 1, 0);
+    crl_mlp *critic = crl_mlp_new("critic", S, 1, SHAPE(32), 1, CRL_ACT_TANH, false, &rng, &err);
+    crl_mlp *target = crl_mlp_clone(critic, "critic_target", &err);
+    crl_tdmodule *v = crl_tdmodule_new(critic, (const char *const[]){ "observation", NULL }, "state_value", &err);
+    crl_tdmodule *vt = crl_tdmodule_new(target, (const char *const[]){ "next.observation", NULL }, "next.state_value", &err);
+    crl_optim *o = crl_optim_new(CRL_OPTIM_ADAM, 1e-2, &err);
+    ck_assert_int_eq(crl_optim_add_mlp(o, critic, &err), CRL_OK);
+    crl_td *td = crl_td_new(2, SHAPE(1, S), &err);
+    crl_tensor *obs = crl_tensor_new(CRL_F32, 3, SHAPE(1, S, S), &err), *nobs = crl_tensor_new(CRL_F32, 3, SHAPE(1, S, S), &err);
+    crl_tensor *rew = crl_tensor_new(CRL_F32, 3, SHAPE(1, S, 1), &err), *done = crl_tensor_new(CRL_BOOL, 3, SHAPE(1, S, 1), &err);
+    for (int t = 0; t < S; t++) {
+        crl_tensor_flat_set(obs, t * S + t, 1);
+        if (t + 1 < S)
+            crl_tensor_flat_set(nobs, t * S + t + 1, 1);
+    }
+    crl_tensor_flat_set(rew, S - 1, 1);
+    crl_tensor_flat_set(done, S - 1, 1);
+    ck_assert_int_eq(crl_td_set(td, "observation", obs, &err), CRL_OK);
+    ck_assert_int_eq(crl_td_set(td, "next.observation", nobs, &err), CRL_OK);
+    ck_assert_int_eq(crl_td_set(td, "next.reward", rew, &err), CRL_OK);
+    ck_assert_int_eq(crl_td_set(td, "next.done", done, &err), CRL_OK);
+    ck_assert_int_eq(crl_td_set(td, "next.terminated", done, &err), CRL_OK);
+    crl_tensor *g = crl_tensor_new(CRL_F32, 3, SHAPE(1, S, 1), &err);
+    for (int it = 0; it < 600; it++) {
+        if (it % 20 == 0)
+            ck_assert_int_eq(crl_params_hard_update(crl_mlp_params_get(target), crl_mlp_params_get(critic), &err), CRL_OK);
+        ck_assert_int_eq(crl_tdmodule_infer(vt, td, &err), CRL_OK);
+        ck_assert_int_eq(crl_tdmodule_forward(v, td, &err), CRL_OK);
+        ck_assert_int_eq(crl_value_estimate_td(CRL_VALUE_TD_LAMBDA, 0.9, 0.8, td, &err), CRL_OK);
+        /* MSE against the (constant) target. */
+        for (int t = 0; t < S; t++)
+            crl_tensor_flat_set(g, t, 2 * -crl_tensor_flat_get(crl_td_get(td, "advantage"), t) / S);
+        crl_optim_zero_grad(o);
+        ck_assert_int_eq(crl_tdmodule_backward(v, g, NULL, &err), CRL_OK);
+        ck_assert_int_eq(crl_optim_step(o, &err), CRL_OK);
+    }
+    ck_assert_int_eq(crl_tdmodule_infer(v, td, &err), CRL_OK);
+    for (int t = 0; t < S; t++)
+        assert_close(crl_tensor_flat_get(crl_td_get(td, "state_value"), t), pow(0.9, S - 1 - t), 0.03, 0, "learned V");
+    UNREF_ALL(obs, nobs, rew, done, g);
+    crl_td_unref(td);
+    crl_optim_free(o);
+    crl_tdmodule_free(v);
+    crl_tdmodule_free(vt);
+    crl_mlp_unref(critic);
+    crl_mlp_unref(target);
+}
+END_TEST
+
 int main(void)
 {
-    return RUN_TESTS("value", test_estimators, test_terminated_vs_truncated, test_errors, test_td_form);
+    return RUN_TESTS("value", test_estimators, test_terminated_vs_truncated, test_errors, test_td_form, test_critic_learns_chain);
 }
