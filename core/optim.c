@@ -134,6 +134,13 @@ int crl_optim_add(crl_optim *o, crl_tensor *params, crl_tensor *grads, crl_error
                              ") must be contiguous float32 of the same size (use crl_mlp_params_get / crl_mlp_grads_get)",
                              kind_names[o->kind], crl_dtype_name(crl_tensor_dtype(params)), crl_tensor_numel(params),
                              crl_dtype_name(crl_tensor_dtype(grads)), crl_tensor_numel(grads));
+    /* A vector added twice would be stepped twice per step. */
+    for (guint i = 0; i < o->groups->len; i++) {
+        const group *h = &g_array_index(o->groups, group, i);
+        if (crl_tensor_data(h->p) == crl_tensor_data(params) || crl_tensor_data(h->g) == crl_tensor_data(grads))
+            return crl_error_set(err, CRL_E_EXISTS, "optimizer %s: these parameters (or gradients) were already added "
+                                 "(vector %u): add each network once", kind_names[o->kind], i);
+    }
     group g = { crl_tensor_ref(params), crl_tensor_ref(grads), NULL, NULL, (size_t)crl_tensor_numel(params) };
     g.m = g_new0(float, g.n ? g.n : 1);
     g.v = g_new0(float, g.n ? g.n : 1);
@@ -172,8 +179,8 @@ static double grad_sq_norm(const crl_optim *o)
 double crl_optim_clip_grad_norm(crl_optim *o, double max_norm)
 {
     double norm = sqrt(grad_sq_norm(o));
-    if (!isfinite(norm))
-        return norm;
+    if (!isfinite(norm) || !(max_norm >= 0))
+        return !isfinite(norm) ? norm : NAN;
     double coef = max_norm / (norm + 1e-6);
     if (coef < 1.0)
         for (guint i = 0; i < o->groups->len; i++) {

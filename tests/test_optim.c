@@ -174,6 +174,10 @@ START_TEST(test_clip_and_nonfinite)
     crl_tensor_flat_set(g1, 1, 4);
     crl_tensor_flat_set(g2, 0, 12);
     assert_close(crl_optim_clip_grad_norm(o, 100), 13, 1e-6, 0, "norm");
+    ck_assert(isnan(crl_optim_clip_grad_norm(o, -1)));
+    ck_assert(crl_tensor_flat_get(g1, 0) == 3);
+    ck_assert_int_eq(crl_optim_add(o, p2, g2, &err), CRL_E_EXISTS);
+    assert_msg_has(&err, "were already added (vector 1): add each network once");
     ck_assert(crl_tensor_flat_get(g2, 0) == 12);   /* under the limit: untouched */
     assert_close(crl_optim_clip_grad_norm(o, 1.3), 13, 1e-6, 0, "norm");
     double c = 1.3 / (13 + 1e-6);

@@ -160,7 +160,8 @@ CRL_API int crl_optim_set(crl_optim *o, const char *name, double value, crl_erro
 CRL_API double crl_optim_get(const crl_optim *o, const char *name);
 /* Add a parameter vector and its gradient (float32, contiguous, same
  * numel; the optimizer takes references).  Add every network a loss
- * trains: clipping and steps cover them all. */
+ * trains: clipping and steps cover them all.  CRL_E_SHAPE for mismatched
+ * tensors, CRL_E_EXISTS for a vector added before. */
 CRL_API int crl_optim_add(crl_optim *o, crl_tensor *params, crl_tensor *grads, crl_error *err);
 /* crl_optim_add of a network's parameters and gradients. */
 CRL_API int crl_optim_add_mlp(crl_optim *o, crl_mlp *m, crl_error *err);
@@ -172,7 +173,7 @@ CRL_API void crl_optim_zero_grad(crl_optim *o);
 /* torch.nn.utils.clip_grad_norm_: the global L2 norm of all gradients,
  * returned; when above max_norm every gradient is scaled by
  * max_norm / (norm + 1e-6).  Returns NaN or inf (and changes nothing) when a
- * gradient is not finite. */
+ * gradient is not finite, NaN (changing nothing) for a max_norm < 0 or NaN. */
 CRL_API double crl_optim_clip_grad_norm(crl_optim *o, double max_norm);
 /* Steps taken so far. */
 CRL_API int64_t crl_optim_steps(const crl_optim *o);
