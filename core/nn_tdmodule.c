@@ -165,8 +165,15 @@ static int gather(crl_tdmodule *mod, const crl_td *td, crl_error *err)
         if (!t)
             return missing_key(who, td, crl_td_key_str(mod->in[i]), err);
         mod->in_cols[i] = crl_tensor_ndim(t) == bn + 1 ? crl_tensor_shape(t)[bn] : -1;
-        if (mod->in_cols[i] < 0 || (mod->n_in == 1 && mod->in_cols[i] != in))
-            return check_key(who, td, mod->in[i], t, mod->n_in == 1 ? in : 1, "the MLP expects", err);
+        if (mod->n_in == 1 && mod->in_cols[i] != in)
+            return check_key(who, td, mod->in[i], t, in, "the MLP expects", err);
+        if (mod->in_cols[i] < 0) {
+            char b[CRL__SHAPE_BUF], c[CRL__SHAPE_BUF];
+            return crl_error_set(err, CRL_E_SHAPE, "module '%s': key '%s' has shape %s but in_keys are the batch dims "
+                                 "%s then one feature dim", who, crl_td_key_str(mod->in[i]),
+                                 crl__shape_fmt(b, crl_tensor_ndim(t), crl_tensor_shape(t)),
+                                 crl__shape_fmt(c, bn, crl_td_batch_shape(td)));
+        }
         total += mod->in_cols[i];
     }
     if (total != in) {

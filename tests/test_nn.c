@@ -381,6 +381,9 @@ START_TEST(test_tdmodule)
     td_put(td, "action", t_new(CRL_F32, 3, SHAPE(2, 3, 2)));
     ck_assert_int_eq(crl_tdmodule_forward(mod, td, &err), CRL_E_SHAPE);
     assert_msg_has(&err, "in_keys give 'observation' 4 + 'action' 2 = 6 features but the MLP expects 5 input features");
+    td_put(td, "action", t_new(CRL_F32, 2, SHAPE(2, 3)));
+    ck_assert_int_eq(crl_tdmodule_forward(mod, td, &err), CRL_E_SHAPE);
+    assert_msg_has(&err, "key 'action' has shape [2, 3] but in_keys are the batch dims [2, 3] then one feature dim");
     td_put(td, "action", t_new(CRL_F32, 3, SHAPE(2, 3, 1)));
     crl_tensor *obs = crl_td_get(td, "observation"), *act = crl_td_get(td, "action");
     for (int64_t i = 0; i < 24; i++)

@@ -5,7 +5,10 @@
  * last forward computed (a cache reused from call to call, so a fixed batch
  * size allocates nothing after the first call); backward reads that cache,
  * accumulates (+=) into the parameter gradients, as PyTorch's .backward(),
- * and can hand back the gradient of the input.
+ * and can hand back the gradient of the input.  The cache belongs to the
+ * network: it is that of the last crl_mlp_forward through it, whichever
+ * module or actor ran it, so run each forward's backward before the next
+ * forward of the same network (use infer for forwards without backward).
  *
  * A loss plugin runs forward on the networks it is given, computes a scalar
  * loss and its gradient with respect to the outputs, calls backward, and an
