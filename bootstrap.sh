@@ -22,7 +22,7 @@ packages=(
     build-essential autoconf automake autoconf-archive libtool pkg-config
     libglib2.0-dev libinih-dev libffi-dev librandom123-dev check
     libpython3-dev python3 python3-numpy valgrind libcairo2-dev zlib1g-dev
-    libmujoco-dev libosmesa6-dev
+    libmujoco-dev libosmesa6-dev libopenblas-dev
 )
 
 install_packages() {
@@ -80,6 +80,7 @@ case "$cmd" in
         "$crl" bench core
         "$crl" bench envs
         "$crl" bench batched
+        "$crl" bench nn
         "$crl" bench replay
         "$crl" bench transforms
         # Built when configure found libpython3 and numpy.

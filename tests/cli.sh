@@ -27,6 +27,7 @@ expect 0 'Usage: crl plugins' "crl plugins --help" -- plugins --help
 expect 0 'Usage: crl bench' "crl bench --help" -- bench --help
 expect 2 "no benchmark 'cor'.*did you mean 'core'" "unknown benchmark gets a hint" -- bench cor
 expect 2 "seconds" "bench rejects a bad --seconds" -- bench core --seconds abc
+expect 0 'raw sgemm, same products .* steps/s' "crl bench nn prints MLP steps/s next to raw sgemm" -- bench nn --seconds 0.02
 
 good=$srcdir/../conf/examples/plugins-check.ini
 expect 0 'plugins-check.ini: ok' "config check on the shipped example" -- config check "$good"

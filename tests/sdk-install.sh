@@ -17,7 +17,7 @@ prefix=$(sed -n 's/^prefix=//p' "$top_build/plugin-sdk/crl-plugin-sdk.pc")
 libdir=$(PKG_CONFIG_PATH= pkg-config --variable=libdir "$top_build/plugin-sdk/crl-plugin-sdk.pc")
 pcdir=$dest$libdir/pkgconfig
 [ -f "$pcdir/crl-plugin-sdk.pc" ] && ok "crl-plugin-sdk.pc installed" || fail "crl-plugin-sdk.pc not in $pcdir"
-for h in crl.h error.h tensor.h td.h rng.h spec.h options.h plugin.h; do
+for h in crl.h error.h tensor.h td.h rng.h spec.h options.h plugin.h nn.h distributions.h actor.h value.h; do
     [ -f "$dest$prefix/include/crl/$h" ] || fail "header crl/$h not installed"
 done
 ok "SDK headers installed"
@@ -25,7 +25,7 @@ plugdir=$dest$libdir/crl/plugins
 if ls "$plugdir"/*.la >/dev/null 2>&1; then fail "libtool .la files installed beside the plugins" "$(ls "$plugdir")"
 else ok "plugins installed without .la files"; fi
 # SDK headers need nothing but the C standard headers named in DESIGN.md.
-if bad=$(grep -h '#include <' "$dest$prefix"/include/crl/{crl,error,tensor,td,rng,spec,options,plugin}.h \
+if bad=$(grep -h '#include <' "$dest$prefix"/include/crl/{crl,error,tensor,td,rng,spec,options,plugin,nn,distributions,actor,value}.h \
         | grep -v -E '<(stddef|stdint|stdbool)\.h>|<crl/' ); then
     fail "SDK headers include more than stddef/stdint/stdbool" "$bad"
 else ok "SDK headers are self-contained"; fi

@@ -74,6 +74,8 @@ int crl__bench_replay(double seconds);
  * GrayScale on 500x500x3 frames in MB/s next to memcpy of the same bytes. */
 int crl__bench_transforms(double seconds);
 
+/* `crl bench nn` (bench_nn.c): MLP training steps/s next to raw sgemm. */
+int crl__bench_nn(double seconds);
 /* `crl bench core`: prints figures, returns an exit code. */
 int crl__bench_core(double seconds);
 /* `crl bench batched` (bench_batched.c): executors side by side at N = 1..1024. */

@@ -16,6 +16,7 @@ static const struct {
     { "core", crl__bench_core, "TensorDict get/set through key handles, td creation, spec rand" },
     { "envs", crl__bench_envs, "classic env steps/s through the host API vs the bare backend, bit-exactness" },
     { "replay", crl__bench_replay, "prioritized sample / priority update of 256 among 1M items, vs a binary sum tree" },
+    { "nn", crl__bench_nn, "MLP forward + backward + Adam steps/s (64x64, 256x256, batch 256) next to raw sgemm" },
     { "transforms", crl__bench_transforms, "ToTensorImage, Resize, GrayScale on 500x500x3 frames: MB/s next to memcpy" },
     { "batched", crl__bench_batched, "CartPole/Pendulum steps/s: inline, serial, threads, processes executors; start-up" },
 #ifdef CRL_HAVE_GYM

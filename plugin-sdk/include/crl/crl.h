@@ -12,4 +12,8 @@
 #include <crl/transform_backend.h>
 #include <crl/storage_backend.h>
 #include <crl/checkpoint.h>
+#include <crl/nn.h>
+#include <crl/distributions.h>
+#include <crl/actor.h>
+#include <crl/value.h>
 #endif

@@ -1,0 +1,152 @@
+/* Parameters as a whole: state dicts, clones (target networks), soft/hard updates, checkpoint save/load, finiteness. */
+#include "nn-private.h"
+
+#include <math.h>
+
+crl_td *crl_mlp_state_dict(crl_mlp *m, crl_error *err)
+{
+    crl_td *td = crl_td_new(0, NULL, err);
+    for (int l = 0; td && l < m->n_layers; l++) {
+        const crl__layer *L = &m->layers[l];
+        struct { const char *what; size_t off; int ndim; int64_t shape[2]; } parts[2] = {
+            { "weight", L->w_off, 2, { L->out, L->in } },
+            { "bias", L->b_off, 1, { L->out, 0 } },
+        };
+        for (int i = 0; i < 2; i++) {
+            int64_t n = parts[i].ndim == 2 ? L->out * L->in : L->out;
+            crl_tensor *flat = crl_tensor_slice(m->params, 0, (int64_t)parts[i].off, (int64_t)parts[i].off + n, 1, err);
+            crl_tensor *v = flat ? crl_tensor_view(flat, parts[i].ndim, parts[i].shape, err) : NULL;
+            /* nn.Sequential numbers activations too: Linear l is entry 2l. */
+            char key[64];
+            snprintf(key, sizeof key, "%d.%s", 2 * l, parts[i].what);
+            int rc = v ? crl_td_set(td, key, v, err) : CRL_E_NOMEM;
+            crl_tensor_unref(v);
+            crl_tensor_unref(flat);
+            if (rc) {
+                crl_td_unref(td);
+                return NULL;
+            }
+        }
+    }
+    return td;
+}
+
+crl_mlp *crl_mlp_clone(crl_mlp *m, const char *name, crl_error *err)
+{
+    int64_t *cells = g_new(int64_t, m->n_layers);
+    for (int l = 0; l + 1 < m->n_layers; l++)
+        cells[l] = m->layers[l].out;
+    crl_rng rng;
+    crl_rng_init(&rng, 0, 0);   /* overwritten below */
+    crl_mlp *c = crl_mlp_new(name ? name : m->name, crl_mlp_in_features(m), crl_mlp_out_features(m), cells,
+                             m->n_layers - 1, m->act, m->activate_last, &rng, err);
+    if (c)
+        memcpy(crl_tensor_data(c->params), crl_tensor_data(m->params), crl_tensor_nbytes(m->params));
+    g_free(cells);
+    return c;
+}
+
+static int check_pair(const char *what, const crl_tensor *dst, const crl_tensor *src, crl_error *err)
+{
+    if (!dst || !src)
+        return crl_error_set(err, CRL_E_INVALID, "%s: NULL parameter vector", what);
+    if (crl_tensor_dtype(dst) != CRL_F32 || crl_tensor_dtype(src) != CRL_F32)
+        return crl_error_set(err, CRL_E_DTYPE, "%s: parameters must be float32 (got %s and %s)", what,
+                             crl_dtype_name(crl_tensor_dtype(dst)), crl_dtype_name(crl_tensor_dtype(src)));
+    if (crl_tensor_numel(dst) != crl_tensor_numel(src) || !crl_tensor_is_contiguous(dst) ||
+        !crl_tensor_is_contiguous(src))
+        return crl_error_set(err, CRL_E_SHAPE,
+                             "%s: the target has %" PRId64 " parameters and the source %" PRId64
+                             " (both contiguous): clone the target from its source with crl_mlp_clone",
+                             what, crl_tensor_numel(dst), crl_tensor_numel(src));
+    return CRL_OK;
+}
+
+int crl_params_soft_update(crl_tensor *dst, const crl_tensor *src, double tau, crl_error *err)
+{
+    if (check_pair("soft update", dst, src, err))
+        return err ? err->code : CRL_E_INVALID;
+    if (!(tau >= 0 && tau <= 1))
+        return crl_error_set(err, CRL_E_RANGE, "soft update: tau = %g must be in [0, 1] (TorchRL's eps = 1 - tau)", tau);
+    float *d = crl_tensor_data(dst);
+    const float *s = crl_tensor_data(src);
+    float t = (float)tau, keep = (float)(1.0 - tau);
+    for (int64_t i = 0, n = crl_tensor_numel(dst); i < n; i++)
+        d[i] = keep * d[i] + t * s[i];
+    return CRL_OK;
+}
+
+int crl_params_hard_update(crl_tensor *dst, const crl_tensor *src, crl_error *err)
+{
+    if (check_pair("hard update", dst, src, err))
+        return err ? err->code : CRL_E_INVALID;
+    memcpy(crl_tensor_data(dst), crl_tensor_data(src), crl_tensor_nbytes(dst));
+    return CRL_OK;
+}
+
+bool crl_tensor_all_finite(const crl_tensor *t)
+{
+    if (!t || !crl_dtype_is_float(crl_tensor_dtype(t)))
+        return false;
+    if (crl_tensor_dtype(t) == CRL_F32 && crl_tensor_is_contiguous(t)) {
+        const float *p = crl_tensor_data(t);
+        for (int64_t i = 0, n = crl_tensor_numel(t); i < n; i++)
+            if (!isfinite(p[i]))
+                return false;
+        return true;
+    }
+    for (int64_t i = 0, n = crl_tensor_numel(t); i < n; i++)
+        if (!isfinite(crl_tensor_flat_get(t, i)))
+            return false;
+    return true;
+}
+
+int crl_mlp_save(crl_mlp *m, crl_ckpt_writer *w, const char *prefix, crl_error *err)
+{
+    crl_td *sd = crl_mlp_state_dict(m, err);
+    if (!sd)
+        return err ? err->code : CRL_E_NOMEM;
+    int rc = crl_ckpt_write_td(w, prefix, sd, err);
+    crl_td_unref(sd);
+    return rc;
+}
+
+int crl_mlp_load(crl_mlp *m, const crl_ckpt_reader *r, const char *prefix, crl_error *err)
+{
+    crl_td *got = crl_ckpt_read_td(r, prefix, err);
+    if (!got)
+        return err ? err->code : CRL_E_CORRUPT;
+    crl_td *sd = crl_mlp_state_dict(m, err);
+    char **keys = sd ? crl_td_leaf_keys(sd, err) : NULL;
+    char **gkeys = keys ? crl_td_leaf_keys(got, err) : NULL;
+    int rc = gkeys ? CRL_OK : (err ? err->code : CRL_E_NOMEM);
+    size_t nk = 0, ng = 0;
+    while (keys && keys[nk])
+        nk++;
+    while (gkeys && gkeys[ng])
+        ng++;
+    char b[CRL__SHAPE_BUF], c[CRL__SHAPE_BUF];
+    /* Validate everything before the first write: a bad file changes nothing. */
+    for (size_t i = 0; !rc && i < nk; i++) {
+        const crl_tensor *want = crl_td_get(sd, keys[i]), *have = crl_td_get(got, keys[i]);
+        if (!have)
+            rc = crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s/%s' is missing: the checkpoint holds another network than module '%s'",
+                               crl_ckpt_path(r), prefix, keys[i], m->name);
+        else if (crl_tensor_dtype(have) != CRL_F32 || !crl_tensor_same_shape(want, have))
+            rc = crl_error_set(err, CRL_E_CORRUPT,
+                               "%s: section '%s/%s' holds %s %s but module '%s' has float32 %s", crl_ckpt_path(r),
+                               prefix, keys[i], crl_dtype_name(crl_tensor_dtype(have)),
+                               crl__shape_fmt(b, crl_tensor_ndim(have), crl_tensor_shape(have)), m->name,
+                               crl__shape_fmt(c, crl_tensor_ndim(want), crl_tensor_shape(want)));
+    }
+    if (!rc && ng != nk)
+        rc = crl_error_set(err, CRL_E_CORRUPT, "%s: '%s' holds %zu tensors but module '%s' has %zu: another architecture",
+                           crl_ckpt_path(r), prefix, ng, m->name, nk);
+    for (size_t i = 0; !rc && i < nk; i++)
+        rc = crl_tensor_copy(crl_td_get(sd, keys[i]), crl_td_get(got, keys[i]), err);
+    crl_free(keys);
+    crl_free(gkeys);
+    crl_td_unref(sd);
+    crl_td_unref(got);
+    return rc;
+}
