@@ -5,6 +5,7 @@
 #include <crl/transform.h>
 #include <crl/replay.h>
 #include <crl/collector.h>
+#include <crl/trainer.h>
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -291,7 +292,13 @@ static crl_schema *build_schema(crl_host *h, crl_error *err)
                        "the replay buffer: sampler and writer, plus the options of the storage 'storage' names", err) ||
         crl_schema_add_selector(s, "replay", "storage", CRL_KIND_STORAGE, err) ||
         crl_schema_add(s, "collector", crl_collector_options(),
-                       "the data collector: frames per batch, total frames, sub-collectors (sync or async)", err))
+                       "the data collector: frames per batch, total frames, sub-collectors (sync or async)", err) ||
+        crl_schema_add(s, "loss", crl_loss_section_options(),
+                       "the loss of crl run: 'type' plus the options of that loss component", err) ||
+        crl_schema_add_selector(s, "loss", "type", CRL_KIND_LOSS, err) ||
+        crl_schema_add(s, "optim", crl_optim_section_options(), "the optimizer of crl run", err) ||
+        crl_schema_add(s, "train", crl_train_options(),
+                       "the training loop of crl run: updates, evaluation, logging, checkpoints", err))
         goto fail;
     if (!h->load_attempted &&
         crl_schema_add(s, "plugin.*", no_options,

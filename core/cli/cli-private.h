@@ -108,4 +108,12 @@ void crl__cli_json_tensor_data(FILE *f, const crl_tensor *t);
  * errors name the path. */
 int crl__png_write_rgb(const char *path, const uint8_t *rgb, int width, int height, crl_error *err);
 
+/* png.c: a learning curve (line x, y; dots ex, ey; NaN values skipped) as
+ * an 800x480 PNG; CRL_E_UNSUPPORTED without cairo. */
+int crl__png_write_curve(const char *path, const char *title, const double *x, const double *y, size_t n,
+                         const double *ex, const double *ey, size_t en, crl_error *err);
+
+/* crl run (cmd_run.c) */
+int crl__cmd_run(int argc, char **argv);
+
 #endif

@@ -17,6 +17,7 @@ static const struct {
     { "inspect", crl__cmd_inspect, "build the [env] env and print its specs" },
     { "rollout", crl__cmd_rollout, "run an env for N steps and print the rollout" },
     { "collect", crl__cmd_collect, "run the [collector] with a random policy and report its batches" },
+    { "run", crl__cmd_run, "train as an experiment file says (env, collector, replay, loss, optimizer)" },
     { "bench", crl__cmd_bench, "run a benchmark and print its figures" },
 };
 

@@ -16,4 +16,5 @@
 #include <crl/distributions.h>
 #include <crl/actor.h>
 #include <crl/value.h>
+#include <crl/loss_backend.h>
 #endif

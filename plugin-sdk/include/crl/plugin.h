@@ -19,7 +19,7 @@ extern "C" {
 #endif
 
 #define CRL_ABI_MAJOR 1
-#define CRL_ABI_MINOR 1
+#define CRL_ABI_MINOR 2
 
 /* The registration handle given to init (owned by the host). */
 typedef struct crl_host crl_host;

@@ -1,0 +1,315 @@
+/* crl run: config-only training (crl/trainer.h) with a run directory. */
+#include "config.h"
+#include "cli-private.h"
+
+#include <crl/trainer.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: crl run EXPERIMENT.ini... [section.key=value...] [--dry-run] [--quiet]\n\n"
+            "Train as the config says: the env of [env], the collector of [collector], the\n"
+            "replay buffer of [replay] (off-policy losses), the loss of [loss] (type = dqn,\n"
+            "ppo, ...), the optimizer of [optim] and the loop of [train].  Writes a run\n"
+            "directory ([train] run_dir, default runs/NAME-YYYYmmdd-HHMMSS) holding\n"
+            "config.ini (the resolved config with every default), run.txt (command line,\n"
+            "crl and plugin versions, seed), metrics.csv, checkpoint/ (model, optimizer,\n"
+            "replay buffer) and curve.png (the learning curve).  E.g.\n\n"
+            "  crl run conf/examples/cartpole-dqn.ini\n"
+            "  crl run conf/examples/cartpole-dqn.ini collector.total_frames=20000 train.seed=3\n\n"
+            "  --dry-run   print the resolved config with every default and stop\n"
+            "  --quiet     no progress output (the summary is still printed)\n"
+            "  -h, --help  print this help\n\n"
+            "Exit status: 0 ok, 1 runtime failure (a checkpoint is written first),\n"
+            "2 bad usage or bad config.\n");
+}
+
+#define METRICS_HEADER "frames,seconds,fps,episodes,recent_return,loss,eval_return,optim_steps\n"
+
+typedef struct run_ctx {
+    crl_cli_ctx *cli;
+    char *dir;
+    FILE *metrics;
+    bool tty, quiet;
+    int64_t log_interval, ckpt_interval, next_log, next_ckpt, logged;
+    GArray *x, *y, *ex, *ey;
+    const char *title;
+    crl_train_stats last;
+} run_ctx;
+
+/* OpenBLAS reads OPENBLAS_NUM_THREADS when it loads; training must be
+ * single-threaded to be bitwise reproducible, so set it at run time. */
+static void blas_single_thread(void)
+{
+    void (*set)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "openblas_set_num_threads");
+    if (set)
+        set(1);
+}
+
+static int write_text(const char *dir, const char *name, const char *text, crl_error *err)
+{
+    char *path = g_build_filename(dir, name, NULL);
+    GError *ge = NULL;
+    int rc = CRL_OK;
+    if (!g_file_set_contents(path, text, -1, &ge)) {
+        rc = crl_error_set(err, CRL_E_IO, "cannot write '%s': %s", path, ge->message);
+        g_error_free(ge);
+    }
+    g_free(path);
+    return rc;
+}
+
+static int checkpoint(run_ctx *r, crl_trainer *t, crl_error *err)
+{
+    char *dir = g_build_filename(r->dir, "checkpoint", NULL);
+    char *tmp = crl_ckpt_dir_begin(dir, err);
+    int rc = tmp ? CRL_OK : err->code;
+    if (!rc) {
+        char *model = g_build_filename(tmp, "trainer.ckpt", NULL);
+        rc = crl_trainer_save(t, model, err);
+        g_free(model);
+        if (!rc && crl_trainer_replay(t)) {
+            char *rdir = g_build_filename(tmp, "replay", NULL);
+            rc = crl_replay_dump(crl_trainer_replay(t), rdir, err);
+            g_free(rdir);
+        }
+        if (!rc)
+            rc = crl_ckpt_dir_commit(tmp, dir, err);
+        else
+            crl_ckpt_dir_abort(tmp);
+        crl_free(tmp);
+    }
+    if (rc)
+        crl_error_prefix(err, "checkpoint '%s': ", dir);
+    g_free(dir);
+    return rc;
+}
+
+static void fmt_num(char *buf, size_t n, double v)
+{
+    if (isnan(v))
+        buf[0] = '\0';
+    else
+        snprintf(buf, n, "%.6g", v);
+}
+
+static int curve(run_ctx *r, crl_error *err)
+{
+    char *path = g_build_filename(r->dir, "curve.png", NULL);
+    int rc = crl__png_write_curve(path, r->title, (double *)(void *)r->x->data, (double *)(void *)r->y->data,
+                                  r->x->len, (double *)(void *)r->ex->data, (double *)(void *)r->ey->data,
+                                  r->ex->len, err);
+    g_free(path);
+    if (rc == CRL_E_UNSUPPORTED) {
+        crl_error_clear(err);
+        rc = CRL_OK;
+    }
+    return rc;
+}
+
+static int progress(void *user, crl_trainer *t, const crl_train_stats *s, crl_error *err)
+{
+    run_ctx *r = user;
+    r->last = *s;
+    double fr = (double)s->frames;
+    g_array_append_val(r->x, fr);
+    g_array_append_val(r->y, s->recent_return);
+    if (s->evaluated) {
+        g_array_append_val(r->ex, fr);
+        g_array_append_val(r->ey, s->eval_return);
+    }
+    bool log = (s->done && s->frames != r->logged) || s->evaluated || s->frames >= r->next_log;
+    if (s->done && s->frames == r->logged)
+        return CRL_OK;
+    if (log) {
+        while (r->next_log <= s->frames)
+            r->next_log += r->log_interval > 0 ? r->log_interval : 1;
+        char a[32], b[32], c[32];
+        fmt_num(a, sizeof a, s->recent_return);
+        fmt_num(b, sizeof b, s->loss);
+        fmt_num(c, sizeof c, s->evaluated ? s->eval_return : NAN);
+        fprintf(r->metrics, "%lld,%.3f,%.1f,%lld,%s,%s,%s,%lld\n", (long long)s->frames, s->seconds, s->fps,
+                (long long)s->episodes, a, b, c, (long long)s->optim_steps);
+        fflush(r->metrics);
+        r->logged = s->frames;
+        if (!r->quiet) {
+            char line[256];
+            snprintf(line, sizeof line, "frames %lld  fps %.0f  episodes %lld  return %s  loss %s%s%s",
+                     (long long)s->frames, s->fps, (long long)s->episodes, *a ? a : "-", *b ? b : "-",
+                     s->evaluated ? "  eval " : "", s->evaluated ? c : "");
+            if (r->tty)
+                printf("\r\033[K%s%s", line, s->evaluated ? "\n" : "");
+            else
+                printf("%s\n", line);
+            fflush(stdout);
+        }
+    }
+    if (!s->done && r->ckpt_interval > 0 && s->frames >= r->next_ckpt) {
+        while (r->next_ckpt <= s->frames)
+            r->next_ckpt += r->ckpt_interval;
+        if (checkpoint(r, t, err))
+            return err->code;
+    }
+    return CRL_OK;
+}
+
+/* runs/NAME-YYYYmmdd-HHMMSS from the first experiment file's name. */
+static char *default_run_dir(const crl_cli_ctx *cli)
+{
+    char *base = g_path_get_basename(cli->files && cli->files[0] ? cli->files[0] : "run");
+    char *dot = strrchr(base, '.');
+    if (dot && dot != base)
+        *dot = '\0';
+    char stamp[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", gmtime_r(&now, &tm));
+    char *dir = g_strdup_printf("runs/%s-%s", base, stamp);
+    g_free(base);
+    return dir;
+}
+
+static char *run_info(const crl_cli_ctx *cli, int argc, char **argv)
+{
+    GString *s = g_string_new("command:");
+    for (int i = 0; i < argc; i++)
+        g_string_append_printf(s, " %s", argv[i]);
+    const char *seed = crl_config_get(cli->cfg, "train", "seed");
+    g_string_append_printf(s, "\ncrl: %s\nseed: %s\nplugins:\n", crl_version(), seed ? seed : "0 (default)");
+    for (size_t i = 0; i < crl_host_plugin_count(cli->host); i++) {
+        const crl_plugin_info *p = crl_host_plugin_at(cli->host, i);
+        g_string_append_printf(s, "  %s %s (ABI %u.%u) %s\n", p->name, p->version, p->abi_major, p->abi_minor,
+                               p->path);
+    }
+    return g_string_free(s, FALSE);
+}
+
+int crl__cmd_run(int argc, char **argv)
+{
+    bool dry = false, quiet = false;
+    GPtrArray *rest = g_ptr_array_new();
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            g_ptr_array_free(rest, TRUE);
+            return CRL_EXIT_OK;
+        }
+        if (!strcmp(argv[i], "--dry-run"))
+            dry = true;
+        else if (!strcmp(argv[i], "--quiet"))
+            quiet = true;
+        else if (argv[i][0] == '-' && argv[i][1] == '-') {
+            fprintf(stderr, "crl run: unknown option '%s' (see crl run --help)\n", argv[i]);
+            g_ptr_array_free(rest, TRUE);
+            return CRL_EXIT_USAGE;
+        } else
+            g_ptr_array_add(rest, argv[i]);
+    }
+    crl_cli_ctx ctx;
+    crl_error err = { 0 };
+    int rc = crl__cli_setup(&ctx, (int)rest->len, (char **)rest->pdata,
+                            CRL_CLI_LOAD_PLUGINS | CRL_CLI_VALIDATE | CRL_CLI_REQUIRE_FILE, &err);
+    g_ptr_array_free(rest, TRUE);
+    if (rc)
+        return crl__cli_setup_failed("run", &err);
+    char *resolved = crl_config_show(ctx.cfg, crl_host_schema(ctx.host), &err);
+    if (!resolved) {
+        crl__cli_print_error("run", &err);
+        crl__cli_teardown(&ctx);
+        return crl__cli_exit_code(&err);
+    }
+    if (dry) {
+        fputs(resolved, stdout);
+        crl_free(resolved);
+        crl__cli_teardown(&ctx);
+        return CRL_EXIT_OK;
+    }
+    blas_single_thread();
+    int status = CRL_EXIT_RUNTIME;
+    run_ctx r = { 0 };
+    r.cli = &ctx;
+    r.quiet = quiet;
+    r.tty = isatty(STDOUT_FILENO);
+    r.x = g_array_new(FALSE, FALSE, sizeof(double));
+    r.y = g_array_new(FALSE, FALSE, sizeof(double));
+    r.ex = g_array_new(FALSE, FALSE, sizeof(double));
+    r.ey = g_array_new(FALSE, FALSE, sizeof(double));
+    char *info = NULL;
+    crl_trainer *t = crl_trainer_from_config(ctx.host, ctx.cfg, &err);
+    if (!t)
+        goto fail;
+    const char *dir = crl_config_get(ctx.cfg, "train", "run_dir");
+    r.dir = dir && *dir ? g_strdup(dir) : default_run_dir(&ctx);
+    if (crl_config_get_int(ctx.cfg, "train", "log_interval", 0, &r.log_interval, &err) ||
+        crl_config_get_int(ctx.cfg, "train", "checkpoint_interval", 0, &r.ckpt_interval, &err))
+        goto fail;
+    r.next_ckpt = r.ckpt_interval;
+    if (g_mkdir_with_parents(r.dir, 0755)) {
+        crl_error_set(&err, CRL_E_IO, "cannot create run directory '%s': %s", r.dir, g_strerror(errno));
+        goto fail;
+    }
+    info = run_info(&ctx, argc, argv);
+    if (write_text(r.dir, "config.ini", resolved, &err) || write_text(r.dir, "run.txt", info, &err))
+        goto fail;
+    char *mpath = g_build_filename(r.dir, "metrics.csv", NULL);
+    r.metrics = fopen(mpath, "w");
+    if (!r.metrics)
+        crl_error_set(&err, CRL_E_IO, "cannot write '%s': %s", mpath, g_strerror(errno));
+    g_free(mpath);
+    if (!r.metrics)
+        goto fail;
+    fputs(METRICS_HEADER, r.metrics);
+    r.title = crl_config_get(ctx.cfg, "loss", "type");
+    if (!quiet)
+        printf("run directory: %s\n", r.dir);
+    int trc = crl_trainer_run(t, progress, &r, &err);
+    if (r.tty && !quiet)
+        printf("\n");
+    crl_error e2 = { 0 };
+    /* Whatever happened, keep what was learned: a checkpoint and the curve. */
+    if (checkpoint(&r, t, &e2) || curve(&r, &e2))
+        fprintf(stderr, "crl run: %s\n", e2.message);
+    if (trc) {
+        fprintf(stderr, "crl run: stopped: %s\ncrl run: the last checkpoint is in %s/checkpoint\n", err.message,
+                r.dir);
+        status = CRL_EXIT_RUNTIME;
+        goto done;
+    }
+    printf("summary:\n  frames:           %lld in %.1f s (%.0f frames/s)\n  optimizer steps:  %lld\n"
+           "  episodes:         %lld\n", (long long)r.last.frames, r.last.seconds, r.last.fps,
+           (long long)r.last.optim_steps, (long long)r.last.episodes);
+    if (!isnan(r.last.recent_return))
+        printf("  recent return:    %.6g\n", r.last.recent_return);
+    if (!isnan(r.last.eval_return))
+        printf("  eval return:      %.6g\n", r.last.eval_return);
+    printf("  run directory:    %s\n", r.dir);
+    status = CRL_EXIT_OK;
+    goto done;
+fail:
+    crl__cli_print_error("run", &err);
+    status = crl__cli_exit_code(&err);
+done:
+    fflush(stdout);
+    if (r.metrics)
+        fclose(r.metrics);
+    crl_trainer_free(t);
+    g_free(r.dir);
+    g_free(info);
+    crl_free(resolved);
+    g_array_free(r.x, TRUE);
+    g_array_free(r.y, TRUE);
+    g_array_free(r.ex, TRUE);
+    g_array_free(r.ey, TRUE);
+    crl__cli_teardown(&ctx);
+    return status;
+}

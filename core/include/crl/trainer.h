@@ -1,0 +1,107 @@
+/* libcrl application API: config-only training (what `crl run` drives).
+ *
+ * A trainer assembles, from one config, the env of [env] (with its
+ * transforms and executor), the collector of [collector], the replay
+ * buffer of [replay] (off-policy losses), the loss of [loss] (`type`
+ * selects a registered loss component, whose own options the section
+ * then takes), the optimizer of [optim] and the loop of [train]:
+ *
+ *   off-policy (dqn, ...): each collected batch goes into the replay
+ *     buffer; once init_random_frames frames were collected and the buffer
+ *     holds batch_size items, num_updates times: sample, loss forward,
+ *     clip, optimizer step, target update (and priorities from td_error
+ *     with the prioritized sampler);
+ *   on-policy (ppo, ...): each batch is prepared by the loss (advantages),
+ *     then `epochs` passes of shuffled minibatches of minibatch_size.
+ *
+ * Every eval_interval frames, eval_episodes episodes of the
+ * exploration-free policy (MODE) run on a separate env built from [env]
+ * and seeded from [train] seed.  Training is bitwise reproducible for a
+ * given config on CPU with the same OpenBLAS thread count. */
+#ifndef CRL_TRAINER_H
+#define CRL_TRAINER_H
+
+#include <crl/collector.h>
+#include <crl/loss_backend.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The [loss] section's own options (type); the rest come from the loss
+ * component `type` names.  The [optim] options (type, lr, weight_decay,
+ * eps, max_grad_norm) and the [train] options (seed, num_updates, epochs,
+ * minibatch_size, eval_interval, eval_episodes, eval_max_steps,
+ * log_interval, checkpoint_interval, stop_return).  Static tables. */
+CRL_API const crl_option *crl_loss_section_options(void);
+CRL_API const crl_option *crl_optim_section_options(void);
+CRL_API const crl_option *crl_train_options(void);
+
+typedef struct crl_trainer crl_trainer;
+
+/* Where training stands, handed to the progress callback after each batch. */
+typedef struct crl_train_stats {
+    uint32_t struct_size;
+    int64_t frames;           /* collected so far */
+    int64_t batches;
+    int64_t optim_steps;
+    int64_t episodes;         /* completed training episodes */
+    double recent_return;     /* mean return of the last 10 training episodes; NaN before the first */
+    double loss;              /* sum of the loss_* terms of the last update; NaN before the first */
+    double seconds;           /* wall-clock since crl_trainer_run started */
+    double fps;               /* frames / seconds */
+    double eval_return;       /* mean return of the last evaluation; NaN before the first */
+    bool evaluated;           /* an evaluation ran after this batch */
+    bool done;                /* the last callback of the run */
+} crl_train_stats;
+
+/* Called after each batch; a non-zero return stops the run with that code
+ * (the callback sets err). */
+typedef int (*crl_train_progress_fn)(void *user, crl_trainer *t, const crl_train_stats *s, crl_error *err);
+
+/* Build everything from cfg (validated against the host's schema first).
+ * host and cfg are borrowed and must outlive the trainer.  Errors:
+ * CRL_E_CONFIG naming FILE:LINE and the key (no [loss] type, a loss that
+ * needs a [replay] section, num_collectors > 1 or sync = false, which
+ * would run the policy while the optimizer updates it), CRL_E_NOT_FOUND
+ * for an unknown loss type (with a did-you-mean), the components' own
+ * errors.  New trainer, free with crl_trainer_free. */
+CRL_API crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_error *err);
+CRL_API void crl_trainer_free(crl_trainer *t);
+
+/* Train until [collector] total_frames (or until the evaluation return
+ * reaches [train] stop_return when set).  progress may be NULL.  A
+ * non-finite loss or gradient stops with CRL_E_RUNTIME naming the term and
+ * the frame; the parameters are those before the failing update. */
+CRL_API int crl_trainer_run(crl_trainer *t, crl_train_progress_fn progress, void *user, crl_error *err);
+
+/* Run `episodes` episodes of the exploration-free policy on the
+ * evaluation env and set *mean_return. */
+CRL_API int crl_trainer_evaluate(crl_trainer *t, int64_t episodes, double *mean_return, crl_error *err);
+
+/* Write the loss (networks, targets, schedules) and the optimizer state to
+ * the checkpoint file `path` (kind "crl.train"), and read them back
+ * (CRL_E_CORRUPT naming the file and section; nothing changes on error). */
+CRL_API int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err);
+CRL_API int crl_trainer_load(crl_trainer *t, const char *path, crl_error *err);
+
+/* Borrowed pieces: the loss component and its state, the optimizer, the
+ * replay buffer (NULL for on-policy losses) and the collector. */
+CRL_API const crl_loss_ops *crl_trainer_loss_ops(const crl_trainer *t);
+CRL_API void *crl_trainer_loss_state(const crl_trainer *t);
+CRL_API crl_optim *crl_trainer_optim(const crl_trainer *t);
+CRL_API crl_replay *crl_trainer_replay(const crl_trainer *t);
+CRL_API crl_collector *crl_trainer_collector(const crl_trainer *t);
+
+/* Look up loss component `type` and build it over env's specs: the loss's
+ * option table applied to config section `section`.  For tests and tools
+ * that drive a loss themselves.  *ops and *st are set; free st with
+ * ops->destroy. */
+CRL_API int crl_loss_from_config(crl_host *host, const crl_config *cfg, const char *section, const crl_spec *obs_spec,
+                                 const crl_spec *action_spec, uint64_t seed, const crl_loss_ops **ops, void **st,
+                                 crl_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

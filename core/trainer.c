@@ -1,0 +1,575 @@
+/* Config-only training: env + collector + replay buffer + loss + optimizer (crl/trainer.h). */
+#include "config.h"
+#include "crl-private.h"
+#include "config-private.h"
+
+#include <crl/trainer.h>
+
+#include <glib.h>
+#include <math.h>
+#include <string.h>
+
+static const crl_option loss_section_options[] = {
+    /* no REQUIRED flag: the schema declares [loss] for every config; crl_trainer_from_config enforces it */
+    { "type", CRL_OPT_STRING, 0, NULL, 0, 0, NULL,
+      "the loss component (dqn, ppo, ...; see 'crl plugins --verbose'); its own options follow in this section" },
+    CRL_OPTIONS_END
+};
+
+static const crl_option optim_options[] = {
+    { "type", CRL_OPT_ENUM, 0, "adam", 0, 0, "sgd|adam|adamw|rmsprop", "optimizer (PyTorch's formulas)" },
+    { "lr", CRL_OPT_DOUBLE, CRL_OPT_RANGE, "0.001", 1e-12, 10, NULL, "learning rate" },
+    { "weight_decay", CRL_OPT_DOUBLE, CRL_OPT_RANGE, "0", 0, 1, NULL, "weight decay (AdamW: decoupled)" },
+    { "eps", CRL_OPT_DOUBLE, CRL_OPT_RANGE, "1e-8", 0, 1, NULL, "epsilon of Adam, AdamW and RMSprop" },
+    { "max_grad_norm", CRL_OPT_DOUBLE, CRL_OPT_RANGE, "0", 0, 1e12, NULL,
+      "clip the global gradient norm to this before each step (0: no clipping)" },
+    CRL_OPTIONS_END
+};
+
+static const crl_option train_options[] = {
+    { "seed", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 9.2e18, NULL,
+      "seeds the networks, exploration, minibatch order and evaluation env ([env] seed seeds the training env)" },
+    { "num_updates", CRL_OPT_INT, CRL_OPT_RANGE, "1", 0, 1e9, NULL,
+      "off-policy: optimizer steps per collected batch (the update-to-data ratio)" },
+    { "epochs", CRL_OPT_INT, CRL_OPT_RANGE, "4", 1, 1e6, NULL, "on-policy: passes over each collected batch" },
+    { "minibatch_size", CRL_OPT_INT, CRL_OPT_RANGE, "64", 1, 1e9, NULL,
+      "on-policy: rows per minibatch (the last one of an epoch may be smaller)" },
+    { "eval_interval", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 1e18, NULL,
+      "evaluate every this many frames (0: only at the end)" },
+    { "eval_episodes", CRL_OPT_INT, CRL_OPT_RANGE, "5", 0, 1e6, NULL,
+      "episodes of the exploration-free policy per evaluation (0: no evaluation)" },
+    { "eval_max_steps", CRL_OPT_INT, CRL_OPT_RANGE, "1000", 1, 1e9, NULL,
+      "an evaluation episode is cut after this many steps" },
+    { "log_interval", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 1e18, NULL,
+      "frames between progress lines and metrics.csv rows (0: every batch)" },
+    { "checkpoint_interval", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 1e18, NULL,
+      "frames between checkpoints in the run directory (0: only at the end)" },
+    { "run_dir", CRL_OPT_STRING, 0, "", 0, 0, NULL,
+      "run directory of crl run (empty: runs/NAME-YYYYmmdd-HHMMSS, NAME the experiment file's)" },
+    { "stop_return", CRL_OPT_DOUBLE, 0, NULL, 0, 0, NULL,
+      "stop once an evaluation's mean return reaches this (unset: run all total_frames)" },
+    CRL_OPTIONS_END
+};
+
+const crl_option *crl_loss_section_options(void) { return loss_section_options; }
+const crl_option *crl_optim_section_options(void) { return optim_options; }
+const crl_option *crl_train_options(void) { return train_options; }
+
+#define RECENT 10
+
+struct crl_trainer {
+    crl_host *host;
+    const crl_config *cfg;
+    crl_env *eval_env;
+    crl_collector *coll;
+    crl_replay *rb;
+    crl_loss_ops ops;
+    void *loss;
+    crl_optim *optim;
+    crl_rng rng;          /* exploration and minibatch order */
+    crl_rng eval_rng;
+    uint64_t seed;
+    bool prioritized;
+    double max_grad_norm, stop_return;
+    bool has_stop;
+    int64_t num_updates, epochs, minibatch, eval_interval, eval_episodes, eval_max_steps, init_random;
+    int64_t batch_size, optim_steps;
+    crl_td *losses;
+    GHashTable *running;  /* traj id -> running return */
+    double recent[RECENT];
+    int64_t episodes;
+    double last_loss;
+};
+
+static const crl_option no_options[] = { CRL_OPTIONS_END };
+
+int crl_loss_from_config(crl_host *host, const crl_config *cfg, const char *section, const crl_spec *obs_spec,
+                         const crl_spec *action_spec, uint64_t seed, const crl_loss_ops **ops_out, void **st,
+                         crl_error *err)
+{
+    const char *type = crl_config_get(cfg, section, "type");
+    if (!type)
+        return crl_error_set(err, CRL_E_CONFIG, "[%s] has no 'type': name the loss (type = dqn, ppo, ...)", section);
+    crl_error e;
+    crl_error_clear(&e);
+    const crl_component *comp = crl_host_lookup(host, CRL_KIND_LOSS, type, &e);
+    if (!comp)
+        return crl_error_set(err, e.code ? e.code : CRL_E_NOT_FOUND, "%s: [%s] type = '%s': %s",
+                             crl_config_origin(cfg, section, "type"), section, type, e.message);
+    const crl_loss_ops *ops = comp->ops;
+    if (!ops || ops->struct_size < offsetof(crl_loss_ops, load) + sizeof ops->load || !ops->create ||
+        !ops->destroy || !ops->act || !ops->num_params || !ops->param || !ops->forward || !ops->save || !ops->load ||
+        ((ops->flags & CRL_LOSS_ON_POLICY) && !ops->prepare))
+        return crl_error_set(err, CRL_E_PLUGIN, "loss '%s' (plugin '%s') has incomplete ops", type,
+                             crl_host_component_owner(host, CRL_KIND_LOSS, type));
+    const crl_option *tables[2] = { loss_section_options, comp->options ? comp->options : no_options };
+    int rc = crl__config_check_keys(cfg, section, tables, 2, err);
+    if (rc)
+        return rc;
+    crl_opts *o = crl_config_opts(cfg, section, tables, 2, err);
+    if (!o)
+        return err->code;
+    rc = ops->create(o, obs_spec, action_spec, seed, st, err);
+    crl_opts_free(o);
+    if (rc)
+        crl_error_prefix(err, "[%s] type = %s: ", section, type);
+    else
+        *ops_out = ops;
+    return rc;
+}
+
+static int opts_of(const crl_config *cfg, const char *section, const crl_option *table, crl_opts **out,
+                   crl_error *err)
+{
+    const crl_option *tables[1] = { table };
+    int rc = crl__config_check_keys(cfg, section, tables, 1, err);
+    if (rc)
+        return rc;
+    *out = crl_config_opts(cfg, section, tables, 1, err);
+    return *out ? CRL_OK : err->code;
+}
+
+static int read_train(crl_trainer *t, const crl_opts *o, crl_error *err)
+{
+    int64_t seed;
+    if (crl_opts_int(o, "seed", &seed, err) || crl_opts_int(o, "num_updates", &t->num_updates, err) ||
+        crl_opts_int(o, "epochs", &t->epochs, err) || crl_opts_int(o, "minibatch_size", &t->minibatch, err) ||
+        crl_opts_int(o, "eval_interval", &t->eval_interval, err) ||
+        crl_opts_int(o, "eval_episodes", &t->eval_episodes, err) ||
+        crl_opts_int(o, "eval_max_steps", &t->eval_max_steps, err))
+        return err->code;
+    t->seed = (uint64_t)seed;
+    t->has_stop = crl_opts_is_set(o, "stop_return");
+    if (t->has_stop && crl_opts_double(o, "stop_return", &t->stop_return, err))
+        return err->code;
+    return CRL_OK;
+}
+
+static int build_optim(crl_trainer *t, const crl_opts *o, crl_error *err)
+{
+    const char *type;
+    double lr, wd, eps;
+    crl_optim_kind kind;
+    if (crl_opts_string(o, "type", &type, err) || crl_optim_kind_from_name(type, &kind, err) ||
+        crl_opts_double(o, "lr", &lr, err) || crl_opts_double(o, "weight_decay", &wd, err) ||
+        crl_opts_double(o, "eps", &eps, err) || crl_opts_double(o, "max_grad_norm", &t->max_grad_norm, err))
+        return err->code;
+    if (!(t->optim = crl_optim_new(kind, lr, err)))
+        return err->code;
+    if (crl_optim_set(t->optim, "weight_decay", wd, err) ||
+        (kind != CRL_OPTIM_SGD && crl_optim_set(t->optim, "eps", eps, err)))
+        return crl_error_prefix(err, "[optim]: "), err->code;
+    size_t n = t->ops.num_params(t->loss);
+    for (size_t i = 0; i < n; i++) {
+        const char *name;
+        crl_tensor *p, *g;
+        if (t->ops.param(t->loss, i, &name, &p, &g, err) || crl_optim_add(t->optim, p, g, err))
+            return err->code;
+    }
+    return CRL_OK;
+}
+
+static int collect_policy(void *user, crl_env *env, crl_td *td, crl_error *err)
+{
+    (void)env;
+    crl_trainer *t = user;
+    return t->ops.act(t->loss, td, CRL_EXPLORE_RANDOM, &t->rng, err);
+}
+
+static int eval_policy(void *user, crl_env *env, crl_td *td, crl_error *err)
+{
+    (void)env;
+    crl_trainer *t = user;
+    return t->ops.act(t->loss, td, CRL_EXPLORE_MODE, &t->eval_rng, err);
+}
+
+crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_error *err)
+{
+    crl_trainer *t = g_new0(crl_trainer, 1);
+    t->host = host;
+    t->cfg = cfg;
+    t->last_loss = NAN;
+    t->running = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+    crl_opts *otrain = NULL, *ooptim = NULL, *ocoll = NULL;
+    int rc = crl_config_validate(cfg, crl_host_schema(host), err);
+    if (!rc)
+        rc = opts_of(cfg, "train", train_options, &otrain, err);
+    if (!rc)
+        rc = read_train(t, otrain, err);
+    if (!rc)
+        rc = opts_of(cfg, "collector", crl_collector_options(), &ocoll, err);
+    if (!rc) {
+        int64_t k;
+        bool sync;
+        if (!(rc = crl_opts_int(ocoll, "num_collectors", &k, err)) &&
+            !(rc = crl_opts_bool(ocoll, "sync", &sync, err)) &&
+            !(rc = crl_opts_int(ocoll, "init_random_frames", &t->init_random, err)) && (k != 1 || !sync))
+            rc = crl_error_set(err, CRL_E_CONFIG, "%s: [collector] num_collectors = %lld, sync = %s: training runs "
+                               "the policy in the collecting thread; use num_collectors = 1 and sync = true",
+                               crl_opts_origin(ocoll, k != 1 ? "num_collectors" : "sync"), (long long)k,
+                               sync ? "true" : "false");
+    }
+    if (!rc && !(t->coll = crl_collector_from_config(host, cfg, "collector", "env", collect_policy, t, err)))
+        rc = err->code;
+    crl_env *env = t->coll ? crl_collector_env(t->coll, 0) : NULL;
+    const crl_loss_ops *ops = NULL;
+    if (!rc && !(rc = crl_loss_from_config(host, cfg, "loss", crl_env_observation_spec(env),
+                                           crl_env_action_spec(env), t->seed, &ops, &t->loss, err)))
+        memcpy(&t->ops, ops, ops->struct_size < sizeof t->ops ? ops->struct_size : sizeof t->ops);
+    if (!rc && !(t->ops.flags & CRL_LOSS_ON_POLICY)) {
+        if (!crl_config_has_section(cfg, "replay"))
+            rc = crl_error_set(err, CRL_E_CONFIG, "loss '%s' learns off-policy from a replay buffer: add a [replay] "
+                               "section (capacity, batch_size; see conf/examples/cartpole-dqn.ini)",
+                               crl_config_get(cfg, "loss", "type"));
+        else if (!(t->rb = crl_replay_from_config(host, cfg, "replay", err)))
+            rc = err->code;
+        else {
+            crl_collector_set_replay(t->coll, t->rb);
+            const char *s = crl_config_get(cfg, "replay", "sampler");
+            t->prioritized = s && !strcmp(s, "prioritized");
+            if (crl_config_get_int(cfg, "replay", "batch_size", 1, &t->batch_size, err))
+                rc = err->code;
+        }
+    }
+    if (!rc && !(rc = opts_of(cfg, "optim", optim_options, &ooptim, err)))
+        rc = build_optim(t, ooptim, err);
+    if (!rc && t->eval_episodes > 0) {
+        if (!(t->eval_env = crl_env_from_config(host, cfg, "env", err)))
+            rc = err->code;
+        else
+            crl_env_set_seed(t->eval_env, crl_seed_next(t->seed ^ 0xe7a1e7a1ULL));
+    }
+    if (!rc && !(t->losses = crl_td_new(0, NULL, err)))
+        rc = err->code;
+    crl_rng_init(&t->rng, t->seed, 1);
+    crl_rng_init(&t->eval_rng, t->seed, 2);
+    crl_opts_free(otrain);
+    crl_opts_free(ooptim);
+    crl_opts_free(ocoll);
+    if (rc) {
+        crl_trainer_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void crl_trainer_free(crl_trainer *t)
+{
+    if (!t)
+        return;
+    crl_collector_free(t->coll);
+    crl_replay_free(t->rb);
+    crl_env_free(t->eval_env);
+    crl_optim_free(t->optim);
+    if (t->loss)
+        t->ops.destroy(t->loss);
+    crl_td_unref(t->losses);
+    g_hash_table_destroy(t->running);
+    g_free(t);
+}
+
+const crl_loss_ops *crl_trainer_loss_ops(const crl_trainer *t) { return &t->ops; }
+void *crl_trainer_loss_state(const crl_trainer *t) { return t->loss; }
+crl_optim *crl_trainer_optim(const crl_trainer *t) { return t->optim; }
+crl_replay *crl_trainer_replay(const crl_trainer *t) { return t->rb; }
+crl_collector *crl_trainer_collector(const crl_trainer *t) { return t->coll; }
+
+/* Returns of the episodes a batch completes, by trajectory id across batches. */
+static void tally(crl_trainer *t, const crl_td *td)
+{
+    crl_tensor *ids = crl_td_get(td, "collector.traj_ids"), *r = crl_td_get(td, "next.reward"),
+               *d = crl_td_get(td, "next.done");
+    if (!ids || !r || !d)
+        return;
+    int64_t n = crl_tensor_numel(ids), rw = crl_tensor_numel(r) / n, dw = crl_tensor_numel(d) / n;
+    for (int64_t p = 0; p < n; p++) {
+        gint64 id = (gint64)crl_tensor_flat_get(ids, p);
+        double *acc = g_hash_table_lookup(t->running, &id);
+        if (!acc) {
+            gint64 *k = g_new(gint64, 1);
+            *k = id;
+            acc = g_new0(double, 1);
+            g_hash_table_insert(t->running, k, acc);
+        }
+        *acc += crl_tensor_flat_get(r, p * rw);
+        if (crl_tensor_flat_get(d, p * dw) != 0.0) {
+            t->recent[t->episodes % RECENT] = *acc;
+            t->episodes++;
+            g_hash_table_remove(t->running, &id);
+        }
+    }
+}
+
+/* Sum of the loss_* terms the loss wrote. */
+static double loss_sum(const crl_td *losses)
+{
+    double s = 0;
+    for (size_t i = 0; i < crl_td_len(losses); i++)
+        if (!strncmp(crl_td_key_at(losses, i), "loss", 4) && crl_td_tensor_at(losses, i))
+            s += crl_tensor_flat_get(crl_td_tensor_at(losses, i), 0);
+    return s;
+}
+
+/* One optimizer update on batch: zero, forward, clip, step, target update. */
+static int update_on(crl_trainer *t, crl_td *batch, crl_error *err)
+{
+    crl_optim_zero_grad(t->optim);
+    if (t->ops.forward(t->loss, batch, t->losses, err))
+        return err->code;
+    double l = loss_sum(t->losses);
+    if (!isfinite(l))
+        return crl_error_set(err, CRL_E_RUNTIME, "loss '%s': the loss is not finite (%g)",
+                             crl_config_get(t->cfg, "loss", "type"), l);
+    if (t->max_grad_norm > 0 && !isfinite(crl_optim_clip_grad_norm(t->optim, t->max_grad_norm)))
+        return crl_error_set(err, CRL_E_RUNTIME, "loss '%s': a gradient is not finite",
+                             crl_config_get(t->cfg, "loss", "type"));
+    if (crl_optim_step(t->optim, err) || (t->ops.update && t->ops.update(t->loss, err)))
+        return err->code;
+    t->last_loss = l;
+    t->optim_steps++;
+    return CRL_OK;
+}
+
+static int train_off_policy(crl_trainer *t, int64_t frames, crl_error *err)
+{
+    if (frames < t->init_random || (int64_t)crl_replay_len(t->rb) < t->batch_size)
+        return CRL_OK;
+    for (int64_t u = 0; u < t->num_updates; u++) {
+        crl_td *b = crl_replay_sample(t->rb, 0, err);
+        if (!b)
+            return err->code;
+        int rc = update_on(t, b, err);
+        if (!rc && t->prioritized)
+            rc = crl_replay_update_td_priority(t->rb, b, err);
+        crl_td_unref(b);
+        if (rc)
+            return rc;
+    }
+    return CRL_OK;
+}
+
+/* A [rows] view of every leaf of td (batch dims flattened), contiguous. */
+static crl_td *flatten(crl_td *td, int64_t rows, crl_error *err)
+{
+    char **keys = crl_td_leaf_keys(td, err);
+    if (!keys)
+        return NULL;
+    crl_td *out = crl_td_new(1, &rows, err);
+    int nb = crl_td_batch_ndim(td);
+    for (size_t i = 0; out && keys[i]; i++) {
+        crl_tensor *x = crl_td_get(td, keys[i]);
+        int64_t shape[CRL_MAX_DIMS];
+        int nd = crl_tensor_ndim(x) - nb + 1;
+        shape[0] = rows;
+        for (int d = 1; d < nd; d++)
+            shape[d] = crl_tensor_shape(x)[nb + d - 1];
+        crl_tensor *v = crl_tensor_reshape(x, nd, shape, err), *c = v ? crl_tensor_contiguous(v, err) : NULL;
+        if (!c || crl_td_set(out, keys[i], c, err)) {
+            crl_td_unref(out);
+            out = NULL;
+        }
+        crl_tensor_unref(v);
+        crl_tensor_unref(c);
+    }
+    crl_free(keys);
+    return out;
+}
+
+/* Rows idx[0..m) of a flat td, copied. */
+static crl_td *gather(crl_td *flat, const int64_t *idx, int64_t m, crl_error *err)
+{
+    char **keys = crl_td_leaf_keys(flat, err);
+    if (!keys)
+        return NULL;
+    crl_td *out = crl_td_new(1, &m, err);
+    for (size_t i = 0; out && keys[i]; i++) {
+        crl_tensor *x = crl_td_get(flat, keys[i]);
+        int64_t shape[CRL_MAX_DIMS];
+        memcpy(shape, crl_tensor_shape(x), sizeof(int64_t) * (size_t)crl_tensor_ndim(x));
+        shape[0] = m;
+        crl_tensor *y = crl_tensor_new(crl_tensor_dtype(x), crl_tensor_ndim(x), shape, err);
+        if (!y) {
+            crl_td_unref(out);
+            out = NULL;
+            break;
+        }
+        size_t row = crl_tensor_nbytes(x) / (size_t)crl_tensor_shape(x)[0];
+        const char *src = crl_tensor_data(x);
+        char *dst = crl_tensor_data(y);
+        for (int64_t r = 0; r < m; r++)
+            memcpy(dst + (size_t)r * row, src + (size_t)idx[r] * row, row);
+        if (crl_td_set(out, keys[i], y, err)) {
+            crl_td_unref(out);
+            out = NULL;
+        }
+        crl_tensor_unref(y);
+    }
+    crl_free(keys);
+    return out;
+}
+
+static int train_on_policy(crl_trainer *t, crl_td *batch, crl_error *err)
+{
+    if (t->ops.prepare(t->loss, batch, err))
+        return err->code;
+    int64_t rows = 1;
+    for (int d = 0; d < crl_td_batch_ndim(batch); d++)
+        rows *= crl_td_batch_shape(batch)[d];
+    crl_td *flat = flatten(batch, rows, err);
+    if (!flat)
+        return err->code;
+    int64_t *perm = g_new(int64_t, rows);
+    int rc = CRL_OK;
+    for (int64_t e = 0; e < t->epochs && !rc; e++) {
+        for (int64_t i = 0; i < rows; i++)
+            perm[i] = i;
+        for (int64_t i = rows - 1; i > 0; i--) {  /* Fisher-Yates */
+            int64_t j = (int64_t)crl_rng_below(&t->rng, (uint64_t)(i + 1)), tmp = perm[i];
+            perm[i] = perm[j];
+            perm[j] = tmp;
+        }
+        for (int64_t s = 0; s < rows && !rc; s += t->minibatch) {
+            int64_t m = rows - s < t->minibatch ? rows - s : t->minibatch;
+            crl_td *mb = gather(flat, perm + s, m, err);
+            rc = mb ? update_on(t, mb, err) : err->code;
+            crl_td_unref(mb);
+        }
+    }
+    g_free(perm);
+    crl_td_unref(flat);
+    return rc;
+}
+
+int crl_trainer_evaluate(crl_trainer *t, int64_t episodes, double *mean_return, crl_error *err)
+{
+    if (!t->eval_env)
+        return crl_error_set(err, CRL_E_INVALID, "no evaluation env: set [train] eval_episodes > 0");
+    double sum = 0;
+    int64_t got = 0;
+    while (got < episodes) {
+        crl_td *ro = crl_env_rollout(t->eval_env, t->eval_max_steps, eval_policy, t, false, true, NULL, err);
+        if (!ro)
+            return crl_error_prefix(err, "evaluation: "), err->code;
+        crl_tensor *r = crl_td_get(ro, "next.reward"), *d = crl_td_get(ro, "next.done");
+        int nb = crl_td_batch_ndim(ro);
+        int64_t T = crl_td_batch_shape(ro)[nb - 1], n = crl_tensor_numel(r) / T;
+        /* rows of [N, T] (n = N) or [T] (n = 1); reward and done have a trailing 1 */
+        for (int64_t e = 0; e < n && got < episodes; e++) {
+            double acc = 0;
+            for (int64_t s = 0; s < T; s++) {
+                acc += crl_tensor_flat_get(r, e * T + s);
+                if (crl_tensor_flat_get(d, e * T + s) != 0.0)
+                    break;
+            }
+            sum += acc;
+            got++;
+        }
+        crl_td_unref(ro);
+    }
+    *mean_return = got ? sum / (double)got : NAN;
+    return CRL_OK;
+}
+
+int crl_trainer_run(crl_trainer *t, crl_train_progress_fn progress, void *user, crl_error *err)
+{
+    gint64 t0 = g_get_monotonic_time();
+    crl_train_stats s = { sizeof s, 0, 0, 0, 0, NAN, NAN, 0, 0, NAN, false, false };
+    int64_t next_eval = t->eval_interval > 0 ? t->eval_interval : INT64_MAX, prev = 0;
+    crl_td *batch;
+    int rc = CRL_OK;
+    while ((batch = crl_collector_next(t->coll, err)) != NULL) {
+        int64_t frames = crl_collector_frames(t->coll);
+        if (t->ops.explore_step)
+            t->ops.explore_step(t->loss, frames - prev);
+        prev = frames;
+        tally(t, batch);
+        rc = (t->ops.flags & CRL_LOSS_ON_POLICY) ? train_on_policy(t, batch, err)
+                                                 : train_off_policy(t, frames, err);
+        crl_td_unref(batch);
+        if (rc) {
+            crl_error_prefix(err, "frame %lld: ", (long long)frames);
+            break;
+        }
+        s.frames = frames;
+        s.batches++;
+        s.optim_steps = t->optim_steps;
+        s.episodes = t->episodes;
+        if (t->episodes) {
+            int64_t k = t->episodes < RECENT ? t->episodes : RECENT;
+            double sum = 0;
+            for (int64_t i = 0; i < k; i++)
+                sum += t->recent[i];
+            s.recent_return = sum / (double)k;
+        }
+        s.loss = t->last_loss;
+        s.seconds = (double)(g_get_monotonic_time() - t0) / 1e6;
+        s.fps = s.seconds > 0 ? (double)frames / s.seconds : 0;
+        s.evaluated = false;
+        if (frames >= next_eval && t->eval_episodes > 0) {
+            if ((rc = crl_trainer_evaluate(t, t->eval_episodes, &s.eval_return, err)))
+                break;
+            s.evaluated = true;
+            while (next_eval <= frames)
+                next_eval += t->eval_interval;
+        }
+        bool stop = t->has_stop && s.evaluated && s.eval_return >= t->stop_return;
+        if (progress && (rc = progress(user, t, &s, err)))
+            break;
+        if (stop)
+            break;
+    }
+    if (!rc && err->code)
+        rc = err->code;
+    if (!rc) {
+        if (!s.evaluated && t->eval_episodes > 0) {
+            if ((rc = crl_trainer_evaluate(t, t->eval_episodes, &s.eval_return, err)))
+                return rc;
+            s.evaluated = true;
+        }
+        s.done = true;
+        s.seconds = (double)(g_get_monotonic_time() - t0) / 1e6;
+        if (progress)
+            rc = progress(user, t, &s, err);
+    }
+    return rc;
+}
+
+#define TRAIN_KIND "crl.train"
+
+int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err)
+{
+    crl_ckpt_writer *w = crl_ckpt_writer_new(path, TRAIN_KIND, 1, err);
+    if (!w)
+        return err->code;
+    double counters[2] = { (double)t->optim_steps, (double)t->episodes };
+    if (t->ops.save(t->loss, w, "loss", err) || crl_optim_save(t->optim, w, "optim", err) ||
+        crl_ckpt_write(w, "trainer/counters", counters, sizeof counters, err) ||
+        crl_ckpt_write(w, "trainer/rng", &t->rng, sizeof t->rng, err)) {
+        crl_ckpt_writer_abort(w);
+        return err->code;
+    }
+    return crl_ckpt_writer_close(w, err);
+}
+
+int crl_trainer_load(crl_trainer *t, const char *path, crl_error *err)
+{
+    crl_ckpt_reader *r = crl_ckpt_reader_open(path, TRAIN_KIND, 1, err);
+    if (!r)
+        return err->code;
+    double counters[2];
+    crl_rng rng;
+    int rc = crl_ckpt_read(r, "trainer/counters", counters, sizeof counters, err);
+    if (!rc)
+        rc = crl_ckpt_read(r, "trainer/rng", &rng, sizeof rng, err);
+    if (!rc)
+        rc = t->ops.load(t->loss, r, "loss", err);
+    if (!rc)
+        rc = crl_optim_load(t->optim, r, "optim", err);
+    if (!rc) {
+        t->optim_steps = (int64_t)counters[0];
+        t->episodes = (int64_t)counters[1];
+        t->rng = rng;
+    }
+    crl_ckpt_reader_free(r);
+    return rc;
+}

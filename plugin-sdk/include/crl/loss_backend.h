@@ -1,0 +1,101 @@
+/* crl plugin SDK: the loss ABI (TorchRL's LossModule, owning its networks).  Since ABI 1.2.
+ *
+ * A loss is registered as kind CRL_KIND_LOSS ("loss/dqn").  Because an
+ * experiment is a config file, a loss builds its own networks from the
+ * env's specs and its options (num_cells, activation, gamma, ...) and hands
+ * the trainer what it needs:
+ *   - a policy (`act`) the collector and the evaluation episodes call;
+ *   - its parameter vectors and their gradients, for the optimizer;
+ *   - `forward` on a batch: writes the loss terms, accumulates gradients;
+ *   - `update` after each optimizer step (target networks);
+ *   - save / load of everything it owns (networks, targets, schedules).
+ *
+ * Off-policy losses (DQN, DDPG, TD3, SAC) are given replay-buffer samples:
+ * a TensorDict of batch [B] with "observation", "action", "next.reward",
+ * "next.observation", "next.done", "next.terminated" (as collected).
+ * On-policy losses (flag CRL_LOSS_ON_POLICY: PPO, A2C, REINFORCE) are given
+ * the collected batch [N, T] (or [T]) once through `prepare`, which writes
+ * what the epochs need ("advantage", "value_target", "sample_log_prob"),
+ * then flattened minibatches of it through `forward`.
+ *
+ * A loss is used by one thread at a time.  Every function reports errors
+ * in err (naming the loss, the module, the key and both shapes) and never
+ * exits or aborts. */
+#ifndef CRL_LOSS_BACKEND_H
+#define CRL_LOSS_BACKEND_H
+
+#include <crl/actor.h>
+#include <crl/options.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The loss learns from the data it collected with its current policy. */
+#define CRL_LOSS_ON_POLICY 0x1u
+
+typedef struct crl_loss_ops {
+    uint32_t struct_size;      /* sizeof(crl_loss_ops) */
+    uint32_t flags;            /* CRL_LOSS_* */
+
+    /* Build the loss and its networks.  observation_spec and action_spec
+     * are the env's Composites (crl_env_observation_spec /
+     * crl_env_action_spec, batch dims included); the loss reads the keys
+     * its options name ("observation" by default) and "action".  seed
+     * draws the initial parameters (same seed, bitwise-same networks).
+     * Errors: CRL_E_INVALID / CRL_E_SHAPE naming the key when a spec does
+     * not fit the loss (DQN needs a Categorical or OneHot action, SAC a
+     * Bounded one, observations must be float32 vectors).  Sets *st. */
+    int (*create)(const crl_opts *opts, const crl_spec *observation_spec, const crl_spec *action_spec,
+                  uint64_t seed, void **st, crl_error *err);
+
+    /* Free everything the loss owns.  NULL-safe on st. */
+    void (*destroy)(void *st);
+
+    /* The policy: write "action" (and what the actor writes besides) into
+     * td, whose batch shape is the env's.  RANDOM explores (epsilon-greedy,
+     * noise, sampling; rng required), MODE is the exploration-free policy
+     * for evaluation.  No backward cache is touched. */
+    int (*act)(void *st, crl_td *td, crl_exploration exploration, crl_rng *rng, crl_error *err);
+
+    /* Advance the exploration schedule by `frames` collected frames
+     * (epsilon annealing).  May be NULL. */
+    void (*explore_step)(void *st, int64_t frames);
+
+    /* Trained parameters: how many vectors, and vector i with its gradient
+     * (borrowed, float32 contiguous, valid while the loss lives; the
+     * optimizer takes its own references).  *name labels it ("qvalue",
+     * "actor", "critic", "log_alpha"). */
+    size_t (*num_params)(void *st);
+    int (*param)(void *st, size_t i, const char **name, crl_tensor **params, crl_tensor **grads, crl_error *err);
+
+    /* On-policy only (NULL otherwise): called once on each collected
+     * batch before its epochs; computes values, advantages and targets
+     * (no gradients) and writes them into batch. */
+    int (*prepare)(void *st, crl_td *batch, crl_error *err);
+
+    /* The loss of one batch: sets scalar float32 tensors "loss_*" in
+     * `losses` (batch shape [], caller's; e.g. "loss" for DQN,
+     * "loss_objective", "loss_critic", "loss_entropy" for PPO) and, where
+     * it exists, "td_error" [B] into batch.  Adds the gradient of the sum
+     * of the loss_* terms into the parameter gradients (the caller zeroes
+     * them before).  A loss or gradient that is not finite is reported
+     * with CRL_E_RUNTIME naming the term; nothing else is changed then. */
+    int (*forward)(void *st, crl_td *batch, crl_td *losses, crl_error *err);
+
+    /* After each optimizer step: target-network updates (soft with tau or
+     * hard every N steps) and step counters.  May be NULL. */
+    int (*update)(void *st, crl_error *err);
+
+    /* Everything the loss owns (networks, target networks, schedules,
+     * counters) as checkpoint sections "<prefix>/...", and back.  load
+     * validates every section (CRL_E_CORRUPT naming it) and changes
+     * nothing on error. */
+    int (*save)(void *st, crl_ckpt_writer *w, const char *prefix, crl_error *err);
+    int (*load)(void *st, const crl_ckpt_reader *r, const char *prefix, crl_error *err);
+} crl_loss_ops;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,162 @@
+/* plugins/losses: helpers shared by the losses (options, specs, batch access, checkpoints). */
+#include "config.h"
+#include "losses.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+int ls_net_opts_read(const crl_opts *opts, const char *who, ls_net_opts *out, crl_error *err)
+{
+    size_t n;
+    const double *cells;
+    const char *act;
+    if (crl_opts_string(opts, "in_key", &out->in_key, err) || crl_opts_doubles(opts, "num_cells", &n, &cells, err) ||
+        crl_opts_string(opts, "activation", &act, err) || crl_activation_from_name(act, &out->act, err))
+        return err->code;
+    if (n > LS_MAX_CELLS)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] num_cells: at most %d hidden layers", who,
+                             crl_opts_section(opts), LS_MAX_CELLS);
+    out->n_cells = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        if (cells[i] < 1 || cells[i] != floor(cells[i]) || cells[i] > 1e6)
+            return crl_error_set(err, CRL_E_CONFIG, "%s: %s: [%s] num_cells: %g is not a layer width (1..1000000)",
+                                 who, crl_opts_origin(opts, "num_cells"), crl_opts_section(opts), cells[i]);
+        out->cells[i] = (int64_t)cells[i];
+    }
+    return CRL_OK;
+}
+
+int ls_obs_features(const crl_spec *obs_spec, const char *key, const char *who, int64_t *out, crl_error *err)
+{
+    const crl_spec *s = crl_spec_get_kind(obs_spec) == CRL_SPEC_COMPOSITE ? crl_spec_composite_get(obs_spec, key)
+                                                                           : obs_spec;
+    if (!s) {
+        char keys[512] = "";
+        for (size_t i = 0; i < crl_spec_composite_len(obs_spec); i++) {
+            size_t l = strlen(keys);
+            snprintf(keys + l, sizeof keys - l, "%s'%s'", i ? ", " : "", crl_spec_composite_key_at(obs_spec, i));
+        }
+        return crl_error_set(err, CRL_E_NOT_FOUND, "%s: the env has no observation '%s' (it has %s); set in_key",
+                             who, key, keys);
+    }
+    if (crl_spec_get_kind(s) == CRL_SPEC_COMPOSITE || crl_spec_dtype(s) != CRL_F32)
+        return crl_error_set(err, CRL_E_DTYPE, "%s: observation '%s' is %s, but the networks read float32 vectors "
+                             "(add a transform that makes it one)", who, key,
+                             crl_spec_get_kind(s) == CRL_SPEC_COMPOSITE ? "a Composite"
+                                                                       : crl_dtype_name(crl_spec_dtype(s)));
+    if (crl_spec_ndim(s) < 1 || crl_spec_shape(s)[crl_spec_ndim(s) - 1] < 1)
+        return crl_error_set(err, CRL_E_SHAPE, "%s: observation '%s' has no feature dim", who, key);
+    *out = crl_spec_shape(s)[crl_spec_ndim(s) - 1];
+    return CRL_OK;
+}
+
+const crl_spec *ls_action_leaf(const crl_spec *action_spec, const char *who, crl_error *err)
+{
+    if (crl_spec_get_kind(action_spec) != CRL_SPEC_COMPOSITE)
+        return action_spec;
+    const crl_spec *s = crl_spec_composite_get(action_spec, "action");
+    if (!s)
+        crl_error_set(err, CRL_E_NOT_FOUND, "%s: the env's action spec has no 'action' entry", who);
+    return s;
+}
+
+crl_mlp *ls_mlp(const char *name, int64_t in, int64_t out, const ls_net_opts *no, crl_rng *rng, crl_error *err)
+{
+    return crl_mlp_new(name, in, out, no->cells, no->n_cells, no->act, false, rng, err);
+}
+
+int64_t ls_rows(const crl_td *td)
+{
+    int64_t rows = 1;
+    for (int d = 0; d < crl_td_batch_ndim(td); d++)
+        rows *= crl_td_batch_shape(td)[d];
+    return rows;
+}
+
+int ls_batch_f32(crl_td *batch, const char *key, int64_t rows, int64_t width, const char *who, const float **data,
+                 crl_tensor **owned, crl_error *err)
+{
+    *owned = NULL;
+    crl_tensor *t = crl_td_get(batch, key);
+    if (!t)
+        return crl_error_set(err, CRL_E_NOT_FOUND, "%s: the batch has no '%s'", who, key);
+    if (crl_tensor_numel(t) != rows * width)
+        return crl_error_set(err, CRL_E_SHAPE, "%s: '%s' holds %lld values, expected %lld (%lld rows x %lld)", who,
+                             key, (long long)crl_tensor_numel(t), (long long)(rows * width), (long long)rows,
+                             (long long)width);
+    if (crl_tensor_dtype(t) == CRL_F32 && crl_tensor_is_contiguous(t)) {
+        *data = crl_tensor_data(t);
+        return CRL_OK;
+    }
+    if (!(*owned = crl_tensor_cast(t, CRL_F32, err)))
+        return err->code;
+    *data = crl_tensor_data(*owned);
+    return CRL_OK;
+}
+
+int ls_set_scalar(crl_td *losses, const char *key, double v, crl_error *err)
+{
+    crl_tensor *t = crl_tensor_new(CRL_F32, 0, NULL, err);
+    if (!t)
+        return err->code;
+    crl_tensor_flat_set(t, 0, v);
+    int rc = crl_td_set(losses, key, t, err);
+    crl_tensor_unref(t);
+    return rc;
+}
+
+int ls_set_rows(crl_td *batch, const char *key, const float *v, crl_error *err)
+{
+    crl_tensor *t = crl_tensor_new(CRL_F32, crl_td_batch_ndim(batch), crl_td_batch_shape(batch), err);
+    if (!t)
+        return err->code;
+    memcpy(crl_tensor_data(t), v, crl_tensor_nbytes(t));
+    int rc = crl_td_set(batch, key, t, err);
+    crl_tensor_unref(t);
+    return rc;
+}
+
+int ls_save_doubles(crl_ckpt_writer *w, const char *prefix, const char *name, const double *v, size_t n,
+                    crl_error *err)
+{
+    char sec[CRL_CKPT_NAME_MAX + 1];
+    snprintf(sec, sizeof sec, "%s/%s", prefix, name);
+    return crl_ckpt_write(w, sec, v, n * sizeof *v, err);
+}
+
+int ls_load_doubles(const crl_ckpt_reader *r, const char *prefix, const char *name, double *v, size_t n,
+                    crl_error *err)
+{
+    char sec[CRL_CKPT_NAME_MAX + 1];
+    snprintf(sec, sizeof sec, "%s/%s", prefix, name);
+    return crl_ckpt_read(r, sec, v, n * sizeof *v, err);
+}
+
+int ls_mlp_save(crl_mlp *m, crl_ckpt_writer *w, const char *prefix, const char *name, crl_error *err)
+{
+    char sec[CRL_CKPT_NAME_MAX + 1];
+    snprintf(sec, sizeof sec, "%s/%s", prefix, name);
+    return crl_mlp_save(m, w, sec, err);
+}
+
+int ls_mlp_load(crl_mlp *m, const crl_ckpt_reader *r, const char *prefix, const char *name, crl_error *err)
+{
+    char sec[CRL_CKPT_NAME_MAX + 1];
+    snprintf(sec, sizeof sec, "%s/%s", prefix, name);
+    return crl_mlp_load(m, r, sec, err);
+}
+
+double ls_distance(bool smooth_l1, double d, double *grad)
+{
+    if (!smooth_l1) {
+        *grad = 2 * d;
+        return d * d;
+    }
+    if (fabs(d) < 1) {
+        *grad = d;
+        return 0.5 * d * d;
+    }
+    *grad = d > 0 ? 1 : -1;
+    return fabs(d) - 0.5;
+}

@@ -1,0 +1,67 @@
+/* plugins/losses: shared pieces of the loss components (losses.so). */
+#ifndef CRL_LOSSES_H
+#define CRL_LOSSES_H
+
+#include <crl/crl.h>
+#include <crl/loss_backend.h>
+#include <crl/value.h>
+
+#define LS_MAX_CELLS 8
+
+/* The network options every loss shares (in_key, num_cells, activation). */
+typedef struct ls_net_opts {
+    const char *in_key;
+    int64_t cells[LS_MAX_CELLS];
+    int n_cells;
+    crl_activation act;
+} ls_net_opts;
+
+/* Read in_key, num_cells and activation from opts (`who` names the loss in
+ * errors: "loss 'dqn'"). */
+int ls_net_opts_read(const crl_opts *opts, const char *who, ls_net_opts *out, crl_error *err);
+
+/* Feature count of observation key `key` in the env's observation
+ * Composite: a float32 leaf whose last dim is the feature count.
+ * CRL_E_NOT_FOUND lists the keys, CRL_E_DTYPE / CRL_E_SHAPE say what is
+ * wrong. */
+int ls_obs_features(const crl_spec *obs_spec, const char *key, const char *who, int64_t *out, crl_error *err);
+
+/* The "action" leaf of the env's action Composite (or the spec itself when
+ * it is a leaf); borrowed.  CRL_E_NOT_FOUND when absent. */
+const crl_spec *ls_action_leaf(const crl_spec *action_spec, const char *who, crl_error *err);
+
+/* An MLP in_features -> cells -> out_features from the shared options. */
+crl_mlp *ls_mlp(const char *name, int64_t in, int64_t out, const ls_net_opts *no, crl_rng *rng, crl_error *err);
+
+/* A float tensor of the batch (any float dtype) read as float rows:
+ * `key` must hold rows * width values; *data gets a contiguous float32
+ * copy or the tensor's own data (free *owned with crl_tensor_unref).
+ * CRL_E_NOT_FOUND names the missing key, CRL_E_SHAPE both sizes. */
+int ls_batch_f32(crl_td *batch, const char *key, int64_t rows, int64_t width, const char *who, const float **data,
+                 crl_tensor **owned, crl_error *err);
+/* Rows of the batch (its batch dims multiplied). */
+int64_t ls_rows(const crl_td *td);
+/* Set a float32 scalar entry in losses. */
+int ls_set_scalar(crl_td *losses, const char *key, double v, crl_error *err);
+/* Set a float32 [rows] tensor with the batch's dims (td_error). */
+int ls_set_rows(crl_td *batch, const char *key, const float *v, crl_error *err);
+
+/* Save / load a small array of doubles as section "<prefix>/<name>". */
+int ls_save_doubles(crl_ckpt_writer *w, const char *prefix, const char *name, const double *v, size_t n,
+                    crl_error *err);
+int ls_load_doubles(const crl_ckpt_reader *r, const char *prefix, const char *name, double *v, size_t n,
+                    crl_error *err);
+/* crl_mlp_save / load under "<prefix>/<name>". */
+int ls_mlp_save(crl_mlp *m, crl_ckpt_writer *w, const char *prefix, const char *name, crl_error *err);
+int ls_mlp_load(crl_mlp *m, const crl_ckpt_reader *r, const char *prefix, const char *name, crl_error *err);
+
+/* Huber (smooth L1, beta = 1) or squared error of d = pred - target, and
+ * its derivative. */
+double ls_distance(bool smooth_l1, double d, double *grad);
+
+extern const crl_loss_ops ls_dqn_ops;
+extern const crl_option ls_dqn_options[];
+extern const crl_loss_ops ls_ppo_ops;
+extern const crl_option ls_ppo_options[];
+
+#endif
