@@ -18,7 +18,7 @@
 START_TEST(abi_version)
 {
     ck_assert_int_eq(CRL_ABI_MAJOR, 1);
-    ck_assert_int_eq(CRL_ABI_MINOR, 1);
+    ck_assert_int_eq(CRL_ABI_MINOR, 2);
 }
 END_TEST
 
@@ -240,6 +240,26 @@ START_TEST(storage_ops_layout)
 }
 END_TEST
 
+START_TEST(loss_ops_layout)
+{
+    PIN_SIZE(crl_loss_ops, 96);
+    PIN_OFF(crl_loss_ops, struct_size, 0);
+    PIN_OFF(crl_loss_ops, flags, 4);
+    PIN_OFF(crl_loss_ops, create, 8);
+    PIN_OFF(crl_loss_ops, destroy, 16);
+    PIN_OFF(crl_loss_ops, act, 24);
+    PIN_OFF(crl_loss_ops, explore_step, 32);
+    PIN_OFF(crl_loss_ops, num_params, 40);
+    PIN_OFF(crl_loss_ops, param, 48);
+    PIN_OFF(crl_loss_ops, prepare, 56);
+    PIN_OFF(crl_loss_ops, forward, 64);
+    PIN_OFF(crl_loss_ops, update, 72);
+    PIN_OFF(crl_loss_ops, save, 80);
+    PIN_OFF(crl_loss_ops, load, 88);
+    ck_assert_uint_eq(CRL_LOSS_ON_POLICY, 1);
+}
+END_TEST
+
 static Suite *abi_suite(void)
 {
     Suite *s = suite_create("abi");
@@ -258,6 +278,7 @@ static Suite *abi_suite(void)
     tcase_add_test(tc, env_ops_layout);
     tcase_add_test(tc, transform_layout);
     tcase_add_test(tc, storage_ops_layout);
+    tcase_add_test(tc, loss_ops_layout);
     suite_add_tcase(s, tc);
     return s;
 }

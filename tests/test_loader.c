@@ -22,10 +22,10 @@
 
 #define ABI_STR_(x) #x
 #define ABI_STR(x) ABI_STR_(x)
-/* "ABI 1.1" for this SDK; the fixture one minor ahead claims CRL_ABI_MINOR + 1. */
+/* "ABI 1.2" for this SDK; the fixture one minor ahead claims CRL_ABI_MINOR + 1. */
 #define HOST_ABI "ABI " ABI_STR(CRL_ABI_MAJOR) "." ABI_STR(CRL_ABI_MINOR)
-#define NEXT_MINOR_ABI "1.2"
-_Static_assert(CRL_ABI_MAJOR == 1 && CRL_ABI_MINOR + 1 == 2, "update NEXT_MINOR_ABI to the next minor ABI");
+#define NEXT_MINOR_ABI "1.3"
+_Static_assert(CRL_ABI_MAJOR == 1 && CRL_ABI_MINOR + 1 == 3, "update NEXT_MINOR_ABI to the next minor ABI");
 
 #define GOOD_DIR TEST_BUILDDIR "/plugins/.libs"
 #define BROKEN_DIR TEST_BUILDDIR "/plugins/broken/.libs"

@@ -1,0 +1,319 @@
+/* The losses plugin (losses.so): gradients against finite differences, loss_* and td_error
+ * entries, checkpoints, and bad input (wrong specs, missing keys, wrong shapes, non-finite losses). */
+#include "host-fixture.h"
+#include "nn-test.h"
+
+#include <crl/trainer.h>
+#include <glib/gstdio.h>
+#include <unistd.h>
+
+typedef struct loss_fx {
+    crl_test_host h;
+    crl_spec *obs, *act;
+    const crl_loss_ops *ops;
+    void *st;
+} loss_fx;
+
+/* Specs (one env) of a 4-feature observation and a 2-way Categorical (or a Bounded [1]) action. */
+static void fx_specs(loss_fx *f, bool discrete)
+{
+    crl_error e = { 0 };
+    f->obs = crl_spec_composite_of(1, "observation", crl_spec_unbounded(CRL_F32, 2, SHAPE(1, 4), &e), &e);
+    f->act = discrete ? crl_spec_composite_of(1, "action", crl_spec_categorical(2, CRL_I64, 1, SHAPE(1), &e), &e)
+                      : crl_spec_composite_of(1, "action", crl_spec_bounded(CRL_F32, 2, SHAPE(1, 1), -2, 2, &e), &e);
+    ck_assert_msg(f->obs && f->act, "specs: %s", e.message);
+}
+
+static int fx_open(loss_fx *f, const char *loss_ini, bool discrete, crl_error *e)
+{
+    memset(f, 0, sizeof *f);
+    crl_test_host_open(&f->h, "losses", loss_ini);
+    fx_specs(f, discrete);
+    return crl_loss_from_config(f->h.host, f->h.cfg, "loss", f->obs, f->act, 7, &f->ops, &f->st, e);
+}
+
+static void fx_close(loss_fx *f)
+{
+    if (f->st)
+        f->ops->destroy(f->st);
+    crl_spec_unref(f->obs);
+    crl_spec_unref(f->act);
+    crl_test_host_close(&f->h);
+}
+
+/* A random off-policy batch of B transitions. */
+static crl_td *dqn_batch(int64_t B, crl_rng *rng)
+{
+    crl_error e = { 0 };
+    crl_td *td = crl_td_new(1, &B, &e);
+    crl_tensor *obs = t_rows(B, 4, NULL, rng), *nobs = t_rows(B, 4, NULL, rng), *r = t_rows(B, 1, NULL, rng);
+    crl_tensor *a = t_new(CRL_I64, 1, SHAPE(B)), *term = t_new(CRL_BOOL, 2, SHAPE(B, 1));
+    for (int64_t i = 0; i < B; i++) {
+        crl_tensor_flat_set(a, i, (double)crl_rng_below(rng, 2));
+        crl_tensor_flat_set(term, i, i % 3 == 0);
+    }
+    ck_assert_int_eq(crl_td_set(td, "observation", obs, &e), CRL_OK);
+    ck_assert_int_eq(crl_td_set(td, "action", a, &e), CRL_OK);
+    ck_assert_int_eq(crl_td_set(td, "next.observation", nobs, &e), CRL_OK);
+    ck_assert_int_eq(crl_td_set(td, "next.reward", r, &e), CRL_OK);
+    ck_assert_int_eq(crl_td_set(td, "next.terminated", term, &e), CRL_OK);
+    UNREF_ALL(obs, nobs, r, a, term);
+    return td;
+}
+
+/* The sum of the loss_* terms of a forward on batch. */
+static double loss_of(loss_fx *f, crl_td *batch)
+{
+    crl_error e = { 0 };
+    crl_td *losses = crl_td_new(0, NULL, &e);
+    int rc = f->ops->forward(f->st, batch, losses, &e);
+    ck_assert_msg(rc == CRL_OK, "forward: %s", e.message);
+    double s = 0;
+    for (size_t i = 0; i < crl_td_len(losses); i++)
+        if (!strncmp(crl_td_key_at(losses, i), "loss", 4))
+            s += crl_tensor_flat_get(crl_td_tensor_at(losses, i), 0);
+    crl_td_unref(losses);
+    return s;
+}
+
+/* Compare every parameter's gradient (from one forward) with central
+ * differences of the loss; the networks use tanh so the loss is smooth. */
+static void check_gradients(loss_fx *f, crl_td *batch, double h, double tol)
+{
+    crl_error e = { 0 };
+    size_t np = f->ops->num_params(f->st);
+    for (size_t k = 0; k < np; k++) {
+        const char *name;
+        crl_tensor *p, *g;
+        ck_assert_int_eq(f->ops->param(f->st, k, &name, &p, &g, &e), CRL_OK);
+        crl_tensor_fill(g, 0);
+    }
+    loss_of(f, batch);
+    int checked = 0;
+    for (size_t k = 0; k < np; k++) {
+        const char *name;
+        crl_tensor *p, *g;
+        ck_assert_int_eq(f->ops->param(f->st, k, &name, &p, &g, &e), CRL_OK);
+        crl_tensor *g0 = crl_tensor_clone(g, &e);
+        float *pv = crl_tensor_data(p);
+        int64_t n = crl_tensor_numel(p), stride = n > 40 ? n / 40 : 1;
+        for (int64_t i = 0; i < n; i += stride) {
+            float keep = pv[i];
+            pv[i] = keep + (float)h;
+            double lp = loss_of(f, batch);
+            pv[i] = keep - (float)h;
+            double lm = loss_of(f, batch);
+            pv[i] = keep;
+            double fd = (lp - lm) / (2 * h), an = crl_tensor_flat_get(g0, i);
+            ck_assert_msg(fabs(fd - an) <= tol * (1 + fabs(fd)), "%s[%lld]: analytic %.6g, finite differences %.6g",
+                          name, (long long)i, an, fd);
+            checked++;
+        }
+        crl_tensor_unref(g0);
+    }
+    ck_assert_int_gt(checked, 10);
+}
+
+static void dqn_gradients(const char *extra)
+{
+    char *ini = g_strdup_printf("[loss]\ntype = dqn\nnum_cells = 16\nactivation = tanh\n%s", extra);
+    loss_fx f;
+    crl_error e = { 0 };
+    ck_assert_msg(fx_open(&f, ini, true, &e) == CRL_OK, "dqn: %s", e.message);
+    crl_rng rng;
+    crl_rng_init(&rng, 3, 0);
+    crl_td *b = dqn_batch(12, &rng);
+    check_gradients(&f, b, 1e-2, 2e-2);
+    crl_tensor *tde = crl_td_get(b, "td_error");
+    ck_assert_ptr_nonnull(tde);
+    ck_assert_int_eq(crl_tensor_numel(tde), 12);
+    crl_td_unref(b);
+    fx_close(&f);
+    g_free(ini);
+}
+
+START_TEST(dqn_grad_l2) { dqn_gradients(""); }
+END_TEST
+START_TEST(dqn_grad_smooth_l1_double) { dqn_gradients("loss_function = smooth_l1\ndouble_dqn = true\n"); }
+END_TEST
+
+/* Weighted by the prioritized sampler's _weight, the loss is the weighted mean. */
+START_TEST(dqn_weights)
+{
+    loss_fx f;
+    crl_error e = { 0 };
+    ck_assert_int_eq(fx_open(&f, "[loss]\ntype = dqn\nnum_cells = 8\n", true, &e), CRL_OK);
+    crl_rng rng;
+    crl_rng_init(&rng, 4, 0);
+    crl_td *b = dqn_batch(8, &rng);
+    double l = loss_of(&f, b);
+    crl_tensor *w = t_new(CRL_F32, 1, SHAPE(8));
+    crl_tensor_fill(w, 0.5);
+    ck_assert_int_eq(crl_td_set(b, "_weight", w, &e), CRL_OK);
+    ck_assert_double_eq_tol(loss_of(&f, b), 0.5 * l, 1e-5 * (1 + l));
+    check_gradients(&f, b, 1e-2, 5e-2);
+    crl_tensor_unref(w);
+    crl_td_unref(b);
+    fx_close(&f);
+}
+END_TEST
+
+/* Learning signal: repeated Adam steps on a fixed batch make the loss fall. */
+START_TEST(dqn_loss_falls)
+{
+    loss_fx f;
+    crl_error e = { 0 };
+    ck_assert_int_eq(fx_open(&f, "[loss]\ntype = dqn\nnum_cells = 32\n", true, &e), CRL_OK);
+    crl_optim *o = crl_optim_new(CRL_OPTIM_ADAM, 1e-2, &e);
+    const char *name;
+    crl_tensor *p, *g;
+    ck_assert_int_eq(f.ops->param(f.st, 0, &name, &p, &g, &e), CRL_OK);
+    ck_assert_int_eq(crl_optim_add(o, p, g, &e), CRL_OK);
+    crl_rng rng;
+    crl_rng_init(&rng, 5, 0);
+    crl_td *b = dqn_batch(32, &rng);
+    double first = 0, last = 0;
+    for (int i = 0; i < 200; i++) {
+        crl_optim_zero_grad(o);
+        last = loss_of(&f, b);
+        if (i == 0)
+            first = last;
+        ck_assert_int_eq(crl_optim_step(o, &e), CRL_OK);
+    }
+    ck_assert_msg(last < 0.2 * first, "loss %g -> %g", first, last);
+    crl_optim_free(o);
+    crl_td_unref(b);
+    fx_close(&f);
+}
+END_TEST
+
+/* The target network follows with hard updates every N steps, or soft ones. */
+START_TEST(dqn_target_updates)
+{
+    loss_fx f;
+    crl_error e = { 0 };
+    ck_assert_int_eq(fx_open(&f, "[loss]\ntype = dqn\nnum_cells = 8\nhard_update_interval = 2\n", true, &e), CRL_OK);
+    crl_rng rng;
+    crl_rng_init(&rng, 6, 0);
+    crl_td *b = dqn_batch(4, &rng);
+    double l0 = loss_of(&f, b);
+    const char *name;
+    crl_tensor *p, *g;
+    ck_assert_int_eq(f.ops->param(f.st, 0, &name, &p, &g, &e), CRL_OK);
+    float *pv = crl_tensor_data(p);
+    for (int64_t i = 0; i < crl_tensor_numel(p); i++)
+        pv[i] *= 0.5f;
+    /* The online net changed, the target not yet: the loss differs from a
+     * copy of both nets; after two updates the target is the online net. */
+    ck_assert_int_eq(f.ops->update(f.st, &e), CRL_OK);
+    double l1 = loss_of(&f, b);
+    ck_assert_int_eq(f.ops->update(f.st, &e), CRL_OK);
+    double l2 = loss_of(&f, b);
+    ck_assert(l1 != l2);
+    ck_assert(l0 != l1);
+    crl_td_unref(b);
+    fx_close(&f);
+}
+END_TEST
+
+START_TEST(dqn_save_load)
+{
+    loss_fx f, g2;
+    crl_error e = { 0 };
+    ck_assert_int_eq(fx_open(&f, "[loss]\ntype = dqn\nnum_cells = 8\n", true, &e), CRL_OK);
+    char path[] = "/tmp/crl-test-loss-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    f.ops->explore_step(f.st, 100);
+    crl_ckpt_writer *w = crl_ckpt_writer_new(path, "test", 1, &e);
+    ck_assert_int_eq(f.ops->save(f.st, w, "loss", &e), CRL_OK);
+    ck_assert_int_eq(crl_ckpt_writer_close(w, &e), CRL_OK);
+    /* Another seed, same architecture: load restores the same losses. */
+    memset(&g2, 0, sizeof g2);
+    crl_test_host_open(&g2.h, "losses", "[loss]\ntype = dqn\nnum_cells = 8\n");
+    fx_specs(&g2, true);
+    ck_assert_int_eq(crl_loss_from_config(g2.h.host, g2.h.cfg, "loss", g2.obs, g2.act, 99, &g2.ops, &g2.st, &e),
+                     CRL_OK);
+    crl_rng rng;
+    crl_rng_init(&rng, 8, 0);
+    crl_td *b = dqn_batch(5, &rng);
+    ck_assert(loss_of(&f, b) != loss_of(&g2, b));
+    crl_ckpt_reader *r = crl_ckpt_reader_open(path, "test", 1, &e);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(g2.ops->load(g2.st, r, "loss", &e), CRL_OK);
+    ck_assert(loss_of(&f, b) == loss_of(&g2, b));
+    crl_ckpt_reader_free(r);
+    fx_close(&g2);
+    /* A network of another shape (wrong module shape) is refused, nothing changes. */
+    crl_test_host_open(&g2.h, "losses", "[loss]\ntype = dqn\nnum_cells = 16\n");
+    fx_specs(&g2, true);
+    g2.st = NULL;
+    ck_assert_int_eq(crl_loss_from_config(g2.h.host, g2.h.cfg, "loss", g2.obs, g2.act, 99, &g2.ops, &g2.st, &e),
+                     CRL_OK);
+    double before = loss_of(&g2, b);
+    r = crl_ckpt_reader_open(path, "test", 1, &e);
+    ck_assert_int_eq(g2.ops->load(g2.st, r, "loss", &e), CRL_E_CORRUPT);
+    assert_msg_has(&e, "qvalue");
+    ck_assert(loss_of(&g2, b) == before);
+    crl_ckpt_reader_free(r);
+    fx_close(&g2);
+    crl_td_unref(b);
+    fx_close(&f);
+    g_unlink(path);
+}
+END_TEST
+
+START_TEST(dqn_bad_input)
+{
+    loss_fx f;
+    crl_error e = { 0 };
+    /* A continuous action spec. */
+    ck_assert_int_eq(fx_open(&f, "[loss]\ntype = dqn\n", false, &e), CRL_E_INVALID);
+    assert_msg_has(&e, "discrete action");
+    fx_close(&f);
+    /* An observation key the env lacks. */
+    ck_assert_int_eq(fx_open(&f, "[loss]\ntype = dqn\nin_key = pixels\n", true, &e), CRL_E_NOT_FOUND);
+    assert_msg_has(&e, "'pixels'");
+    assert_msg_has(&e, "'observation'");
+    fx_close(&f);
+    ck_assert_int_eq(fx_open(&f, "[loss]\ntype = dqn\nnum_cells = 8\n", true, &e), CRL_OK);
+    crl_rng rng;
+    crl_rng_init(&rng, 9, 0);
+    crl_td *losses = crl_td_new(0, NULL, &e);
+    /* A missing key. */
+    crl_td *b = dqn_batch(4, &rng);
+    ck_assert_int_eq(crl_td_del(b, "next.reward", &e), CRL_OK);
+    ck_assert_int_eq(f.ops->forward(f.st, b, losses, &e), CRL_E_NOT_FOUND);
+    assert_msg_has(&e, "next.reward");
+    crl_td_unref(b);
+    /* Observations of the wrong width. */
+    b = dqn_batch(4, &rng);
+    crl_tensor *wide = t_rows(4, 5, NULL, &rng);
+    ck_assert_int_eq(crl_td_set(b, "observation", wide, &e), CRL_OK);
+    ck_assert_int_ne(f.ops->forward(f.st, b, losses, &e), CRL_OK);
+    assert_msg_has(&e, "observation");
+    crl_tensor_unref(wide);
+    crl_td_unref(b);
+    /* A non-finite reward gives a non-finite loss: refused, the gradients untouched. */
+    b = dqn_batch(4, &rng);
+    crl_tensor_flat_set(crl_td_get(b, "next.reward"), 1, NAN);
+    const char *name;
+    crl_tensor *p, *g;
+    ck_assert_int_eq(f.ops->param(f.st, 0, &name, &p, &g, &e), CRL_OK);
+    crl_tensor_fill(g, 0);
+    ck_assert_int_eq(f.ops->forward(f.st, b, losses, &e), CRL_E_RUNTIME);
+    assert_msg_has(&e, "not finite");
+    for (int64_t i = 0; i < crl_tensor_numel(g); i++)
+        ck_assert(crl_tensor_flat_get(g, i) == 0.0);
+    crl_td_unref(b);
+    crl_td_unref(losses);
+    fx_close(&f);
+}
+END_TEST
+
+int main(void)
+{
+    return RUN_TESTS("losses", dqn_grad_l2, dqn_grad_smooth_l1_double, dqn_weights, dqn_loss_falls,
+                     dqn_target_updates, dqn_save_load, dqn_bad_input);
+}

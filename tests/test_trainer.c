@@ -1,0 +1,193 @@
+/* The trainer of crl run (crl/trainer.h): short smoke runs with a learning signal,
+ * bitwise reproducibility, checkpoints, bad configs and a non-finite loss. */
+#include "host-fixture.h"
+#include "nn-test.h"
+
+#include <crl/trainer.h>
+#include <glib/gstdio.h>
+#include <unistd.h>
+
+#define DQN_INI                                                                                        \
+    "[env]\nbackend = classic\nid = CartPole-v1\nseed = 0\n"                                           \
+    "[collector]\nframes_per_batch = 10\ntotal_frames = %d\ninit_random_frames = 1000\n"              \
+    "[replay]\nstorage = tensor\ncapacity = 20000\nbatch_size = 64\n"                                 \
+    "[loss]\ntype = dqn\nnum_cells = 64, 64\ndouble_dqn = true\nhard_update_interval = 250\n"         \
+    "eps_end = 0.02\nannealing_num_steps = 5000\n"                                                    \
+    "[optim]\nlr = 0.001\nmax_grad_norm = 10\n"                                                       \
+    "[train]\nnum_updates = 5\neval_interval = %d\n%s"
+
+static crl_trainer *open_trainer(crl_test_host *h, const char *ini, crl_error *e)
+{
+    crl_test_host_open(h, "classic, replay, losses", ini);
+    return crl_trainer_from_config(h->host, h->cfg, e);
+}
+
+typedef struct evals {
+    double first, best, last_loss;
+    int n;
+} evals;
+
+static int record(void *user, crl_trainer *t, const crl_train_stats *s, crl_error *err)
+{
+    (void)t;
+    (void)err;
+    evals *ev = user;
+    if (s->evaluated) {
+        if (ev->n++ == 0)
+            ev->first = s->eval_return;
+        if (s->eval_return > ev->best)
+            ev->best = s->eval_return;
+    }
+    if (!isnan(s->loss))
+        ev->last_loss = s->loss;
+    return CRL_OK;
+}
+
+/* A few seconds of DQN on CartPole: the evaluation return rises well above
+ * the untrained policy's. */
+START_TEST(dqn_learns)
+{
+    crl_test_host h;
+    crl_error e = { 0 };
+    char *ini = g_strdup_printf(DQN_INI, 20000, 1000, "eval_episodes = 3\n");
+    crl_trainer *t = open_trainer(&h, ini, &e);
+    ck_assert_msg(t != NULL, "trainer: %s", e.message);
+    evals ev = { 0, -1e9, NAN, 0 };
+    int rc = crl_trainer_run(t, record, &ev, &e);
+    ck_assert_msg(rc == CRL_OK, "run: %s", e.message);
+    ck_assert_int_gt(ev.n, 5);
+    ck_assert_msg(ev.best >= 150 && ev.best > 3 * ev.first, "eval return: first %g, best %g", ev.first, ev.best);
+    ck_assert(isfinite(ev.last_loss));
+    crl_trainer_free(t);
+    crl_test_host_close(&h);
+    g_free(ini);
+}
+END_TEST
+
+/* Parameters after a run, as a new tensor. */
+static crl_tensor *params_after(const char *ini)
+{
+    crl_test_host h;
+    crl_error e = { 0 };
+    crl_trainer *t = open_trainer(&h, ini, &e);
+    ck_assert_msg(t != NULL, "trainer: %s", e.message);
+    ck_assert_msg(crl_trainer_run(t, NULL, NULL, &e) == CRL_OK, "run: %s", e.message);
+    const char *name;
+    crl_tensor *p, *g;
+    ck_assert_int_eq(crl_trainer_loss_ops(t)->param(crl_trainer_loss_state(t), 0, &name, &p, &g, &e), CRL_OK);
+    crl_tensor *c = crl_tensor_clone(p, &e);
+    crl_trainer_free(t);
+    crl_test_host_close(&h);
+    return c;
+}
+
+START_TEST(dqn_reproducible)
+{
+    char *ini = g_strdup_printf(DQN_INI, 3000, 0, "eval_episodes = 0\n");
+    crl_tensor *a = params_after(ini), *b = params_after(ini);
+    ck_assert(crl_tensor_equal(a, b));
+    g_free(ini);
+    ini = g_strdup_printf(DQN_INI, 3000, 0, "eval_episodes = 0\nseed = 1\n");
+    crl_tensor *c = params_after(ini);
+    ck_assert(!crl_tensor_equal(a, c));
+    UNREF_ALL(a, b, c);
+    g_free(ini);
+}
+END_TEST
+
+START_TEST(save_load)
+{
+    crl_test_host h, h2;
+    crl_error e = { 0 };
+    char *ini = g_strdup_printf(DQN_INI, 2000, 0, "eval_episodes = 0\n");
+    crl_trainer *t = open_trainer(&h, ini, &e);
+    ck_assert_int_eq(crl_trainer_run(t, NULL, NULL, &e), CRL_OK);
+    char path[] = "/tmp/crl-test-trainer-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    ck_assert_msg(crl_trainer_save(t, path, &e) == CRL_OK, "save: %s", e.message);
+    crl_trainer *t2 = open_trainer(&h2, ini, &e);
+    ck_assert_msg(crl_trainer_load(t2, path, &e) == CRL_OK, "load: %s", e.message);
+    const char *name;
+    crl_tensor *p, *g, *p2;
+    crl_trainer_loss_ops(t)->param(crl_trainer_loss_state(t), 0, &name, &p, &g, &e);
+    crl_trainer_loss_ops(t2)->param(crl_trainer_loss_state(t2), 0, &name, &p2, &g, &e);
+    ck_assert(crl_tensor_equal(p, p2));
+    ck_assert_int_eq(crl_optim_steps(crl_trainer_optim(t)), crl_optim_steps(crl_trainer_optim(t2)));
+    /* A corrupt file is refused. */
+    FILE *f = fopen(path, "r+b");
+    fseek(f, 200, SEEK_SET);
+    fputc('x', f);
+    fclose(f);
+    ck_assert_int_eq(crl_trainer_load(t2, path, &e), CRL_E_CORRUPT);
+    crl_trainer_free(t);
+    crl_trainer_free(t2);
+    crl_test_host_close(&h);
+    crl_test_host_close(&h2);
+    g_unlink(path);
+    g_free(ini);
+}
+END_TEST
+
+static void bad_config(const char *ini, int code, const char *needle)
+{
+    crl_test_host h;
+    crl_error e = { 0 };
+    crl_trainer *t = open_trainer(&h, ini, &e);
+    ck_assert_ptr_null(t);
+    ck_assert_msg(e.code == code, "code %s for '%s': %s", crl_status_name(e.code), needle, e.message);
+    assert_msg_has(&e, needle);
+    crl_test_host_close(&h);
+}
+
+#define ENV_COLL "[env]\nbackend = classic\nid = CartPole-v1\n[collector]\nframes_per_batch = 10\ntotal_frames = 100\n"
+
+START_TEST(bad_configs)
+{
+    bad_config(ENV_COLL "[replay]\ncapacity = 100\n", CRL_E_CONFIG, "type");
+    bad_config(ENV_COLL "[replay]\ncapacity = 100\n[loss]\ntype = dqm\n", CRL_E_CONFIG, "dqn");
+    bad_config(ENV_COLL "[loss]\ntype = dqn\n", CRL_E_CONFIG, "[replay]");
+    bad_config(ENV_COLL "[replay]\ncapacity = 100\n[loss]\ntype = dqn\ngama = 0.9\n", CRL_E_CONFIG, "gamma");
+    bad_config(ENV_COLL "num_collectors = 2\n[replay]\ncapacity = 100\n[loss]\ntype = dqn\n", CRL_E_CONFIG,
+               "num_collectors");
+    bad_config("[env]\nbackend = classic\nid = Pendulum-v1\n[collector]\nframes_per_batch = 10\n"
+               "total_frames = 100\n[replay]\ncapacity = 100\n[loss]\ntype = dqn\n",
+               CRL_E_INVALID, "discrete action");
+}
+END_TEST
+
+/* Poison a parameter from the progress callback: the next update's loss is
+ * not finite and the run stops with a message naming it. */
+static int poison(void *user, crl_trainer *t, const crl_train_stats *s, crl_error *err)
+{
+    (void)user;
+    if (s->frames >= 1500) {
+        const char *name;
+        crl_tensor *p, *g;
+        if (crl_trainer_loss_ops(t)->param(crl_trainer_loss_state(t), 0, &name, &p, &g, err))
+            return err->code;
+        crl_tensor_flat_set(p, crl_tensor_numel(p) - 1, NAN);  /* an output bias: ReLU would swallow a NaN weight */
+    }
+    return CRL_OK;
+}
+
+START_TEST(non_finite_stops)
+{
+    crl_test_host h;
+    crl_error e = { 0 };
+    char *ini = g_strdup_printf(DQN_INI, 3000, 0, "eval_episodes = 0\n");
+    crl_trainer *t = open_trainer(&h, ini, &e);
+    int rc = crl_trainer_run(t, poison, NULL, &e);
+    ck_assert_int_eq(rc, CRL_E_RUNTIME);
+    assert_msg_has(&e, "not finite");
+    assert_msg_has(&e, "frame ");
+    crl_trainer_free(t);
+    crl_test_host_close(&h);
+    g_free(ini);
+}
+END_TEST
+
+int main(void)
+{
+    return RUN_TESTS("trainer", dqn_learns, dqn_reproducible, save_load, bad_configs, non_finite_stops);
+}
