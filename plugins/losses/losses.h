@@ -63,5 +63,9 @@ extern const crl_loss_ops ls_dqn_ops;
 extern const crl_option ls_dqn_options[];
 extern const crl_loss_ops ls_ppo_ops;
 extern const crl_option ls_ppo_options[];
+extern const crl_loss_ops ls_a2c_ops;
+extern const crl_option ls_a2c_options[];
+extern const crl_loss_ops ls_reinforce_ops;
+extern const crl_option ls_reinforce_options[];
 
 #endif

@@ -1,4 +1,4 @@
-/* plugins/losses: the losses plugin (losses.so), registering loss/dqn and loss/ppo. */
+/* plugins/losses: the losses plugin (losses.so), registering loss/dqn, loss/ppo, loss/a2c and loss/reinforce. */
 #include "config.h"
 #include "losses.h"
 
@@ -6,6 +6,14 @@ static const crl_component loss_components[] = {
     { sizeof(crl_component), CRL_KIND_LOSS, "dqn",
       "DQN (double DQN optional, L2 or smooth-L1, target network), epsilon-greedy exploration", ls_dqn_options,
       &ls_dqn_ops },
+    { sizeof(crl_component), CRL_KIND_LOSS, "ppo",
+      "PPO (clipped or adaptive KL penalty) with GAE / TD estimators; Categorical or TanhNormal actor", ls_ppo_options,
+      &ls_ppo_ops },
+    { sizeof(crl_component), CRL_KIND_LOSS, "a2c", "A2C: advantage actor-critic with an entropy bonus",
+      ls_a2c_options, &ls_a2c_ops },
+    { sizeof(crl_component), CRL_KIND_LOSS, "reinforce",
+      "REINFORCE with a learned baseline (discounted return minus the critic's value)", ls_reinforce_options,
+      &ls_reinforce_ops },
 };
 
 static int losses_init(crl_host *host, const crl_opts *section, crl_error *err)
@@ -20,4 +28,4 @@ static int losses_init(crl_host *host, const crl_opts *section, crl_error *err)
 }
 
 CRL_PLUGIN_DEFINE(losses, "losses", PACKAGE_VERSION, "MIT",
-                  "losses that own their networks: DQN, PPO (with value estimators)", NULL, losses_init, NULL)
+                  "losses that own their networks: DQN, PPO, A2C, REINFORCE (with value estimators)", NULL, losses_init, NULL)
