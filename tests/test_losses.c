@@ -89,12 +89,21 @@ static void check_gradients(loss_fx *f, crl_td *batch, double h, double tol)
         crl_tensor_fill(g, 0);
     }
     loss_of(f, batch);
+    /* Copy every gradient before the finite differences accumulate more. */
+    crl_tensor *g0s[8];
+    ck_assert_uint_le(np, 8);
+    for (size_t k = 0; k < np; k++) {
+        const char *name;
+        crl_tensor *p, *g;
+        ck_assert_int_eq(f->ops->param(f->st, k, &name, &p, &g, &e), CRL_OK);
+        g0s[k] = crl_tensor_clone(g, &e);
+    }
     int checked = 0;
     for (size_t k = 0; k < np; k++) {
         const char *name;
         crl_tensor *p, *g;
         ck_assert_int_eq(f->ops->param(f->st, k, &name, &p, &g, &e), CRL_OK);
-        crl_tensor *g0 = crl_tensor_clone(g, &e);
+        crl_tensor *g0 = g0s[k];
         float *pv = crl_tensor_data(p);
         int64_t n = crl_tensor_numel(p), stride = n > 40 ? n / 40 : 1;
         for (int64_t i = 0; i < n; i += stride) {
@@ -312,8 +321,126 @@ START_TEST(dqn_bad_input)
 }
 END_TEST
 
+/* An on-policy minibatch of M rows collected by the loss's own policy:
+ * sample_log_prob is shifted by up to +-shift (ratios near 1, or, with a
+ * big shift, some outside the clip range). */
+static crl_td *pg_batch(loss_fx *f, int64_t M, double shift, crl_rng *rng)
+{
+    crl_error e = { 0 };
+    crl_td *td = crl_td_new(1, &M, &e);
+    crl_tensor *obs = t_rows(M, 4, NULL, rng), *adv = t_rows(M, 1, NULL, rng), *vt = t_rows(M, 1, NULL, rng);
+    ck_assert_int_eq(crl_td_set(td, "observation", obs, &e), CRL_OK);
+    ck_assert_msg(f->ops->act(f->st, td, CRL_EXPLORE_RANDOM, rng, &e) == CRL_OK, "act: %s", e.message);
+    crl_tensor *lp = crl_td_get(td, "sample_log_prob");
+    ck_assert_ptr_nonnull(lp);
+    for (int64_t i = 0; i < M; i++)
+        crl_tensor_flat_set(lp, i, crl_tensor_flat_get(lp, i) + crl_rng_range(rng, -shift, shift));
+    ck_assert_int_eq(crl_td_set(td, "advantage", adv, &e), CRL_OK);
+    ck_assert_int_eq(crl_td_set(td, "value_target", vt, &e), CRL_OK);
+    UNREF_ALL(obs, adv, vt);
+    return td;
+}
+
+static void pg_gradients(const char *ini, bool discrete, double shift)
+{
+    loss_fx f;
+    crl_error e = { 0 };
+    ck_assert_msg(fx_open(&f, ini, discrete, &e) == CRL_OK, "%s: %s", ini, e.message);
+    crl_rng rng;
+    crl_rng_init(&rng, 11, 0);
+    crl_td *b = pg_batch(&f, 10, shift, &rng);
+    check_gradients(&f, b, 1e-2, 3e-2);
+    crl_td *losses = crl_td_new(0, NULL, &e);
+    ck_assert_int_eq(f.ops->forward(f.st, b, losses, &e), CRL_OK);
+    ck_assert(crl_td_has(losses, "loss_objective") && crl_td_has(losses, "loss_critic") &&
+              crl_td_has(losses, "loss_entropy"));
+    crl_td_unref(losses);
+    crl_td_unref(b);
+    fx_close(&f);
+}
+
+#define PG_NET "num_cells = 16\nactivation = tanh\ninit = default\n"
+START_TEST(ppo_grad_clip) { pg_gradients("[loss]\ntype = ppo\n" PG_NET, true, 0.05); }
+END_TEST
+START_TEST(ppo_grad_clip_outside) { pg_gradients("[loss]\ntype = ppo\nclip_epsilon = 0.1\n" PG_NET, true, 0.6); }
+END_TEST
+START_TEST(ppo_grad_kl) { pg_gradients("[loss]\ntype = ppo\nvariant = kl\nloss_critic_type = l2\n" PG_NET, true, 0.1); }
+END_TEST
+START_TEST(ppo_grad_continuous)
+{
+    pg_gradients("[loss]\ntype = ppo\nentropy_coef = 0\n" PG_NET, false, 0.05);
+}
+END_TEST
+START_TEST(a2c_grad) { pg_gradients("[loss]\ntype = a2c\nnormalize_advantage = false\n" PG_NET, true, 0); }
+END_TEST
+START_TEST(reinforce_grad) { pg_gradients("[loss]\ntype = reinforce\n" PG_NET, true, 0); }
+END_TEST
+
+/* prepare: terminated steps do not bootstrap, truncated ones do (TD(0) targets). */
+START_TEST(pg_prepare_targets)
+{
+    loss_fx f;
+    crl_error e = { 0 };
+    ck_assert_int_eq(fx_open(&f, "[loss]\ntype = a2c\nestimator = td0\ngamma = 0.5\n" PG_NET, true, &e), CRL_OK);
+    int64_t T = 3;
+    crl_td *td = crl_td_new(1, &T, &e);
+    crl_rng rng;
+    crl_rng_init(&rng, 12, 0);
+    crl_tensor *obs = t_rows(T, 4, NULL, &rng), *nobs = t_rows(T, 4, NULL, &rng);
+    crl_tensor *r = t_new(CRL_F32, 2, SHAPE(T, 1)), *done = t_new(CRL_BOOL, 2, SHAPE(T, 1)),
+               *term = t_new(CRL_BOOL, 2, SHAPE(T, 1));
+    for (int64_t i = 0; i < T; i++)
+        crl_tensor_flat_set(r, i, 1.0 + (double)i);
+    crl_tensor_flat_set(done, 0, 1);
+    crl_tensor_flat_set(term, 0, 1);   /* step 0 terminated */
+    crl_tensor_flat_set(done, 1, 1);   /* step 1 truncated */
+    ck_assert_int_eq(crl_td_set(td, "observation", obs, &e), CRL_OK);
+    ck_assert_int_eq(crl_td_set(td, "next.observation", nobs, &e), CRL_OK);
+    ck_assert_int_eq(crl_td_set(td, "next.reward", r, &e), CRL_OK);
+    ck_assert_int_eq(crl_td_set(td, "next.done", done, &e), CRL_OK);
+    ck_assert_int_eq(crl_td_set(td, "next.terminated", term, &e), CRL_OK);
+    /* without the policy's log-probs: refused */
+    ck_assert_int_eq(f.ops->prepare(f.st, td, &e), CRL_E_NOT_FOUND);
+    assert_msg_has(&e, "sample_log_prob");
+    crl_tensor *lp = t_new(CRL_F32, 1, SHAPE(T));
+    ck_assert_int_eq(crl_td_set(td, "sample_log_prob", lp, &e), CRL_OK);
+    ck_assert_msg(f.ops->prepare(f.st, td, &e) == CRL_OK, "prepare: %s", e.message);
+    crl_tensor *vt = crl_td_get(td, "value_target"), *nv = crl_td_get(td, "next.state_value");
+    ck_assert_ptr_nonnull(vt);
+    ck_assert_double_eq_tol(crl_tensor_flat_get(vt, 0), 1.0, 1e-6);
+    ck_assert_double_eq_tol(crl_tensor_flat_get(vt, 1), 2.0 + 0.5 * crl_tensor_flat_get(nv, 1), 1e-5);
+    ck_assert_double_eq_tol(crl_tensor_flat_get(vt, 2), 3.0 + 0.5 * crl_tensor_flat_get(nv, 2), 1e-5);
+    UNREF_ALL(obs, nobs, r, done, term, lp);
+    crl_td_unref(td);
+    fx_close(&f);
+}
+END_TEST
+
+START_TEST(pg_bad_input)
+{
+    loss_fx f;
+    crl_error e = { 0 };
+    ck_assert_int_eq(fx_open(&f, "[loss]\ntype = ppo\n" PG_NET, true, &e), CRL_OK);
+    crl_rng rng;
+    crl_rng_init(&rng, 13, 0);
+    crl_td *b = pg_batch(&f, 4, 0, &rng), *losses = crl_td_new(0, NULL, &e);
+    ck_assert_int_eq(crl_td_del(b, "advantage", &e), CRL_OK);
+    ck_assert_int_eq(f.ops->forward(f.st, b, losses, &e), CRL_E_NOT_FOUND);
+    assert_msg_has(&e, "advantage");
+    crl_td_unref(b);
+    b = pg_batch(&f, 4, 0, &rng);
+    crl_tensor_flat_set(crl_td_get(b, "value_target"), 2, INFINITY);
+    ck_assert_int_eq(f.ops->forward(f.st, b, losses, &e), CRL_E_RUNTIME);
+    assert_msg_has(&e, "not finite");
+    crl_td_unref(b);
+    crl_td_unref(losses);
+    fx_close(&f);
+}
+END_TEST
+
 int main(void)
 {
     return RUN_TESTS("losses", dqn_grad_l2, dqn_grad_smooth_l1_double, dqn_weights, dqn_loss_falls,
-                     dqn_target_updates, dqn_save_load, dqn_bad_input);
+                     dqn_target_updates, dqn_save_load, dqn_bad_input, ppo_grad_clip, ppo_grad_clip_outside,
+                     ppo_grad_kl, ppo_grad_continuous, a2c_grad, reinforce_grad, pg_prepare_targets, pg_bad_input);
 }

@@ -187,7 +187,28 @@ START_TEST(non_finite_stops)
 }
 END_TEST
 
+/* PPO on CartPole for 40960 frames: the evaluation return rises. */
+START_TEST(ppo_learns)
+{
+    crl_test_host h;
+    crl_error e = { 0 };
+    crl_trainer *t = open_trainer(&h,
+                                  "[env]\nbackend = classic\nid = CartPole-v1\nnum_envs = 8\nseed = 0\n"
+                                  "[collector]\nframes_per_batch = 1024\ntotal_frames = 40960\n"
+                                  "[loss]\ntype = ppo\n"
+                                  "[optim]\nlr = 0.00025\neps = 1e-5\nmax_grad_norm = 0.5\n"
+                                  "[train]\nminibatch_size = 256\neval_interval = 4096\neval_episodes = 3\n",
+                                  &e);
+    ck_assert_msg(t != NULL, "trainer: %s", e.message);
+    evals ev = { 0, -1e9, NAN, 0 };
+    ck_assert_msg(crl_trainer_run(t, record, &ev, &e) == CRL_OK, "run: %s", e.message);
+    ck_assert_msg(ev.best >= 150 && ev.best > 3 * ev.first, "eval return: first %g, best %g", ev.first, ev.best);
+    crl_trainer_free(t);
+    crl_test_host_close(&h);
+}
+END_TEST
+
 int main(void)
 {
-    return RUN_TESTS("trainer", dqn_learns, dqn_reproducible, save_load, bad_configs, non_finite_stops);
+    return RUN_TESTS("trainer", dqn_learns, ppo_learns, dqn_reproducible, save_load, bad_configs, non_finite_stops);
 }
