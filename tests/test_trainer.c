@@ -187,7 +187,7 @@ START_TEST(non_finite_stops)
 }
 END_TEST
 
-/* PPO on CartPole for 40960 frames: the evaluation return rises. */
+/* PPO on CartPole for 40960 frames: the evaluation return reaches 400. */
 START_TEST(ppo_learns)
 {
     crl_test_host h;
@@ -202,7 +202,8 @@ START_TEST(ppo_learns)
     ck_assert_msg(t != NULL, "trainer: %s", e.message);
     evals ev = { 0, -1e9, NAN, 0 };
     ck_assert_msg(crl_trainer_run(t, record, &ev, &e) == CRL_OK, "run: %s", e.message);
-    ck_assert_msg(ev.best >= 150 && ev.best > 3 * ev.first, "eval return: first %g, best %g", ev.first, ev.best);
+    /* a random policy scores about 22 */
+    ck_assert_msg(ev.best >= 400, "eval return: first %g, best %g", ev.first, ev.best);
     crl_trainer_free(t);
     crl_test_host_close(&h);
 }
