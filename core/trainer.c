@@ -79,6 +79,14 @@ struct crl_trainer {
     double recent[RECENT];
     int64_t episodes;
     double last_loss;
+    /* where the run stands (kept across crl_trainer_run calls and checkpoints) */
+    int64_t frames, batches, next_eval;
+    /* every action the policy took, in order: a resumed run re-collects
+     * the same frames with them (fast-forward) to rebuild the env and
+     * collector state bitwise, without the env backends saving theirs */
+    GByteArray *actions;
+    bool ff;
+    size_t ff_pos;
 };
 
 static const crl_option no_options[] = { CRL_OPTIONS_END };
@@ -173,7 +181,23 @@ static int collect_policy(void *user, crl_env *env, crl_td *td, crl_error *err)
 {
     (void)env;
     crl_trainer *t = user;
-    return t->ops.act(t->loss, td, CRL_EXPLORE_RANDOM, &t->rng, err);
+    if (t->ops.act(t->loss, td, t->ff ? CRL_EXPLORE_MODE : CRL_EXPLORE_RANDOM, &t->rng, err))
+        return err->code;
+    crl_tensor *a = crl_td_get(td, "action");
+    if (!a || !crl_tensor_is_contiguous(a))
+        return crl_error_set(err, CRL_E_INVALID, "trainer: the policy wrote no contiguous 'action'");
+    size_t n = crl_tensor_nbytes(a);
+    if (!t->ff) {
+        g_byte_array_append(t->actions, crl_tensor_data(a), (guint)n);
+        return CRL_OK;
+    }
+    /* fast-forward: the recorded action replaces the policy's */
+    if (t->ff_pos + n > t->actions->len)
+        return crl_error_set(err, CRL_E_CORRUPT, "resume: the checkpoint's actions end at byte %zu, frame needs %zu "
+                             "more", t->ff_pos, n);
+    memcpy(crl_tensor_data(a), t->actions->data + t->ff_pos, n);
+    t->ff_pos += n;
+    return CRL_OK;
 }
 
 static int eval_policy(void *user, crl_env *env, crl_td *td, crl_error *err)
@@ -189,6 +213,7 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
     t->host = host;
     t->cfg = cfg;
     t->last_loss = NAN;
+    t->actions = g_byte_array_new();
     t->running = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
     crl_opts *otrain = NULL, *ooptim = NULL, *ocoll = NULL;
     int rc = crl_config_validate(cfg, crl_host_schema(host), err);
@@ -236,11 +261,10 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
     if (!rc && t->eval_episodes > 0) {
         if (!(t->eval_env = crl_env_from_config(host, cfg, "env", err)))
             rc = err->code;
-        else
-            crl_env_set_seed(t->eval_env, crl_seed_next(t->seed ^ 0xe7a1e7a1ULL));
     }
     if (!rc && !(t->losses = crl_td_new(0, NULL, err)))
         rc = err->code;
+    t->next_eval = t->eval_interval > 0 ? t->eval_interval : INT64_MAX;
     crl_rng_init(&t->rng, t->seed, 1);
     crl_rng_init(&t->eval_rng, t->seed, 2);
     crl_opts_free(otrain);
@@ -265,6 +289,7 @@ void crl_trainer_free(crl_trainer *t)
         t->ops.destroy(t->loss);
     crl_td_unref(t->losses);
     g_hash_table_destroy(t->running);
+    g_byte_array_free(t->actions, TRUE);
     g_free(t);
 }
 
@@ -444,6 +469,9 @@ int crl_trainer_evaluate(crl_trainer *t, int64_t episodes, double *mean_return, 
 {
     if (!t->eval_env)
         return crl_error_set(err, CRL_E_INVALID, "no evaluation env: set [train] eval_episodes > 0");
+    /* Each evaluation seeds its env from the frame count: evaluations are
+     * reproducible and independent of those before (resumed runs included). */
+    crl_env_set_seed(t->eval_env, crl_seed_next((t->seed ^ 0xe7a1e7a1ULL) + (uint64_t)t->frames));
     double sum = 0;
     int64_t got = 0;
     while (got < episodes) {
@@ -470,18 +498,36 @@ int crl_trainer_evaluate(crl_trainer *t, int64_t episodes, double *mean_return, 
     return CRL_OK;
 }
 
+static void fill_stats(crl_trainer *t, crl_train_stats *s, gint64 t0)
+{
+    s->frames = t->frames;
+    s->batches = t->batches;
+    s->optim_steps = t->optim_steps;
+    s->episodes = t->episodes;
+    if (t->episodes) {
+        int64_t k = t->episodes < RECENT ? t->episodes : RECENT;
+        double sum = 0;
+        for (int64_t i = 0; i < k; i++)
+            sum += t->recent[i];
+        s->recent_return = sum / (double)k;
+    }
+    s->loss = t->last_loss;
+    s->seconds = (double)(g_get_monotonic_time() - t0) / 1e6;
+    s->fps = s->seconds > 0 ? (double)t->frames / s->seconds : 0;
+}
+
 int crl_trainer_run(crl_trainer *t, crl_train_progress_fn progress, void *user, crl_error *err)
 {
     gint64 t0 = g_get_monotonic_time();
     crl_train_stats s = { sizeof s, 0, 0, 0, 0, NAN, NAN, 0, 0, NAN, false, false };
-    int64_t next_eval = t->eval_interval > 0 ? t->eval_interval : INT64_MAX, prev = 0;
     crl_td *batch;
     int rc = CRL_OK;
     while ((batch = crl_collector_next(t->coll, err)) != NULL) {
         int64_t frames = crl_collector_frames(t->coll);
         if (t->ops.explore_step)
-            t->ops.explore_step(t->loss, frames - prev);
-        prev = frames;
+            t->ops.explore_step(t->loss, frames - t->frames);
+        t->frames = frames;
+        t->batches++;
         tally(t, batch);
         rc = (t->ops.flags & CRL_LOSS_ON_POLICY) ? train_on_policy(t, batch, err)
                                                  : train_off_policy(t, frames, err);
@@ -490,27 +536,14 @@ int crl_trainer_run(crl_trainer *t, crl_train_progress_fn progress, void *user, 
             crl_error_prefix(err, "frame %lld: ", (long long)frames);
             break;
         }
-        s.frames = frames;
-        s.batches++;
-        s.optim_steps = t->optim_steps;
-        s.episodes = t->episodes;
-        if (t->episodes) {
-            int64_t k = t->episodes < RECENT ? t->episodes : RECENT;
-            double sum = 0;
-            for (int64_t i = 0; i < k; i++)
-                sum += t->recent[i];
-            s.recent_return = sum / (double)k;
-        }
-        s.loss = t->last_loss;
-        s.seconds = (double)(g_get_monotonic_time() - t0) / 1e6;
-        s.fps = s.seconds > 0 ? (double)frames / s.seconds : 0;
+        fill_stats(t, &s, t0);
         s.evaluated = false;
-        if (frames >= next_eval && t->eval_episodes > 0) {
+        if (frames >= t->next_eval && t->eval_episodes > 0) {
             if ((rc = crl_trainer_evaluate(t, t->eval_episodes, &s.eval_return, err)))
                 break;
             s.evaluated = true;
-            while (next_eval <= frames)
-                next_eval += t->eval_interval;
+            while (t->next_eval <= frames)
+                t->next_eval += t->eval_interval;
         }
         bool stop = t->has_stop && s.evaluated && s.eval_return >= t->stop_return;
         if (progress && (rc = progress(user, t, &s, err)))
@@ -522,6 +555,7 @@ int crl_trainer_run(crl_trainer *t, crl_train_progress_fn progress, void *user, 
         rc = err->code;
     if (!rc) {
         if (!s.evaluated && t->eval_episodes > 0) {
+            fill_stats(t, &s, t0);
             if ((rc = crl_trainer_evaluate(t, t->eval_episodes, &s.eval_return, err)))
                 return rc;
             s.evaluated = true;
@@ -534,42 +568,141 @@ int crl_trainer_run(crl_trainer *t, crl_train_progress_fn progress, void *user, 
     return rc;
 }
 
+int64_t crl_trainer_frames(const crl_trainer *t) { return t->frames; }
+
 #define TRAIN_KIND "crl.train"
+#define N_COUNTERS 6
 
 int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err)
 {
     crl_ckpt_writer *w = crl_ckpt_writer_new(path, TRAIN_KIND, 1, err);
     if (!w)
         return err->code;
-    double counters[2] = { (double)t->optim_steps, (double)t->episodes };
+    double counters[N_COUNTERS] = { (double)t->optim_steps, (double)t->frames, (double)t->batches,
+                                    (double)t->next_eval, t->last_loss, (double)t->actions->len };
     if (t->ops.save(t->loss, w, "loss", err) || crl_optim_save(t->optim, w, "optim", err) ||
         crl_ckpt_write(w, "trainer/counters", counters, sizeof counters, err) ||
-        crl_ckpt_write(w, "trainer/rng", &t->rng, sizeof t->rng, err)) {
+        crl_ckpt_write(w, "trainer/rng", &t->rng, sizeof t->rng, err) ||
+        crl_ckpt_write(w, "trainer/actions", t->actions->data, t->actions->len, err)) {
         crl_ckpt_writer_abort(w);
         return err->code;
     }
     return crl_ckpt_writer_close(w, err);
 }
 
-int crl_trainer_load(crl_trainer *t, const char *path, crl_error *err)
+/* Load the loss, the optimizer and the counters; with `actions`, also the
+ * recorded actions.  The optimizer is loaded into a new one first, so a
+ * failure changes nothing but possibly the loss (which validates before
+ * it changes anything). */
+static int load_file(crl_trainer *t, const char *path, bool actions, crl_error *err)
 {
     crl_ckpt_reader *r = crl_ckpt_reader_open(path, TRAIN_KIND, 1, err);
     if (!r)
         return err->code;
-    double counters[2];
+    double c[N_COUNTERS];
     crl_rng rng;
-    int rc = crl_ckpt_read(r, "trainer/counters", counters, sizeof counters, err);
+    size_t alen = 0;
+    const void *adata = NULL;
+    int rc = crl_ckpt_read(r, "trainer/counters", c, sizeof c, err);
     if (!rc)
         rc = crl_ckpt_read(r, "trainer/rng", &rng, sizeof rng, err);
-    if (!rc)
-        rc = t->ops.load(t->loss, r, "loss", err);
+    if (!rc && actions && !(adata = crl_ckpt_section(r, "trainer/actions", &alen, err)))
+        rc = err->code;
+    if (!rc && actions && (double)alen != c[5])
+        rc = crl_error_set(err, CRL_E_CORRUPT, "%s: section trainer/actions holds %zu bytes, the counters say %.0f",
+                           path, alen, c[5]);
     if (!rc)
         rc = crl_optim_load(t->optim, r, "optim", err);
+    if (!rc)
+        rc = t->ops.load(t->loss, r, "loss", err);
     if (!rc) {
-        t->optim_steps = (int64_t)counters[0];
-        t->episodes = (int64_t)counters[1];
+        t->optim_steps = (int64_t)c[0];
+        t->last_loss = c[4];
         t->rng = rng;
+        if (actions) {
+            t->frames = (int64_t)c[1];
+            t->batches = (int64_t)c[2];
+            t->next_eval = (int64_t)c[3];
+            g_byte_array_set_size(t->actions, 0);
+            g_byte_array_append(t->actions, adata, (guint)alen);
+        }
     }
     crl_ckpt_reader_free(r);
+    return rc;
+}
+
+int crl_trainer_load(crl_trainer *t, const char *path, crl_error *err)
+{
+    return load_file(t, path, false, err);
+}
+
+int crl_trainer_checkpoint(crl_trainer *t, const char *dir, crl_error *err)
+{
+    char *tmp = crl_ckpt_dir_begin(dir, err);
+    if (!tmp)
+        return err->code;
+    char *model = g_build_filename(tmp, "trainer.ckpt", NULL);
+    int rc = crl_trainer_save(t, model, err);
+    g_free(model);
+    if (!rc && t->rb) {
+        char *rdir = g_build_filename(tmp, "replay", NULL);
+        rc = crl_replay_dump(t->rb, rdir, err);
+        g_free(rdir);
+    }
+    if (!rc)
+        rc = crl_ckpt_dir_commit(tmp, dir, err);
+    else
+        crl_ckpt_dir_abort(tmp);
+    crl_free(tmp);
+    if (rc)
+        crl_error_prefix(err, "checkpoint '%s': ", dir);
+    return rc;
+}
+
+int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err)
+{
+    if (t->frames || t->batches)
+        return crl_error_set(err, CRL_E_INVALID, "resume: this trainer has run already; resume a new one");
+    char *model = g_build_filename(dir, "trainer.ckpt", NULL);
+    int rc = load_file(t, model, true, err);
+    g_free(model);
+    if (rc)
+        return crl_error_prefix(err, "resume from '%s': ", dir), err->code;
+    /* Re-collect the checkpoint's frames with the recorded actions. */
+    int64_t target = t->frames;
+    crl_rng keep = t->rng;
+    t->ff = true;
+    t->ff_pos = 0;
+    crl_collector_set_replay(t->coll, NULL);
+    while (crl_collector_frames(t->coll) < target) {
+        crl_td *b = crl_collector_next(t->coll, err);
+        if (!b) {
+            rc = err->code ? err->code
+                           : crl_error_set(err, CRL_E_CONFIG, "resume: the checkpoint holds %lld frames but "
+                                           "[collector] total_frames stops before; raise total_frames",
+                                           (long long)target);
+            break;
+        }
+        tally(t, b);
+        crl_td_unref(b);
+    }
+    t->ff = false;
+    t->rng = keep;
+    if (!rc && crl_collector_frames(t->coll) != target)
+        rc = crl_error_set(err, CRL_E_CONFIG, "resume: re-collecting stopped at frame %lld, not at the checkpoint's "
+                           "%lld: keep [collector] frames_per_batch as it was",
+                           (long long)crl_collector_frames(t->coll), (long long)target);
+    if (!rc && t->ff_pos != t->actions->len)
+        rc = crl_error_set(err, CRL_E_CONFIG, "resume: re-collecting used %zu of the %u recorded action bytes: the "
+                           "config differs from the checkpointed run's (env, collector)", t->ff_pos,
+                           t->actions->len);
+    if (!rc && t->rb) {
+        crl_collector_set_replay(t->coll, t->rb);
+        char *rdir = g_build_filename(dir, "replay", NULL);
+        rc = crl_replay_load(t->rb, rdir, err);
+        g_free(rdir);
+    }
+    if (rc)
+        crl_error_prefix(err, "resume from '%s': ", dir);
     return rc;
 }

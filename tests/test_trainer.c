@@ -209,7 +209,133 @@ START_TEST(ppo_learns)
 }
 END_TEST
 
+/* Copies of every parameter vector of a trainer's loss, as a TensorDict p0, p1, ... */
+static crl_td *all_params(crl_trainer *t)
+{
+    crl_error e = { 0 };
+    const crl_loss_ops *ops = crl_trainer_loss_ops(t);
+    size_t n = ops->num_params(crl_trainer_loss_state(t));
+    crl_tensor *parts[8];
+    ck_assert_uint_le(n, 8);
+    for (size_t i = 0; i < n; i++) {
+        const char *name;
+        crl_tensor *g;
+        ck_assert_int_eq(ops->param(crl_trainer_loss_state(t), i, &name, &parts[i], &g, &e), CRL_OK);
+    }
+    crl_td *td = crl_td_new(0, NULL, &e);
+    for (size_t i = 0; i < n; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "p%zu", i);
+        crl_tensor *c = crl_tensor_clone(parts[i], &e);
+        crl_td_set(td, key, c, &e);
+        crl_tensor_unref(c);
+    }
+    return td;
+}
+
+/* N + N frames through a checkpoint equal 2N frames in one go, bitwise. */
+static void resume_equals(const char *ini_2n, const char *ini_n)
+{
+    crl_test_host h1, h2, h3;
+    crl_error e = { 0 };
+    crl_trainer *full = open_trainer(&h1, ini_2n, &e);
+    ck_assert_msg(full != NULL, "trainer: %s", e.message);
+    ck_assert_msg(crl_trainer_run(full, NULL, NULL, &e) == CRL_OK, "2N: %s", e.message);
+
+    crl_trainer *half = open_trainer(&h2, ini_n, &e);
+    ck_assert_msg(crl_trainer_run(half, NULL, NULL, &e) == CRL_OK, "N: %s", e.message);
+    char dir[] = "/tmp/crl-test-resume-XXXXXX";
+    ck_assert_ptr_nonnull(g_mkdtemp(dir));
+    char *ck = g_build_filename(dir, "checkpoint", NULL);
+    ck_assert_msg(crl_trainer_checkpoint(half, ck, &e) == CRL_OK, "checkpoint: %s", e.message);
+    int64_t half_frames = crl_trainer_frames(half);
+    crl_trainer_free(half);
+    crl_test_host_close(&h2);
+
+    crl_trainer *rest = open_trainer(&h3, ini_2n, &e);
+    ck_assert_msg(crl_trainer_resume(rest, ck, &e) == CRL_OK, "resume: %s", e.message);
+    ck_assert_int_eq(crl_trainer_frames(rest), half_frames);
+    ck_assert_msg(crl_trainer_run(rest, NULL, NULL, &e) == CRL_OK, "N more: %s", e.message);
+
+    crl_td *a = all_params(full), *b = all_params(rest);
+    ck_assert_msg(crl_td_equal(a, b), "parameters differ after N + N and 2N frames");
+    ck_assert_int_eq(crl_optim_steps(crl_trainer_optim(full)), crl_optim_steps(crl_trainer_optim(rest)));
+    ck_assert_int_eq(crl_trainer_frames(full), crl_trainer_frames(rest));
+    if (crl_trainer_replay(full))
+        ck_assert_uint_eq(crl_replay_len(crl_trainer_replay(full)), crl_replay_len(crl_trainer_replay(rest)));
+    crl_td_unref(a);
+    crl_td_unref(b);
+    crl_trainer_free(full);
+    crl_trainer_free(rest);
+    crl_test_host_close(&h1);
+    crl_test_host_close(&h3);
+    char *cmd = g_strdup_printf("rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    g_free(cmd);
+    g_free(ck);
+}
+
+START_TEST(dqn_resume_bitwise)
+{
+    char *a = g_strdup_printf(DQN_INI, 4000, 1000, "eval_episodes = 2\n");
+    char *b = g_strdup_printf(DQN_INI, 2000, 1000, "eval_episodes = 2\n");
+    resume_equals(a, b);
+    g_free(a);
+    g_free(b);
+}
+END_TEST
+
+#define PPO_RESUME_INI                                                                         \
+    "[env]\nbackend = classic\nid = CartPole-v1\nnum_envs = 4\nseed = 3\n"                     \
+    "[collector]\nframes_per_batch = 256\ntotal_frames = %d\n"                                 \
+    "[loss]\ntype = ppo\n[optim]\nlr = 0.001\n[train]\nminibatch_size = 64\neval_episodes = 0\n"
+
+START_TEST(ppo_resume_bitwise)
+{
+    char *a = g_strdup_printf(PPO_RESUME_INI, 2048), *b = g_strdup_printf(PPO_RESUME_INI, 1024);
+    resume_equals(a, b);
+    g_free(a);
+    g_free(b);
+}
+END_TEST
+
+/* Resuming with a config that does not reproduce the frames is refused. */
+START_TEST(resume_mismatch)
+{
+    crl_test_host h, h2;
+    crl_error e = { 0 };
+    char *ini = g_strdup_printf(DQN_INI, 2000, 0, "eval_episodes = 0\n");
+    crl_trainer *t = open_trainer(&h, ini, &e);
+    ck_assert_int_eq(crl_trainer_run(t, NULL, NULL, &e), CRL_OK);
+    char dir[] = "/tmp/crl-test-resume-XXXXXX";
+    ck_assert_ptr_nonnull(g_mkdtemp(dir));
+    char *ck = g_build_filename(dir, "checkpoint", NULL);
+    ck_assert_int_eq(crl_trainer_checkpoint(t, ck, &e), CRL_OK);
+    /* total_frames below the checkpoint's */
+    char *small = g_strdup_printf(DQN_INI, 1000, 0, "eval_episodes = 0\n");
+    crl_trainer *t2 = open_trainer(&h2, small, &e);
+    ck_assert_int_eq(crl_trainer_resume(t2, ck, &e), CRL_E_CONFIG);
+    assert_msg_has(&e, "total_frames");
+    crl_trainer_free(t2);
+    crl_test_host_close(&h2);
+    /* a missing directory */
+    t2 = open_trainer(&h2, ini, &e);
+    ck_assert_int_eq(crl_trainer_resume(t2, "/nonexistent/ckpt", &e), CRL_E_IO);
+    assert_msg_has(&e, "/nonexistent/ckpt");
+    crl_trainer_free(t2);
+    crl_test_host_close(&h2);
+    crl_trainer_free(t);
+    crl_test_host_close(&h);
+    char *cmd = g_strdup_printf("rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    g_free(cmd);
+    g_free(ck);
+    g_free(small);
+    g_free(ini);
+}
+END_TEST
+
 int main(void)
 {
-    return RUN_TESTS("trainer", dqn_learns, ppo_learns, dqn_reproducible, save_load, bad_configs, non_finite_stops);
+    return RUN_TESTS("trainer", dqn_learns, ppo_learns, dqn_resume_bitwise, ppo_resume_bitwise, resume_mismatch, dqn_reproducible, save_load, bad_configs, non_finite_stops);
 }

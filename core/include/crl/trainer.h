@@ -85,6 +85,24 @@ CRL_API int crl_trainer_evaluate(crl_trainer *t, int64_t episodes, double *mean_
 CRL_API int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err);
 CRL_API int crl_trainer_load(crl_trainer *t, const char *path, crl_error *err);
 
+/* A checkpoint directory (written to a temporary directory, fsynced and
+ * renamed over dir): trainer.ckpt (crl_trainer_save, plus the counters and
+ * every action the policy took) and replay/ (crl_replay_dump).  Call it
+ * between batches (from the progress callback, or after a run). */
+CRL_API int crl_trainer_checkpoint(crl_trainer *t, const char *dir, crl_error *err);
+/* Continue from a checkpoint directory, on a new trainer built from the
+ * same config (total_frames may be larger): loads the loss, optimizer and
+ * counters, re-collects the checkpoint's frames with the recorded actions
+ * (rebuilding the env and collector state without the backends saving
+ * theirs; the policy is not run), then loads the replay buffer.  The next
+ * crl_trainer_run continues bitwise as the uninterrupted run would on CPU
+ * (same OpenBLAS thread count).  Errors: CRL_E_CORRUPT / CRL_E_IO naming
+ * the file, CRL_E_CONFIG when the config does not reproduce the
+ * checkpointed frames (another env, seed or frames_per_batch). */
+CRL_API int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err);
+/* Frames collected so far (those of a resumed checkpoint included). */
+CRL_API int64_t crl_trainer_frames(const crl_trainer *t);
+
 /* Borrowed pieces: the loss component and its state, the optimizer, the
  * replay buffer (NULL for on-policy losses) and the collector. */
 CRL_API const crl_loss_ops *crl_trainer_loss_ops(const crl_trainer *t);
