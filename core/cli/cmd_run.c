@@ -17,17 +17,23 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: crl run EXPERIMENT.ini... [section.key=value...] [--dry-run] [--quiet]\n\n"
+            "Usage: crl run EXPERIMENT.ini... [section.key=value...] [--dry-run] [--quiet]\n"
+            "       crl run --resume RUN_DIR [section.key=value...] [--quiet]\n\n"
             "Train as the config says: the env of [env], the collector of [collector], the\n"
             "replay buffer of [replay] (off-policy losses), the loss of [loss] (type = dqn,\n"
             "ppo, ...), the optimizer of [optim] and the loop of [train].  Writes a run\n"
             "directory ([train] run_dir, default runs/NAME-YYYYmmdd-HHMMSS) holding\n"
-            "config.ini (the resolved config with every default), run.txt (command line,\n"
+            "config.ini (the resolved config with every default), experiment.ini (the\n"
+            "settings given, which --resume reloads), run.txt (command line,\n"
             "crl and plugin versions, seed), metrics.csv, checkpoint/ (model, optimizer,\n"
             "replay buffer) and curve.png (the learning curve).  E.g.\n\n"
             "  crl run conf/examples/cartpole-dqn.ini\n"
             "  crl run conf/examples/cartpole-dqn.ini collector.total_frames=20000 train.seed=3\n\n"
             "  --dry-run   print the resolved config with every default and stop\n"
+            "  --resume RUN_DIR  continue the run of RUN_DIR from its checkpoint, with its\n"
+            "              experiment.ini plus the overrides given (e.g. a larger\n"
+            "              collector.total_frames); bitwise the same as a run that was\n"
+            "              never interrupted (on CPU, same OpenBLAS thread count)\n"
             "  --quiet     no progress output (the summary is still printed)\n"
             "  -h, --help  print this help\n\n"
             "Exit status: 0 ok, 1 runtime failure (a checkpoint is written first),\n"
@@ -42,7 +48,6 @@ typedef struct run_ctx {
     FILE *metrics;
     bool tty, quiet;
     int64_t log_interval, ckpt_interval, next_log, next_ckpt, logged;
-    GArray *x, *y, *ex, *ey;
     const char *title;
     crl_train_stats last;
 } run_ctx;
@@ -72,25 +77,7 @@ static int write_text(const char *dir, const char *name, const char *text, crl_e
 static int checkpoint(run_ctx *r, crl_trainer *t, crl_error *err)
 {
     char *dir = g_build_filename(r->dir, "checkpoint", NULL);
-    char *tmp = crl_ckpt_dir_begin(dir, err);
-    int rc = tmp ? CRL_OK : err->code;
-    if (!rc) {
-        char *model = g_build_filename(tmp, "trainer.ckpt", NULL);
-        rc = crl_trainer_save(t, model, err);
-        g_free(model);
-        if (!rc && crl_trainer_replay(t)) {
-            char *rdir = g_build_filename(tmp, "replay", NULL);
-            rc = crl_replay_dump(crl_trainer_replay(t), rdir, err);
-            g_free(rdir);
-        }
-        if (!rc)
-            rc = crl_ckpt_dir_commit(tmp, dir, err);
-        else
-            crl_ckpt_dir_abort(tmp);
-        crl_free(tmp);
-    }
-    if (rc)
-        crl_error_prefix(err, "checkpoint '%s': ", dir);
+    int rc = crl_trainer_checkpoint(t, dir, err);
     g_free(dir);
     return rc;
 }
@@ -103,17 +90,47 @@ static void fmt_num(char *buf, size_t n, double v)
         snprintf(buf, n, "%.6g", v);
 }
 
+/* The learning curve of metrics.csv (the whole run, resumed parts included). */
 static int curve(run_ctx *r, crl_error *err)
 {
-    char *path = g_build_filename(r->dir, "curve.png", NULL);
-    int rc = crl__png_write_curve(path, r->title, (double *)(void *)r->x->data, (double *)(void *)r->y->data,
-                                  r->x->len, (double *)(void *)r->ex->data, (double *)(void *)r->ey->data,
-                                  r->ex->len, err);
-    g_free(path);
-    if (rc == CRL_E_UNSUPPORTED) {
-        crl_error_clear(err);
-        rc = CRL_OK;
+    char *mpath = g_build_filename(r->dir, "metrics.csv", NULL), *text = NULL;
+    GArray *x = g_array_new(FALSE, FALSE, sizeof(double)), *y = g_array_new(FALSE, FALSE, sizeof(double)),
+           *ex = g_array_new(FALSE, FALSE, sizeof(double)), *ey = g_array_new(FALSE, FALSE, sizeof(double));
+    int rc = CRL_OK;
+    if (g_file_get_contents(mpath, &text, NULL, NULL)) {
+        char **lines = g_strsplit(text, "\n", -1);
+        for (char **l = lines + 1; *l && **l; l++) {
+            /* frames,seconds,fps,episodes,recent_return,loss,eval_return,optim_steps */
+            char **f = g_strsplit(*l, ",", -1);
+            if (g_strv_length(f) >= 7) {
+                double fr = g_ascii_strtod(f[0], NULL);
+                double rr = *f[4] ? g_ascii_strtod(f[4], NULL) : NAN;
+                g_array_append_val(x, fr);
+                g_array_append_val(y, rr);
+                if (*f[6]) {
+                    double ev = g_ascii_strtod(f[6], NULL);
+                    g_array_append_val(ex, fr);
+                    g_array_append_val(ey, ev);
+                }
+            }
+            g_strfreev(f);
+        }
+        g_strfreev(lines);
+        g_free(text);
+        char *path = g_build_filename(r->dir, "curve.png", NULL);
+        rc = crl__png_write_curve(path, r->title, (double *)(void *)x->data, (double *)(void *)y->data, x->len,
+                                  (double *)(void *)ex->data, (double *)(void *)ey->data, ex->len, err);
+        g_free(path);
+        if (rc == CRL_E_UNSUPPORTED) {
+            crl_error_clear(err);
+            rc = CRL_OK;
+        }
     }
+    g_free(mpath);
+    g_array_free(x, TRUE);
+    g_array_free(y, TRUE);
+    g_array_free(ex, TRUE);
+    g_array_free(ey, TRUE);
     return rc;
 }
 
@@ -121,13 +138,6 @@ static int progress(void *user, crl_trainer *t, const crl_train_stats *s, crl_er
 {
     run_ctx *r = user;
     r->last = *s;
-    double fr = (double)s->frames;
-    g_array_append_val(r->x, fr);
-    g_array_append_val(r->y, s->recent_return);
-    if (s->evaluated) {
-        g_array_append_val(r->ex, fr);
-        g_array_append_val(r->ey, s->eval_return);
-    }
     bool log = (s->done && s->frames != r->logged) || s->evaluated || s->frames >= r->next_log;
     if (s->done && s->frames == r->logged)
         return CRL_OK;
@@ -161,6 +171,24 @@ static int progress(void *user, crl_trainer *t, const crl_train_stats *s, crl_er
             return err->code;
     }
     return CRL_OK;
+}
+
+/* The keys set by files and overrides (no defaults) as INI text: what
+ * --resume reloads (the resolved config.ini also lists defaults that only
+ * apply to other choices, such as [replay] alpha without prioritized). */
+static char *explicit_config(const crl_config *cfg)
+{
+    GString *s = g_string_new("; the settings of this run (files and overrides, no defaults): crl run --resume "
+                              "reads this\n");
+    for (size_t i = 0; i < crl_config_section_count(cfg); i++) {
+        const char *sec = crl_config_section_at(cfg, i);
+        g_string_append_printf(s, "\n[%s]\n", sec);
+        for (size_t k = 0; k < crl_config_key_count(cfg, sec); k++) {
+            const char *key = crl_config_key_at(cfg, sec, k);
+            g_string_append_printf(s, "%s = %s\n", key, crl_config_get(cfg, sec, key));
+        }
+    }
+    return g_string_free(s, FALSE);
 }
 
 /* runs/NAME-YYYYmmdd-HHMMSS from the first experiment file's name. */
@@ -197,7 +225,8 @@ static char *run_info(const crl_cli_ctx *cli, int argc, char **argv)
 int crl__cmd_run(int argc, char **argv)
 {
     bool dry = false, quiet = false;
-    GPtrArray *rest = g_ptr_array_new();
+    const char *resume = NULL;
+    GPtrArray *rest = g_ptr_array_new_with_free_func(g_free);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -208,18 +237,27 @@ int crl__cmd_run(int argc, char **argv)
             dry = true;
         else if (!strcmp(argv[i], "--quiet"))
             quiet = true;
+        else if (!strcmp(argv[i], "--resume") && i + 1 < argc)
+            resume = argv[++i];
         else if (argv[i][0] == '-' && argv[i][1] == '-') {
             fprintf(stderr, "crl run: unknown option '%s' (see crl run --help)\n", argv[i]);
             g_ptr_array_free(rest, TRUE);
             return CRL_EXIT_USAGE;
         } else
-            g_ptr_array_add(rest, argv[i]);
+            g_ptr_array_add(rest, g_strdup(argv[i]));
+    }
+    if (resume) {
+        /* the run's resolved config first, the overrides after it */
+        g_ptr_array_insert(rest, 0, g_build_filename(resume, "experiment.ini", NULL));
+        g_ptr_array_add(rest, g_strdup_printf("train.run_dir=%s", resume));
     }
     crl_cli_ctx ctx;
     crl_error err = { 0 };
     int rc = crl__cli_setup(&ctx, (int)rest->len, (char **)rest->pdata,
                             CRL_CLI_LOAD_PLUGINS | CRL_CLI_VALIDATE | CRL_CLI_REQUIRE_FILE, &err);
     g_ptr_array_free(rest, TRUE);
+    if (rc && resume)
+        crl_error_prefix(&err, "--resume %s: ", resume);
     if (rc)
         return crl__cli_setup_failed("run", &err);
     char *resolved = crl_config_show(ctx.cfg, crl_host_schema(ctx.host), &err);
@@ -240,11 +278,7 @@ int crl__cmd_run(int argc, char **argv)
     r.cli = &ctx;
     r.quiet = quiet;
     r.tty = isatty(STDOUT_FILENO);
-    r.x = g_array_new(FALSE, FALSE, sizeof(double));
-    r.y = g_array_new(FALSE, FALSE, sizeof(double));
-    r.ex = g_array_new(FALSE, FALSE, sizeof(double));
-    r.ey = g_array_new(FALSE, FALSE, sizeof(double));
-    char *info = NULL;
+    char *info = NULL, *explicit = NULL;
     crl_trainer *t = crl_trainer_from_config(ctx.host, ctx.cfg, &err);
     if (!t)
         goto fail;
@@ -258,17 +292,42 @@ int crl__cmd_run(int argc, char **argv)
         crl_error_set(&err, CRL_E_IO, "cannot create run directory '%s': %s", r.dir, g_strerror(errno));
         goto fail;
     }
+    if (resume) {
+        char *ck = g_build_filename(r.dir, "checkpoint", NULL);
+        int rrc = crl_trainer_resume(t, ck, &err);
+        g_free(ck);
+        if (rrc)
+            goto fail;
+        int64_t fr = crl_trainer_frames(t), li = r.log_interval > 0 ? r.log_interval : 1;
+        r.next_log = (fr / li + 1) * li;   /* as the uninterrupted run would have it */
+        r.logged = fr;
+        while (r.next_ckpt <= crl_trainer_frames(t) && r.ckpt_interval > 0)
+            r.next_ckpt += r.ckpt_interval;
+    }
     info = run_info(&ctx, argc, argv);
-    if (write_text(r.dir, "config.ini", resolved, &err) || write_text(r.dir, "run.txt", info, &err))
+    if (resume) {
+        char *old = NULL, *p = g_build_filename(r.dir, "run.txt", NULL);
+        g_file_get_contents(p, &old, NULL, NULL);
+        char *both = g_strdup_printf("%s\nresumed at frame %lld:\n%s", old ? old : "",
+                                     (long long)crl_trainer_frames(t), info);
+        g_free(info);
+        info = both;
+        g_free(old);
+        g_free(p);
+    }
+    explicit = explicit_config(ctx.cfg);
+    if (write_text(r.dir, "config.ini", resolved, &err) || write_text(r.dir, "experiment.ini", explicit, &err) ||
+        write_text(r.dir, "run.txt", info, &err))
         goto fail;
     char *mpath = g_build_filename(r.dir, "metrics.csv", NULL);
-    r.metrics = fopen(mpath, "w");
+    r.metrics = fopen(mpath, resume ? "a" : "w");
     if (!r.metrics)
         crl_error_set(&err, CRL_E_IO, "cannot write '%s': %s", mpath, g_strerror(errno));
     g_free(mpath);
     if (!r.metrics)
         goto fail;
-    fputs(METRICS_HEADER, r.metrics);
+    if (!resume)
+        fputs(METRICS_HEADER, r.metrics);
     r.title = crl_config_get(ctx.cfg, "loss", "type");
     if (!quiet)
         printf("run directory: %s\n", r.dir);
@@ -305,11 +364,8 @@ done:
     crl_trainer_free(t);
     g_free(r.dir);
     g_free(info);
+    g_free(explicit);
     crl_free(resolved);
-    g_array_free(r.x, TRUE);
-    g_array_free(r.y, TRUE);
-    g_array_free(r.ex, TRUE);
-    g_array_free(r.ey, TRUE);
     crl__cli_teardown(&ctx);
     return status;
 }
