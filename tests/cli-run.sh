@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Shell tests of `crl run`: --dry-run, the run directory (config, metrics.csv,
+# checkpoint, curve), plain progress lines off a terminal, --resume equal to an
+# uninterrupted run byte for byte, and bad configs.
+set -uo pipefail
+crl=${CRL:?}
+srcdir=${CRL_TEST_SRCDIR:?}
+n=0; failures=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+nok() { n=$((n + 1)); failures=$((failures + 1)); echo "not ok $n - $1"; shift; printf '%s\n' "$@" | sed 's/^/# /'; }
+ini=$srcdir/../conf/examples/cartpole-dqn.ini
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+short="collector.total_frames=3000 train.eval_interval=1500 train.eval_episodes=2"
+
+out=$("$crl" run "$ini" --dry-run 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -qE '^type = dqn +; .*cartpole-dqn.ini:' <<<"$out" && grep -qE '^loss_function = l2 +; default' <<<"$out" \
+    && grep -qE '^max_grad_norm = 10 ' <<<"$out" && grep -qE '^checkpoint_interval = 0 +; default' <<<"$out"
+then ok "--dry-run prints [loss], [optim], [train] with every default"
+else nok "--dry-run (exit $rc)" "$out"; fi
+
+out=$("$crl" run "$ini" $short train.run_dir="$tmp/a" 2>&1); rc=$?
+d=$tmp/a
+if [ "$rc" -eq 0 ] && [ -s "$d/config.ini" ] && [ -s "$d/experiment.ini" ] && grep -q '^crl: ' "$d/run.txt" \
+    && grep -q 'losses' "$d/run.txt" && [ "$(head -1 "$d/metrics.csv")" = "frames,seconds,fps,episodes,recent_return,loss,eval_return,optim_steps" ] \
+    && [ -s "$d/checkpoint/trainer.ckpt" ] && [ -d "$d/checkpoint/replay" ] \
+    && [ "$(head -c 8 "$d/curve.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ]
+then ok "the run directory holds config.ini, experiment.ini, run.txt, metrics.csv, checkpoint/ and curve.png"
+else nok "run directory (exit $rc)" "$out" "$(ls -R "$d" 2>&1)"; fi
+if grep -qE '^frames 3000 +fps [0-9]+ +episodes [0-9]+ +return [0-9.]+ +loss [0-9.e+-]+ +eval [0-9.]+$' <<<"$out" \
+    && ! grep -q $'\r' <<<"$out" && grep -qE '^  eval return: ' <<<"$out"
+then ok "off a terminal the progress comes as plain lines (frames, fps, return, loss, eval)"
+else nok "progress lines" "$out"; fi
+
+# N + N through --resume equals 2N byte for byte (checkpoint and metrics).
+"$crl" run "$ini" $short collector.total_frames=6000 train.run_dir="$tmp/full" --quiet >/dev/null 2>&1
+"$crl" run "$ini" $short train.run_dir="$tmp/half" --quiet >/dev/null 2>&1
+out=$("$crl" run --resume "$tmp/half" collector.total_frames=6000 --quiet 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && cmp -s "$tmp/full/checkpoint/trainer.ckpt" "$tmp/half/checkpoint/trainer.ckpt" \
+    && diff <(cut -d, -f1,4-8 "$tmp/full/metrics.csv") <(cut -d, -f1,4-8 "$tmp/half/metrics.csv") >/dev/null \
+    && grep -q '^resumed at frame 3000' "$tmp/half/run.txt"
+then ok "--resume: 3000 + 3000 frames give the checkpoint and metrics of 6000 in one go"
+else nok "--resume (exit $rc)" "$out"; fi
+
+out=$("$crl" run --resume "$tmp/nothing" 2>&1); rc=$?
+if [ "$rc" -eq 2 ] && grep -qF "$tmp/nothing/experiment.ini" <<<"$out"
+then ok "--resume of a missing run directory: exit 2 naming the file"
+else nok "--resume missing (exit $rc)" "$out"; fi
+
+out=$("$crl" run "$ini" loss.gama=0.9 train.run_dir="$tmp/bad" 2>&1); rc=$?
+if [ "$rc" -eq 2 ] && grep -qF "did you mean 'gamma'" <<<"$out" && [ ! -e "$tmp/bad" ]
+then ok "a misspelt loss option: exit 2 with a did-you-mean, no run directory"
+else nok "misspelt option (exit $rc)" "$out"; fi
+
+out=$("$crl" run "$ini" loss.type=dqm train.run_dir="$tmp/bad" 2>&1); rc=$?
+if [ "$rc" -eq 2 ] && grep -qF "dqn" <<<"$out"
+then ok "an unknown loss type: exit 2 naming the registered ones"
+else nok "unknown loss (exit $rc)" "$out"; fi
+
+out=$("$crl" run "$ini" env.id=Pendulum-v1 train.run_dir="$tmp/bad" 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && grep -qF "discrete action" <<<"$out"
+then ok "DQN on a continuous action: refused with the reason"
+else nok "dqn on Pendulum (exit $rc)" "$out"; fi
+
+echo "1..$n"
+[ "$failures" -eq 0 ]
