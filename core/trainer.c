@@ -7,6 +7,7 @@
 
 #include <glib.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static const crl_option loss_section_options[] = {
@@ -65,7 +66,8 @@ struct crl_trainer {
     crl_replay *rb;
     crl_loss_ops ops;
     void *loss;
-    crl_optim *optim;
+    crl_optim **optims;  /* one per parameter vector of the loss */
+    size_t n_optims;
     crl_rng rng;          /* exploration and minibatch order */
     crl_rng eval_rng;
     uint64_t seed;
@@ -162,16 +164,18 @@ static int build_optim(crl_trainer *t, const crl_opts *o, crl_error *err)
         crl_opts_double(o, "lr", &lr, err) || crl_opts_double(o, "weight_decay", &wd, err) ||
         crl_opts_double(o, "eps", &eps, err) || crl_opts_double(o, "max_grad_norm", &t->max_grad_norm, err))
         return err->code;
-    if (!(t->optim = crl_optim_new(kind, lr, err)))
-        return err->code;
-    if (crl_optim_set(t->optim, "weight_decay", wd, err) ||
-        (kind != CRL_OPTIM_SGD && crl_optim_set(t->optim, "eps", eps, err)))
-        return crl_error_prefix(err, "[optim]: "), err->code;
     size_t n = t->ops.num_params(t->loss);
+    t->optims = g_new0(crl_optim *, n ? n : 1);
+    t->n_optims = n;
     for (size_t i = 0; i < n; i++) {
         const char *name;
         crl_tensor *p, *g;
-        if (t->ops.param(t->loss, i, &name, &p, &g, err) || crl_optim_add(t->optim, p, g, err))
+        if (!(t->optims[i] = crl_optim_new(kind, lr, err)))
+            return err->code;
+        if (crl_optim_set(t->optims[i], "weight_decay", wd, err) ||
+            (kind != CRL_OPTIM_SGD && crl_optim_set(t->optims[i], "eps", eps, err)))
+            return crl_error_prefix(err, "[optim]: "), err->code;
+        if (t->ops.param(t->loss, i, &name, &p, &g, err) || crl_optim_add(t->optims[i], p, g, err))
             return err->code;
     }
     return CRL_OK;
@@ -284,7 +288,9 @@ void crl_trainer_free(crl_trainer *t)
     crl_collector_free(t->coll);
     crl_replay_free(t->rb);
     crl_env_free(t->eval_env);
-    crl_optim_free(t->optim);
+    for (size_t i = 0; i < t->n_optims; i++)
+        crl_optim_free(t->optims[i]);
+    g_free(t->optims);
     if (t->loss)
         t->ops.destroy(t->loss);
     crl_td_unref(t->losses);
@@ -295,7 +301,7 @@ void crl_trainer_free(crl_trainer *t)
 
 const crl_loss_ops *crl_trainer_loss_ops(const crl_trainer *t) { return &t->ops; }
 void *crl_trainer_loss_state(const crl_trainer *t) { return t->loss; }
-crl_optim *crl_trainer_optim(const crl_trainer *t) { return t->optim; }
+crl_optim *crl_trainer_optim(const crl_trainer *t, size_t i) { return i < t->n_optims ? t->optims[i] : NULL; }
 crl_replay *crl_trainer_replay(const crl_trainer *t) { return t->rb; }
 crl_collector *crl_trainer_collector(const crl_trainer *t) { return t->coll; }
 
@@ -338,17 +344,26 @@ static double loss_sum(const crl_td *losses)
 /* One optimizer update on batch: zero, forward, clip, step, target update. */
 static int update_on(crl_trainer *t, crl_td *batch, crl_error *err)
 {
-    crl_optim_zero_grad(t->optim);
+    for (size_t i = 0; i < t->n_optims; i++)
+        crl_optim_zero_grad(t->optims[i]);
     if (t->ops.forward(t->loss, batch, t->losses, err))
         return err->code;
     double l = loss_sum(t->losses);
     if (!isfinite(l))
         return crl_error_set(err, CRL_E_RUNTIME, "loss '%s': the loss is not finite (%g)",
                              crl_config_get(t->cfg, "loss", "type"), l);
-    if (t->max_grad_norm > 0 && !isfinite(crl_optim_clip_grad_norm(t->optim, t->max_grad_norm)))
-        return crl_error_set(err, CRL_E_RUNTIME, "loss '%s': a gradient is not finite",
-                             crl_config_get(t->cfg, "loss", "type"));
-    if (crl_optim_step(t->optim, err) || (t->ops.update && t->ops.update(t->loss, err)))
+    for (size_t i = 0; i < t->n_optims; i++) {
+        if (t->ops.param_active && !t->ops.param_active(t->loss, i))
+            continue;
+        if (t->max_grad_norm > 0 && !isfinite(crl_optim_clip_grad_norm(t->optims[i], t->max_grad_norm)))
+            return crl_error_set(err, CRL_E_RUNTIME, "loss '%s': a gradient is not finite",
+                                 crl_config_get(t->cfg, "loss", "type"));
+    }
+    /* every check passed before the first step: a failure changes nothing */
+    for (size_t i = 0; i < t->n_optims; i++)
+        if ((!t->ops.param_active || t->ops.param_active(t->loss, i)) && crl_optim_step(t->optims[i], err))
+            return err->code;
+    if (t->ops.update && t->ops.update(t->loss, err))
         return err->code;
     t->last_loss = l;
     t->optim_steps++;
@@ -580,8 +595,13 @@ int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err)
         return err->code;
     double counters[N_COUNTERS] = { (double)t->optim_steps, (double)t->frames, (double)t->batches,
                                     (double)t->next_eval, t->last_loss, (double)t->actions->len };
-    if (t->ops.save(t->loss, w, "loss", err) || crl_optim_save(t->optim, w, "optim", err) ||
-        crl_ckpt_write(w, "trainer/counters", counters, sizeof counters, err) ||
+    int rc = t->ops.save(t->loss, w, "loss", err);
+    for (size_t i = 0; i < t->n_optims && !rc; i++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "optim/%zu", i);
+        rc = crl_optim_save(t->optims[i], w, prefix, err);
+    }
+    if (rc || crl_ckpt_write(w, "trainer/counters", counters, sizeof counters, err) ||
         crl_ckpt_write(w, "trainer/rng", &t->rng, sizeof t->rng, err) ||
         crl_ckpt_write(w, "trainer/actions", t->actions->data, t->actions->len, err)) {
         crl_ckpt_writer_abort(w);
@@ -611,8 +631,11 @@ static int load_file(crl_trainer *t, const char *path, bool actions, crl_error *
     if (!rc && actions && (double)alen != c[5])
         rc = crl_error_set(err, CRL_E_CORRUPT, "%s: section trainer/actions holds %zu bytes, the counters say %.0f",
                            path, alen, c[5]);
-    if (!rc)
-        rc = crl_optim_load(t->optim, r, "optim", err);
+    for (size_t i = 0; i < t->n_optims && !rc; i++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "optim/%zu", i);
+        rc = crl_optim_load(t->optims[i], r, prefix, err);
+    }
     if (!rc)
         rc = t->ops.load(t->loss, r, "loss", err);
     if (!rc) {

@@ -242,7 +242,7 @@ END_TEST
 
 START_TEST(loss_ops_layout)
 {
-    PIN_SIZE(crl_loss_ops, 96);
+    PIN_SIZE(crl_loss_ops, 104);
     PIN_OFF(crl_loss_ops, struct_size, 0);
     PIN_OFF(crl_loss_ops, flags, 4);
     PIN_OFF(crl_loss_ops, create, 8);
@@ -256,6 +256,7 @@ START_TEST(loss_ops_layout)
     PIN_OFF(crl_loss_ops, update, 72);
     PIN_OFF(crl_loss_ops, save, 80);
     PIN_OFF(crl_loss_ops, load, 88);
+    PIN_OFF(crl_loss_ops, param_active, 96);
     ck_assert_uint_eq(CRL_LOSS_ON_POLICY, 1);
 }
 END_TEST

@@ -10,10 +10,14 @@ int ls_net_opts_read(const crl_opts *opts, const char *who, ls_net_opts *out, cr
 {
     size_t n;
     const double *cells;
-    const char *act;
-    if (crl_opts_string(opts, "in_key", &out->in_key, err) || crl_opts_doubles(opts, "num_cells", &n, &cells, err) ||
+    const char *act, *key;
+    if (crl_opts_string(opts, "in_key", &key, err) || crl_opts_doubles(opts, "num_cells", &n, &cells, err) ||
         crl_opts_string(opts, "activation", &act, err) || crl_activation_from_name(act, &out->act, err))
         return err->code;
+    if (!*key || strlen(key) >= sizeof out->in_key)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] in_key: an observation key of 1 to %zu bytes", who,
+                             crl_opts_section(opts), sizeof out->in_key - 1);
+    strcpy(out->in_key, key);
     if (n > LS_MAX_CELLS)
         return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] num_cells: at most %d hidden layers", who,
                              crl_opts_section(opts), LS_MAX_CELLS);

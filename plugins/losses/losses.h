@@ -10,7 +10,7 @@
 
 /* The network options every loss shares (in_key, num_cells, activation). */
 typedef struct ls_net_opts {
-    const char *in_key;
+    char in_key[256];   /* copied: the options are borrowed during create only */
     int64_t cells[LS_MAX_CELLS];
     int n_cells;
     crl_activation act;
@@ -65,6 +65,12 @@ extern const crl_loss_ops ls_ppo_ops;
 extern const crl_option ls_ppo_options[];
 extern const crl_loss_ops ls_a2c_ops;
 extern const crl_option ls_a2c_options[];
+extern const crl_loss_ops ls_ddpg_ops;
+extern const crl_option ls_ddpg_options[];
+extern const crl_loss_ops ls_td3_ops;
+extern const crl_option ls_td3_options[];
+extern const crl_loss_ops ls_sac_ops;
+extern const crl_option ls_sac_options[];
 extern const crl_loss_ops ls_reinforce_ops;
 extern const crl_option ls_reinforce_options[];
 

@@ -1,4 +1,4 @@
-/* plugins/losses: the losses plugin (losses.so), registering loss/dqn, loss/ppo, loss/a2c and loss/reinforce. */
+/* plugins/losses: the losses plugin (losses.so), registering loss/dqn, ppo, a2c, reinforce, ddpg, td3 and sac. */
 #include "config.h"
 #include "losses.h"
 
@@ -14,6 +14,12 @@ static const crl_component loss_components[] = {
     { sizeof(crl_component), CRL_KIND_LOSS, "reinforce",
       "REINFORCE with a learned baseline (discounted return minus the critic's value)", ls_reinforce_options,
       &ls_reinforce_ops },
+    { sizeof(crl_component), CRL_KIND_LOSS, "ddpg",
+      "DDPG: deterministic actor, one critic, target networks, Gaussian exploration", ls_ddpg_options, &ls_ddpg_ops },
+    { sizeof(crl_component), CRL_KIND_LOSS, "td3",
+      "TD3: twin critics, delayed policy updates, target policy smoothing", ls_td3_options, &ls_td3_ops },
+    { sizeof(crl_component), CRL_KIND_LOSS, "sac",
+      "SAC (continuous): TanhNormal actor, twin critics, learned entropy coefficient", ls_sac_options, &ls_sac_ops },
 };
 
 static int losses_init(crl_host *host, const crl_opts *section, crl_error *err)
@@ -28,4 +34,4 @@ static int losses_init(crl_host *host, const crl_opts *section, crl_error *err)
 }
 
 CRL_PLUGIN_DEFINE(losses, "losses", PACKAGE_VERSION, "MIT",
-                  "losses that own their networks: DQN, PPO, A2C, REINFORCE (with value estimators)", NULL, losses_init, NULL)
+                  "losses that own their networks: DQN, PPO, A2C, REINFORCE, DDPG, TD3, SAC", NULL, losses_init, NULL)

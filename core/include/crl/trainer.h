@@ -9,7 +9,8 @@
  *   off-policy (dqn, ...): each collected batch goes into the replay
  *     buffer; once init_random_frames frames were collected and the buffer
  *     holds batch_size items, num_updates times: sample, loss forward,
- *     clip, optimizer step, target update (and priorities from td_error
+ *     clip, optimizer steps (one optimizer per parameter vector of the
+ *     loss, each with the [optim] settings), target update (and priorities from td_error
  *     with the prioritized sampler);
  *   on-policy (ppo, ...): each batch is prepared by the loss (advantages),
  *     then `epochs` passes of shuffled minibatches of minibatch_size.
@@ -103,11 +104,12 @@ CRL_API int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err);
 /* Frames collected so far (those of a resumed checkpoint included). */
 CRL_API int64_t crl_trainer_frames(const crl_trainer *t);
 
-/* Borrowed pieces: the loss component and its state, the optimizer, the
- * replay buffer (NULL for on-policy losses) and the collector. */
+/* Borrowed pieces: the loss component and its state, the optimizer of the
+ * loss's parameter vector i (NULL past the last), the replay buffer (NULL
+ * for on-policy losses) and the collector. */
 CRL_API const crl_loss_ops *crl_trainer_loss_ops(const crl_trainer *t);
 CRL_API void *crl_trainer_loss_state(const crl_trainer *t);
-CRL_API crl_optim *crl_trainer_optim(const crl_trainer *t);
+CRL_API crl_optim *crl_trainer_optim(const crl_trainer *t, size_t i);
 CRL_API crl_replay *crl_trainer_replay(const crl_trainer *t);
 CRL_API crl_collector *crl_trainer_collector(const crl_trainer *t);
 

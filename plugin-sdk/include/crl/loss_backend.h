@@ -5,7 +5,7 @@
  * env's specs and its options (num_cells, activation, gamma, ...) and hands
  * the trainer what it needs:
  *   - a policy (`act`) the collector and the evaluation episodes call;
- *   - its parameter vectors and their gradients, for the optimizer;
+ *   - its parameter vectors and their gradients, one optimizer each;
  *   - `forward` on a batch: writes the loss terms, accumulates gradients;
  *   - `update` after each optimizer step (target networks);
  *   - save / load of everything it owns (networks, targets, schedules).
@@ -93,6 +93,12 @@ typedef struct crl_loss_ops {
      * nothing on error. */
     int (*save)(void *st, crl_ckpt_writer *w, const char *prefix, crl_error *err);
     int (*load)(void *st, const crl_ckpt_reader *r, const char *prefix, crl_error *err);
+
+    /* Whether parameter vector i is stepped after this forward.  The
+     * trainer gives every vector its own optimizer (TorchRL's examples:
+     * actor, critic and alpha optimizers) and steps only the active ones:
+     * TD3's delayed policy updates.  May be NULL: always. */
+    bool (*param_active)(void *st, size_t i);
 } crl_loss_ops;
 
 #ifdef __cplusplus
