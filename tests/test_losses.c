@@ -61,20 +61,31 @@ static crl_td *dqn_batch(int64_t B, crl_rng *rng)
     return td;
 }
 
-/* The sum of the loss_* terms of a forward on batch. */
-static double loss_of(loss_fx *f, crl_td *batch)
+/* Which loss terms a parameter vector is checked against (NULL: all). */
+static const char *const *terms_for(const char *group);
+static bool actor_terms_only;
+
+/* The sum of the loss_* terms (or of `terms`) of a forward on batch. */
+static double loss_terms(loss_fx *f, crl_td *batch, const char *const *terms)
 {
     crl_error e = { 0 };
     crl_td *losses = crl_td_new(0, NULL, &e);
     int rc = f->ops->forward(f->st, batch, losses, &e);
     ck_assert_msg(rc == CRL_OK, "forward: %s", e.message);
     double s = 0;
-    for (size_t i = 0; i < crl_td_len(losses); i++)
-        if (!strncmp(crl_td_key_at(losses, i), "loss", 4))
+    for (size_t i = 0; i < crl_td_len(losses); i++) {
+        const char *k = crl_td_key_at(losses, i);
+        bool in = !terms && !strncmp(k, "loss", 4);
+        for (size_t j = 0; terms && terms[j]; j++)
+            in = in || !strcmp(k, terms[j]);
+        if (in)
             s += crl_tensor_flat_get(crl_td_tensor_at(losses, i), 0);
+    }
     crl_td_unref(losses);
     return s;
 }
+
+static double loss_of(loss_fx *f, crl_td *batch) { return loss_terms(f, batch, NULL); }
 
 /* Compare every parameter's gradient (from one forward) with central
  * differences of the loss; the networks use tanh so the loss is smooth. */
@@ -109,9 +120,9 @@ static void check_gradients(loss_fx *f, crl_td *batch, double h, double tol)
         for (int64_t i = 0; i < n; i += stride) {
             float keep = pv[i];
             pv[i] = keep + (float)h;
-            double lp = loss_of(f, batch);
+            double lp = loss_terms(f, batch, terms_for(name));
             pv[i] = keep - (float)h;
-            double lm = loss_of(f, batch);
+            double lm = loss_terms(f, batch, terms_for(name));
             pv[i] = keep;
             double fd = (lp - lm) / (2 * h), an = crl_tensor_flat_get(g0, i);
             ck_assert_msg(fabs(fd - an) <= tol * (1 + fabs(fd)), "%s[%lld]: analytic %.6g, finite differences %.6g",
@@ -438,9 +449,115 @@ START_TEST(pg_bad_input)
 }
 END_TEST
 
+/* The off-policy actor-critics train each network on its own term (the
+ * actor's loss goes through the critics but does not train them, the
+ * critics' target goes through SAC's actor but does not train it). */
+static const char *const *terms_for(const char *group)
+{
+    static const char *const actor[] = { "loss_actor", NULL }, *const q[] = { "loss_qvalue", "loss_value", NULL },
+                             *const alpha[] = { "loss_alpha", NULL };
+    if (!strcmp(group, "actor"))
+        return actor_terms_only ? actor : NULL;
+    if (!strncmp(group, "qvalue", 6) && group[6] >= '0' && group[6] <= '9')  /* not DQN's "qvalue" */
+        return q;
+    if (!strcmp(group, "log_alpha"))
+        return alpha;
+    return NULL;
+}
+
+/* A random batch of continuous transitions (actions in [-2, 2]). */
+static crl_td *cont_batch(int64_t B, crl_rng *rng)
+{
+    crl_error e = { 0 };
+    crl_td *td = dqn_batch(B, rng);
+    crl_tensor *a = t_rows(B, 1, NULL, rng);
+    for (int64_t i = 0; i < B; i++)
+        crl_tensor_flat_set(a, i, 2 * crl_tensor_flat_get(a, i));
+    ck_assert_int_eq(crl_td_set(td, "action", a, &e), CRL_OK);
+    crl_tensor_unref(a);
+    return td;
+}
+
+static void ac_gradients(const char *ini, size_t nparams)
+{
+    loss_fx f;
+    crl_error e = { 0 };
+    ck_assert_msg(fx_open(&f, ini, false, &e) == CRL_OK, "%s: %s", ini, e.message);
+    ck_assert_uint_eq(f.ops->num_params(f.st), nparams);
+    crl_rng rng;
+    crl_rng_init(&rng, 21, 0);
+    crl_td *b = cont_batch(10, &rng);
+    actor_terms_only = true;
+    check_gradients(&f, b, 1e-2, 3e-2);
+    actor_terms_only = false;
+    ck_assert_ptr_nonnull(crl_td_get(b, "td_error"));
+    crl_td_unref(b);
+    fx_close(&f);
+}
+
+#define AC_NET "num_cells = 16\nactivation = tanh\n"
+START_TEST(ddpg_grad) { ac_gradients("[loss]\ntype = ddpg\n" AC_NET, 2); }
+END_TEST
+START_TEST(td3_grad) { ac_gradients("[loss]\ntype = td3\n" AC_NET, 3); }
+END_TEST
+START_TEST(sac_grad) { ac_gradients("[loss]\ntype = sac\n" AC_NET, 4); }
+END_TEST
+START_TEST(sac_fixed_alpha_grad) { ac_gradients("[loss]\ntype = sac\nfixed_alpha = true\nalpha_init = 0.2\n" AC_NET, 3); }
+END_TEST
+
+/* TD3 steps its actor every policy_delay-th update, and the targets with it. */
+START_TEST(td3_delay)
+{
+    loss_fx f;
+    crl_error e = { 0 };
+    ck_assert_int_eq(fx_open(&f, "[loss]\ntype = td3\npolicy_delay = 3\n" AC_NET, false, &e), CRL_OK);
+    int active = 0;
+    for (int step = 0; step < 9; step++) {
+        active += f.ops->param_active(f.st, 0);
+        ck_assert(f.ops->param_active(f.st, 1) && f.ops->param_active(f.st, 2));
+        ck_assert_int_eq(f.ops->update(f.st, &e), CRL_OK);
+    }
+    ck_assert_int_eq(active, 3);
+    fx_close(&f);
+}
+END_TEST
+
+START_TEST(ac_bad_input)
+{
+    loss_fx f;
+    crl_error e = { 0 };
+    ck_assert_int_eq(fx_open(&f, "[loss]\ntype = sac\n", true, &e), CRL_E_INVALID);
+    assert_msg_has(&e, "continuous action");
+    fx_close(&f);
+    ck_assert_int_eq(fx_open(&f, "[loss]\ntype = td3\n" AC_NET, false, &e), CRL_OK);
+    crl_rng rng;
+    crl_rng_init(&rng, 22, 0);
+    crl_td *b = cont_batch(4, &rng), *losses = crl_td_new(0, NULL, &e);
+    ck_assert_int_eq(crl_td_del(b, "next.observation", &e), CRL_OK);
+    ck_assert_int_eq(f.ops->forward(f.st, b, losses, &e), CRL_E_NOT_FOUND);
+    assert_msg_has(&e, "next.observation");
+    crl_td_unref(b);
+    b = cont_batch(4, &rng);
+    crl_tensor *wide = t_rows(4, 2, NULL, &rng);
+    ck_assert_int_eq(crl_td_set(b, "action", wide, &e), CRL_OK);
+    ck_assert_int_eq(f.ops->forward(f.st, b, losses, &e), CRL_E_SHAPE);
+    assert_msg_has(&e, "'action'");
+    crl_tensor_unref(wide);
+    crl_td_unref(b);
+    b = cont_batch(4, &rng);
+    crl_tensor_flat_set(crl_td_get(b, "next.reward"), 0, NAN);
+    ck_assert_int_eq(f.ops->forward(f.st, b, losses, &e), CRL_E_RUNTIME);
+    assert_msg_has(&e, "not finite");
+    crl_td_unref(b);
+    crl_td_unref(losses);
+    fx_close(&f);
+}
+END_TEST
+
 int main(void)
 {
     return RUN_TESTS("losses", dqn_grad_l2, dqn_grad_smooth_l1_double, dqn_weights, dqn_loss_falls,
                      dqn_target_updates, dqn_save_load, dqn_bad_input, ppo_grad_clip, ppo_grad_clip_outside,
-                     ppo_grad_kl, ppo_grad_continuous, a2c_grad, reinforce_grad, pg_prepare_targets, pg_bad_input);
+                     ppo_grad_kl, ppo_grad_continuous, a2c_grad, reinforce_grad, pg_prepare_targets, pg_bad_input, ddpg_grad, td3_grad, sac_grad,
+                     sac_fixed_alpha_grad, td3_delay, ac_bad_input);
 }
