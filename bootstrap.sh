@@ -67,16 +67,17 @@ crl="$build/core/cli/crl"
 case "$cmd" in
     build) ;;
     demo)
-        # The main job: a config-only experiment on the native CartPole
-        # (random policy; training arrives with the training issue).
-        "$crl" rollout "$here/conf/examples/cartpole-random.ini" --steps 200
+        # The main job: config-only DQN training on the native CartPole
+        # (seconds on 2 cores), into runs/cartpole-dqn-DATE/.
+        export CRL_PLUGIN_PATH="$build/plugins/transforms/.libs:$build/plugins/replay/.libs:$build/plugins/losses/.libs${CRL_PLUGIN_PATH:+:$CRL_PLUGIN_PATH}"
+        "$crl" run "$here/conf/examples/cartpole-dqn.ini"
         ;;
     test)
         exec "$here/tests/run-all.sh" "$build"
         ;;
     bench)
         # The uninstalled crl finds the build tree's plugins through the path.
-        export CRL_PLUGIN_PATH="$build/plugins/transforms/.libs:$build/plugins/replay/.libs:$build/plugins/gym/.libs${CRL_PLUGIN_PATH:+:$CRL_PLUGIN_PATH}"
+        export CRL_PLUGIN_PATH="$build/plugins/transforms/.libs:$build/plugins/replay/.libs:$build/plugins/losses/.libs:$build/plugins/gym/.libs${CRL_PLUGIN_PATH:+:$CRL_PLUGIN_PATH}"
         "$crl" bench core
         "$crl" bench envs
         "$crl" bench batched

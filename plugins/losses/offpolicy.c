@@ -18,7 +18,7 @@
 
 #define NOISE_OPTIONS                                                                                        \
     { "sigma", CRL_OPT_DOUBLE, CRL_OPT_RANGE, "0.1", 0, 1e6, NULL,                                         \
-      "exploration: std of the Gaussian noise added to the action (in action units x half the range)" },   \
+      "exploration: std of the Gaussian noise added to the action (in action units)" },                    \
     { "sigma_end", CRL_OPT_DOUBLE, CRL_OPT_RANGE, NULL, 0, 1e6, NULL,                                       \
       "exploration: final sigma (unset: sigma throughout)" },                                              \
     { "annealing_num_steps", CRL_OPT_INT, CRL_OPT_RANGE, "1000000", 1, 1e15, NULL,                         \
