@@ -18,6 +18,8 @@ static const struct {
     { "replay", crl__bench_replay, "prioritized sample / priority update of 256 among 1M items, vs a binary sum tree" },
     { "nn", crl__bench_nn, "MLP forward + backward + Adam steps/s (64x64, 256x256, batch 256) next to raw sgemm" },
     { "transforms", crl__bench_transforms, "ToTensorImage, Resize, GrayScale on 500x500x3 frames: MB/s next to memcpy" },
+    { "train", crl__bench_train,
+      "frames and seconds until DQN/PPO reach 475 on CartPole-v1, SAC/TD3 -200 on Pendulum-v1 (3 seeds each)" },
     { "batched", crl__bench_batched, "CartPole/Pendulum steps/s: inline, serial, threads, processes executors; start-up" },
 #ifdef CRL_HAVE_GYM
     { "gym", crl__bench_gym, "a pure-Python CartPole: plain Python loop vs crl's gym backend, ns crl adds per step" },

@@ -54,7 +54,7 @@ typedef struct run_ctx {
 
 /* OpenBLAS reads OPENBLAS_NUM_THREADS when it loads; training must be
  * single-threaded to be bitwise reproducible, so set it at run time. */
-static void blas_single_thread(void)
+void crl__blas_single_thread(void)
 {
     void (*set)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "openblas_set_num_threads");
     if (set)
@@ -272,7 +272,7 @@ int crl__cmd_run(int argc, char **argv)
         crl__cli_teardown(&ctx);
         return CRL_EXIT_OK;
     }
-    blas_single_thread();
+    crl__blas_single_thread();
     int status = CRL_EXIT_RUNTIME;
     run_ctx r = { 0 };
     r.cli = &ctx;

@@ -1,0 +1,148 @@
+/* crl bench train: frames and wall-clock seconds until DQN and PPO reach a mean evaluation
+ * return of 475 on CartPole-v1 and SAC and TD3 -200 on Pendulum-v1, over 3 seeds. */
+#include "config.h"
+#include "cli-private.h"
+
+#include <crl/trainer.h>
+
+#include <glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The settings of the examples in conf/examples, with a frame budget, an
+ * evaluation of 10 episodes every eval_interval frames and stop_return. */
+static const struct {
+    const char *name, *env, *ini;
+    double target;
+} jobs[] = {
+    { "dqn", "CartPole-v1",
+      "[env]\nbackend = classic\nid = CartPole-v1\n"
+      "[collector]\nframes_per_batch = 10\ntotal_frames = 150000\ninit_random_frames = 1000\n"
+      "[replay]\nstorage = tensor\ncapacity = 50000\nbatch_size = 64\n"
+      "[loss]\ntype = dqn\nnum_cells = 128, 128\ndouble_dqn = true\nhard_update_interval = 250\n"
+      "eps_end = 0.02\nannealing_num_steps = 10000\n"
+      "[optim]\nlr = 0.001\nmax_grad_norm = 10\n"
+      "[train]\nnum_updates = 5\neval_interval = 2500\neval_episodes = 10\n",
+      475 },
+    { "ppo", "CartPole-v1",
+      "[env]\nbackend = classic\nid = CartPole-v1\nnum_envs = 8\n"
+      "[collector]\nframes_per_batch = 1024\ntotal_frames = 500000\n"
+      "[loss]\ntype = ppo\nnum_cells = 64, 64\n"
+      "[optim]\nlr = 0.00025\neps = 1e-5\nmax_grad_norm = 0.5\n"
+      "[train]\nepochs = 4\nminibatch_size = 256\neval_interval = 8192\neval_episodes = 10\n",
+      475 },
+    { "sac", "Pendulum-v1",
+      "[env]\nbackend = classic\nid = Pendulum-v1\n"
+      "[collector]\nframes_per_batch = 10\ntotal_frames = 50000\ninit_random_frames = 1000\n"
+      "[replay]\nstorage = tensor\ncapacity = 100000\nbatch_size = 128\n"
+      "[loss]\ntype = sac\nnum_cells = 128, 128\n"
+      "[optim]\nlr = 0.001\n"
+      "[train]\nnum_updates = 5\neval_interval = 1000\neval_episodes = 10\n",
+      -200 },
+    { "td3", "Pendulum-v1",
+      "[env]\nbackend = classic\nid = Pendulum-v1\n"
+      "[collector]\nframes_per_batch = 10\ntotal_frames = 50000\ninit_random_frames = 1000\n"
+      "[replay]\nstorage = tensor\ncapacity = 100000\nbatch_size = 128\n"
+      "[loss]\ntype = td3\nnum_cells = 128, 128\nsigma = 0.2\n"
+      "[optim]\nlr = 0.001\n"
+      "[train]\nnum_updates = 5\neval_interval = 1000\neval_episodes = 10\n",
+      -200 },
+};
+
+typedef struct reach {
+    double target, best;
+    bool reached;
+    int64_t frames;
+} reach;
+
+static int watch(void *user, crl_trainer *t, const crl_train_stats *s, crl_error *err)
+{
+    (void)t;
+    (void)err;
+    reach *r = user;
+    if (s->evaluated && !isnan(s->eval_return)) {
+        if (s->eval_return > r->best)
+            r->best = s->eval_return;
+        if (!r->reached && s->eval_return >= r->target) {
+            r->reached = true;
+            r->frames = s->frames;
+        }
+    }
+    return CRL_OK;
+}
+
+/* One training run to the target; *secs is its wall-clock time. */
+static int run_one(size_t j, int seed, reach *r, double *secs, crl_error *err)
+{
+    char *text = g_strdup_printf("%s[train]\nseed = %d\nstop_return = %g\n", jobs[j].ini, seed, jobs[j].target);
+    /* [train] appears twice: the config merges repeated sections */
+    char *env = g_strdup_printf("env.seed=%d", seed);
+    crl_config *cfg = crl_config_new(err);
+    crl_host *host = NULL;
+    crl_trainer *t = NULL;
+    int rc = cfg ? CRL_OK : err->code;
+    if (!rc)
+        rc = crl_config_load_defaults(cfg, err);
+    if (!rc)
+        rc = crl_config_load_buffer(cfg, jobs[j].name, text, strlen(text), CRL_LAYER_FILE, err);
+    if (!rc && !(host = crl_host_new(cfg, err)))
+        rc = err->code;
+    if (!rc)
+        rc = crl__cli_load_builtins(host, err);
+    if (!rc)
+        rc = crl_host_load_configured(host, err);
+    if (!rc)
+        rc = crl_config_override(cfg, crl_host_schema(host), env, err);
+    gint64 t0 = g_get_monotonic_time();
+    if (!rc && !(t = crl_trainer_from_config(host, cfg, err)))
+        rc = err->code;
+    if (!rc)
+        rc = crl_trainer_run(t, watch, r, err);
+    *secs = (double)(g_get_monotonic_time() - t0) / 1e6;
+    crl_trainer_free(t);
+    crl_host_free(host);
+    crl_config_free(cfg);
+    g_free(text);
+    g_free(env);
+    return rc;
+}
+
+int crl__bench_train(double seconds)
+{
+    (void)seconds;
+    crl__blas_single_thread();
+    printf("crl bench train: frames and wall-clock seconds (training and evaluations, one thread)\n"
+           "until the mean return of 10 exploration-free evaluation episodes reaches the target,\n"
+           "with the settings of the examples in conf/examples, seeds 0, 1, 2.\n\n");
+    printf("%-5s %-12s %7s %5s %10s %9s %s\n", "loss", "env", "target", "seed", "frames", "seconds", "");
+    int status = CRL_EXIT_OK;
+    for (size_t j = 0; j < sizeof jobs / sizeof jobs[0]; j++) {
+        double fsum = 0, ssum = 0;
+        int n = 0;
+        for (int seed = 0; seed < 3; seed++) {
+            reach r = { jobs[j].target, -INFINITY, false, 0 };
+            double secs = 0;
+            crl_error err = { 0 };
+            if (run_one(j, seed, &r, &secs, &err)) {
+                fprintf(stderr, "crl bench train: %s seed %d: %s\n", jobs[j].name, seed, err.message);
+                status = crl__cli_exit_code(&err);
+                continue;
+            }
+            if (r.reached) {
+                printf("%-5s %-12s %7g %5d %10lld %9.1f\n", jobs[j].name, jobs[j].env, jobs[j].target, seed,
+                       (long long)r.frames, secs);
+                fsum += (double)r.frames;
+                ssum += secs;
+                n++;
+            } else {
+                printf("%-5s %-12s %7g %5d %10s %9.1f not reached (best %.1f)\n", jobs[j].name, jobs[j].env,
+                       jobs[j].target, seed, "-", secs, r.best);
+            }
+            fflush(stdout);
+        }
+        if (n)
+            printf("%-5s %-12s %7s %5s %10.0f %9.1f mean of %d\n", jobs[j].name, "", "", "", fsum / n, ssum / n, n);
+    }
+    return status;
+}
