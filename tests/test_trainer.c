@@ -1,6 +1,7 @@
 /* The trainer of crl run (crl/trainer.h): short smoke runs with a learning signal,
  * bitwise reproducibility, checkpoints, bad configs and a non-finite loss. */
 #include "host-fixture.h"
+#include "keep-cairo.h"
 #include "nn-test.h"
 
 #include <crl/trainer.h>
@@ -337,5 +338,6 @@ END_TEST
 
 int main(void)
 {
+    crl_test_keep_cairo();
     return RUN_TESTS("trainer", dqn_learns, ppo_learns, dqn_resume_bitwise, ppo_resume_bitwise, resume_mismatch, dqn_reproducible, save_load, bad_configs, non_finite_stops);
 }
