@@ -17,7 +17,7 @@ expect() {
     else nok "$what (exit $rc, wanted $want; pattern '$pat')" "$out"; fi
 }
 
-expect 0 '^crl [0-9]+\.[0-9]+\.[0-9]+ \(libcrl .*plugin ABI 1\.1\)' "crl version" -- version
+expect 0 '^crl [0-9]+\.[0-9]+\.[0-9]+ \(libcrl .*plugin ABI 1\.2\)' "crl version" -- version
 expect 0 'Usage: crl COMMAND' "crl --help" -- --help
 expect 2 'Usage: crl COMMAND' "crl without a command is a usage error" --
 expect 2 "unknown command 'plugns'.*did you mean 'plugins'" "unknown command gets a hint" -- plugns

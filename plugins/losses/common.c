@@ -164,3 +164,30 @@ double ls_distance(bool smooth_l1, double d, double *grad)
     *grad = d > 0 ? 1 : -1;
     return fabs(d) - 0.5;
 }
+
+int ls_action_index(crl_td *batch, int64_t rows, int64_t n, const char *who, int64_t *idx, crl_error *err)
+{
+    crl_tensor *action = crl_td_get(batch, "action");
+    if (!action)
+        return crl_error_set(err, CRL_E_NOT_FOUND, "%s: the batch has no 'action'", who);
+    bool onehot = crl_tensor_numel(action) == rows * n && n > 1;
+    if (!onehot && crl_tensor_numel(action) != rows)
+        return crl_error_set(err, CRL_E_SHAPE, "%s: 'action' holds %lld values for %lld rows (expected an index or "
+                             "a one-hot of %lld per row)", who, (long long)crl_tensor_numel(action), (long long)rows,
+                             (long long)n);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t a = 0;
+        if (onehot) {
+            for (int64_t j = 1; j < n; j++)
+                if (crl_tensor_flat_get(action, r * n + j) > crl_tensor_flat_get(action, r * n + a))
+                    a = j;
+        } else {
+            a = (int64_t)crl_tensor_flat_get(action, r);
+        }
+        if (a < 0 || a >= n)
+            return crl_error_set(err, CRL_E_RANGE, "%s: action %lld of row %lld is outside [0, %lld)", who,
+                                 (long long)a, (long long)r, (long long)n);
+        idx[r] = a;
+    }
+    return CRL_OK;
+}

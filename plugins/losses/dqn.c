@@ -39,6 +39,7 @@ typedef struct dqn {
     double counters[3];                /* optimizer steps, explore frames, explore calls */
     double explore_frames_per_call;
     float *qt, *qo, *grad, *td_err;
+    int64_t *idx;
     int64_t cap;
     crl_tensor *next_obs;              /* scratch for rows != cap */
 } dqn;
@@ -57,6 +58,7 @@ static void dqn_destroy(void *st)
     g_free(d->qo);
     g_free(d->grad);
     g_free(d->td_err);
+    g_free(d->idx);
     g_free(d);
 }
 
@@ -167,25 +169,16 @@ static int dqn_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
         goto out;
     if (crl_td_get(batch, "_weight") && ls_batch_f32(batch, "_weight", rows, 1, who, &weight, &tmp[3], err))
         goto out;
-    crl_tensor *action = crl_td_get(batch, "action");
-    if (!action) {
-        rc = crl_error_set(err, CRL_E_NOT_FOUND, "%s: the batch has no 'action'", who);
-        goto out;
-    }
-    bool onehot = crl_tensor_numel(action) == rows * n && n > 1;
-    if (!onehot && crl_tensor_numel(action) != rows) {
-        rc = crl_error_set(err, CRL_E_SHAPE, "%s: 'action' holds %lld values for %lld rows (expected an index or a "
-                           "one-hot of %lld per row)", who, (long long)crl_tensor_numel(action), (long long)rows,
-                           (long long)n);
-        goto out;
-    }
     if (rows > d->cap) {
         d->qt = g_renew(float, d->qt, rows * n);
         d->qo = g_renew(float, d->qo, rows * n);
         d->grad = g_renew(float, d->grad, rows * n);
         d->td_err = g_renew(float, d->td_err, rows);
+        d->idx = g_renew(int64_t, d->idx, rows);
         d->cap = rows;
     }
+    if (ls_action_index(batch, rows, n, who, d->idx, err))
+        goto out;
     crl_tensor *nobs_t = crl_tensor_wrap((void *)nobs, CRL_F32, 2, (const int64_t[]){ rows, in }, NULL, NULL, NULL,
                                          err);
     if (!nobs_t)
@@ -200,19 +193,7 @@ static int dqn_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     double loss = 0, wsum = 0;
     memset(d->grad, 0, (size_t)(rows * n) * sizeof(float));
     for (int64_t r = 0; r < rows; r++) {
-        int64_t a = 0;
-        if (onehot) {
-            for (int64_t j = 1; j < n; j++)
-                if (crl_tensor_flat_get(action, r * n + j) > crl_tensor_flat_get(action, r * n + a))
-                    a = j;
-        } else {
-            a = (int64_t)crl_tensor_flat_get(action, r);
-        }
-        if (a < 0 || a >= n) {
-            rc = crl_error_set(err, CRL_E_RANGE, "%s: action %lld of row %lld is outside [0, %lld)", who,
-                               (long long)a, (long long)r, (long long)n);
-            goto out;
-        }
+        int64_t a = d->idx[r];
         const float *qt = d->qt + r * n;
         int64_t best = 0;
         const float *pick = d->double_dqn ? d->qo + r * n : qt;

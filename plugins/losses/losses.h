@@ -39,6 +39,9 @@ crl_mlp *ls_mlp(const char *name, int64_t in, int64_t out, const ls_net_opts *no
  * CRL_E_NOT_FOUND names the missing key, CRL_E_SHAPE both sizes. */
 int ls_batch_f32(crl_td *batch, const char *key, int64_t rows, int64_t width, const char *who, const float **data,
                  crl_tensor **owned, crl_error *err);
+/* The batch's "action" as action indices idx[rows] (an index per row, or
+ * a one-hot of n per row).  CRL_E_NOT_FOUND, CRL_E_SHAPE, CRL_E_RANGE. */
+int ls_action_index(crl_td *batch, int64_t rows, int64_t n, const char *who, int64_t *idx, crl_error *err);
 /* Rows of the batch (its batch dims multiplied). */
 int64_t ls_rows(const crl_td *td);
 /* Set a float32 scalar entry in losses. */
@@ -71,6 +74,8 @@ extern const crl_loss_ops ls_td3_ops;
 extern const crl_option ls_td3_options[];
 extern const crl_loss_ops ls_sac_ops;
 extern const crl_option ls_sac_options[];
+extern const crl_loss_ops ls_dsac_ops;
+extern const crl_option ls_dsac_options[];
 extern const crl_loss_ops ls_reinforce_ops;
 extern const crl_option ls_reinforce_options[];
 

@@ -1,4 +1,4 @@
-/* plugins/losses: the losses plugin (losses.so), registering loss/dqn, ppo, a2c, reinforce, ddpg, td3 and sac. */
+/* plugins/losses: the losses plugin (losses.so), registering loss/dqn, ppo, a2c, reinforce, ddpg, td3, sac and discrete_sac. */
 #include "config.h"
 #include "losses.h"
 
@@ -20,6 +20,9 @@ static const crl_component loss_components[] = {
       "TD3: twin critics, delayed policy updates, target policy smoothing", ls_td3_options, &ls_td3_ops },
     { sizeof(crl_component), CRL_KIND_LOSS, "sac",
       "SAC (continuous): TanhNormal actor, twin critics, learned entropy coefficient", ls_sac_options, &ls_sac_ops },
+    { sizeof(crl_component), CRL_KIND_LOSS, "discrete_sac",
+      "discrete SAC: Categorical actor, twin Q-networks over the actions, learned entropy coefficient",
+      ls_dsac_options, &ls_dsac_ops },
 };
 
 static int losses_init(crl_host *host, const crl_opts *section, crl_error *err)
@@ -34,4 +37,4 @@ static int losses_init(crl_host *host, const crl_opts *section, crl_error *err)
 }
 
 CRL_PLUGIN_DEFINE(losses, "losses", PACKAGE_VERSION, "MIT",
-                  "losses that own their networks: DQN, PPO, A2C, REINFORCE, DDPG, TD3, SAC", NULL, losses_init, NULL)
+                  "losses that own their networks: DQN, PPO, A2C, REINFORCE, DDPG, TD3, SAC, discrete SAC", NULL, losses_init, NULL)
