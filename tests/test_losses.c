@@ -554,10 +554,54 @@ START_TEST(ac_bad_input)
 }
 END_TEST
 
+/* Discrete SAC: each network against its own term, on discrete transitions. */
+static void dsac_gradients(const char *ini, size_t nparams)
+{
+    loss_fx f;
+    crl_error e = { 0 };
+    ck_assert_msg(fx_open(&f, ini, true, &e) == CRL_OK, "%s: %s", ini, e.message);
+    ck_assert_uint_eq(f.ops->num_params(f.st), nparams);
+    crl_rng rng;
+    crl_rng_init(&rng, 31, 0);
+    crl_td *b = dqn_batch(10, &rng);
+    actor_terms_only = true;
+    check_gradients(&f, b, 1e-2, 3e-2);
+    actor_terms_only = false;
+    ck_assert_ptr_nonnull(crl_td_get(b, "td_error"));
+    crl_td_unref(b);
+    fx_close(&f);
+}
+
+START_TEST(dsac_grad) { dsac_gradients("[loss]\ntype = discrete_sac\n" AC_NET, 4); }
+END_TEST
+START_TEST(dsac_fixed_alpha_grad) { dsac_gradients("[loss]\ntype = discrete_sac\nfixed_alpha = true\n" AC_NET, 3); }
+END_TEST
+
+START_TEST(dsac_bad_input)
+{
+    loss_fx f;
+    crl_error e = { 0 };
+    ck_assert_int_eq(fx_open(&f, "[loss]\ntype = discrete_sac\n", false, &e), CRL_E_INVALID);
+    assert_msg_has(&e, "discrete action");
+    fx_close(&f);
+    ck_assert_int_eq(fx_open(&f, "[loss]\ntype = discrete_sac\n" AC_NET, true, &e), CRL_OK);
+    crl_rng rng;
+    crl_rng_init(&rng, 32, 0);
+    crl_td *b = dqn_batch(4, &rng), *losses = crl_td_new(0, NULL, &e);
+    crl_tensor_flat_set(crl_td_get(b, "action"), 2, 7);
+    ck_assert_int_eq(f.ops->forward(f.st, b, losses, &e), CRL_E_RANGE);
+    assert_msg_has(&e, "outside [0, 2)");
+    crl_td_unref(b);
+    crl_td_unref(losses);
+    fx_close(&f);
+}
+END_TEST
+
 int main(void)
 {
     return RUN_TESTS("losses", dqn_grad_l2, dqn_grad_smooth_l1_double, dqn_weights, dqn_loss_falls,
                      dqn_target_updates, dqn_save_load, dqn_bad_input, ppo_grad_clip, ppo_grad_clip_outside,
                      ppo_grad_kl, ppo_grad_continuous, a2c_grad, reinforce_grad, pg_prepare_targets, pg_bad_input, ddpg_grad, td3_grad, sac_grad,
-                     sac_fixed_alpha_grad, td3_delay, ac_bad_input);
+                     sac_fixed_alpha_grad, td3_delay, ac_bad_input, dsac_grad, dsac_fixed_alpha_grad,
+                     dsac_bad_input);
 }
