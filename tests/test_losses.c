@@ -478,15 +478,17 @@ static crl_td *cont_batch(int64_t B, crl_rng *rng)
     return td;
 }
 
-static void ac_gradients(const char *ini, size_t nparams)
+/* The actor-critics' gradients, each network against its own term, on
+ * continuous (DDPG, TD3, SAC) or discrete (discrete SAC) transitions. */
+static void ac_gradients(const char *ini, bool discrete, size_t nparams)
 {
     loss_fx f;
     crl_error e = { 0 };
-    ck_assert_msg(fx_open(&f, ini, false, &e) == CRL_OK, "%s: %s", ini, e.message);
+    ck_assert_msg(fx_open(&f, ini, discrete, &e) == CRL_OK, "%s: %s", ini, e.message);
     ck_assert_uint_eq(f.ops->num_params(f.st), nparams);
     crl_rng rng;
     crl_rng_init(&rng, 21, 0);
-    crl_td *b = cont_batch(10, &rng);
+    crl_td *b = discrete ? dqn_batch(10, &rng) : cont_batch(10, &rng);
     actor_terms_only = true;
     check_gradients(&f, b, 1e-2, 3e-2);
     actor_terms_only = false;
@@ -496,13 +498,13 @@ static void ac_gradients(const char *ini, size_t nparams)
 }
 
 #define AC_NET "num_cells = 16\nactivation = tanh\n"
-START_TEST(ddpg_grad) { ac_gradients("[loss]\ntype = ddpg\n" AC_NET, 2); }
+START_TEST(ddpg_grad) { ac_gradients("[loss]\ntype = ddpg\n" AC_NET, false, 2); }
 END_TEST
-START_TEST(td3_grad) { ac_gradients("[loss]\ntype = td3\n" AC_NET, 3); }
+START_TEST(td3_grad) { ac_gradients("[loss]\ntype = td3\n" AC_NET, false, 3); }
 END_TEST
-START_TEST(sac_grad) { ac_gradients("[loss]\ntype = sac\n" AC_NET, 4); }
+START_TEST(sac_grad) { ac_gradients("[loss]\ntype = sac\n" AC_NET, false, 4); }
 END_TEST
-START_TEST(sac_fixed_alpha_grad) { ac_gradients("[loss]\ntype = sac\nfixed_alpha = true\nalpha_init = 0.2\n" AC_NET, 3); }
+START_TEST(sac_fixed_alpha_grad) { ac_gradients("[loss]\ntype = sac\nfixed_alpha = true\nalpha_init = 0.2\n" AC_NET, false, 3); }
 END_TEST
 
 /* TD3 steps its actor every policy_delay-th update, and the targets with it. */
@@ -554,27 +556,9 @@ START_TEST(ac_bad_input)
 }
 END_TEST
 
-/* Discrete SAC: each network against its own term, on discrete transitions. */
-static void dsac_gradients(const char *ini, size_t nparams)
-{
-    loss_fx f;
-    crl_error e = { 0 };
-    ck_assert_msg(fx_open(&f, ini, true, &e) == CRL_OK, "%s: %s", ini, e.message);
-    ck_assert_uint_eq(f.ops->num_params(f.st), nparams);
-    crl_rng rng;
-    crl_rng_init(&rng, 31, 0);
-    crl_td *b = dqn_batch(10, &rng);
-    actor_terms_only = true;
-    check_gradients(&f, b, 1e-2, 3e-2);
-    actor_terms_only = false;
-    ck_assert_ptr_nonnull(crl_td_get(b, "td_error"));
-    crl_td_unref(b);
-    fx_close(&f);
-}
-
-START_TEST(dsac_grad) { dsac_gradients("[loss]\ntype = discrete_sac\n" AC_NET, 4); }
+START_TEST(dsac_grad) { ac_gradients("[loss]\ntype = discrete_sac\n" AC_NET, true, 4); }
 END_TEST
-START_TEST(dsac_fixed_alpha_grad) { dsac_gradients("[loss]\ntype = discrete_sac\nfixed_alpha = true\n" AC_NET, 3); }
+START_TEST(dsac_fixed_alpha_grad) { ac_gradients("[loss]\ntype = discrete_sac\nfixed_alpha = true\n" AC_NET, true, 3); }
 END_TEST
 
 START_TEST(dsac_bad_input)

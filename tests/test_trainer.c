@@ -44,23 +44,29 @@ static int record(void *user, crl_trainer *t, const crl_train_stats *s, crl_erro
     return CRL_OK;
 }
 
+/* Train the config to its end and return what the evaluations scored. */
+static evals train_evals(const char *ini)
+{
+    crl_test_host h;
+    crl_error e = { 0 };
+    crl_trainer *t = open_trainer(&h, ini, &e);
+    ck_assert_msg(t != NULL, "trainer: %s", e.message);
+    evals ev = { 0, -1e9, NAN, 0 };
+    ck_assert_msg(crl_trainer_run(t, record, &ev, &e) == CRL_OK, "run: %s", e.message);
+    crl_trainer_free(t);
+    crl_test_host_close(&h);
+    return ev;
+}
+
 /* A few seconds of DQN on CartPole: the evaluation return rises well above
  * the untrained policy's. */
 START_TEST(dqn_learns)
 {
-    crl_test_host h;
-    crl_error e = { 0 };
     char *ini = g_strdup_printf(DQN_INI, 20000, 1000, "eval_episodes = 3\n");
-    crl_trainer *t = open_trainer(&h, ini, &e);
-    ck_assert_msg(t != NULL, "trainer: %s", e.message);
-    evals ev = { 0, -1e9, NAN, 0 };
-    int rc = crl_trainer_run(t, record, &ev, &e);
-    ck_assert_msg(rc == CRL_OK, "run: %s", e.message);
+    evals ev = train_evals(ini);
     ck_assert_int_gt(ev.n, 5);
     ck_assert_msg(ev.best >= 150 && ev.best > 3 * ev.first, "eval return: first %g, best %g", ev.first, ev.best);
     ck_assert(isfinite(ev.last_loss));
-    crl_trainer_free(t);
-    crl_test_host_close(&h);
     g_free(ini);
 }
 END_TEST
@@ -191,22 +197,13 @@ END_TEST
 /* PPO on CartPole for 40960 frames: the evaluation return reaches 400. */
 START_TEST(ppo_learns)
 {
-    crl_test_host h;
-    crl_error e = { 0 };
-    crl_trainer *t = open_trainer(&h,
-                                  "[env]\nbackend = classic\nid = CartPole-v1\nnum_envs = 8\nseed = 0\n"
-                                  "[collector]\nframes_per_batch = 1024\ntotal_frames = 40960\n"
-                                  "[loss]\ntype = ppo\n"
-                                  "[optim]\nlr = 0.00025\neps = 1e-5\nmax_grad_norm = 0.5\n"
-                                  "[train]\nminibatch_size = 256\neval_interval = 4096\neval_episodes = 3\n",
-                                  &e);
-    ck_assert_msg(t != NULL, "trainer: %s", e.message);
-    evals ev = { 0, -1e9, NAN, 0 };
-    ck_assert_msg(crl_trainer_run(t, record, &ev, &e) == CRL_OK, "run: %s", e.message);
+    evals ev = train_evals("[env]\nbackend = classic\nid = CartPole-v1\nnum_envs = 8\nseed = 0\n"
+                           "[collector]\nframes_per_batch = 1024\ntotal_frames = 40960\n"
+                           "[loss]\ntype = ppo\n"
+                           "[optim]\nlr = 0.00025\neps = 1e-5\nmax_grad_norm = 0.5\n"
+                           "[train]\nminibatch_size = 256\neval_interval = 4096\neval_episodes = 3\n");
     /* a random policy scores about 22 */
     ck_assert_msg(ev.best >= 400, "eval return: first %g, best %g", ev.first, ev.best);
-    crl_trainer_free(t);
-    crl_test_host_close(&h);
 }
 END_TEST
 
@@ -339,22 +336,13 @@ END_TEST
 /* Discrete SAC on CartPole for 12000 frames: the evaluation return rises. */
 START_TEST(discrete_sac_learns)
 {
-    crl_test_host h;
-    crl_error e = { 0 };
-    crl_trainer *t = open_trainer(&h,
-                                  "[env]\nbackend = classic\nid = CartPole-v1\nseed = 0\n"
-                                  "[collector]\nframes_per_batch = 10\ntotal_frames = 12000\ninit_random_frames = 1000\n"
-                                  "[replay]\nstorage = tensor\ncapacity = 20000\nbatch_size = 64\n"
-                                  "[loss]\ntype = discrete_sac\nalpha_init = 0.2\n"
-                                  "[optim]\nlr = 0.0003\n"
-                                  "[train]\nnum_updates = 5\neval_interval = 3000\neval_episodes = 3\n",
-                                  &e);
-    ck_assert_msg(t != NULL, "trainer: %s", e.message);
-    evals ev = { 0, -1e9, NAN, 0 };
-    ck_assert_msg(crl_trainer_run(t, record, &ev, &e) == CRL_OK, "run: %s", e.message);
+    evals ev = train_evals("[env]\nbackend = classic\nid = CartPole-v1\nseed = 0\n"
+                           "[collector]\nframes_per_batch = 10\ntotal_frames = 12000\ninit_random_frames = 1000\n"
+                           "[replay]\nstorage = tensor\ncapacity = 20000\nbatch_size = 64\n"
+                           "[loss]\ntype = discrete_sac\nalpha_init = 0.2\n"
+                           "[optim]\nlr = 0.0003\n"
+                           "[train]\nnum_updates = 5\neval_interval = 3000\neval_episodes = 3\n");
     ck_assert_msg(ev.best >= 150 && ev.best > 2 * ev.first, "eval return: first %g, best %g", ev.first, ev.best);
-    crl_trainer_free(t);
-    crl_test_host_close(&h);
 }
 END_TEST
 
@@ -362,8 +350,6 @@ END_TEST
  * climbs from about -1500 (a random policy scores -1200 to -1600). */
 static void pendulum_learns(const char *loss, int frames)
 {
-    crl_test_host h;
-    crl_error e = { 0 };
     char *ini = g_strdup_printf("[env]\nbackend = classic\nid = Pendulum-v1\nseed = 0\n"
                                 "[collector]\nframes_per_batch = 10\ntotal_frames = %d\ninit_random_frames = 1000\n"
                                 "[replay]\nstorage = tensor\ncapacity = 20000\nbatch_size = 128\n"
@@ -371,14 +357,9 @@ static void pendulum_learns(const char *loss, int frames)
                                 "[optim]\nlr = 0.001\n"
                                 "[train]\nnum_updates = 5\neval_interval = 1000\neval_episodes = 3\n",
                                 frames, loss, strcmp(loss, "sac") ? "sigma = 0.2\n" : "");
-    crl_trainer *t = open_trainer(&h, ini, &e);
-    ck_assert_msg(t != NULL, "trainer: %s", e.message);
-    evals ev = { 0, -1e9, NAN, 0 };
-    ck_assert_msg(crl_trainer_run(t, record, &ev, &e) == CRL_OK, "run: %s", e.message);
+    evals ev = train_evals(ini);
     ck_assert_msg(ev.best >= -600 && ev.best > ev.first + 500, "%s: eval return: first %g, best %g", loss, ev.first,
                   ev.best);
-    crl_trainer_free(t);
-    crl_test_host_close(&h);
     g_free(ini);
 }
 

@@ -191,3 +191,24 @@ int ls_action_index(crl_td *batch, int64_t rows, int64_t n, const char *who, int
     }
     return CRL_OK;
 }
+
+int ls_drop_keys(crl_td *td, const char *const *keys, crl_error *err)
+{
+    for (size_t i = 0; keys[i]; i++)
+        if (crl_td_has(td, keys[i]) && crl_td_del(td, keys[i], err))
+            return err->code;
+    return CRL_OK;
+}
+
+int ls_discrete_n(const crl_spec *action_spec, const char *who, const char *instead, int64_t *n, crl_error *err)
+{
+    const crl_spec *act = ls_action_leaf(action_spec, who, err);
+    if (!act)
+        return err->code;
+    crl_spec_kind k = crl_spec_get_kind(act);
+    if (k != CRL_SPEC_CATEGORICAL && k != CRL_SPEC_ONEHOT)
+        return crl_error_set(err, CRL_E_INVALID, "%s: needs a discrete action (Categorical or OneHot), the env's is "
+                             "%s; use %s for continuous actions", who, crl_spec_kind_name(k), instead);
+    *n = crl_spec_n(act);
+    return CRL_OK;
+}

@@ -78,16 +78,9 @@ static int dqn_create(const crl_opts *opts, const crl_spec *obs_spec, const crl_
         ls_obs_features(obs_spec, d->no.in_key, who, &in, err))
         goto fail;
     d->smooth_l1 = !strcmp(lf, "smooth_l1");
+    if (ls_discrete_n(action_spec, who, "sac, td3 or ddpg", &d->n, err))
+        goto fail;
     const crl_spec *act = ls_action_leaf(action_spec, who, err);
-    if (!act)
-        goto fail;
-    crl_spec_kind k = crl_spec_get_kind(act);
-    if (k != CRL_SPEC_CATEGORICAL && k != CRL_SPEC_ONEHOT) {
-        crl_error_set(err, CRL_E_INVALID, "%s: needs a discrete action (Categorical or OneHot), the env's is %s; "
-                      "use a continuous-action loss (sac, td3, ddpg)", who, crl_spec_kind_name(k));
-        goto fail;
-    }
-    d->n = crl_spec_n(act);
     crl_rng rng;
     crl_rng_init(&rng, seed, 0);
     const char *keys[] = { d->no.in_key, NULL };
@@ -110,11 +103,8 @@ static int dqn_act(void *st, crl_td *td, crl_exploration e, crl_rng *rng, crl_er
     dqn *d = st;
     if (crl_qvalue_actor_act(d->actor, td, e, rng, err))
         return err->code;
-    /* Only "action" is kept: random frames (init_random_frames) have no
-     * action values, and every stored item must have the same keys. */
-    if (crl_td_del(td, "action_value", err) || crl_td_del(td, "chosen_action_value", err))
-        return err->code;
-    return CRL_OK;
+    static const char *const extra[] = { "action_value", "chosen_action_value", NULL };
+    return ls_drop_keys(td, extra, err);
 }
 
 static void dqn_explore_step(void *st, int64_t frames)

@@ -68,16 +68,9 @@ static int dsac_create(const crl_opts *opts, const crl_spec *obs_spec, const crl
         crl_opts_double(opts, "target_entropy_weight", &w, err) ||
         ls_obs_features(obs_spec, d->no.in_key, who, &d->o, err))
         goto fail;
+    if (ls_discrete_n(action_spec, who, "sac", &d->n, err))
+        goto fail;
     const crl_spec *act = ls_action_leaf(action_spec, who, err);
-    if (!act)
-        goto fail;
-    crl_spec_kind k = crl_spec_get_kind(act);
-    if (k != CRL_SPEC_CATEGORICAL && k != CRL_SPEC_ONEHOT) {
-        crl_error_set(err, CRL_E_INVALID, "%s: needs a discrete action (Categorical or OneHot), the env's is %s; "
-                      "use sac for continuous actions", who, crl_spec_kind_name(k));
-        goto fail;
-    }
-    d->n = crl_spec_n(act);
     d->target_entropy = w * log((double)d->n);
     crl_rng rng;
     crl_rng_init(&rng, seed, 0);
@@ -111,12 +104,8 @@ static int dsac_act(void *st, crl_td *td, crl_exploration e, crl_rng *rng, crl_e
     dsac *d = st;
     if (crl_prob_actor_act(d->actor, td, e, rng, err))
         return err->code;
-    /* only "action" is stored (random frames have nothing else) */
-    static const char *const extra[] = { "logits", "sample_log_prob" };
-    for (size_t i = 0; i < 2; i++)
-        if (crl_td_has(td, extra[i]) && crl_td_del(td, extra[i], err))
-            return err->code;
-    return CRL_OK;
+    static const char *const extra[] = { "logits", "sample_log_prob", NULL };
+    return ls_drop_keys(td, extra, err);
 }
 
 static size_t dsac_num_params(void *st)

@@ -30,6 +30,16 @@ int ls_obs_features(const crl_spec *obs_spec, const char *key, const char *who, 
  * it is a leaf); borrowed.  CRL_E_NOT_FOUND when absent. */
 const crl_spec *ls_action_leaf(const crl_spec *action_spec, const char *who, crl_error *err);
 
+/* Delete the entries keys[] (NULL-terminated) that td has.  A policy keeps
+ * only "action" in what it writes for the collector: the random frames of
+ * init_random_frames have nothing else, and every item a replay buffer
+ * stores must have the same keys. */
+int ls_drop_keys(crl_td *td, const char *const *keys, crl_error *err);
+
+/* The number of actions of a discrete (Categorical or OneHot) action
+ * spec; CRL_E_INVALID otherwise, suggesting the loss `instead`. */
+int ls_discrete_n(const crl_spec *action_spec, const char *who, const char *instead, int64_t *n, crl_error *err);
+
 /* An MLP in_features -> cells -> out_features from the shared options. */
 crl_mlp *ls_mlp(const char *name, int64_t in, int64_t out, const ls_net_opts *no, crl_rng *rng, crl_error *err);
 

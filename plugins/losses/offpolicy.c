@@ -214,13 +214,8 @@ static int ac_act(void *st, crl_td *td, crl_exploration e, crl_rng *rng, crl_err
         return crl_det_actor_act(a->det, td, e, rng, err);
     if (crl_prob_actor_act(a->prob, td, e, rng, err))
         return err->code;
-    /* Only "action" is kept: random frames have none of the rest, and
-     * every stored item must have the same keys. */
-    static const char *const extra[] = { "loc", "scale", "sample_log_prob" };
-    for (size_t i = 0; i < 3; i++)
-        if (crl_td_has(td, extra[i]) && crl_td_del(td, extra[i], err))
-            return err->code;
-    return CRL_OK;
+    static const char *const extra[] = { "loc", "scale", "sample_log_prob", NULL };
+    return ls_drop_keys(td, extra, err);
 }
 
 static void ac_explore_step(void *st, int64_t frames)
