@@ -284,6 +284,29 @@ START_TEST(dqn_save_load)
 }
 END_TEST
 
+/* forward on b fails with `code` and a message holding needle; drops b. */
+static void forward_fails(loss_fx *f, crl_td *b, int code, const char *needle)
+{
+    crl_error e = { 0 };
+    crl_td *losses = crl_td_new(0, NULL, &e);
+    int rc = f->ops->forward(f->st, b, losses, &e);
+    ck_assert_msg(code ? rc == code : rc != CRL_OK, "forward: %s, wanted %s: %s", crl_status_name(rc),
+                  crl_status_name(code), e.message);
+    assert_msg_has(&e, needle);
+    crl_td_unref(losses);
+    crl_td_unref(b);
+}
+
+/* Discrete transitions with one entry replaced by a random float [B, w] tensor. */
+static crl_td *with_rows(crl_td *b, const char *key, int64_t B, int64_t w, crl_rng *rng)
+{
+    crl_error e = { 0 };
+    crl_tensor *t = t_rows(B, w, NULL, rng);
+    ck_assert_int_eq(crl_td_set(b, key, t, &e), CRL_OK);
+    crl_tensor_unref(t);
+    return b;
+}
+
 START_TEST(dqn_bad_input)
 {
     loss_fx f;
@@ -301,20 +324,11 @@ START_TEST(dqn_bad_input)
     crl_rng rng;
     crl_rng_init(&rng, 9, 0);
     crl_td *losses = crl_td_new(0, NULL, &e);
-    /* A missing key. */
+    /* A missing key; observations of the wrong width. */
     crl_td *b = dqn_batch(4, &rng);
     ck_assert_int_eq(crl_td_del(b, "next.reward", &e), CRL_OK);
-    ck_assert_int_eq(f.ops->forward(f.st, b, losses, &e), CRL_E_NOT_FOUND);
-    assert_msg_has(&e, "next.reward");
-    crl_td_unref(b);
-    /* Observations of the wrong width. */
-    b = dqn_batch(4, &rng);
-    crl_tensor *wide = t_rows(4, 5, NULL, &rng);
-    ck_assert_int_eq(crl_td_set(b, "observation", wide, &e), CRL_OK);
-    ck_assert_int_ne(f.ops->forward(f.st, b, losses, &e), CRL_OK);
-    assert_msg_has(&e, "observation");
-    crl_tensor_unref(wide);
-    crl_td_unref(b);
+    forward_fails(&f, b, CRL_E_NOT_FOUND, "next.reward");
+    forward_fails(&f, with_rows(dqn_batch(4, &rng), "observation", 4, 5, &rng), 0, "observation");
     /* A non-finite reward gives a non-finite loss: refused, the gradients untouched. */
     b = dqn_batch(4, &rng);
     crl_tensor_flat_set(crl_td_get(b, "next.reward"), 1, NAN);
@@ -434,17 +448,12 @@ START_TEST(pg_bad_input)
     ck_assert_int_eq(fx_open(&f, "[loss]\ntype = ppo\n" PG_NET, true, &e), CRL_OK);
     crl_rng rng;
     crl_rng_init(&rng, 13, 0);
-    crl_td *b = pg_batch(&f, 4, 0, &rng), *losses = crl_td_new(0, NULL, &e);
+    crl_td *b = pg_batch(&f, 4, 0, &rng);
     ck_assert_int_eq(crl_td_del(b, "advantage", &e), CRL_OK);
-    ck_assert_int_eq(f.ops->forward(f.st, b, losses, &e), CRL_E_NOT_FOUND);
-    assert_msg_has(&e, "advantage");
-    crl_td_unref(b);
+    forward_fails(&f, b, CRL_E_NOT_FOUND, "advantage");
     b = pg_batch(&f, 4, 0, &rng);
     crl_tensor_flat_set(crl_td_get(b, "value_target"), 2, INFINITY);
-    ck_assert_int_eq(f.ops->forward(f.st, b, losses, &e), CRL_E_RUNTIME);
-    assert_msg_has(&e, "not finite");
-    crl_td_unref(b);
-    crl_td_unref(losses);
+    forward_fails(&f, b, CRL_E_RUNTIME, "not finite");
     fx_close(&f);
 }
 END_TEST
@@ -534,24 +543,13 @@ START_TEST(ac_bad_input)
     ck_assert_int_eq(fx_open(&f, "[loss]\ntype = td3\n" AC_NET, false, &e), CRL_OK);
     crl_rng rng;
     crl_rng_init(&rng, 22, 0);
-    crl_td *b = cont_batch(4, &rng), *losses = crl_td_new(0, NULL, &e);
+    crl_td *b = cont_batch(4, &rng);
     ck_assert_int_eq(crl_td_del(b, "next.observation", &e), CRL_OK);
-    ck_assert_int_eq(f.ops->forward(f.st, b, losses, &e), CRL_E_NOT_FOUND);
-    assert_msg_has(&e, "next.observation");
-    crl_td_unref(b);
-    b = cont_batch(4, &rng);
-    crl_tensor *wide = t_rows(4, 2, NULL, &rng);
-    ck_assert_int_eq(crl_td_set(b, "action", wide, &e), CRL_OK);
-    ck_assert_int_eq(f.ops->forward(f.st, b, losses, &e), CRL_E_SHAPE);
-    assert_msg_has(&e, "'action'");
-    crl_tensor_unref(wide);
-    crl_td_unref(b);
+    forward_fails(&f, b, CRL_E_NOT_FOUND, "next.observation");
+    forward_fails(&f, with_rows(cont_batch(4, &rng), "action", 4, 2, &rng), CRL_E_SHAPE, "'action'");
     b = cont_batch(4, &rng);
     crl_tensor_flat_set(crl_td_get(b, "next.reward"), 0, NAN);
-    ck_assert_int_eq(f.ops->forward(f.st, b, losses, &e), CRL_E_RUNTIME);
-    assert_msg_has(&e, "not finite");
-    crl_td_unref(b);
-    crl_td_unref(losses);
+    forward_fails(&f, b, CRL_E_RUNTIME, "not finite");
     fx_close(&f);
 }
 END_TEST
@@ -571,12 +569,9 @@ START_TEST(dsac_bad_input)
     ck_assert_int_eq(fx_open(&f, "[loss]\ntype = discrete_sac\n" AC_NET, true, &e), CRL_OK);
     crl_rng rng;
     crl_rng_init(&rng, 32, 0);
-    crl_td *b = dqn_batch(4, &rng), *losses = crl_td_new(0, NULL, &e);
+    crl_td *b = dqn_batch(4, &rng);
     crl_tensor_flat_set(crl_td_get(b, "action"), 2, 7);
-    ck_assert_int_eq(f.ops->forward(f.st, b, losses, &e), CRL_E_RANGE);
-    assert_msg_has(&e, "outside [0, 2)");
-    crl_td_unref(b);
-    crl_td_unref(losses);
+    forward_fails(&f, b, CRL_E_RANGE, "outside [0, 2)");
     fx_close(&f);
 }
 END_TEST
