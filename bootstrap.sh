@@ -84,6 +84,7 @@ case "$cmd" in
         "$crl" bench nn
         "$crl" bench replay
         "$crl" bench transforms
+        "$crl" bench train
         # Built when configure found libpython3 and numpy.
         if "$crl" bench --help | grep -q '^  gym '; then "$crl" bench gym; fi
         # Built when configure found libmujoco.
