@@ -61,5 +61,14 @@ if [ "$rc" -ne 0 ] && grep -qF "discrete action" <<<"$out"
 then ok "DQN on a continuous action: refused with the reason"
 else nok "dqn on Pendulum (exit $rc)" "$out"; fi
 
+# Plain SGD at lr = 10 without clipping diverges: the run stops with the
+# reason and keeps a checkpoint of the parameters before the failing update.
+out=$("$crl" run "$ini" optim.type=sgd optim.lr=10 optim.max_grad_norm=0 collector.total_frames=5000 \
+      train.run_dir="$tmp/nan" --quiet 2>&1); rc=$?
+if [ "$rc" -eq 1 ] && grep -qE "stopped: frame [0-9]+: loss 'dqn': .*not finite" <<<"$out" \
+    && grep -qF "$tmp/nan/checkpoint" <<<"$out" && [ -s "$tmp/nan/checkpoint/trainer.ckpt" ] && [ -s "$tmp/nan/curve.png" ]
+then ok "a diverging loss stops the run (exit 1) with the frame and a checkpoint"
+else nok "diverging loss (exit $rc)" "$out"; fi
+
 echo "1..$n"
 [ "$failures" -eq 0 ]
