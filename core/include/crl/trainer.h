@@ -80,9 +80,14 @@ CRL_API int crl_trainer_run(crl_trainer *t, crl_train_progress_fn progress, void
  * evaluation env and set *mean_return. */
 CRL_API int crl_trainer_evaluate(crl_trainer *t, int64_t episodes, double *mean_return, crl_error *err);
 
-/* Write the loss (networks, targets, schedules) and the optimizer state to
- * the checkpoint file `path` (kind "crl.train"), and read them back
- * (CRL_E_CORRUPT naming the file and section; nothing changes on error). */
+/* Write the loss (networks, targets, schedules), every optimizer's state,
+ * the counters, the exploration RNG and the actions taken so far to the
+ * checkpoint file `path` (kind "crl.train").  load reads the loss,
+ * optimizers, counters and RNG back (not the actions: see
+ * crl_trainer_resume).  Errors: CRL_E_IO, CRL_E_CORRUPT naming the file
+ * and section.  The loss changes nothing on error (it validates first),
+ * but optimizers read before a failing section keep what they read:
+ * discard a trainer whose load failed. */
 CRL_API int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err);
 CRL_API int crl_trainer_load(crl_trainer *t, const char *path, crl_error *err);
 
