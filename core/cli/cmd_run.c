@@ -351,6 +351,10 @@ int crl__cmd_run(int argc, char **argv)
         printf("  recent return:    %.6g\n", r.last.recent_return);
     if (!isnan(r.last.eval_return))
         printf("  eval return:      %.6g\n", r.last.eval_return);
+    double stop;
+    if (crl_config_get(ctx.cfg, "train", "stop_return") &&
+        !crl_config_get_double(ctx.cfg, "train", "stop_return", 0, &stop, &err) && r.last.eval_return >= stop)
+        printf("  stopped:          the evaluation return reached stop_return = %g\n", stop);
     printf("  run directory:    %s\n", r.dir);
     status = CRL_EXIT_OK;
     goto done;
