@@ -370,8 +370,27 @@ END_TEST
 START_TEST(ddpg_learns) { pendulum_learns("ddpg", 8000); }
 END_TEST
 
+/* A2C and REINFORCE (one pass per batch) on CartPole for 51200 frames. */
+static void pg_learns(const char *loss)
+{
+    char *ini = g_strdup_printf("[env]\nbackend = classic\nid = CartPole-v1\nnum_envs = 8\nseed = 0\n"
+                                "[collector]\nframes_per_batch = 1024\ntotal_frames = 51200\n"
+                                "[loss]\ntype = %s\n[optim]\nlr = 0.001\nmax_grad_norm = 0.5\n"
+                                "[train]\nepochs = 1\nminibatch_size = 1024\neval_interval = 10240\n"
+                                "eval_episodes = 3\n", loss);
+    evals ev = train_evals(ini);
+    ck_assert_msg(ev.best >= 150 && ev.best > 2 * ev.first, "%s: eval return: first %g, best %g", loss, ev.first,
+                  ev.best);
+    g_free(ini);
+}
+
+START_TEST(a2c_learns) { pg_learns("a2c"); }
+END_TEST
+START_TEST(reinforce_learns) { pg_learns("reinforce"); }
+END_TEST
+
 int main(void)
 {
     crl_test_keep_cairo();
-    return RUN_TESTS("trainer", dqn_learns, ppo_learns, discrete_sac_learns, sac_learns, td3_learns, ddpg_learns, dqn_resume_bitwise, ppo_resume_bitwise, resume_mismatch, dqn_reproducible, save_load, bad_configs, non_finite_stops);
+    return RUN_TESTS("trainer", dqn_learns, ppo_learns, a2c_learns, reinforce_learns, discrete_sac_learns, sac_learns, td3_learns, ddpg_learns, dqn_resume_bitwise, ppo_resume_bitwise, resume_mismatch, dqn_reproducible, save_load, bad_configs, non_finite_stops);
 }
