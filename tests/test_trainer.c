@@ -389,8 +389,31 @@ END_TEST
 START_TEST(reinforce_learns) { pg_learns("reinforce"); }
 END_TEST
 
+/* SAC and TD3 (noise from the trainer's stream, TD3's delayed actor). */
+#define AC_RESUME_INI                                                                                  \
+    "[env]\nbackend = classic\nid = Pendulum-v1\nseed = 4\n"                                          \
+    "[collector]\nframes_per_batch = 10\ntotal_frames = %d\ninit_random_frames = 300\n"              \
+    "[replay]\nstorage = tensor\ncapacity = 5000\nbatch_size = 32\n"                                  \
+    "[loss]\ntype = %s\nnum_cells = 32, 32\n[train]\nnum_updates = 2\neval_episodes = 0\n"
+
+static void ac_resume(const char *loss)
+{
+    char *a = g_strdup_printf(AC_RESUME_INI, 1200, loss), *b = g_strdup_printf(AC_RESUME_INI, 600, loss);
+    resume_equals(a, b);
+    g_free(a);
+    g_free(b);
+}
+
+START_TEST(sac_resume_bitwise) { ac_resume("sac"); }
+END_TEST
+START_TEST(td3_resume_bitwise) { ac_resume("td3"); }
+END_TEST
+
 int main(void)
 {
     crl_test_keep_cairo();
-    return RUN_TESTS("trainer", dqn_learns, ppo_learns, a2c_learns, reinforce_learns, discrete_sac_learns, sac_learns, td3_learns, ddpg_learns, dqn_resume_bitwise, ppo_resume_bitwise, resume_mismatch, dqn_reproducible, save_load, bad_configs, non_finite_stops);
+    return RUN_TESTS("trainer", dqn_learns, ppo_learns, a2c_learns, reinforce_learns, discrete_sac_learns,
+                     sac_learns, td3_learns, ddpg_learns, dqn_resume_bitwise, ppo_resume_bitwise,
+                     sac_resume_bitwise, td3_resume_bitwise, resume_mismatch, dqn_reproducible, save_load,
+                     bad_configs, non_finite_stops);
 }
