@@ -112,3 +112,38 @@ crl_spec *crl_env_backend_done_spec(int64_t num, crl_error *err)
     }
     return c;
 }
+
+void *crl_env_backend_buffer(crl_td *buffers, const char *who, const char *key, crl_dtype dt, int64_t num,
+                             int64_t dim, int *rc, crl_error *err)
+{
+    if (*rc != CRL_OK)
+        return NULL;
+    crl_tensor *t = buffers ? crl_td_get(buffers, key) : NULL;
+    if (!t) {
+        *rc = crl_error_set(err, CRL_E_NOT_FOUND, "%s: bind: no '%s' buffer; the host must allocate one per spec leaf",
+                            who, key);
+        return NULL;
+    }
+    if (crl_tensor_dtype(t) != dt) {
+        *rc = crl_error_set(err, CRL_E_DTYPE, "%s: bind: buffer '%s' is %s, expected %s", who, key,
+                            crl_dtype_name(crl_tensor_dtype(t)), crl_dtype_name(dt));
+        return NULL;
+    }
+    int ndim = dim ? 2 : 1;
+    const int64_t *shape = crl_tensor_shape(t);
+    if (crl_tensor_ndim(t) != ndim || shape[0] != num || (dim && shape[1] != dim)) {
+        char *got = crl_shape_repr(crl_tensor_ndim(t), shape);
+        int64_t want_shape[2] = { num, dim };
+        char *want = crl_shape_repr(ndim, want_shape);
+        *rc = crl_error_set(err, CRL_E_SHAPE, "%s: bind: buffer '%s' has shape %s, expected %s", who, key,
+                            got ? got : "?", want ? want : "?");
+        crl_free(got);
+        crl_free(want);
+        return NULL;
+    }
+    if (crl_tensor_device(t).type != CRL_DEVICE_CPU || !crl_tensor_is_contiguous(t)) {
+        *rc = crl_error_set(err, CRL_E_INVALID, "%s: bind: buffer '%s' must be a contiguous cpu tensor", who, key);
+        return NULL;
+    }
+    return crl_tensor_data(t);
+}

@@ -4,7 +4,8 @@
  * per env in async mode) bound to its row of the host's buffers.  send
  * checks the actions, writes them into the envs' action rows and pushes
  * the env ids on a lock-free work queue; a fixed pool of worker threads
- * pops ids, steps (or, for an env that ended, resets) that one instance and
+ * (one less than num_workers, at most the cores: the caller steps envs
+ * itself while it waits in recv) pops ids, steps (or, for an env that ended, resets) that one instance and
  * does the host's per-env bookkeeping (step counter, time limit, done =
  * terminated | truncated, frame skip, pixels), then pushes the id on the
  * ready queue.  recv takes the first batch_size ids that are ready and
@@ -257,20 +258,54 @@ static int step_one(async *a, int64_t i, crl_error *e)
     return render_row(a, i, e);
 }
 
+/* Env i's job (a unit of work_sem already taken), then its id on the ready queue. */
+static void run_one(async *a, int64_t i)
+{
+    crl_error *e = &a->env_err[i];
+    crl_error_clear(e);
+    a->env_rc[i] = a->job[i] == AJOB_RESET ? reset_one(a, i, e) : step_one(a, i, e);
+    aq_push(&a->ready, i);
+    as_post(&a->ready_sem, 1);
+}
+
 static void *worker_main(void *arg)
 {
     async *a = arg;
     /* quit is raised after a drain, so the units posted with it are the
      * only ones left then. */
-    while (as_wait(&a->work_sem, &a->quit) && !atomic_load_explicit(&a->quit, memory_order_acquire)) {
-        int64_t i = aq_take(&a->work);
-        crl_error *e = &a->env_err[i];
-        crl_error_clear(e);
-        a->env_rc[i] = a->job[i] == AJOB_RESET ? reset_one(a, i, e) : step_one(a, i, e);
-        aq_push(&a->ready, i);
-        as_post(&a->ready_sem, 1);
-    }
+    while (as_wait(&a->work_sem, &a->quit) && !atomic_load_explicit(&a->quit, memory_order_acquire))
+        run_one(a, aq_take(&a->work));
     return NULL;
+}
+
+/* The caller's wait for the next ready env: it runs queued envs itself
+ * meanwhile (so the pool needs one thread less than the cores, and with no
+ * helper thread at all the caller steps every env), and sleeps only when
+ * every queued env is in a helper's hands. */
+static int64_t take_ready(async *a)
+{
+    int64_t until = 0;
+    for (unsigned n = 0;; n++) {
+        if (as_try(&a->ready_sem))
+            return aq_take(&a->ready);
+        if (as_try(&a->work_sem)) {
+            run_one(a, aq_take(&a->work));
+            continue;
+        }
+        if ((n & 63) != 63) {
+            crl__cpu_relax();
+            continue;
+        }
+        int64_t t = crl__now_ns();
+        if (!until)
+            until = t + SPIN_NS;
+        if (t < until)
+            continue;
+        atomic_fetch_add(&a->ready_sem.waiters, 1);
+        if (atomic_load(&a->ready_sem.count) == 0 && atomic_load(&a->work_sem.count) == 0)
+            crl__futex_wait(&a->ready_sem.count, 0);
+        atomic_fetch_sub(&a->ready_sem.waiters, 1);
+    }
 }
 
 /* ---- the pool --------------------------------------------------------------------------------- */
@@ -279,8 +314,7 @@ static void *worker_main(void *arg)
 static void drain(async *a)
 {
     while (a->nflight > 0) {
-        as_wait(&a->ready_sem, NULL);
-        a->in_flight[aq_take(&a->ready)] = false;
+        a->in_flight[take_ready(a)] = false;
         a->nflight--;
     }
 }
@@ -294,7 +328,8 @@ void crl__exec_async_free(crl__exec *x)
     if (a->started_threads == a->nthreads)
         drain(a);
     atomic_store(&a->quit, true);
-    as_post(&a->work_sem, (uint32_t)a->nthreads);
+    if (a->nthreads)
+        as_post(&a->work_sem, (uint32_t)a->nthreads);
     for (int t = 0; t < a->started_threads; t++)
         pthread_join(a->th[t], NULL);
     g_free(a->th);
@@ -319,12 +354,13 @@ static async *async_new(crl__exec *x, crl_env *env, crl_error *err)
     a->env = env;
     int64_t n = x->num, cores = g_get_num_processors();
     int64_t nt = x->o.num_workers > 0 ? x->o.num_workers : cores;
-    /* Never more busy threads than cores (the caller waits in recv). */
+    /* Never more busy threads than cores: the caller is one of them (it
+     * steps envs while it waits in recv). */
     if (nt > cores)
         nt = cores;
     if (nt > n)
         nt = n;
-    a->nthreads = nt < 1 ? 1 : (int)nt;
+    a->nthreads = nt > 1 ? (int)nt - 1 : 0;
     aq_init(&a->work, n);
     aq_init(&a->ready, n);
     a->job = g_new0(uint8_t, (gsize)n);
@@ -335,7 +371,7 @@ static async *async_new(crl__exec *x, crl_env *env, crl_error *err)
     a->env_err = g_new0(crl_error, (gsize)n);
     a->ids = g_new0(int64_t, (gsize)n);
     a->seen = g_new0(bool, (gsize)n);
-    a->th = g_new0(pthread_t, (gsize)a->nthreads);
+    a->th = g_new0(pthread_t, (gsize)a->nthreads + 1);
     x->async = a;
     for (int t = 0; t < a->nthreads; t++) {
         int e = pthread_create(&a->th[t], NULL, worker_main, a);
@@ -550,10 +586,8 @@ crl_td *crl_env_recv(crl_env *env, crl_error *err)
         return NULL;
     }
     int64_t *ids = a->ids;
-    for (int64_t m = 0; m < B; m++) {
-        as_wait(&a->ready_sem, NULL);
-        ids[m] = aq_take(&a->ready);
-    }
+    for (int64_t m = 0; m < B; m++)
+        ids[m] = take_ready(a);
     for (int64_t m = 0; m < B; m++)
         a->in_flight[ids[m]] = false;
     a->nflight -= B;

@@ -89,12 +89,12 @@ static void assert_row(const crl_td *got, int64_t m, const crl_td *ref, const ch
 /* Drive an async env of N envs (batch_size B) in varied patterns and check
  * every received row against N single envs (auto_reset = next_step, the
  * same seed chain element, the same actions). */
-static void routing_case(const char *id, const char *extra, int64_t N, int64_t B, int exchanges)
+static void routing_case(const char *id, const char *extra, int64_t N, int64_t B, int workers, int exchanges)
 {
     char *ini = g_strdup_printf("[env]\nbackend = classic\nid = %s\nnum_envs = %lld\nexecutor = threads\n"
-                                "num_workers = 2\nbatch_size = %lld\nmax_episode_steps = 13\n%s\n"
+                                "num_workers = %d\nbatch_size = %lld\nmax_episode_steps = 13\n%s\n"
                                 "[ref]\nbackend = classic\nid = %s\nauto_reset = next_step\nmax_episode_steps = 13\n%s\n",
-                                id, (long long)N, (long long)B, extra, id, extra);
+                                id, (long long)N, workers, (long long)B, extra, id, extra);
     fx f;
     fx_open(&f, ini);
     g_free(ini);
@@ -202,11 +202,14 @@ static void routing_case(const char *id, const char *extra, int64_t N, int64_t B
     fx_close(&f);
 }
 
-START_TEST(test_routing_cartpole) { routing_case("CartPole-v1", "", 7, 3, 120); }
+START_TEST(test_routing_cartpole) { routing_case("CartPole-v1", "", 7, 3, 2, 120); }
 END_TEST
-START_TEST(test_routing_pendulum_frame_skip) { routing_case("Pendulum-v1", "frame_skip = 2", 5, 2, 80); }
+START_TEST(test_routing_pendulum_frame_skip) { routing_case("Pendulum-v1", "frame_skip = 2", 5, 2, 3, 80); }
 END_TEST
-START_TEST(test_routing_batch_one) { routing_case("CartPole-v1", "", 4, 1, 100); }
+START_TEST(test_routing_batch_one) { routing_case("CartPole-v1", "", 4, 1, 2, 100); }
+END_TEST
+/* One worker: no helper thread, the caller steps every env inside recv. */
+START_TEST(test_routing_caller_only) { routing_case("CartPole-v1", "", 5, 2, 1, 100); }
 END_TEST
 
 /* Per-env options reach the right instance: env i's Pendulum runs with its own g. */
@@ -509,6 +512,7 @@ static Suite *async_suite(void)
     tcase_add_test(tc, test_routing_cartpole);
     tcase_add_test(tc, test_routing_pendulum_frame_skip);
     tcase_add_test(tc, test_routing_batch_one);
+    tcase_add_test(tc, test_routing_caller_only);
     tcase_add_test(tc, test_per_env_async);
     tcase_add_test(tc, test_wrong_order_and_bad_input);
     tcase_add_test(tc, test_config_errors);

@@ -284,12 +284,8 @@ int crl__bench_batched(double seconds)
     crl_config *cfg = NULL;
     crl_host *host = NULL;
     int status = CRL_EXIT_RUNTIME;
-    if (!(cfg = crl_config_new(&err)) || !(host = crl_host_new(cfg, &err)) || crl__cli_load_builtins(host, &err))
+    if (crl__bench_classic_host(&cfg, &host, &err))
         goto out;
-    if (!crl_host_find(host, CRL_KIND_ENV, "classic") && crl_host_load_name(host, "classic", &err)) {
-        crl_error_prefix(&err, "the classic env backend is neither built in nor on the plugin path: ");
-        goto out;
-    }
     printf("crl bench batched (%.2f s per measurement, %u cores; env steps/s through crl_env_step + step_mdp_into, "
            "ratio to serial in this run; workers: serial 1, threads and processes one per core; next_step "
            "auto-reset)\n", seconds, g_get_num_processors());

@@ -62,6 +62,10 @@ typedef struct crl_bench_result {
  * `seconds` have passed, after one warm-up call of `warmup` operations. */
 crl_bench_result crl__bench_measure(void (*fn)(void *, uint64_t), void *state, double seconds, uint64_t warmup);
 
+/* A config and host for a benchmark, with the classic backend built in or
+ * loaded from the plugin path; the caller frees both (also on error). */
+int crl__bench_classic_host(crl_config **cfg, crl_host **host, crl_error *err);
+
 /* Report a failed crl__cli_setup of command `cmd` (with a pointer to --help
  * for usage errors) and return the exit code. */
 int crl__cli_setup_failed(const char *cmd, const crl_error *err);

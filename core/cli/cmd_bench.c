@@ -30,6 +30,17 @@ static const struct {
 #endif
 };
 
+int crl__bench_classic_host(crl_config **cfg, crl_host **host, crl_error *err)
+{
+    if (!(*cfg = crl_config_new(err)) || !(*host = crl_host_new(*cfg, err)) || crl__cli_load_builtins(*host, err))
+        return err->code ? err->code : CRL_E_NOMEM;
+    if (!crl_host_find(*host, CRL_KIND_ENV, "classic") && crl_host_load_name(*host, "classic", err)) {
+        crl_error_prefix(err, "the classic env backend is neither built in nor on the plugin path: ");
+        return err->code;
+    }
+    return CRL_OK;
+}
+
 crl_bench_result crl__bench_measure(void (*fn)(void *, uint64_t), void *state, double seconds, uint64_t warmup)
 {
     uint64_t n = 1, total = 0;

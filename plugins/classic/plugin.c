@@ -416,44 +416,12 @@ static int classic_make(const char *id, int64_t num, const crl_opts *opts, crl_e
 
 /* The buffer under key, checked for dtype, shape [num, dim] (dim 0: [num])
  * and a contiguous layout. */
-static void *buffer(const classic_env *e, crl_td *buffers, const char *key, crl_dtype dt,
-                    int64_t dim, int *rc, crl_error *err)
+static void *buffer(const classic_env *e, crl_td *buffers, const char *key, crl_dtype dt, int64_t dim, int *rc,
+                    crl_error *err)
 {
-    if (*rc != CRL_OK)
-        return NULL;
-    const char *id = e->d->id;
-    crl_tensor *t = crl_td_get(buffers, key);
-    if (!t) {
-        *rc = crl_error_set(err, CRL_E_NOT_FOUND,
-                            "classic: %s: bind: no '%s' buffer; the host must allocate one per "
-                            "spec leaf",
-                            id, key);
-        return NULL;
-    }
-    if (crl_tensor_dtype(t) != dt) {
-        *rc = crl_error_set(err, CRL_E_DTYPE, "classic: %s: bind: buffer '%s' is %s, expected %s",
-                            id, key, crl_dtype_name(crl_tensor_dtype(t)), crl_dtype_name(dt));
-        return NULL;
-    }
-    int ndim = dim ? 2 : 1;
-    const int64_t *shape = crl_tensor_shape(t);
-    if (crl_tensor_ndim(t) != ndim || shape[0] != e->num || (dim && shape[1] != dim)) {
-        char *got = crl_shape_repr(crl_tensor_ndim(t), shape);
-        int64_t want_shape[2] = {e->num, dim};
-        char *want = crl_shape_repr(ndim, want_shape);
-        *rc = crl_error_set(err, CRL_E_SHAPE, "classic: %s: bind: buffer '%s' has shape %s, expected %s",
-                            id, key, got ? got : "?", want ? want : "?");
-        crl_free(got);
-        crl_free(want);
-        return NULL;
-    }
-    if (crl_tensor_device(t).type != CRL_DEVICE_CPU || !crl_tensor_is_contiguous(t)) {
-        *rc = crl_error_set(err, CRL_E_INVALID,
-                            "classic: %s: bind: buffer '%s' must be a contiguous cpu tensor", id,
-                            key);
-        return NULL;
-    }
-    return crl_tensor_data(t);
+    char who[160];
+    snprintf(who, sizeof who, "classic: %s", e->d->id);
+    return crl_env_backend_buffer(buffers, who, key, dt, e->num, dim, rc, err);
 }
 
 static int classic_bind(void *env, crl_td *buffers, crl_error *err)

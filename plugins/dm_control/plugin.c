@@ -308,31 +308,12 @@ static int dmc_make(const char *id, int64_t num, const crl_opts *opts, crl_env_s
 }
 
 /* The buffer under key: float64 (or bool) [num, dim], contiguous, on the cpu. */
-static void *buffer(const dmc_env *e, crl_td *buffers, const char *key, crl_dtype dt, int64_t dim,
-                    int *rc, crl_error *err)
+static void *buffer(const dmc_env *e, crl_td *buffers, const char *key, crl_dtype dt, int64_t dim, int *rc,
+                    crl_error *err)
 {
-    if (*rc != CRL_OK)
-        return NULL;
-    const char *id = e->t->id;
-    crl_tensor *t = crl_td_get(buffers, key);
-    if (!t) {
-        *rc = crl_error_set(err, CRL_E_NOT_FOUND,
-                            "dm_control: %s: bind: no '%s' buffer; the host must allocate one per "
-                            "spec leaf",
-                            id, key);
-        return NULL;
-    }
-    const int64_t *shape = crl_tensor_shape(t);
-    if (crl_tensor_dtype(t) != dt || crl_tensor_ndim(t) != 2 || shape[0] != e->num ||
-        shape[1] != dim || crl_tensor_device(t).type != CRL_DEVICE_CPU ||
-        !crl_tensor_is_contiguous(t)) {
-        *rc = crl_error_set(err, CRL_E_SHAPE,
-                            "dm_control: %s: bind: buffer '%s' must be a contiguous cpu %s tensor "
-                            "of shape [%lld, %lld]",
-                            id, key, crl_dtype_name(dt), (long long)e->num, (long long)dim);
-        return NULL;
-    }
-    return crl_tensor_data(t);
+    char who[160];
+    snprintf(who, sizeof who, "dm_control: %s", e->t->id);
+    return crl_env_backend_buffer(buffers, who, key, dt, e->num, dim, rc, err);
 }
 
 static int dmc_bind(void *env, crl_td *buffers, crl_error *err)

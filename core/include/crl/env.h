@@ -162,17 +162,25 @@ CRL_API crl_td *crl_env_rollout(crl_env *env, int64_t max_steps, crl_policy_fn p
 CRL_API int crl_env_check_specs(crl_env *env, int64_t steps, crl_error *err);
 
 /* Async stepping (EnvPool's send/recv), with batch_size < num_envs and
- * executor = threads or processes.  crl_env_async_reset starts every env;
- * crl_env_send hands actions for some envs: td has batch [k], an int64
- * "env_id" [k] and the action leaves [k, ...] (each env id at most once and
- * not already in flight, else CRL_E_INVALID naming it); crl_env_recv waits
- * for the first batch_size envs to finish (step or reset) and returns a new
- * TensorDict of batch [batch_size] with "env_id" and the step output at the
- * root (observation leaves, "reward", "done", "terminated", "truncated";
- * reward 0 and flags false for a reset).  An env that ends is reset by its
- * next send (EnvPool's auto-reset: that send's action is ignored).  recv with
- * fewer than batch_size envs in flight, or send/recv on a sync env, is
- * CRL_E_INVALID (never a hang).  A worker failure is reported by recv. */
+ * executor = threads (other executors, same_step auto-reset and transforms
+ * are refused at construction with CRL_E_CONFIG; crl_env_reset/step on such
+ * an env are CRL_E_INVALID naming these calls).
+ * crl_env_async_reset starts every env (it first waits for the envs in
+ * flight and drops their results; the seeds of crl_env_set_seed apply
+ * here).  crl_env_send hands actions for some envs: td has batch [k], an
+ * int64 "env_id" [k] and the action leaves [k, ...], checked like a step's
+ * (dtype, shape, NaN, domain, naming the env); each env id at most once and
+ * not already in flight, else CRL_E_INVALID naming it; on any error nothing
+ * is sent.  crl_env_recv waits for the first batch_size envs to finish (step
+ * or reset) and returns a new TensorDict of batch [batch_size] with
+ * "env_id" and the step output at the root (observation leaves, "reward",
+ * "done", "terminated", "truncated"; reward 0 and flags false for a reset).
+ * An env that ends is reset by its next send (EnvPool's auto-reset: that
+ * send's action is ignored).  recv with fewer than batch_size envs in
+ * flight, send/recv before async_reset, or send/recv on a sync env is
+ * CRL_E_INVALID (never a hang).  A backend error in a worker is returned by
+ * the recv that would have held that env (naming it); every later call but
+ * async_reset repeats it.  Call these from one thread. */
 CRL_API int crl_env_async_reset(crl_env *env, crl_error *err);
 CRL_API int crl_env_send(crl_env *env, const crl_td *td, crl_error *err);
 CRL_API crl_td *crl_env_recv(crl_env *env, crl_error *err);

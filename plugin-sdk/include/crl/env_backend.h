@@ -98,6 +98,17 @@ typedef struct crl_env_ops {
  * New reference, or NULL with err set. */
 CRL_API crl_spec *crl_env_backend_done_spec(int64_t num, crl_error *err);
 
+/* For bind: the data of buffer `key` in `buffers`, checked to be a
+ * contiguous cpu tensor of dtype dt and shape [num] (dim 0) or [num, dim].
+ * Borrowed (valid until close).  `who` names the backend and env in
+ * messages ("classic: CartPole-v1").  When *rc is already an error it
+ * returns NULL at once, so a bind can fetch every buffer and test rc once;
+ * otherwise on a missing buffer (CRL_E_NOT_FOUND), wrong dtype
+ * (CRL_E_DTYPE), shape (CRL_E_SHAPE) or layout (CRL_E_INVALID) it sets
+ * *rc and err and returns NULL. */
+CRL_API void *crl_env_backend_buffer(crl_td *buffers, const char *who, const char *key, crl_dtype dt, int64_t num,
+                                     int64_t dim, int *rc, crl_error *err);
+
 #ifdef __cplusplus
 }
 #endif
