@@ -77,7 +77,7 @@ case "$cmd" in
         ;;
     bench)
         # The uninstalled crl finds the build tree's plugins through the path.
-        export CRL_PLUGIN_PATH="$build/plugins/transforms/.libs:$build/plugins/replay/.libs:$build/plugins/losses/.libs:$build/plugins/gym/.libs${CRL_PLUGIN_PATH:+:$CRL_PLUGIN_PATH}"
+        export CRL_PLUGIN_PATH="$build/plugins/transforms/.libs:$build/plugins/replay/.libs:$build/plugins/losses/.libs:$build/plugins/gym/.libs:$build/plugins/dm_control/.libs${CRL_PLUGIN_PATH:+:$CRL_PLUGIN_PATH}"
         "$crl" bench core
         "$crl" bench envs
         "$crl" bench batched
