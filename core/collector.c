@@ -910,3 +910,56 @@ crl_td *crl_collector_next(crl_collector *c, crl_error *err)
         return NULL;
     return finish(c, batch, err);
 }
+
+/* ---- episode returns ------------------------------------------------------------------------ */
+
+struct crl_returns {
+    GHashTable *running;   /* traj id -> double *: the return so far */
+};
+
+crl_returns *crl_returns_new(void)
+{
+    crl_returns *r = g_new0(crl_returns, 1);
+    r->running = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+    return r;
+}
+
+void crl_returns_free(crl_returns *r)
+{
+    if (!r)
+        return;
+    g_hash_table_destroy(r->running);
+    g_free(r);
+}
+
+int64_t crl_returns_add(crl_returns *r, const crl_td *batch, void (*done)(void *user, double ret), void *user)
+{
+    crl_tensor *ids = r && batch ? crl_td_get(batch, "collector.traj_ids") : NULL;
+    crl_tensor *rew = ids ? crl_td_get(batch, "next.reward") : NULL, *dn = rew ? crl_td_get(batch, "next.done") : NULL;
+    crl_tensor *mask = dn ? crl_td_get(batch, "collector.mask") : NULL;
+    int64_t n = ids ? crl_tensor_numel(ids) : 0;
+    if (!dn || !n)
+        return 0;
+    /* reward and done have a trailing dim per frame ([..., 1]) */
+    int64_t rw = crl_tensor_numel(rew) / n, dw = crl_tensor_numel(dn) / n, completed = 0;
+    for (int64_t p = 0; p < n; p++) {
+        if (mask && crl_tensor_flat_get(mask, p) == 0.0)
+            continue;
+        gint64 id = (gint64)crl_tensor_flat_get(ids, p);
+        double *acc = g_hash_table_lookup(r->running, &id);
+        if (!acc) {
+            gint64 *k = g_new(gint64, 1);
+            *k = id;
+            acc = g_new0(double, 1);
+            g_hash_table_insert(r->running, k, acc);
+        }
+        *acc += crl_tensor_flat_get(rew, p * rw);
+        if (crl_tensor_flat_get(dn, p * dw) != 0.0) {
+            if (done)
+                done(user, *acc);
+            completed++;
+            g_hash_table_remove(r->running, &id);
+        }
+    }
+    return completed;
+}

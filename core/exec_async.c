@@ -160,20 +160,13 @@ static bool as_try(asem *s)
 /* Take one unit; false when quit was raised (workers only). */
 static bool as_wait(asem *s, _Atomic bool *quit)
 {
-    int64_t until = 0;
-    for (unsigned n = 0;; n++) {
+    crl__spin sp = { 0, 0 };
+    for (;;) {
         if (as_try(s))
             return true;
         if (quit && atomic_load_explicit(quit, memory_order_acquire))
             return false;
-        if ((n & 63) != 63) {
-            crl__cpu_relax();
-            continue;
-        }
-        int64_t t = crl__now_ns();
-        if (!until)
-            until = t + SPIN_NS;
-        if (t < until)
+        if (crl__spin_on(&sp, SPIN_NS))
             continue;
         /* Announce the sleep, then re-check inside the futex call (seq_cst
          * on both sides: a post either sees the waiter or is seen here). */
@@ -284,22 +277,15 @@ static void *worker_main(void *arg)
  * every queued env is in a helper's hands. */
 static int64_t take_ready(async *a)
 {
-    int64_t until = 0;
-    for (unsigned n = 0;; n++) {
+    crl__spin sp = { 0, 0 };
+    for (;;) {
         if (as_try(&a->ready_sem))
             return aq_take(&a->ready);
         if (as_try(&a->work_sem)) {
             run_one(a, aq_take(&a->work));
             continue;
         }
-        if ((n & 63) != 63) {
-            crl__cpu_relax();
-            continue;
-        }
-        int64_t t = crl__now_ns();
-        if (!until)
-            until = t + SPIN_NS;
-        if (t < until)
+        if (crl__spin_on(&sp, SPIN_NS))
             continue;
         atomic_fetch_add(&a->ready_sem.waiters, 1);
         if (atomic_load(&a->ready_sem.count) == 0 && atomic_load(&a->work_sem.count) == 0)

@@ -54,18 +54,11 @@ struct tpool {
 static uint32_t wait_change(_Atomic uint32_t *addr, uint32_t val, _Atomic int *flag, int64_t spin_ns)
 {
     uint32_t v;
-    int64_t until = 0;
-    for (unsigned n = 0;; n++) {
+    crl__spin sp = { 0, 0 };
+    for (;;) {
         if ((v = atomic_load_explicit(addr, memory_order_acquire)) != val)
             return v;
-        if ((n & 63) != 63) {
-            crl__cpu_relax();
-            continue;
-        }
-        int64_t t = crl__now_ns();
-        if (!until)
-            until = t + spin_ns;
-        if (t < until)
+        if (crl__spin_on(&sp, spin_ns))
             continue;
         /* Announce the sleep, then re-check inside the futex call. */
         atomic_fetch_add(flag, 1);
@@ -191,16 +184,9 @@ static int threads_run(crl__exec *x, crl_error *err)
         crl__futex_wake(&p->gen, INT_MAX);
     run_share(p, 0, g);
     uint32_t v;
-    int64_t until = 0;
-    for (unsigned n = 0; (v = atomic_load_explicit(&p->done, memory_order_acquire)) != (uint32_t)x->nblocks; n++) {
-        if ((n & 63) != 63) {
-            crl__cpu_relax();
-            continue;
-        }
-        int64_t t = crl__now_ns();
-        if (!until)
-            until = t + CALLER_SPIN_NS;
-        if (t < until)
+    crl__spin sp = { 0, 0 };
+    while ((v = atomic_load_explicit(&p->done, memory_order_acquire)) != (uint32_t)x->nblocks) {
+        if (crl__spin_on(&sp, CALLER_SPIN_NS))
             continue;
         atomic_fetch_add(&p->caller_waiting, 1);
         if ((v = atomic_load(&p->done)) != (uint32_t)x->nblocks)

@@ -7,6 +7,7 @@
 #define CRL_SPIN_PRIVATE_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
@@ -28,6 +29,27 @@ static inline int64_t crl__now_ns(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* The spinning half of a spin-then-sleep wait: zero it, then call
+ * crl__spin_on once per failed check; it relaxes the CPU and returns true
+ * while budget_ns last (reading the clock every 64 rounds), and false when
+ * the caller should sleep now (and after every later round). */
+typedef struct crl__spin {
+    unsigned n;
+    int64_t until;
+} crl__spin;
+
+static inline bool crl__spin_on(crl__spin *s, int64_t budget_ns)
+{
+    if ((++s->n & 63) != 0) {
+        crl__cpu_relax();
+        return true;
+    }
+    int64_t t = crl__now_ns();
+    if (!s->until)
+        s->until = t + budget_ns;
+    return t < s->until;
 }
 
 /* Sleep while *addr == val (private: threads of one process). */

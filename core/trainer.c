@@ -77,7 +77,7 @@ struct crl_trainer {
     int64_t num_updates, epochs, minibatch, eval_interval, eval_episodes, eval_max_steps, init_random;
     int64_t batch_size, optim_steps;
     crl_td *losses;
-    GHashTable *running;  /* traj id -> running return */
+    crl_returns *returns; /* episode returns across batches */
     double recent[RECENT];
     int64_t episodes;
     double last_loss;
@@ -218,7 +218,7 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
     t->cfg = cfg;
     t->last_loss = NAN;
     t->actions = g_byte_array_new();
-    t->running = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+    t->returns = crl_returns_new();
     crl_opts *otrain = NULL, *ooptim = NULL, *ocoll = NULL;
     int rc = crl_config_validate(cfg, crl_host_schema(host), err);
     if (!rc)
@@ -294,7 +294,7 @@ void crl_trainer_free(crl_trainer *t)
     if (t->loss)
         t->ops.destroy(t->loss);
     crl_td_unref(t->losses);
-    g_hash_table_destroy(t->running);
+    crl_returns_free(t->returns);
     g_byte_array_free(t->actions, TRUE);
     g_free(t);
 }
@@ -305,30 +305,17 @@ crl_optim *crl_trainer_optim(const crl_trainer *t, size_t i) { return i < t->n_o
 crl_replay *crl_trainer_replay(const crl_trainer *t) { return t->rb; }
 crl_collector *crl_trainer_collector(const crl_trainer *t) { return t->coll; }
 
-/* Returns of the episodes a batch completes, by trajectory id across batches. */
+/* A completed episode's return into the recent-returns ring. */
+static void record_return(void *user, double ret)
+{
+    crl_trainer *t = user;
+    t->recent[t->episodes % RECENT] = ret;
+    t->episodes++;
+}
+
 static void tally(crl_trainer *t, const crl_td *td)
 {
-    crl_tensor *ids = crl_td_get(td, "collector.traj_ids"), *r = crl_td_get(td, "next.reward"),
-               *d = crl_td_get(td, "next.done");
-    if (!ids || !r || !d)
-        return;
-    int64_t n = crl_tensor_numel(ids), rw = crl_tensor_numel(r) / n, dw = crl_tensor_numel(d) / n;
-    for (int64_t p = 0; p < n; p++) {
-        gint64 id = (gint64)crl_tensor_flat_get(ids, p);
-        double *acc = g_hash_table_lookup(t->running, &id);
-        if (!acc) {
-            gint64 *k = g_new(gint64, 1);
-            *k = id;
-            acc = g_new0(double, 1);
-            g_hash_table_insert(t->running, k, acc);
-        }
-        *acc += crl_tensor_flat_get(r, p * rw);
-        if (crl_tensor_flat_get(d, p * dw) != 0.0) {
-            t->recent[t->episodes % RECENT] = *acc;
-            t->episodes++;
-            g_hash_table_remove(t->running, &id);
-        }
-    }
+    crl_returns_add(t->returns, td, record_return, t);
 }
 
 /* Sum of the loss_* terms the loss wrote. */

@@ -818,6 +818,63 @@ START_TEST(test_schema)
 }
 END_TEST
 
+static void add_ret(void *user, double ret)
+{
+    GArray *a = user;
+    g_array_append_val(a, ret);
+}
+
+/* A [1, 3] batch: ids, rewards, dones (and a mask when mask is non-NULL). */
+static crl_td *returns_batch(const int64_t *ids, const float *rew, const bool *done, const bool *mask)
+{
+    int64_t bs[2] = { 1, 3 }, fs[3] = { 1, 3, 1 };
+    crl_td *td = crl_td_new(2, bs, NULL);
+    crl_tensor *i = crl_tensor_new(CRL_I64, 2, bs, NULL), *r = crl_tensor_new(CRL_F32, 3, fs, NULL),
+               *d = crl_tensor_new(CRL_BOOL, 3, fs, NULL);
+    memcpy(crl_tensor_data(i), ids, 3 * sizeof *ids);
+    memcpy(crl_tensor_data(r), rew, 3 * sizeof *rew);
+    memcpy(crl_tensor_data(d), done, 3 * sizeof *done);
+    crl_td_set(td, "collector.traj_ids", i, NULL);
+    crl_td_set(td, "next.reward", r, NULL);
+    crl_td_set(td, "next.done", d, NULL);
+    if (mask) {
+        crl_tensor *m = crl_tensor_new(CRL_BOOL, 2, bs, NULL);
+        memcpy(crl_tensor_data(m), mask, 3 * sizeof *mask);
+        crl_td_set(td, "collector.mask", m, NULL);
+        crl_tensor_unref(m);
+    }
+    crl_tensor_unref(i);
+    crl_tensor_unref(r);
+    crl_tensor_unref(d);
+    return td;
+}
+
+/* Episode returns carry over batches by trajectory id; padding is skipped. */
+START_TEST(test_returns)
+{
+    crl_returns *r = crl_returns_new();
+    GArray *got = g_array_new(FALSE, FALSE, sizeof(double));
+    crl_td *b1 = returns_batch((int64_t[]){ 0, 0, 1 }, (float[]){ 1, 2, 4 }, (bool[]){ false, true, false }, NULL);
+    crl_td *b2 = returns_batch((int64_t[]){ 1, 1, 0 }, (float[]){ 8, 16, 99 }, (bool[]){ false, true, true },
+                               (bool[]){ true, true, false });
+    ck_assert_int_eq(crl_returns_add(r, b1, add_ret, got), 1);
+    ck_assert_int_eq(crl_returns_add(r, b2, add_ret, got), 1);
+    ck_assert_uint_eq(got->len, 2);
+    ck_assert_double_eq(g_array_index(got, double, 0), 3.0);   /* traj 0: 1 + 2 */
+    ck_assert_double_eq(g_array_index(got, double, 1), 28.0);  /* traj 1: 4 + 8 + 16, across batches */
+    /* a td without the keys adds nothing */
+    crl_td *empty = crl_td_new(0, NULL, NULL);
+    ck_assert_int_eq(crl_returns_add(r, empty, add_ret, got), 0);
+    ck_assert_int_eq(crl_returns_add(NULL, b1, add_ret, got), 0);
+    crl_td_unref(empty);
+    crl_td_unref(b1);
+    crl_td_unref(b2);
+    g_array_free(got, TRUE);
+    crl_returns_free(r);
+    crl_returns_free(NULL);
+}
+END_TEST
+
 static Suite *collector_suite(void)
 {
     Suite *s = suite_create("collector");
@@ -843,6 +900,7 @@ static Suite *collector_suite(void)
     tcase_add_test(tc, test_policy_error);
     tcase_add_test(tc, test_single_env);
     tcase_add_test(tc, test_schema);
+    tcase_add_test(tc, test_returns);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -27,40 +27,17 @@ static void usage(FILE *f)
             "Exit status: 0 ok, 1 runtime failure, 2 bad usage or bad config.\n");
 }
 
-/* Episode returns by trajectory id, across batches. */
+/* Completed episodes and the sum of their returns. */
 typedef struct tally {
-    GHashTable *running;   /* traj id -> double* running return */
     int64_t episodes;
     double sum;
 } tally;
 
-static void tally_batch(tally *t, const crl_td *td)
+static void tally_one(void *user, double ret)
 {
-    crl_tensor *ids = crl_td_get(td, "collector.traj_ids"), *r = crl_td_get(td, "next.reward"),
-               *d = crl_td_get(td, "next.done"), *mask = crl_td_get(td, "collector.mask");
-    if (!ids || !r || !d)
-        return;
-    int64_t n = crl_tensor_numel(ids);
-    /* reward and done have a trailing [1] per frame */
-    int64_t rw = crl_tensor_numel(r) / n, dw = crl_tensor_numel(d) / n;
-    for (int64_t p = 0; p < n; p++) {
-        if (mask && crl_tensor_flat_get(mask, p) == 0.0)
-            continue;
-        gint64 id = (gint64)crl_tensor_flat_get(ids, p);
-        double *acc = g_hash_table_lookup(t->running, &id);
-        if (!acc) {
-            gint64 *k = g_new(gint64, 1);
-            *k = id;
-            acc = g_new0(double, 1);
-            g_hash_table_insert(t->running, k, acc);
-        }
-        *acc += crl_tensor_flat_get(r, p * rw);
-        if (crl_tensor_flat_get(d, p * dw) != 0.0) {
-            t->episodes++;
-            t->sum += *acc;
-            g_hash_table_remove(t->running, &id);
-        }
-    }
+    tally *t = user;
+    t->episodes++;
+    t->sum += ret;
 }
 
 int crl__cmd_collect(int argc, char **argv)
@@ -88,7 +65,8 @@ int crl__cmd_collect(int argc, char **argv)
     int status = CRL_EXIT_RUNTIME;
     crl_collector *c = NULL;
     crl_replay *rb = NULL;
-    tally t = { g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free), 0, 0.0 };
+    tally t = { 0, 0.0 };
+    crl_returns *returns = crl_returns_new();
     int64_t total = 0;
     if (!crl_config_has_section(ctx.cfg, "collector")) {
         crl_error_set(&err, CRL_E_CONFIG, "no [collector] section: add one with frames_per_batch and total_frames "
@@ -119,7 +97,7 @@ int crl__cmd_collect(int argc, char **argv)
             printf("%s\n", repr ? repr : "");
             crl_free(repr);
         }
-        tally_batch(&t, td);
+        crl_returns_add(returns, td, tally_one, &t);
         batches++;
         if (!quiet) {
             char *shape = g_strdup("");
@@ -157,7 +135,7 @@ done:
     fflush(stdout);
     crl_collector_free(c);
     crl_replay_free(rb);
-    g_hash_table_destroy(t.running);
+    crl_returns_free(returns);
     crl__cli_teardown(&ctx);
     return status;
 }

@@ -84,6 +84,20 @@ CRL_API void crl_collector_shutdown(crl_collector *c);
 /* Shut down and free, closing the envs.  NULL-safe. */
 CRL_API void crl_collector_free(crl_collector *c);
 
+/* Episode returns across batches: frames are matched by
+ * "collector.traj_ids" (skipping padding where a split batch's
+ * "collector.mask" is false) and an episode completes at its frame whose
+ * "next.done" is set.  New tally, free with crl_returns_free (NULL-safe). */
+typedef struct crl_returns crl_returns;
+CRL_API crl_returns *crl_returns_new(void);
+CRL_API void crl_returns_free(crl_returns *r);
+/* Add batch's frames in order; each episode that completes passes its
+ * return (the sum of the first "next.reward" element of its frames) to
+ * done(user, ret) (done may be NULL).  Returns how many completed; a batch
+ * without traj_ids, next.reward or next.done adds nothing. */
+CRL_API int64_t crl_returns_add(crl_returns *r, const crl_td *batch, void (*done)(void *user, double ret),
+                                void *user);
+
 #ifdef __cplusplus
 }
 #endif
