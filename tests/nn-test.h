@@ -45,6 +45,9 @@ static inline int run_tests(const char *name, const TTest *const *tests, size_t 
 {
     Suite *s = suite_create(name);
     TCase *tc = tcase_create(name);
+    /* Learning smoke runs take seconds, but several times that on a loaded
+     * 2-core machine (make -j2 check runs two suites at once). */
+    tcase_set_timeout(tc, 600);
     for (size_t i = 0; i < n; i++)
         tcase_add_test(tc, tests[i]);
     suite_add_tcase(s, tc);
