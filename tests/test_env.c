@@ -16,76 +16,9 @@
 /* The env's counters of cached and general steps (step_fast, ...). */
 #include "env-private.h"
 
-/* ---- allocation counting -----------------------------------------------------
- *
- * The program's own malloc family, forwarding to glibc's, so a test can
- * count every heap call libcrl makes on the steady-state path. */
+/* ---- allocation counting: every heap call libcrl makes on the steady-state path ---- */
 
-#if defined(__SANITIZE_ADDRESS__)
-/* AddressSanitizer owns malloc and free; interposing them would hand its
- * pointers to glibc.  The allocation-count test is skipped in that build
- * (it runs in every plain build). */
-#define CRL_TEST_COUNT_ALLOCS 0
-#else
-#define CRL_TEST_COUNT_ALLOCS 1
-#endif
-
-static volatile int counting;
-static volatile long heap_calls;
-
-#if CRL_TEST_COUNT_ALLOCS
-extern void *__libc_malloc(size_t n);
-extern void *__libc_calloc(size_t n, size_t m);
-extern void *__libc_realloc(void *p, size_t n);
-extern void __libc_free(void *p);
-extern void *__libc_memalign(size_t align, size_t n);
-
-void *malloc(size_t n)
-{
-    if (counting)
-        heap_calls++;
-    return __libc_malloc(n);
-}
-
-void *calloc(size_t n, size_t m)
-{
-    if (counting)
-        heap_calls++;
-    return __libc_calloc(n, m);
-}
-
-void *realloc(void *p, size_t n)
-{
-    if (counting)
-        heap_calls++;
-    return __libc_realloc(p, n);
-}
-
-void free(void *p)
-{
-    if (counting && p)
-        heap_calls++;
-    __libc_free(p);
-}
-
-int posix_memalign(void **out, size_t align, size_t n)
-{
-    if (counting)
-        heap_calls++;
-    void *p = __libc_memalign(align, n);
-    if (!p)
-        return ENOMEM;
-    *out = p;
-    return 0;
-}
-
-void *aligned_alloc(size_t align, size_t n)
-{
-    if (counting)
-        heap_calls++;
-    return __libc_memalign(align, n);
-}
-#endif
+#include "alloc-count.h"
 
 /* ---- fixtures ---------------------------------------------------------------- */
 
@@ -1642,8 +1575,7 @@ END_TEST
 static long count_steps(crl_env *env, crl_td *td, crl_td *root, int n)
 {
     crl_error e = { 0 };
-    heap_calls = 0;
-    counting = 1;
+    alloc_count_start();
     int rc = CRL_OK;
     for (int i = 0; i < n && !rc; i++) {
         rc = crl_env_rand_action(env, td, &e);
@@ -1652,9 +1584,9 @@ static long count_steps(crl_env *env, crl_td *td, crl_td *root, int n)
         if (!rc)
             rc = crl_env_step_mdp_into(env, td, root, &e);
     }
-    counting = 0;
+    long calls = alloc_count_stop();
     ck_assert_msg(rc == CRL_OK, "%s", e.message);
-    return heap_calls;
+    return calls;
 }
 
 static void zero_alloc_case(const char *lines)
@@ -1674,27 +1606,9 @@ static void zero_alloc_case(const char *lines)
     fx_close(&f);
 }
 
-/* Whether the counter sees heap calls.  Valgrind swaps in its own malloc
- * (and sets LD_PRELOAD to do so), which is the only excuse for not. */
-static bool counter_works(void)
-{
-    if (!CRL_TEST_COUNT_ALLOCS)
-        return false;
-    counting = 1;
-    heap_calls = 0;
-    void *p = g_malloc(32);
-    g_free(p);
-    counting = 0;
-    if (heap_calls == 2)
-        return true;
-    const char *pre = getenv("LD_PRELOAD");
-    ck_assert_msg(pre && strstr(pre, "vgpreload"), "the malloc interposition counted %ld calls for 2", heap_calls);
-    return false;
-}
-
 START_TEST(zero_alloc_steady_state)
 {
-    if (!counter_works())
+    if (!alloc_count_works())
         return;
 
     zero_alloc_case("backend = countenv\nid = Count-v0\nnum_envs = 4\nauto_reset = same_step\nfrom_pixels = true");
@@ -1709,7 +1623,7 @@ END_TEST
 START_TEST(rollout_allocates_per_rollout_not_per_step)
 {
     fx f;
-    if (!counter_works())
+    if (!alloc_count_works())
         return;
     crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 2");
     crl_error e = { 0 };
@@ -1717,11 +1631,9 @@ START_TEST(rollout_allocates_per_rollout_not_per_step)
     int64_t steps[2] = { 10, 2000 };
     for (int k = 0; k < 2; k++) {
         crl_env_set_seed(env, 1);
-        heap_calls = 0;
-        counting = 1;
+        alloc_count_start();
         crl_td *r = crl_env_rollout(env, steps[k], NULL, NULL, false, true, NULL, &e);
-        counting = 0;
-        calls[k] = heap_calls;
+        calls[k] = alloc_count_stop();
         ck_assert_msg(r != NULL, "%s", e.message);
         ck_assert_int_eq(crl_td_batch_shape(r)[1], steps[k]);
         crl_td_unref(r);

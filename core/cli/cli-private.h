@@ -117,10 +117,12 @@ int crl__png_write_rgb(const char *path, const uint8_t *rgb, int width, int heig
 int crl__png_write_curve(const char *path, const char *title, const double *x, const double *y, size_t n,
                          const double *ex, const double *ey, size_t en, crl_error *err);
 
-/* crl run (cmd_run.c), and its OpenBLAS switch to one thread (training is
- * bitwise reproducible for a given thread count). */
+/* crl run (cmd_run.c). */
 int crl__cmd_run(int argc, char **argv);
+/* The BLAS library (blas.c): OpenBLAS's switch to one thread (training is bitwise reproducible for a given
+ * thread count and kernel), and a line naming the BLAS build and the kernel it picked, for `crl version`. */
 void crl__blas_single_thread(void);
+void crl__blas_describe(FILE *out);
 /* `crl bench train` (bench_train.c): frames and seconds to reach the
  * target returns, DQN/PPO on CartPole, SAC/TD3 on Pendulum, 3 seeds. */
 int crl__bench_train(double seconds);

@@ -4,7 +4,6 @@
 
 #include <crl/trainer.h>
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <glib.h>
 #include <glib/gstdio.h>
@@ -51,15 +50,6 @@ typedef struct run_ctx {
     const char *title;
     crl_train_stats last;
 } run_ctx;
-
-/* OpenBLAS reads OPENBLAS_NUM_THREADS when it loads; training must be
- * single-threaded to be bitwise reproducible, so set it at run time. */
-void crl__blas_single_thread(void)
-{
-    void (*set)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "openblas_set_num_threads");
-    if (set)
-        set(1);
-}
 
 static int write_text(const char *dir, const char *name, const char *text, crl_error *err)
 {
