@@ -71,6 +71,14 @@ CRL_INTERNAL char *crl__plugin_name_from_path(const char *path);
 /* The option table that stands for "none declared" (never NULL). */
 CRL_INTERNAL const crl_option *crl__no_options(void);
 
+/* secure_path.c: resolve `path` component by component, following every symlink, and refuse (CRL_E_PERM,
+ * naming the component and the chmod/chown that fixes it) any file, directory or symlink target that a
+ * user other than root or the effective user could replace: owned by another user, world-writable (except a
+ * sticky directory), or group-writable by a group other than root's.  The final file must be regular.
+ * `what` names the object in messages ("plugin 'x' (PATH)").  On success *resolved (if given) is the
+ * symlink-free path, g_free'd by the caller. */
+CRL_INTERNAL int crl__secure_path_check(const char *path, const char *what, char **resolved, crl_error *err);
+
 /* probe.c: stage markers the loader sends to a probing parent. */
 enum { CRL__PROBE_STAGE_OPEN = 'O', CRL__PROBE_STAGE_INIT = 'I' };
 CRL_INTERNAL void crl__probe_stage(crl_host *host, char stage);

@@ -31,60 +31,13 @@ static bool valid_plugin_name(const char *s)
     return true;
 }
 
-static int refuse_writable(const char *what, const char *name, const char *path, const char *target,
-                           mode_t mode, crl_error *err)
-{
-    return crl_error_set(err, CRL_E_PERM,
-                         "refusing to load plugin '%s' (%s): %s %s is world-writable (mode %04o), so "
-                         "anyone could replace the code; run 'chmod o-w %s'",
-                         name, path, what, target, (unsigned)(mode & 07777), target);
-}
-
-static int check_dir(const char *dir, const char *name, const char *path, crl_error *err)
-{
-    struct stat st;
-    if (stat(dir, &st) != 0)
-        return crl_error_set(err, CRL_E_IO, "cannot load plugin '%s' (%s): stat %s: %s", name, path, dir,
-                             g_strerror(errno));
-    if (st.st_mode & S_IWOTH)
-        return refuse_writable("its directory", name, path, dir, st.st_mode, err);
-    return CRL_OK;
-}
-
-/* A world-writable plugin file, or one in a world-writable directory, is
- * refused: it is code anyone on the machine could swap.  Through a symlink
- * both the link's directory and the target's are checked. */
+/* The file and every directory and symlink on the way to it must be changeable only by root or this user:
+ * otherwise another user could swap the code crl is about to run. */
 static int check_file(const char *path, const char *name, crl_error *err)
 {
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        if (errno == ENOENT)
-            return crl_error_set(err, CRL_E_NOT_FOUND, "cannot load plugin '%s': %s does not exist", name,
-                                 path);
-        return crl_error_set(err, CRL_E_IO, "cannot load plugin '%s': stat %s: %s", name, path,
-                             g_strerror(errno));
-    }
-    if (!S_ISREG(st.st_mode))
-        return crl_error_set(err, CRL_E_PLUGIN, "cannot load plugin '%s': %s is not a regular file", name,
-                             path);
-    if (st.st_mode & S_IWOTH)
-        return refuse_writable("the file", name, path, path, st.st_mode, err);
-    char *dir = g_path_get_dirname(path);
-    int rc = check_dir(dir, name, path, err);
-    g_free(dir);
-    if (rc)
-        return rc;
-    struct stat lst;
-    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
-        char *real = realpath(path, NULL);
-        if (!real)
-            return crl_error_set(err, CRL_E_IO, "cannot load plugin '%s': cannot resolve symlink %s: %s", name,
-                                 path, g_strerror(errno));
-        char *rdir = g_path_get_dirname(real);
-        rc = check_dir(rdir, name, path, err);
-        g_free(rdir);
-        free(real);
-    }
+    char *what = g_strdup_printf("plugin '%s' (%s)", name, path);
+    int rc = crl__secure_path_check(path, what, NULL, err);
+    g_free(what);
     return rc;
 }
 
