@@ -64,6 +64,8 @@ install_packages
 configure_and_build "$@"
 
 crl="$build/core/cli/crl"
+# The uninstalled crl scans plugins with the build tree's scanner.
+export CRL_PLUGIN_SCANNER="${CRL_PLUGIN_SCANNER:-$build/core/crl-plugin-scanner}"
 case "$cmd" in
     build) ;;
     demo)

@@ -14,6 +14,11 @@ typedef struct crl__plugin {
     char *path;              /* owned; "(built-in)" for a built-in */
     GPtrArray *journal;      /* crl__reg_entry * registered by this plugin's init */
     bool initialized;        /* init returned CRL_OK */
+    /* Known from its scan but not loaded yet: its registry entries are stubs (ops NULL) that the first
+     * lookup of one of them replaces by loading the plugin (lazy loading). */
+    bool deferred;
+    struct crl__scan_result *scan;  /* owned, for a deferred plugin: what info's strings point into */
+    const crl_option *options;      /* the [plugin.NAME] table (descriptor's or scan's), never NULL */
 } crl__plugin;
 
 /* One registry entry: the component as the host copied it and its owner. */
@@ -49,6 +54,13 @@ struct crl_host {
     bool load_attempted;            /* some load_* ran: [plugin.X] must name a loaded plugin */
     bool python_promoted;
     int probe_fd;                   /* -1, or the probe child's report pipe */
+    /* Scanning (loader.c): the registry cache, read once per host. */
+    struct crl__registry_cache *cache;
+    char *cache_file;               /* NULL: no usable cache directory (work uncached) */
+    bool cache_loaded;
+    bool rescan;                    /* crl_host_set_rescan: ignore cached results */
+    /* Lazy loading may happen inside a lookup from any thread. */
+    GRecMutex lock;
 };
 
 /* registry.c */
@@ -56,6 +68,11 @@ CRL_INTERNAL void crl__registry_init(crl_host *host);
 CRL_INTERNAL void crl__registry_destroy(crl_host *host);
 /* Remove every component `p` registered (failed init, or unload). */
 CRL_INTERNAL void crl__registry_unwind(crl_host *host, crl__plugin *p);
+/* Register a stub entry (ops NULL) for deferred plugin `p`: CRL_E_EXISTS when kind/name is taken. */
+CRL_INTERNAL int crl__registry_add_stub(crl_host *host, crl__plugin *p, int kind, const char *name,
+                                        const char *description, const crl_option *options, crl_error *err);
+/* The entry for kind/name without loading anything (the schema asks for option tables). */
+CRL_INTERNAL const crl_component *crl__host_peek(const crl_host *host, crl_kind kind, const char *name);
 CRL_INTERNAL bool crl__kind_valid(int kind);
 
 /* host.c */
@@ -63,6 +80,10 @@ CRL_INTERNAL bool crl__kind_valid(int kind);
  * NULL-terminated vector, free with g_strfreev. */
 CRL_INTERNAL char **crl__host_compute_search_path(const crl_host *host, crl_error *err);
 CRL_INTERNAL crl__plugin *crl__host_find_plugin(const crl_host *host, const char *name);
+/* loader.c: load deferred plugin `p` now (its stubs make way for its real components); `p` is freed. */
+CRL_INTERNAL int crl__host_load_deferred(crl_host *host, crl__plugin *p, crl_error *err);
+/* Keep a load failure for crl_host_failure_* (path: the file, or the name when no file was found). */
+CRL_INTERNAL void crl__host_record_failure(crl_host *host, const char *path, const crl_error *e);
 CRL_INTERNAL void crl__plugin_free(crl__plugin *p);
 
 /* loader.c (crl__plugin_name_from_path) and host.c (crl__no_options) */
@@ -79,9 +100,29 @@ CRL_INTERNAL const crl_option *crl__no_options(void);
  * symlink-free path, g_free'd by the caller. */
 CRL_INTERNAL int crl__secure_path_check(const char *path, const char *what, char **resolved, crl_error *err);
 
-/* probe.c: stage markers the loader sends to a probing parent. */
-enum { CRL__PROBE_STAGE_OPEN = 'O', CRL__PROBE_STAGE_INIT = 'I' };
+/* elf_abi.c: read the plugin file's ELF version needs (.gnu.version_r) and refuse (CRL_E_ABI) one that needs a
+ * libcrl.so.* symbol version CRL_<major>.<minor> of another major or of a newer minor than this libcrl's
+ * CRL_ABI_MAJOR.CRL_ABI_MINOR: it was built against a newer SDK, and dlopen would only say "version `CRL_1.3'
+ * not found".  Reads the file without running any of it; a file that is not a well-formed ELF object of this
+ * machine's class and byte order, or has no such needs, is CRL_OK (dlopen reports what is wrong with it).
+ * `what` names the plugin in messages ("plugin 'x' (PATH)"); err may be NULL. */
+CRL_INTERNAL int crl__elf_abi_check(const char *path, const char *what, crl_error *err);
+
+/* probe.c: stage markers the loader sends to a probing parent or the scanner's host: before dlopen (ELF
+ * constructors run there), before the entry point, before init; the scanner adds its report, fini and the
+ * end. */
+enum {
+    CRL__PROBE_STAGE_OPEN = 'O',
+    CRL__PROBE_STAGE_ENTRY = 'E',
+    CRL__PROBE_STAGE_INIT = 'I',
+    CRL__PROBE_STAGE_REPORT = 'R',
+    CRL__PROBE_STAGE_FINI = 'F',
+    CRL__PROBE_STAGE_DONE = 'D'
+};
 CRL_INTERNAL void crl__probe_stage(crl_host *host, char stage);
+/* "SIGSEGV" (or "signal N" written into buf) and "during init" for messages about how a plugin ended. */
+CRL_INTERNAL const char *crl__signal_name(int sig, char *buf, size_t n);
+CRL_INTERNAL const char *crl__stage_text(char stage);
 
 /* log.c */
 CRL_INTERNAL int crl__log_level(const crl_host *host);

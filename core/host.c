@@ -1,5 +1,6 @@
 /* The plugin host object: lifetime, search path, host option tables, schema, plugin lists. */
 #include "host-private.h"
+#include "scan-private.h"
 
 #include <crl/env.h>
 #include <crl/transform.h>
@@ -23,6 +24,9 @@ static const crl_option plugins_options[] = {
     { "disable", CRL_OPT_LIST, 0, "", 0, 0, NULL, "plugin names that are never loaded" },
     { "autoload", CRL_OPT_BOOL, 0, "true", 0, 0, NULL,
       "when load is empty, load every *.so found along the search path (the first dir wins for a name)" },
+    { "scan_timeout", CRL_OPT_DOUBLE, CRL_OPT_RANGE, "30", 0.1, 3600, NULL,
+      "seconds a new or changed plugin may take to load, init and fini in the scanner process before it is "
+      "taken as hung (broken for this run, scanned again next time)" },
     CRL_OPTIONS_END
 };
 
@@ -67,6 +71,7 @@ crl_host *crl_host_new(const crl_config *cfg, crl_error *err)
     h->retired = g_ptr_array_new();
     h->schema_dirty = true;
     h->probe_fd = -1;
+    g_rec_mutex_init(&h->lock);
     crl__registry_init(h);
     return h;
 }
@@ -77,6 +82,7 @@ void crl__plugin_free(crl__plugin *p)
         return;
     if (p->journal)
         g_ptr_array_free(p->journal, TRUE);
+    crl__scan_result_free(p->scan);
     g_free(p->path);
     g_free(p);
 }
@@ -136,6 +142,9 @@ void crl_host_free(crl_host *h)
     g_strfreev(h->search_path);
     crl_schema_free(h->schema);
     crl_config_free(h->own_cfg);
+    crl__registry_cache_free(h->cache);
+    g_free(h->cache_file);
+    g_rec_mutex_clear(&h->lock);
     g_free(h);
 }
 
@@ -253,9 +262,10 @@ const char *crl_host_plugin_name(const crl_host *h)
     return h && h->current ? h->current->info.name : "";
 }
 
+/* The schema reads option tables and names only: deferred plugins stay unloaded. */
 static const crl_option *schema_lookup(void *user, crl_kind kind, const char *name)
 {
-    const crl_component *c = crl_host_find(user, kind, name);
+    const crl_component *c = crl__host_peek(user, kind, name);
     if (!c)
         return NULL;
     return c->options ? c->options : no_options;
@@ -263,8 +273,12 @@ static const crl_option *schema_lookup(void *user, crl_kind kind, const char *na
 
 static const char *schema_names(void *user, crl_kind kind, size_t i)
 {
-    const crl_component *c = crl_host_component_at(user, kind, i);
-    return c ? c->name : NULL;
+    crl_host *h = user;
+    g_rec_mutex_lock(&h->lock);
+    const GPtrArray *a = h->reg[kind].sorted;
+    const char *name = i < a->len ? ((const crl__reg_entry *)g_ptr_array_index(a, (guint)i))->comp.name : NULL;
+    g_rec_mutex_unlock(&h->lock);
+    return name;
 }
 
 /* The schema, in two states.  Before any plugin load was attempted it
@@ -309,7 +323,7 @@ static crl_schema *build_schema(crl_host *h, crl_error *err)
         char *section = g_strconcat("plugin.", p->info.name, NULL);
         char *doc = g_strdup_printf("options of plugin '%s': %s", p->info.name, p->info.description);
         crl_error e = { 0 };
-        int rc = crl_schema_add(s, section, p->desc->options ? p->desc->options : no_options, doc, &e);
+        int rc = crl_schema_add(s, section, p->options ? p->options : no_options, doc, &e);
         if (rc)
             crl_host_log(h, CRL_LOG_ERROR, "cannot declare [%s]: %s", section, e.message);
         g_free(section);

@@ -1,6 +1,7 @@
 /* The plugin loader: file checks, dlopen, descriptor validation, init, configured loading. */
 #define _GNU_SOURCE /* dladdr, dlinfo */
 #include "host-private.h"
+#include "scan-private.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -151,6 +152,24 @@ static int check_section_keys(const crl_config *cfg, const char *section, const 
     return CRL_OK;
 }
 
+/* The plugin's [plugin.NAME] section checked against its table (a typo fails as strict validation would)
+ * and built into options; NULL with err set. */
+static crl_opts *section_opts(crl_host *host, const char *name, const crl_option *table, crl_error *err)
+{
+    char *section = g_strconcat("plugin.", name, NULL);
+    crl_opts *opts = NULL;
+    crl_error e = { 0 };
+    if (check_section_keys(host->cfg, section, name, table, &e) == CRL_OK) {
+        opts = crl_config_opts(host->cfg, section, &table, 1, &e);
+        if (!opts && !e.code)
+            crl_error_set(&e, CRL_E_CONFIG, "cannot build the options of [%s]", section);
+    }
+    if (!opts)
+        crl_error_set(err, e.code, "%s", e.message);
+    g_free(section);
+    return opts;
+}
+
 /* Run a validated plugin's init with its [plugin.NAME] options and keep it
  * on success.  On failure its registrations are gone and nothing is kept;
  * the caller closes the handle. */
@@ -161,20 +180,10 @@ static int activate(crl_host *host, const crl_plugin_desc *d, void *handle, void
     if (old)
         return already_loaded(old, d->name, path, err);
 
-    char *section = g_strconcat("plugin.", d->name, NULL);
     const crl_option *table = d->options ? d->options : crl__no_options();
-    int rc = check_section_keys(host->cfg, section, d->name, table, err);
-    crl_opts *opts = NULL;
-    if (!rc) {
-        crl_error e = { 0 };
-        opts = crl_config_opts(host->cfg, section, &table, 1, &e);
-        if (!opts)
-            rc = crl_error_set(err, e.code ? e.code : CRL_E_CONFIG, "%s",
-                               e.message[0] ? e.message : "cannot build the plugin's options");
-    }
-    g_free(section);
-    if (rc)
-        return rc;
+    crl_opts *opts = section_opts(host, d->name, table, err);
+    if (!opts)
+        return err ? err->code : CRL_E_CONFIG;
 
     crl__plugin *p = g_new0(crl__plugin, 1);
     p->desc = d;
@@ -190,12 +199,14 @@ static int activate(crl_host *host, const crl_plugin_desc *d, void *handle, void
     p->info.abi_major = d->abi_major;
     p->info.abi_minor = d->abi_minor;
     p->info.builtin = handle == NULL;
+    p->info.loaded = true;
+    p->options = table;
 
     crl__probe_stage(host, CRL__PROBE_STAGE_INIT);
     host->current = p;
     host->current_reg_code = CRL_OK;
     crl_error ie = { 0 };
-    rc = d->init(host, opts, &ie);
+    int rc = d->init(host, opts, &ie);
     host->current = NULL;
     crl_opts_free(opts);
     if (rc != CRL_OK) {
@@ -242,6 +253,12 @@ int crl_host_load_path(crl_host *host, const char *path, crl_error *err)
     int rc = check_file(path, name, err);
     if (rc)
         goto out;
+    /* Symbols of a newer libcrl than this: say so before dlopen fails with "version `CRL_1.3' not found". */
+    char *abi_what = g_strdup_printf("plugin '%s' (%s)", name, path);
+    rc = crl__elf_abi_check(path, abi_what, err);
+    g_free(abi_what);
+    if (rc)
+        goto out;
     /* Refuse a second copy before dlopen runs any of its constructors. */
     const crl__plugin *old = crl__host_find_plugin(host, name);
     if (old) {
@@ -274,6 +291,7 @@ int crl_host_load_path(crl_host *host, const char *path, crl_error *err)
     }
     const crl_plugin_desc *(*entry)(void);
     *(void **)&entry = sym;
+    crl__probe_stage(host, CRL__PROBE_STAGE_ENTRY);
     const crl_plugin_desc *d = entry();
     rc = validate_desc(d, name, path, err);
     if (!rc)
@@ -337,6 +355,161 @@ static GPtrArray *list_dir(const char *dir, GError **gerr)
     return names;
 }
 
+/* ---- scanned, deferred loading ------------------------------------------------------------------- */
+
+void crl__host_record_failure(crl_host *host, const char *path, const crl_error *e)
+{
+    crl__failure f = { 0 };
+    f.error = *e;
+    f.path = g_strdup(path);
+    g_array_append_val(host->failures, f);
+}
+
+/* The registry cache, read on first use.  Without a usable cache directory everything works uncached. */
+static crl__registry_cache *host_cache(crl_host *host)
+{
+    if (!host->cache_loaded) {
+        host->cache_loaded = true;
+        host->cache_file = crl__registry_cache_file();
+        char *warning = NULL;
+        host->cache = crl__registry_cache_load(host->cache_file, &warning);
+        if (warning)
+            crl_host_log(host, CRL_LOG_WARNING, "%s", warning);
+        g_free(warning);
+    }
+    return host->cache;
+}
+
+static void save_cache(crl_host *host)
+{
+    if (!host->cache || !host->cache_file)
+        return;
+    crl_error e = { 0 };
+    if (crl__registry_cache_save(host->cache, host->cache_file, &e))
+        crl_host_log(host, CRL_LOG_WARNING, "plugin registry cache not written (%s): every command scans "
+                     "new plugins again", e.message);
+}
+
+/* A deferred plugin from a good scan: known, with stub registrations, not loaded. */
+static int defer(crl_host *host, crl__scan_result *r, crl__plugin **out, crl_error *err)
+{
+    crl__plugin *p = g_new0(crl__plugin, 1);
+    p->deferred = true;
+    p->scan = r;
+    p->path = g_strdup(r->path);
+    p->journal = g_ptr_array_new();
+    p->options = r->plugin_options;
+    p->info.name = r->name;
+    p->info.version = r->version ? r->version : "";
+    p->info.license = r->license ? r->license : "";
+    p->info.description = r->description ? r->description : "";
+    p->info.path = p->path;
+    p->info.abi_major = r->abi_major;
+    p->info.abi_minor = r->abi_minor;
+    /* Its section is checked now, as loading would: a configuration error is found before any work. */
+    crl_opts *opts = section_opts(host, r->name, p->options, err);
+    if (!opts) {
+        crl__plugin_free(p);
+        return err ? err->code : CRL_E_CONFIG;
+    }
+    crl_opts_free(opts);
+    for (size_t i = 0; i < r->n_components; i++) {
+        const crl__scan_component *c = &r->components[i];
+        int rc = crl__registry_add_stub(host, p, c->kind, c->name, c->description, c->options, err);
+        if (rc) {
+            crl__registry_unwind(host, p);
+            crl__plugin_free(p);
+            return rc;
+        }
+    }
+    g_ptr_array_add(host->plugins, p);
+    host->schema_dirty = true;
+    *out = p;
+    return CRL_OK;
+}
+
+int crl__host_load_deferred(crl_host *host, crl__plugin *p, crl_error *err)
+{
+    crl__registry_unwind(host, p);
+    g_ptr_array_remove(host->plugins, p);
+    host->schema_dirty = true;
+    int rc = crl_host_load_path(host, p->path, err);
+    crl__plugin_free(p);
+    return rc;
+}
+
+/* Check, scan (or take the cached scan of) and defer one plugin file.  A failure is recorded; it is
+ * logged as a warning unless the caller needs this plugin, which gets it as the error. */
+static int load_candidate(crl_host *host, const char *path, bool needed, crl_error *err)
+{
+    char *name = crl__plugin_name_from_path(path);
+    crl_error e = { 0 };
+    crl__scan_result *own = NULL;
+    const crl__scan_result *r = NULL;
+    struct stat st;
+    int rc = check_file(path, name, &e);
+    if (!rc && crl__host_find_plugin(host, name)) {
+        const crl__plugin *old = crl__host_find_plugin(host, name);
+        rc = already_loaded(old, name, path, &e);
+    }
+    if (!rc && stat(path, &st) != 0)
+        rc = crl_error_set(&e, CRL_E_IO, "cannot load plugin '%s': stat %s: %s", name, path, g_strerror(errno));
+    if (!rc) {
+        crl__file_id id;
+        crl__file_id_from_stat(&st, &id);
+        crl__registry_cache *cache = host_cache(host);
+        if (!host->rescan)
+            r = crl__registry_cache_lookup(cache, path, &id);
+        if (!r) {
+            double timeout = 30;
+            crl_config_get_double(host->cfg, "plugins", "scan_timeout", 30, &timeout, NULL);
+            crl_host_log(host, CRL_LOG_INFO, "scanning plugin '%s' (%s)", name, path);
+            if (crl__scan_file(path, &id, timeout, &own) == CRL_OK) {
+                crl__registry_cache_put(cache, own);   /* the cache owns it; r stays valid while it lives */
+                r = own;
+                own = NULL;
+            } else {
+                r = own;
+            }
+        }
+        if (r->status != CRL_OK) {
+            rc = crl_error_set(&e, r->status, "%s", r->reason ? r->reason : "broken plugin");
+        } else if (!r->name || strcmp(r->name, name) != 0) {
+            rc = crl_error_set(&e, CRL_E_ABI, "plugin '%s' (%s): the scan reports name '%s'", name, path,
+                               r->name ? r->name : "(none)");
+        } else {
+            /* The deferred plugin keeps its own copy: the cache may be rewritten or freed first. */
+            GVariant *v = g_variant_ref_sink(crl__scan_result_to_variant(r));
+            crl__scan_result *copy = crl__scan_result_from_variant(v, &e);
+            g_variant_unref(v);
+            if (!copy)
+                rc = e.code;
+            else {
+                g_free(copy->path);
+                copy->path = g_strdup(path);
+                crl__plugin *p = NULL;
+                rc = defer(host, copy, &p, &e);
+                /* Named in [plugins] load: the user asked for it to be loaded, so it is, now. */
+                if (!rc && needed)
+                    rc = crl__host_load_deferred(host, p, &e);
+            }
+        }
+    }
+    crl__scan_result_free(own);
+    if (rc) {
+        crl__host_record_failure(host, path, &e);
+        /* A mistake in the plugin's own config section is the user's, not a broken plugin. */
+        if (needed || rc == CRL_E_CONFIG) {
+            if (err)
+                *err = e;
+        } else {
+            crl_host_log(host, CRL_LOG_WARNING, "plugin '%s' is broken and was not loaded: %s", name, e.message);
+        }
+    }
+    g_free(name);
+    return rc;
+}
+
 static int load_name_in(crl_host *host, const char *const *dirs, const char *name, char **found_path,
                         crl_error *err)
 {
@@ -352,7 +525,7 @@ static int load_name_in(crl_host *host, const char *const *dirs, const char *nam
         return crl_error_set(err, CRL_E_EXISTS, "plugin '%s' is already loaded from %s", name, old->path);
     char *path = locate(dirs, name);
     if (path) {
-        int rc = crl_host_load_path(host, path, err);
+        int rc = load_candidate(host, path, true, err);
         if (found_path)
             *found_path = path;
         else
@@ -393,16 +566,15 @@ int crl_host_load_name(crl_host *host, const char *name, crl_error *err)
     if (!dirs)
         return err ? err->code : CRL_E_CONFIG;
     int rc = load_name_in(host, (const char *const *)dirs, name, NULL, err);
+    save_cache(host);
     g_strfreev(dirs);
     return rc;
 }
 
-static void record_failure(crl_host *host, const char *path, const crl_error *e)
+void crl_host_set_rescan(crl_host *host, bool rescan)
 {
-    crl__failure f = { 0 };
-    f.error = *e;
-    f.path = g_strdup(path);
-    g_array_append_val(host->failures, f);
+    if (host)
+        host->rescan = rescan;
 }
 
 static bool in_list(char **list, const char *name)
@@ -413,9 +585,11 @@ static bool in_list(char **list, const char *name)
     return false;
 }
 
-/* Every *.so along the path, first dir winning for a name. */
-static void autoload(crl_host *host, char **dirs, char **disable)
+/* Every *.so along the path, first dir winning for a name.  Returns the first configuration error (in a
+ * plugin's own section); broken plugins are recorded and warned about. */
+static int autoload(crl_host *host, char **dirs, char **disable, crl_error *err)
 {
+    int rc = CRL_OK;
     GHashTable *seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     for (char **d = dirs; *d; d++) {
         GError *gerr = NULL;
@@ -448,8 +622,11 @@ static void autoload(crl_host *host, char **dirs, char **disable)
                                  path, name, old->path);
                 } else {
                     crl_error e = { 0 };
-                    if (crl_host_load_path(host, path, &e))
-                        record_failure(host, path, &e);
+                    if (load_candidate(host, path, false, &e) == CRL_E_CONFIG && !rc) {
+                        rc = CRL_E_CONFIG;
+                        if (err)
+                            *err = e;
+                    }
                 }
             }
             g_free(path);
@@ -457,6 +634,7 @@ static void autoload(crl_host *host, char **dirs, char **disable)
         g_ptr_array_free(names, TRUE);
     }
     g_hash_table_destroy(seen);
+    return rc;
 }
 
 int crl_host_load_configured(crl_host *host, crl_error *err)
@@ -494,19 +672,21 @@ int crl_host_load_configured(crl_host *host, crl_error *err)
                 continue;
             crl_error e = { 0 };
             char *found = NULL;
-            if (load_name_in(host, (const char *const *)dirs, *n, &found, &e))
-                record_failure(host, found ? found : *n, &e);
+            int lrc = load_name_in(host, (const char *const *)dirs, *n, &found, &e);
+            /* A missing file was not recorded by load_candidate. */
+            if (lrc && !found)
+                crl__host_record_failure(host, *n, &e);
+            if (lrc && !rc) {
+                rc = lrc;
+                if (err)
+                    *err = e;
+            }
             g_free(found);
         }
     } else if (autoload_on) {
-        autoload(host, dirs, disable);
+        rc = autoload(host, dirs, disable, err);
     }
-    if (host->failures->len) {
-        const crl__failure *f = &g_array_index(host->failures, crl__failure, 0);
-        if (err)
-            *err = f->error;
-        rc = f->error.code;
-    }
+    save_cache(host);
 out:
     crl_free(load);
     crl_free(disable);

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 /* What the child writes: stage bytes as it goes, then RESULT and the error. */
-#define PROBE_RESULT 'R'
+#define PROBE_RESULT CRL__PROBE_STAGE_REPORT
 
 static bool write_all(int fd, const void *buf, size_t n)
 {
@@ -35,7 +35,7 @@ void crl__probe_stage(crl_host *host, char stage)
         write_all(host->probe_fd, &stage, 1);
 }
 
-static const char *signal_name(int sig, char *buf, size_t n)
+const char *crl__signal_name(int sig, char *buf, size_t n)
 {
     static const struct {
         int sig;
@@ -53,13 +53,17 @@ static const char *signal_name(int sig, char *buf, size_t n)
     return buf;
 }
 
-static const char *stage_text(char stage)
+const char *crl__stage_text(char stage)
 {
     switch (stage) {
     case CRL__PROBE_STAGE_INIT:
         return "during init";
     case CRL__PROBE_STAGE_OPEN:
         return "while being loaded (dlopen: relocation or constructors)";
+    case CRL__PROBE_STAGE_ENTRY:
+        return "in its entry point crl_plugin_v1";
+    case CRL__PROBE_STAGE_FINI:
+        return "during fini";
     default:
         return "before it was loaded";
     }
@@ -148,7 +152,7 @@ int crl_host_probe_path(crl_host *host, const char *path, crl_error *err)
     } else if (w >= 0 && WIFSIGNALED(status)) {
         char sbuf[32];
         rc = crl_error_set(err, CRL_E_CRASH, "plugin '%s' (%s) crashed with %s %s", name, path,
-                           signal_name(WTERMSIG(status), sbuf, sizeof sbuf), stage_text(stage));
+                           crl__signal_name(WTERMSIG(status), sbuf, sizeof sbuf), crl__stage_text(stage));
     } else if (result) {
         crl_error copy;
         memcpy(&copy, result, sizeof copy);
@@ -160,7 +164,7 @@ int crl_host_probe_path(crl_host *host, const char *path, crl_error *err)
         rc = crl_error_set(err, CRL_E_CRASH,
                            "plugin '%s' (%s) ended the process with exit status %d %s without reporting "
                            "back (does it call exit()?)",
-                           name, path, WIFEXITED(status) ? WEXITSTATUS(status) : -1, stage_text(stage));
+                           name, path, WIFEXITED(status) ? WEXITSTATUS(status) : -1, crl__stage_text(stage));
     }
     g_free(name);
     g_byte_array_free(buf, TRUE);

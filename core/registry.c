@@ -96,6 +96,15 @@ static bool valid_component_name(const char *s)
     return true;
 }
 
+static void add_entry(crl_host *host, crl__plugin *owner, crl__reg_entry *e)
+{
+    crl__registry *r = &host->reg[e->comp.kind];
+    e->owner = owner;
+    g_hash_table_insert(r->by_name, (gpointer)e->comp.name, e);
+    g_ptr_array_insert(r->sorted, (gint)sorted_position(r->sorted, e->comp.name), e);
+    g_ptr_array_add(owner->journal, e);
+}
+
 static int refuse(crl_host *host, crl_error *err, int code, const char *fmt, ...) CRL_PRINTF(4, 5);
 
 /* Record the first refused registration of the running init, so a failed
@@ -159,20 +168,90 @@ int crl_host_register(crl_host *host, const crl_component *c, crl_error *err)
     crl__reg_entry *e = g_new0(crl__reg_entry, 1);
     memcpy(&e->comp, c, sizeof e->comp); /* min(struct_size, sizeof) == sizeof here */
     e->comp.struct_size = sizeof e->comp;
-    e->owner = host->current;
-    g_hash_table_insert(r->by_name, (gpointer)e->comp.name, e);
-    g_ptr_array_insert(r->sorted, (gint)sorted_position(r->sorted, e->comp.name), e);
-    g_ptr_array_add(host->current->journal, e);
+    add_entry(host, host->current, e);
     return CRL_OK;
 }
 
+int crl__registry_add_stub(crl_host *host, crl__plugin *p, int kind, const char *name, const char *description,
+                           const crl_option *options, crl_error *err)
+{
+    const crl__reg_entry *old = g_hash_table_lookup(host->reg[kind].by_name, name);
+    if (old)
+        return crl_error_set(err, CRL_E_EXISTS,
+                             "%s '%s' of plugin '%s' (%s) is already registered by plugin '%s' (%s); rename the "
+                             "component or disable one of the plugins ([plugins] disable = NAME)",
+                             kind_names[kind], name, p->info.name, p->path, old->owner->info.name,
+                             old->owner->path);
+    crl__reg_entry *e = g_new0(crl__reg_entry, 1);
+    e->comp.struct_size = sizeof e->comp;
+    e->comp.kind = kind;
+    e->comp.name = name;
+    e->comp.description = description;
+    e->comp.options = options;
+    add_entry(host, p, e);
+    return CRL_OK;
+}
+
+/* Load the deferred plugins that registered kind/name (or, with name NULL, every component of the kind),
+ * so that what a caller gets has real ops.  Never from inside a plugin's init (plugins do not load
+ * plugins): there the stubs stay, and lookups of them find nothing. */
+static void materialize(crl_host *host, crl_kind kind, const char *name)
+{
+    if (host->current)
+        return;
+    for (;;) {
+        crl__plugin *owner = NULL;
+        if (name) {
+            const crl__reg_entry *e = g_hash_table_lookup(host->reg[kind].by_name, name);
+            if (e && e->owner->deferred)
+                owner = e->owner;
+        } else {
+            const GPtrArray *a = host->reg[kind].sorted;
+            for (guint i = 0; i < a->len && !owner; i++) {
+                const crl__reg_entry *e = g_ptr_array_index(a, i);
+                if (e->owner->deferred)
+                    owner = e->owner;
+            }
+        }
+        if (!owner)
+            return;
+        char *path = g_strdup(owner->path);
+        crl_error e = { 0 };
+        if (crl__host_load_deferred(host, owner, &e)) {
+            crl__host_record_failure(host, path, &e);
+            crl_host_log(host, CRL_LOG_ERROR, "%s", e.message);
+        }
+        g_free(path);
+    }
+}
+
+const crl_component *crl__host_peek(const crl_host *host, crl_kind kind, const char *name)
+{
+    if (!host || !crl__kind_valid((int)kind) || !name)
+        return NULL;
+    crl_host *h = (crl_host *)host;
+    g_rec_mutex_lock(&h->lock);
+    const crl__reg_entry *e = g_hash_table_lookup(host->reg[kind].by_name, name);
+    g_rec_mutex_unlock(&h->lock);
+    return e ? &e->comp : NULL;
+}
+
+/* Lookups load what they find deferred: the host is logically const to callers. */
 const crl_component *crl_host_find(const crl_host *host, crl_kind kind, const char *name)
 {
     if (!host || !crl__kind_valid((int)kind) || !name)
         return NULL;
+    crl_host *h = (crl_host *)host;
+    g_rec_mutex_lock(&h->lock);
+    materialize(h, kind, name);
     const crl__reg_entry *e = g_hash_table_lookup(host->reg[kind].by_name, name);
+    if (e && e->owner->deferred)
+        e = NULL;
+    g_rec_mutex_unlock(&h->lock);
     return e ? &e->comp : NULL;
 }
+
+static void not_found(const crl_host *host, crl_kind kind, const char *name, crl_error *err);
 
 const crl_component *crl_host_lookup(const crl_host *host, crl_kind kind, const char *name, crl_error *err)
 {
@@ -187,6 +266,33 @@ const crl_component *crl_host_lookup(const crl_host *host, crl_kind kind, const 
     const crl_component *c = crl_host_find(host, kind, name);
     if (c)
         return c;
+    crl_host *h = (crl_host *)host;
+    g_rec_mutex_lock(&h->lock);
+    not_found(host, kind, name, err);
+    g_rec_mutex_unlock(&h->lock);
+    return NULL;
+}
+
+/* The plugins that failed, which may be the ones that would have provided a missing component. */
+static void append_failures(const crl_host *host, crl_error *err)
+{
+    if (!err || host->failures->len == 0)
+        return;
+    GString *s = g_string_new(NULL);
+    g_string_append_printf(s, "; %u plugin%s could not be loaded (see 'crl plugins'):", host->failures->len,
+                           host->failures->len == 1 ? "" : "s");
+    for (guint i = 0; i < host->failures->len; i++) {
+        const crl__failure *f = &g_array_index(host->failures, crl__failure, i);
+        char *name = crl__plugin_name_from_path(f->path);
+        g_string_append_printf(s, "%s %s: %s", i ? ";" : "", name, f->error.message);
+        g_free(name);
+    }
+    g_strlcat(err->message, s->str, sizeof err->message);
+    g_string_free(s, TRUE);
+}
+
+static void not_found(const crl_host *host, crl_kind kind, const char *name, crl_error *err)
+{
     const GPtrArray *a = host->reg[kind].sorted;
     if (a->len == 0) {
         GString *loaded = g_string_new(NULL);
@@ -198,8 +304,9 @@ const crl_component *crl_host_lookup(const crl_host *host, crl_kind kind, const 
                       "no %s '%s': no loaded plugin registers any %s (loaded plugins: %s); check "
                       "[plugins] load/path and run 'crl plugins'",
                       kind_names[kind], name, kind_names[kind], loaded->len ? loaded->str : "none");
+        append_failures(host, err);
         g_string_free(loaded, TRUE);
-        return NULL;
+        return;
     }
     const char **names = g_new(const char *, a->len + 1);
     GString *list = g_string_new(NULL);
@@ -216,30 +323,73 @@ const crl_component *crl_host_lookup(const crl_host *host, crl_kind kind, const 
     else
         crl_error_set(err, CRL_E_NOT_FOUND, "no %s '%s'; registered %s: %s", kind_names[kind], name,
                       kind_plurals[kind], list->str);
+    append_failures(host, err);
     g_string_free(list, TRUE);
     g_free(names);
-    return NULL;
 }
 
+/* Listing a kind loads every deferred plugin that provides one: callers go on to use the ops. */
 size_t crl_host_component_count(const crl_host *host, crl_kind kind)
 {
     if (!host || !crl__kind_valid((int)kind))
         return 0;
-    return host->reg[kind].sorted->len;
+    crl_host *h = (crl_host *)host;
+    g_rec_mutex_lock(&h->lock);
+    materialize(h, kind, NULL);
+    size_t n = 0;
+    for (guint i = 0; i < host->reg[kind].sorted->len; i++)
+        n += !((const crl__reg_entry *)g_ptr_array_index(host->reg[kind].sorted, i))->owner->deferred;
+    g_rec_mutex_unlock(&h->lock);
+    return n;
 }
 
 const crl_component *crl_host_component_at(const crl_host *host, crl_kind kind, size_t i)
 {
-    if (!host || !crl__kind_valid((int)kind) || i >= host->reg[kind].sorted->len)
+    if (!host || !crl__kind_valid((int)kind))
         return NULL;
-    const crl__reg_entry *e = g_ptr_array_index(host->reg[kind].sorted, (guint)i);
-    return &e->comp;
+    crl_host *h = (crl_host *)host;
+    g_rec_mutex_lock(&h->lock);
+    materialize(h, kind, NULL);
+    const crl__reg_entry *found = NULL;
+    for (guint k = 0; k < host->reg[kind].sorted->len && !found; k++) {
+        const crl__reg_entry *e = g_ptr_array_index(host->reg[kind].sorted, k);
+        if (!e->owner->deferred && i-- == 0)
+            found = e;
+    }
+    g_rec_mutex_unlock(&h->lock);
+    return found ? &found->comp : NULL;
+}
+
+size_t crl_host_known_count(const crl_host *host, crl_kind kind)
+{
+    if (!host || !crl__kind_valid((int)kind))
+        return 0;
+    crl_host *h = (crl_host *)host;
+    g_rec_mutex_lock(&h->lock);
+    size_t n = host->reg[kind].sorted->len;
+    g_rec_mutex_unlock(&h->lock);
+    return n;
+}
+
+const crl_component *crl_host_known_at(const crl_host *host, crl_kind kind, size_t i)
+{
+    if (!host || !crl__kind_valid((int)kind))
+        return NULL;
+    crl_host *h = (crl_host *)host;
+    g_rec_mutex_lock(&h->lock);
+    const crl__reg_entry *e = i < host->reg[kind].sorted->len ? g_ptr_array_index(host->reg[kind].sorted, (guint)i)
+                                                              : NULL;
+    g_rec_mutex_unlock(&h->lock);
+    return e ? &e->comp : NULL;
 }
 
 const char *crl_host_component_owner(const crl_host *host, crl_kind kind, const char *name)
 {
     if (!host || !crl__kind_valid((int)kind) || !name)
         return NULL;
+    crl_host *h = (crl_host *)host;
+    g_rec_mutex_lock(&h->lock);
     const crl__reg_entry *e = g_hash_table_lookup(host->reg[kind].by_name, name);
+    g_rec_mutex_unlock(&h->lock);
     return e ? e->owner->info.name : NULL;
 }

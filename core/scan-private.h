@@ -55,6 +55,19 @@ CRL_INTERNAL void crl__options_free(crl_option *table);
 CRL_INTERNAL GVariant *crl__scan_result_to_variant(const crl__scan_result *r);
 CRL_INTERNAL crl__scan_result *crl__scan_result_from_variant(GVariant *v, crl_error *err);
 
+/* ---- scanning (scanner.c) --------------------------------------------------------------------------- */
+
+/* The scanner program: $CRL_PLUGIN_SCANNER (secure_getenv), else the installed libexec one. */
+CRL_INTERNAL const char *crl__scanner_path(void);
+/* Scan `path` (whose identity the caller took as `id`) in a scanner process, giving it `timeout_s` seconds
+ * for load, init, report and fini.  *out is always a new result (free with crl__scan_result_free): good,
+ * or broken with the reason (crash with signal and stage, exit, timeout, refusal, validation).  Returns
+ * CRL_OK when the result says something about the plugin itself and may be cached; otherwise the code of
+ * why it may not (CRL_E_TIMEOUT: a deadline on a busy machine; CRL_E_PLUGIN/CRL_E_IO: no scanner). */
+CRL_INTERNAL int crl__scan_file(const char *path, const crl__file_id *id, double timeout_s,
+                                crl__scan_result **out);
+/* The entry of the scanner program (scanner_main.c): `crl-plugin-scanner --report-fd FD PLUGIN.so`. */
+
 /* ---- the registry cache ------------------------------------------------------------------------------ */
 
 typedef struct crl__registry_cache crl__registry_cache;

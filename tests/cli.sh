@@ -74,8 +74,12 @@ else
     nok "crl plugins --json (exit $rc)" "$out"
 fi
 broken=${CRL_TEST_BUILDDIR:?}/plugins/broken/.libs
-expect 1 "abi_major_next" "a broken plugin named in load is reported and the exit status is 1" \
+expect 0 "abi_major_next.*built for plugin ABI 2" "crl plugins lists a broken plugin named in load with the reason" \
     -- plugins "plugins.path=$broken" plugins.load=good,abi_major_next
+expect 1 "1 plugin is broken" "crl plugins --check exits 1 for it" \
+    -- plugins --check "plugins.path=$broken" plugins.load=good,abi_major_next
+expect 1 "abi_major_next.*built for plugin ABI 2" "a command whose config loads it by name fails with the reason" \
+    -- rollout env.backend=classic env.id=CartPole-v1 --steps 1 "plugins.path=$broken" plugins.load=good,abi_major_next
 expect 0 "^good " "crl plugins lists the good fixture" -- plugins
 expect 0 "good" "plugins --verbose lists the good fixture" -- plugins --verbose plugins.load=good
 

@@ -39,11 +39,14 @@ nm -D --defined-only "$tmp/example/hello.so" | grep -q ' crl_plugin_v1$' && ok "
     || fail "example does not export crl_plugin_v1"
 
 crl=$dest$prefix/bin/crl
-export LD_LIBRARY_PATH=$dest$libdir CRL_PLUGIN_PATH=$tmp/example
+scanner=$(find "$dest" -name crl-plugin-scanner -type f)
+[ -n "$scanner" ] && [ -x "$scanner" ] && ok "the plugin scanner is installed ($scanner)" || fail "no crl-plugin-scanner installed"
+export LD_LIBRARY_PATH=$dest$libdir CRL_PLUGIN_PATH=$tmp/example CRL_PLUGIN_SCANNER=$scanner
 out=$("$crl" plugins 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -q 'hello' <<<"$out" && ok "installed crl loads the example plugin" \
     || fail "crl plugins (rc=$rc)" "$out"
-out=$("$crl" plugins --verbose plugin.hello.repeat=2 log.level=info 2>&1); rc=$?
+# Named in [plugins] load, it is loaded into crl (autoloaded plugins wait until a component is used).
+out=$("$crl" plugins --verbose plugins.load=hello plugin.hello.repeat=2 log.level=info 2>&1); rc=$?
 [ $rc -eq 0 ] && [ "$(grep -c '\[hello\] hello from an out-of-tree plugin' <<<"$out")" -eq 2 ] \
     && ok "plugin option from a command-line override reaches init" || fail "override (rc=$rc)" "$out"
 out=$("$crl" plugins plugin.hello.repeat=11 2>&1); rc=$?

@@ -160,6 +160,7 @@ START_TEST(plugin_info_layout)
     PIN_OFF(crl_plugin_info, abi_major, 40);
     PIN_OFF(crl_plugin_info, abi_minor, 44);
     PIN_OFF(crl_plugin_info, builtin, 48);
+    PIN_OFF(crl_plugin_info, loaded, 49);
 }
 END_TEST
 

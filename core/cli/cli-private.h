@@ -20,7 +20,8 @@ enum {
     CRL_CLI_LOAD_PLUGINS = 1u << 0,  /* load what [plugins] asks for */
     CRL_CLI_VALIDATE = 1u << 1,      /* strict validation against the host's schema */
     CRL_CLI_REQUIRE_FILE = 1u << 2,  /* at least one experiment file is required */
-    CRL_CLI_TOLERATE_PLUGIN_FAILURES = 1u << 3 /* a plugin that fails to load is not fatal */
+    CRL_CLI_TOLERATE_PLUGIN_FAILURES = 1u << 3, /* a plugin that fails to load is not fatal */
+    CRL_CLI_RESCAN = 1u << 4                   /* scan every plugin again, ignoring the registry cache */
 };
 
 /* Split positional arguments into experiment files and key=value overrides,

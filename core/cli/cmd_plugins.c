@@ -1,4 +1,5 @@
-/* crl plugins: list loaded plugins, what each registered, their options, and load failures. */
+/* crl plugins: list the known plugins (from their scans: nothing is loaded to list them), what each
+ * registers, their options, and the broken ones with their reasons. */
 #include "config.h"
 #include "cli-private.h"
 
@@ -31,8 +32,8 @@ static void each_component(const crl_host *host, const char *plugin, component_f
 {
     bool first = true;
     for (size_t k = 0; k < G_N_ELEMENTS(all_kinds); k++)
-        for (size_t i = 0; i < crl_host_component_count(host, all_kinds[k]); i++) {
-            const crl_component *c = crl_host_component_at(host, all_kinds[k], i);
+        for (size_t i = 0; i < crl_host_known_count(host, all_kinds[k]); i++) {
+            const crl_component *c = crl_host_known_at(host, all_kinds[k], i);
             const char *owner = crl_host_component_owner(host, all_kinds[k], c->name);
             if (owner && !strcmp(owner, plugin)) {
                 fn(all_kinds[k], c, user, first);
@@ -105,11 +106,10 @@ static void print_text(const crl_host *host, const crl_config *cfg, bool verbose
         printf("\n");
     }
     if (n == 0) {
-        printf("no plugins loaded (searched:");
+        printf("no plugins found (searched:");
         for (const char *const *d = path; d && *d; d++)
             printf(" %s", *d);
         printf(")\n");
-        return;
     }
     for (size_t i = 0; i < n; i++) {
         const crl_plugin_info *p = crl_host_plugin_at(host, i);
@@ -132,6 +132,15 @@ static void print_text(const crl_host *host, const crl_config *cfg, bool verbose
             g_free(section);
         }
         each_component(host, p->name, text_component, &verbose);
+    }
+    size_t nf = crl_host_failure_count(host);
+    if (nf)
+        printf("%sbroken (never loaded into crl; fix or remove them, then 'crl plugins --check'):\n",
+               n ? "\n" : "");
+    for (size_t i = 0; i < nf; i++) {
+        const char *file = NULL;
+        const crl_error *e = crl_host_failure_at(host, i, &file);
+        printf("  %s\n    %s (%s)\n", file ? file : "?", e->message, crl_status_name(e->code));
     }
 }
 
@@ -219,8 +228,8 @@ static void print_json(const crl_host *host, const crl_config *cfg)
         crl__cli_json_string(stdout, p->version);
         printf(",\"file\":");
         crl__cli_json_string(stdout, p->path);
-        printf(",\"builtin\":%s,\"abi\":\"%u.%u\",\"license\":", p->builtin ? "true" : "false",
-               (unsigned)p->abi_major, (unsigned)p->abi_minor);
+        printf(",\"builtin\":%s,\"loaded\":%s,\"abi\":\"%u.%u\",\"license\":", p->builtin ? "true" : "false",
+               p->loaded ? "true" : "false", (unsigned)p->abi_major, (unsigned)p->abi_minor);
         crl__cli_json_string(stdout, p->license);
         printf(",\"description\":");
         crl__cli_json_string(stdout, p->description);
@@ -258,22 +267,29 @@ static void print_json(const crl_host *host, const crl_config *cfg)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: crl plugins [--verbose] [--json] [FILE.ini...] [section.key=value...]\n\n"
-            "Load the plugins the configuration asks for ([plugins] path, load, disable,\n"
+            "Usage: crl plugins [--verbose] [--json] [--check] [--rescan] [FILE.ini...]\n"
+            "                   [section.key=value...]\n\n"
+            "Find the plugins the configuration asks for ([plugins] path, load, disable,\n"
             "autoload) and list each one: name, version, file, plugin ABI and the\n"
-            "components it registered (kind/name).\n\n"
+            "components it registers (kind/name), then the broken ones with the reason.\n"
+            "New or changed plugin files are scanned in a separate process (a crash,\n"
+            "exit or hang there marks the plugin broken) and the results are kept in\n"
+            "the registry cache ($XDG_CACHE_HOME/crl/); listing loads no plugin.\n\n"
             "  -v, --verbose  also print license, description, the search path, and the\n"
             "                 option tables of each plugin ([plugin.NAME]) and component\n"
             "  --json         print one JSON object {\"plugins\":[...],\"failures\":[...],\n"
             "                 \"search_path\":[...]} with all of the above\n"
+            "  --check        exit 1 when any plugin is broken (for package post-install\n"
+            "                 checks and CI)\n"
+            "  --rescan       scan every plugin again and rewrite the registry cache\n"
             "  -h, --help     print this help\n\n"
-            "Plugins that fail to load are listed on stderr; the exit status is then 1.\n"
-            "Exit status: 0 ok, 1 a plugin failed to load, 2 bad usage or bad config.\n");
+            "Exit status: 0 ok (broken plugins are listed, not fatal), 1 --check found a\n"
+            "broken plugin, 2 bad usage or bad config.\n");
 }
 
 int crl__cmd_plugins(int argc, char **argv)
 {
-    bool verbose = false, json = false;
+    bool verbose = false, json = false, check = false, rescan = false;
     GPtrArray *rest = g_ptr_array_new();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -285,6 +301,10 @@ int crl__cmd_plugins(int argc, char **argv)
             verbose = true;
         } else if (!strcmp(a, "--json")) {
             json = true;
+        } else if (!strcmp(a, "--check")) {
+            check = true;
+        } else if (!strcmp(a, "--rescan")) {
+            rescan = true;
         } else if (!strcmp(a, "--")) {
             for (i++; i < argc; i++)
                 g_ptr_array_add(rest, argv[i]);
@@ -296,7 +316,9 @@ int crl__cmd_plugins(int argc, char **argv)
     crl_cli_ctx ctx;
     crl_error err = { 0 };
     int rc = crl__cli_setup(&ctx, (int)rest->len, (char **)rest->pdata,
-                            CRL_CLI_LOAD_PLUGINS | CRL_CLI_TOLERATE_PLUGIN_FAILURES, &err);
+                            CRL_CLI_LOAD_PLUGINS | CRL_CLI_TOLERATE_PLUGIN_FAILURES |
+                                (rescan ? CRL_CLI_RESCAN : 0u),
+                            &err);
     g_ptr_array_free(rest, TRUE);
     if (rc)
         return crl__cli_setup_failed("plugins", &err);
@@ -306,12 +328,8 @@ int crl__cmd_plugins(int argc, char **argv)
         print_text(ctx.host, ctx.cfg, verbose);
     fflush(stdout);
     size_t nf = crl_host_failure_count(ctx.host);
-    for (size_t i = 0; i < nf; i++) {
-        const char *path = NULL;
-        const crl_error *e = crl_host_failure_at(ctx.host, i, &path);
-        fprintf(stderr, "crl plugins: failed to load %s: %s (%s)\n", path ? path : "?", e->message,
-                crl_status_name(e->code));
-    }
+    if (check && nf)
+        fprintf(stderr, "crl plugins --check: %zu plugin%s broken (listed above)\n", nf, nf == 1 ? " is" : "s are");
     crl__cli_teardown(&ctx);
-    return nf ? CRL_EXIT_RUNTIME : CRL_EXIT_OK;
+    return check && nf ? CRL_EXIT_RUNTIME : CRL_EXIT_OK;
 }

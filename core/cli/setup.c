@@ -59,10 +59,12 @@ int crl__cli_setup(crl_cli_ctx *ctx, int nargs, char **args, unsigned flags, crl
         if (crl_config_override(ctx->cfg, crl_host_schema(ctx->host), *o, err))
             goto fail;
     if (flags & CRL_CLI_LOAD_PLUGINS) {
+        crl_host_set_rescan(ctx->host, (flags & CRL_CLI_RESCAN) != 0);
         int rc = crl__cli_load_builtins(ctx->host, err);
         if (rc == CRL_OK)
             rc = crl_host_load_configured(ctx->host, err);
-        if (rc && !(flags & CRL_CLI_TOLERATE_PLUGIN_FAILURES))
+        /* A mistake in a plugin's own section is the user's config error, never tolerated. */
+        if (rc && (!(flags & CRL_CLI_TOLERATE_PLUGIN_FAILURES) || rc == CRL_E_CONFIG))
             goto fail;
         if (rc)
             crl_error_clear(err);

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# tests/fuzz/run-fuzz.sh: builds the checkpoint fuzz targets with clang's libFuzzer (ASan + UBSan) and runs each for N seconds.
+# tests/fuzz/run-fuzz.sh: builds the fuzz targets of crl's file loaders with clang's libFuzzer (ASan + UBSan) and runs each for N seconds.
 #
 #   tests/fuzz/run-fuzz.sh [SECONDS] [TARGET...]     (or `make fuzz FUZZ_SECONDS=N` from a build dir)
 #
 # Targets: checkpoint (crl_ckpt_reader_open_buffer, every section, every
-# TensorDict) and replay_load (crl_replay_load with the input as the
-# manifest); default both.  libcrl and the replay plugin are built
+# TensorDict), replay_load (crl_replay_load with the input as the
+# manifest) and registry_cache (the plugin registry cache reader, compiled in
+# with its hidden crl__ internals); default all.  libcrl and the replay plugin are built
 # instrumented in FUZZ_BUILD_DIR (default ./_fuzz); the seed corpus in
 # tests/fuzz/corpus/TARGET is copied to FUZZ_BUILD_DIR/corpus-TARGET, which
 # grows across runs.  Crashes land in FUZZ_BUILD_DIR as crash-* files: add
@@ -18,7 +19,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(checkpoint replay_load)
+[ ${#targets[@]} -gt 0 ] || targets=(checkpoint replay_load registry_cache)
 cc=${CC_FUZZ:-clang}
 bd=${FUZZ_BUILD_DIR:-$PWD/_fuzz}
 
@@ -60,10 +61,13 @@ export LSAN_OPTIONS="suppressions=$src/tests/fuzz/lsan-fuzz.supp:print_suppressi
 status=0
 for t in "${targets[@]}"; do
     case "$t" in
-        checkpoint|replay_load) ;;
-        *) echo "run-fuzz: unknown target '$t' (checkpoint, replay_load)" >&2; exit 2 ;;
+        checkpoint|replay_load) extra=() ;;
+        # crl__ symbols are hidden in libcrl: the loader's sources are built into the target.
+        registry_cache) extra=(-I"$src/core" -I"$bd/lib" $(pkg-config --cflags glib-2.0)
+                               "$src/core/scan_record.c" "$src/core/registry_cache.c" $(pkg-config --libs glib-2.0)) ;;
+        *) echo "run-fuzz: unknown target '$t' (checkpoint, replay_load, registry_cache)" >&2; exit 2 ;;
     esac
-    "$cc" "${flags[@]}" "$src/tests/fuzz/fuzz_$t.c" -o "$bd/fuzz_$t" -L"$lib" -lcrl -Wl,-rpath,"$lib"
+    "$cc" "${flags[@]}" "$src/tests/fuzz/fuzz_$t.c" ${extra[@]+"${extra[@]}"} -o "$bd/fuzz_$t" -L"$lib" -lcrl -Wl,-rpath,"$lib"
     mkdir -p "$bd/corpus-$t"
     cp -n "$src/tests/fuzz/corpus/$t"/* "$bd/corpus-$t/" 2>/dev/null || true
     echo "run-fuzz: $t for ${secs}s (corpus $bd/corpus-$t)"

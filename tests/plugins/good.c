@@ -4,26 +4,65 @@
  * -DCRL_PLUGIN_BUILTIN (entry crl_plugin_builtin_good), so the same contract
  * tests run against the dlopen'd and the built-in form. */
 #include <crl/crl.h>
+#include <crl/env_backend.h>
+#include <crl/transform_backend.h>
 #include "fixture.h"
 
-/* Stand-in ops: the host only needs the leading struct_size. */
-typedef struct good_ops {
-    uint32_t struct_size;
-    int (*answer)(void);
-} good_ops;
+/* Whole ops tables (the scanner checks that each kind's required ops are there), whose calls say that this
+ * fixture makes nothing: the tests only look the components up. */
+static const char *const no_ids[] = { NULL };
 
-static int env_answer(void)
+static const char *const *env_list(void)
 {
-    return 42;
+    return no_ids;
 }
 
-static int transform_answer(void)
+static int env_make(const char *id, int64_t num, const crl_opts *opts, crl_env_specs *specs, void **env,
+                    crl_error *err)
 {
-    return 7;
+    (void)num, (void)opts, (void)specs, (void)env;
+    return crl_error_set(err, CRL_E_UNSUPPORTED, "goodenv is a test fixture: it makes no env '%s'", id);
 }
 
-static const good_ops env_ops = { sizeof(good_ops), env_answer };
-static const good_ops transform_ops = { sizeof(good_ops), transform_answer };
+static int env_bind(void *env, crl_td *buffers, crl_error *err)
+{
+    (void)env, (void)buffers;
+    return crl_error_set(err, CRL_E_UNSUPPORTED, "goodenv makes no envs");
+}
+
+static int env_reset(void *env, const bool *mask, const uint64_t *seeds, bool from_state, crl_error *err)
+{
+    (void)env, (void)mask, (void)seeds, (void)from_state;
+    return crl_error_set(err, CRL_E_UNSUPPORTED, "goodenv makes no envs");
+}
+
+static int env_step(void *env, crl_error *err)
+{
+    (void)env;
+    return crl_error_set(err, CRL_E_UNSUPPORTED, "goodenv makes no envs");
+}
+
+static void env_close(void *env)
+{
+    (void)env;
+}
+
+static int transform_create(const crl_opts *opts, void **t, crl_error *err)
+{
+    (void)opts, (void)t;
+    return crl_error_set(err, CRL_E_UNSUPPORTED, "GoodScale is a test fixture: it makes no transform");
+}
+
+static void transform_destroy(void *t)
+{
+    (void)t;
+}
+
+static const crl_env_ops env_ops = { .struct_size = sizeof(crl_env_ops), .list = env_list, .make = env_make,
+                                     .bind = env_bind, .reset = env_reset, .step = env_step,
+                                     .close = env_close };
+static const crl_transform_ops transform_ops = { .struct_size = sizeof(crl_transform_ops),
+                                                 .create = transform_create, .destroy = transform_destroy };
 
 static const crl_option plugin_options[] = {
     { "greeting", CRL_OPT_STRING, 0, "hello", 0, 0, NULL, "what init logs at info level" },
@@ -33,7 +72,7 @@ static const crl_option plugin_options[] = {
 };
 
 static const crl_option env_options[] = {
-    { "num_envs", CRL_OPT_INT, CRL_OPT_RANGE, "1", 1, 1024, NULL, "envs in the batch" },
+    { "lanes", CRL_OPT_INT, CRL_OPT_RANGE, "1", 1, 1024, NULL, "lanes per env" },
     { "mode", CRL_OPT_ENUM, 0, "fast", 0, 0, "fast|slow", "how the env steps" },
     CRL_OPTIONS_END
 };
@@ -45,7 +84,7 @@ static const crl_option transform_options[] = {
 };
 
 static const crl_component env_component = {
-    sizeof(crl_component), CRL_KIND_ENV, "goodenv", "an env that answers 42", env_options, &env_ops
+    sizeof(crl_component), CRL_KIND_ENV, "goodenv", "an env that makes nothing", env_options, &env_ops
 };
 
 static const crl_component transform_component = {

@@ -22,6 +22,7 @@ typedef struct crl_plugin_info {
     uint32_t abi_major;
     uint32_t abi_minor;
     bool builtin;
+    bool loaded;               /* false: known from its scan, loaded when one of its components is used */
 } crl_plugin_info;
 
 /* New host over `cfg` (borrowed; must outlive the host; may be NULL for an
@@ -37,18 +38,35 @@ CRL_API void crl_host_free(crl_host *host);
  * while the host lives. */
 CRL_API const char *const *crl_host_search_path(const crl_host *host);
 
-/* Load what [plugins] asks for: the plugins listed in `load` (each searched
- * along the path), or with `autoload = true` (the default when `load` is
- * empty) every *.so found along the path; names in `disable` are skipped;
- * a name found in several dirs loads from the first.  One plugin's failure
- * does not stop the others: it is recorded (crl_host_failure_*) and the
- * first one is returned in err (CRL_E_PLUGIN / CRL_E_ABI / ...). */
+/* Make known what [plugins] asks for: the plugins listed in `load` (each
+ * searched along the path), or with `autoload = true` (the default when
+ * `load` is empty) every *.so found along the path; names in `disable` are
+ * skipped; a name found in several dirs comes from the first.
+ *
+ * No plugin code runs in this process here.  Each file is first checked
+ * (path security), then scanned in a separate scanner process unless the
+ * registry cache ($XDG_CACHE_HOME/crl/registry-MAJOR.MINOR.bin) holds a
+ * result for the same path, size, mtime and inode.  A plugin that passed
+ * its scan is deferred: its components are known (lookups, listings and the
+ * schema see them) and the plugin is dlopen'ed and initialised the first
+ * time one of them is looked up (crl_host_find, crl_host_lookup,
+ * crl_host_component_count/_at).  A plugin that crashed, exited or hung in
+ * the scanner, or was refused, is recorded (crl_host_failure_*) and never
+ * loaded.  Returns an error only for a plugin named in `load` (the first
+ * such failure); a broken plugin found by autoload is one warning logged
+ * with its reason, and the call succeeds. */
 CRL_API int crl_host_load_configured(crl_host *host, crl_error *err);
-/* Load one plugin file. */
+/* Load one plugin file into this process now, without scanning it: its
+ * constructors and init run here (use crl_host_load_configured or
+ * crl_host_load_name for untrusted plugin directories). */
 CRL_API int crl_host_load_path(crl_host *host, const char *path, crl_error *err);
-/* Find NAME.so along the search path and load it; CRL_E_NOT_FOUND lists the
- * dirs searched. */
+/* Find NAME.so along the search path, scan it (or take the cached scan) and
+ * make it known as crl_host_load_configured does; the error of a broken
+ * plugin is returned.  CRL_E_NOT_FOUND lists the dirs searched. */
 CRL_API int crl_host_load_name(crl_host *host, const char *name, crl_error *err);
+/* Ignore the registry cache's results from now on: every plugin file is
+ * scanned again (crl plugins --rescan), and the cache is rewritten. */
+CRL_API void crl_host_set_rescan(crl_host *host, bool rescan);
 /* Register a plugin linked into the program (static registration): same
  * validation and init as a dlopen'd one. */
 CRL_API int crl_host_load_builtin(crl_host *host, const crl_plugin_desc *(*entry)(void), crl_error *err);
@@ -65,7 +83,9 @@ CRL_API const crl_plugin_info *crl_host_plugin_at(const crl_host *host, size_t i
 CRL_API size_t crl_host_failure_count(const crl_host *host);
 CRL_API const crl_error *crl_host_failure_at(const crl_host *host, size_t i, const char **path);
 
-/* Registry lookups.  Borrowed; valid while the host lives. */
+/* Registry lookups.  Borrowed; valid while the host lives.  A component of
+ * a plugin not loaded yet loads it first (lazy loading); listing a kind
+ * loads every plugin that provides one.  Safe to call from several threads. */
 CRL_API const crl_component *crl_host_find(const crl_host *host, crl_kind kind, const char *name);
 /* Like find, but CRL_E_NOT_FOUND says "no env 'foo'; did you mean 'bar'?"
  * and lists what is registered. */
@@ -73,6 +93,11 @@ CRL_API const crl_component *crl_host_lookup(const crl_host *host, crl_kind kind
                                              crl_error *err);
 CRL_API size_t crl_host_component_count(const crl_host *host, crl_kind kind);  /* sorted by name */
 CRL_API const crl_component *crl_host_component_at(const crl_host *host, crl_kind kind, size_t i);
+/* The registry as known, without loading anything: components of plugins
+ * not loaded yet (crl_plugin_info.loaded false) are included with ops NULL.
+ * For listings (crl plugins); use crl_host_component_* to use a component. */
+CRL_API size_t crl_host_known_count(const crl_host *host, crl_kind kind);
+CRL_API const crl_component *crl_host_known_at(const crl_host *host, crl_kind kind, size_t i);
 /* Name of the plugin that registered kind/name, or NULL. */
 CRL_API const char *crl_host_component_owner(const crl_host *host, crl_kind kind, const char *name);
 
@@ -83,6 +108,11 @@ CRL_API const crl_schema *crl_host_schema(crl_host *host);
 /* The host's [plugins] and [log] option tables. */
 CRL_API const crl_option *crl_host_plugins_options(void);
 CRL_API const crl_option *crl_host_log_options(void);
+
+/* The plugin scanner process's whole program (crl-plugin-scanner, installed in libexec): loads the plugin
+ * file named in argv in this process, checks it and writes the report to the given fd.  The host starts it
+ * for each new or changed plugin file; applications do not call it.  Returns the process's exit status. */
+CRL_API int crl_plugin_scanner_main(int argc, char **argv);
 
 /* libcrl's version string ("0.1.0"). */
 CRL_API const char *crl_version(void);
