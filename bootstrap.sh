@@ -87,6 +87,7 @@ case "$cmd" in
         "$crl" bench replay
         "$crl" bench transforms
         "$crl" bench train
+        CRL_BENCH_PLUGIN="$build/tests/plugins/bench/.libs/benchplug.so" "$crl" bench plugins
         # Built when configure found libpython3 and numpy.
         if "$crl" bench --help | grep -q '^  gym '; then "$crl" bench gym; fi
         # Built when configure found libmujoco.

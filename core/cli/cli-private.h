@@ -85,6 +85,8 @@ int crl__bench_nn(double seconds);
 int crl__bench_core(double seconds);
 /* `crl bench batched` (bench_batched.c): executors side by side at N = 1..1024. */
 int crl__bench_batched(double seconds);
+/* `crl bench plugins` (bench_plugins.c): start-up with many plugins, cold vs warm registry cache. */
+int crl__bench_plugins(double seconds);
 /* `crl bench envs`: host env API vs the bare classic backend. */
 int crl__bench_envs(double seconds);
 /* `crl bench gym` (bench_gym.c, built with the gym plugin): a pure-Python

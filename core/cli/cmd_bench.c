@@ -20,6 +20,8 @@ static const struct {
     { "transforms", crl__bench_transforms, "ToTensorImage, Resize, GrayScale on 500x500x3 frames: MB/s next to memcpy" },
     { "train", crl__bench_train,
       "frames and seconds until DQN/PPO reach 475 on CartPole-v1, SAC/TD3 -200 on Pendulum-v1 (3 seeds each)" },
+    { "plugins", crl__bench_plugins,
+      "crl envs start-up with 0, 10 and 50 plugins on the path: cold registry cache (all scanned) vs warm" },
     { "batched", crl__bench_batched, "CartPole/Pendulum steps/s: inline, serial, threads, processes executors; start-up" },
 #ifdef CRL_HAVE_GYM
     { "gym", crl__bench_gym, "a pure-Python CartPole: plain Python loop vs crl's gym backend, ns crl adds per step" },
