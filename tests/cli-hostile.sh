@@ -109,6 +109,24 @@ check_case init_fail "$broken/init_fail.so" "init failed"
 
 check_case wrong_name "$broken/wrong_name.so" "declares plugin name"
 
+# ---- crl config check still checks with a plugin that exits or crashes on the path ----
+printf '[env]\nbackend = classic\nid = CartPole-v1\ngravityy = 9.8\n' >"$tmp/typo.ini"
+printf '[env]\nbackend = classic\nid = CartPole-v1\n' >"$tmp/fine.ini"
+for name in init_exit ctor_segv; do
+    run "$tmp/$name/plugins" "$name" config check "$tmp/typo.ini" "$quick"
+    if [ "$rc" -eq 2 ] && grep -q "typo.ini:4" <<<"$out" && grep -q "gravityy" <<<"$out"; then
+        ok "$name on the path: crl config check still finds the typo (exit 2, FILE:LINE)"
+    else
+        nok "$name: crl config check of a typo (exit $rc, wanted 2)" "$out"
+    fi
+    run "$tmp/$name/plugins" "$name" config check "$tmp/fine.ini" "$quick"
+    if [ "$rc" -eq 0 ] && grep -q "plugin '$name' is broken" <<<"$out"; then
+        ok "$name on the path: crl config check of a good file exits 0 with the warning"
+    else
+        nok "$name: crl config check of a good file (exit $rc, wanted 0)" "$out"
+    fi
+done
+
 # ---- path security: another user's or a world-writable component is refused before anything runs ----
 # sec_case CASE LAYOUT-FUNCTION REASON: the layout function builds $tmp/CASE/plugins/good.so.
 sec_case() {
