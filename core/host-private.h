@@ -120,6 +120,8 @@ enum {
     CRL__PROBE_STAGE_DONE = 'D'
 };
 CRL_INTERNAL void crl__probe_stage(crl_host *host, char stage);
+/* Write all n bytes to a pipe (retrying short writes and EINTR); false on error. */
+CRL_INTERNAL bool crl__write_all(int fd, const void *buf, size_t n);
 /* "SIGSEGV" (or "signal N" written into buf) and "during init" for messages about how a plugin ended. */
 CRL_INTERNAL const char *crl__signal_name(int sig, char *buf, size_t n);
 CRL_INTERNAL const char *crl__stage_text(char stage);

@@ -153,21 +153,20 @@ static int check_section_keys(const crl_config *cfg, const char *section, const 
 }
 
 /* The plugin's [plugin.NAME] section checked against its table (a typo fails as strict validation would)
- * and built into options; NULL with err set. */
-static crl_opts *section_opts(crl_host *host, const char *name, const crl_option *table, crl_error *err)
+ * and built into *out. */
+static int section_opts(crl_host *host, const char *name, const crl_option *table, crl_opts **out,
+                        crl_error *err)
 {
     char *section = g_strconcat("plugin.", name, NULL);
-    crl_opts *opts = NULL;
     crl_error e = { 0 };
-    if (check_section_keys(host->cfg, section, name, table, &e) == CRL_OK) {
-        opts = crl_config_opts(host->cfg, section, &table, 1, &e);
-        if (!opts && !e.code)
-            crl_error_set(&e, CRL_E_CONFIG, "cannot build the options of [%s]", section);
-    }
-    if (!opts)
-        crl_error_set(err, e.code, "%s", e.message);
+    int rc = check_section_keys(host->cfg, section, name, table, &e);
+    *out = rc ? NULL : crl_config_opts(host->cfg, section, &table, 1, &e);
+    if (!rc && !*out)
+        rc = e.code ? e.code : crl_error_set(&e, CRL_E_CONFIG, "cannot build the options of [%s]", section);
+    if (rc)
+        crl_error_set(err, rc, "%s", e.message);
     g_free(section);
-    return opts;
+    return rc;
 }
 
 /* Run a validated plugin's init with its [plugin.NAME] options and keep it
@@ -181,9 +180,10 @@ static int activate(crl_host *host, const crl_plugin_desc *d, void *handle, void
         return already_loaded(old, d->name, path, err);
 
     const crl_option *table = d->options ? d->options : crl__no_options();
-    crl_opts *opts = section_opts(host, d->name, table, err);
-    if (!opts)
-        return err ? err->code : CRL_E_CONFIG;
+    crl_opts *opts = NULL;
+    int src = section_opts(host, d->name, table, &opts, err);
+    if (src)
+        return src;
 
     crl__plugin *p = g_new0(crl__plugin, 1);
     p->desc = d;
@@ -407,15 +407,16 @@ static int defer(crl_host *host, crl__scan_result *r, crl__plugin **out, crl_err
     p->info.abi_major = r->abi_major;
     p->info.abi_minor = r->abi_minor;
     /* Its section is checked now, as loading would: a configuration error is found before any work. */
-    crl_opts *opts = section_opts(host, r->name, p->options, err);
-    if (!opts) {
+    crl_opts *opts = NULL;
+    int rc = section_opts(host, r->name, p->options, &opts, err);
+    if (rc) {
         crl__plugin_free(p);
-        return err ? err->code : CRL_E_CONFIG;
+        return rc;
     }
     crl_opts_free(opts);
     for (size_t i = 0; i < r->n_components; i++) {
         const crl__scan_component *c = &r->components[i];
-        int rc = crl__registry_add_stub(host, p, c->kind, c->name, c->description, c->options, err);
+        rc = crl__registry_add_stub(host, p, c->kind, c->name, c->description, c->options, err);
         if (rc) {
             crl__registry_unwind(host, p);
             crl__plugin_free(p);

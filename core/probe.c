@@ -14,7 +14,7 @@
 /* What the child writes: stage bytes as it goes, then RESULT and the error. */
 #define PROBE_RESULT CRL__PROBE_STAGE_REPORT
 
-static bool write_all(int fd, const void *buf, size_t n)
+bool crl__write_all(int fd, const void *buf, size_t n)
 {
     const char *p = buf;
     while (n > 0) {
@@ -32,7 +32,7 @@ static bool write_all(int fd, const void *buf, size_t n)
 void crl__probe_stage(crl_host *host, char stage)
 {
     if (host->probe_fd >= 0)
-        write_all(host->probe_fd, &stage, 1);
+        crl__write_all(host->probe_fd, &stage, 1);
 }
 
 const char *crl__signal_name(int sig, char *buf, size_t n)
@@ -80,8 +80,8 @@ static G_NORETURN void child(crl_host *host, const char *path, int fd)
     crl_error e = { 0 };
     crl_host_load_path(host, path, &e);
     char tag = PROBE_RESULT;
-    if (write_all(fd, &tag, 1))
-        write_all(fd, &e, sizeof e);
+    if (crl__write_all(fd, &tag, 1))
+        crl__write_all(fd, &e, sizeof e);
     fflush(stdout);
     fflush(stderr);
     /* _exit: no atexit handlers, no fini, nothing of the parent's state is

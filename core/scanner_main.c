@@ -195,21 +195,6 @@ static int record(crl_host *host, crl__scan_result *r, crl_error *err)
     return rc;
 }
 
-static bool write_all(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return false;
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
-
 int crl_plugin_scanner_main(int argc, char **argv)
 {
     if (argc != 4 || strcmp(argv[1], "--report-fd") != 0) {
@@ -252,8 +237,8 @@ int crl_plugin_scanner_main(int argc, char **argv)
     unsigned char lenle[8];
     for (int i = 0; i < 8; i++)
         lenle[i] = (unsigned char)(len >> (8 * i));
-    bool ok = write_all((int)fd, &tag, 1) && write_all((int)fd, lenle, sizeof lenle) &&
-              write_all((int)fd, g_variant_get_data(v), (size_t)len);
+    bool ok = crl__write_all((int)fd, &tag, 1) && crl__write_all((int)fd, lenle, sizeof lenle) &&
+              crl__write_all((int)fd, g_variant_get_data(v), (size_t)len);
     g_variant_unref(v);
     /* Then fini (in crl_host_free), which may crash or hang too; the host waits for its marker. */
     if (host) {
@@ -262,7 +247,7 @@ int crl_plugin_scanner_main(int argc, char **argv)
         crl_host_free(host);
     }
     tag = CRL__PROBE_STAGE_DONE;
-    ok = ok && write_all((int)fd, &tag, 1);
+    ok = ok && crl__write_all((int)fd, &tag, 1);
     fflush(NULL);
     /* The scan ends here: process teardown (atexit handlers of libraries the plugin pulled in, a leak
      * checker's report on code fini already unmapped) is no part of it. */
