@@ -18,6 +18,7 @@
 
 #include "crl-private.h"
 #include <crl/env.h>
+#include <pthread.h>
 
 typedef enum crl__exec_kind_id {
     CRL__EXEC_INLINE = 0,
@@ -45,6 +46,9 @@ typedef struct crl__exec crl__exec;
 
 /* Parse the executor keys of [env] (executor, num_workers, batch_size,
  * pin_threads, step_timeout, on_worker_failure, max_restarts, per_env.*). */
+/* pin_threads: pin thread `th` to the i-th CPU (modulo their count) this process may run on, which need not
+ * start at CPU 0 (taskset, cpuset cgroups).  Returns 0 or an errno; *cpu is the CPU chosen. */
+CRL_INTERNAL int crl__exec_pin_thread(pthread_t th, int i, int *cpu);
 CRL_INTERNAL int crl__exec_read_options(const crl_opts *opts, int64_t num, crl__exec_opts *out, crl_error *err);
 
 /* In place of env->ops.make: make the instances and the combined specs

@@ -369,13 +369,11 @@ static async *async_new(crl__exec *x, crl_env *env, crl_error *err)
         }
         a->started_threads++;
         if (x->o.pin_threads) {
-            cpu_set_t set;
-            CPU_ZERO(&set);
-            CPU_SET((int)(t % cores), &set);
-            e = pthread_setaffinity_np(a->th[t], sizeof set, &set);
+            int cpu = -1;
+            e = crl__exec_pin_thread(a->th[t], t, &cpu);
             if (e) {
                 crl_error_set(err, CRL_E_RUNTIME, "pin_threads: cannot pin async worker thread %d to core %d: %s; set "
-                              "[%s] pin_threads = false", t, (int)(t % cores), g_strerror(e), env->section);
+                              "[%s] pin_threads = false", t, cpu, g_strerror(e), env->section);
                 crl__exec_async_free(x);
                 return NULL;
             }

@@ -118,6 +118,25 @@ static void threads_stop(crl__exec *x)
     x->kstate = NULL;
 }
 
+int crl__exec_pin_thread(pthread_t th, int i, int *cpu)
+{
+    cpu_set_t allowed, set;
+    *cpu = -1;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+        return errno;
+    int n = CPU_COUNT(&allowed);
+    if (n < 1)
+        return EINVAL;
+    for (int c = 0, k = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &allowed) && k++ == i % n) {
+            *cpu = c;
+            break;
+        }
+    CPU_ZERO(&set);
+    CPU_SET(*cpu, &set);
+    return pthread_setaffinity_np(th, sizeof set, &set);
+}
+
 static int threads_start(crl__exec *x, crl_error *err)
 {
     /* Async envs step on exec_async.c's own pool, made by the first async_reset. */
@@ -153,11 +172,8 @@ static int threads_start(crl__exec *x, crl_error *err)
         }
         w->running = true;
         if (x->o.pin_threads) {
-            cpu_set_t set;
-            CPU_ZERO(&set);
-            int cpu = (int)(w->id % cores);
-            CPU_SET(cpu, &set);
-            e = pthread_setaffinity_np(w->th, sizeof set, &set);
+            int cpu = -1;
+            e = crl__exec_pin_thread(w->th, w->id, &cpu);
             if (e) {
                 threads_stop(x);
                 return crl_error_set(err, CRL_E_RUNTIME, "pin_threads: cannot pin worker thread %d to core %d: %s; set "

@@ -1,5 +1,7 @@
 /* Check suite: the executor layer (serial, threads, processes): equivalence with inline, per-env options, errors. */
 #include "config.h"
+#define _GNU_SOURCE 1 /* sched_getaffinity */
+#include <sched.h>
 
 #include <check.h>
 #include <glib.h>
@@ -161,6 +163,47 @@ static const char *const execs[] = {
     "executor = threads\nnum_workers = 5\npin_threads = true",
     "executor = processes\nnum_workers = 3",
 };
+
+/* pin_threads pins to CPUs this process may use, which need not include CPU 0 (taskset, cpuset cgroups):
+ * with the first allowed CPU taken away, the threads and async pools still start.  (A pool has workers to
+ * pin only with 2 or more CPUs left, so on a 2-CPU machine this runs unpinned; from 3 CPUs up it fails for
+ * a pool that pins worker i to CPU i.) */
+START_TEST(test_pin_threads_in_cpuset)
+{
+    cpu_set_t saved, rest;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof saved, &saved), 0);
+    rest = saved;
+    int first = -1;
+    for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+        if (CPU_ISSET(c, &saved))
+            first = c;
+    if (CPU_COUNT(&saved) > 1)
+        CPU_CLR(first, &rest);
+    ck_assert_int_eq(sched_setaffinity(0, sizeof rest, &rest), 0);
+    int top = CPU_COUNT(&rest);
+    static const char *const pinned[] = {
+        "backend = classic\nid = CartPole-v1\nnum_envs = 4\nexecutor = threads\nnum_workers = 2\npin_threads = true",
+        "backend = classic\nid = CartPole-v1\nnum_envs = 4\nexecutor = threads\nnum_workers = 2\npin_threads = true\n"
+        "batch_size = 2",
+    };
+    for (size_t k = 0; k < G_N_ELEMENTS(pinned); k++) {
+        fx f;
+        crl_env *env = env_new(&f, pinned[k]);
+        ck_assert_msg(env != NULL, "pinned within %d CPUs: %s", top, pinned[k]);
+        crl_error e = { 0 };
+        if (strstr(pinned[k], "batch_size")) {
+            ck_assert_msg(crl_env_async_reset(env, &e) == CRL_OK, "pinned within %d CPUs: %s", top, e.message);
+        } else {
+            crl_td *td = crl_env_reset(env, NULL, &e);
+            ck_assert_msg(td != NULL, "pinned within %d CPUs: %s", top, e.message);
+            crl_td_unref(td);
+        }
+        crl_env_free(env);
+        fx_close(&f);
+    }
+    ck_assert_int_eq(sched_setaffinity(0, sizeof saved, &saved), 0);
+}
+END_TEST
 
 START_TEST(test_equivalence)
 {
@@ -661,6 +704,7 @@ static Suite *exec_suite(void)
     TCase *tc = tcase_create("equivalence");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_equivalence, 0, 8);
+    tcase_add_test(tc, test_pin_threads_in_cpuset);
     tcase_add_test(tc, test_specs_match_inline);
     tcase_add_test(tc, test_seed_chain);
     suite_add_tcase(s, tc);

