@@ -152,6 +152,23 @@ static int check_section_keys(const crl_config *cfg, const char *section, const 
     return CRL_OK;
 }
 
+/* A plugin record; info's strings are borrowed (the descriptor's or the scan's), except path. */
+static crl__plugin *plugin_new(const char *path, const char *name, const char *version, const char *license,
+                               const char *description, uint32_t abi_major, uint32_t abi_minor)
+{
+    crl__plugin *p = g_new0(crl__plugin, 1);
+    p->path = g_strdup(path);
+    p->journal = g_ptr_array_new();
+    p->info.name = name;
+    p->info.version = version ? version : "";
+    p->info.license = license ? license : "";
+    p->info.description = description ? description : "";
+    p->info.path = p->path;
+    p->info.abi_major = abi_major;
+    p->info.abi_minor = abi_minor;
+    return p;
+}
+
 /* The plugin's [plugin.NAME] section checked against its table (a typo fails as strict validation would)
  * and built into *out. */
 static int section_opts(crl_host *host, const char *name, const crl_option *table, crl_opts **out,
@@ -185,19 +202,10 @@ static int activate(crl_host *host, const crl_plugin_desc *d, void *handle, void
     if (src)
         return src;
 
-    crl__plugin *p = g_new0(crl__plugin, 1);
+    crl__plugin *p = plugin_new(path, d->name, d->version, d->license, d->description, d->abi_major, d->abi_minor);
     p->desc = d;
     p->handle = handle;
     p->base = base;
-    p->path = g_strdup(path);
-    p->journal = g_ptr_array_new();
-    p->info.name = d->name;
-    p->info.version = d->version ? d->version : "";
-    p->info.license = d->license ? d->license : "";
-    p->info.description = d->description ? d->description : "";
-    p->info.path = p->path;
-    p->info.abi_major = d->abi_major;
-    p->info.abi_minor = d->abi_minor;
     p->info.builtin = handle == NULL;
     p->info.loaded = true;
     p->options = table;
@@ -393,19 +401,11 @@ static void save_cache(crl_host *host)
 /* A deferred plugin from a good scan: known, with stub registrations, not loaded. */
 static int defer(crl_host *host, crl__scan_result *r, crl__plugin **out, crl_error *err)
 {
-    crl__plugin *p = g_new0(crl__plugin, 1);
+    crl__plugin *p = plugin_new(r->path, r->name, r->version, r->license, r->description, r->abi_major,
+                                r->abi_minor);
     p->deferred = true;
     p->scan = r;
-    p->path = g_strdup(r->path);
-    p->journal = g_ptr_array_new();
     p->options = r->plugin_options;
-    p->info.name = r->name;
-    p->info.version = r->version ? r->version : "";
-    p->info.license = r->license ? r->license : "";
-    p->info.description = r->description ? r->description : "";
-    p->info.path = p->path;
-    p->info.abi_major = r->abi_major;
-    p->info.abi_minor = r->abi_minor;
     /* Its section is checked now, as loading would: a configuration error is found before any work. */
     crl_opts *opts = NULL;
     int rc = section_opts(host, r->name, p->options, &opts, err);
