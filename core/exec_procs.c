@@ -502,10 +502,11 @@ static int procs_start(crl__exec *x, crl_error *err)
     p->map = mmap(NULL, p->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p->map == MAP_FAILED) {
         int e = errno;
+        size_t len = p->map_len;   /* p is gone once freed */
         p->map = NULL;
         procs_free(p);
         return crl_error_set(err, CRL_E_NOMEM, "executor = processes: cannot map %zu bytes of shared memory for the "
-                             "control page of %s: %s", p->map_len, env_label(x, lb, sizeof lb), g_strerror(e));
+                             "control page of %s: %s", len, env_label(x, lb, sizeof lb), g_strerror(e));
     }
     p->ctl = p->map;
     p->slots = (procs_slot *)((char *)p->map + off_slots);
