@@ -273,12 +273,8 @@ static const crl_option *schema_lookup(void *user, crl_kind kind, const char *na
 
 static const char *schema_names(void *user, crl_kind kind, size_t i)
 {
-    crl_host *h = user;
-    g_rec_mutex_lock(&h->lock);
-    const GPtrArray *a = h->reg[kind].sorted;
-    const char *name = i < a->len ? ((const crl__reg_entry *)g_ptr_array_index(a, (guint)i))->comp.name : NULL;
-    g_rec_mutex_unlock(&h->lock);
-    return name;
+    const crl_component *c = crl_host_known_at(user, kind, i);
+    return c ? c->name : NULL;
 }
 
 /* The schema, in two states.  Before any plugin load was attempted it
