@@ -14,44 +14,16 @@
 
 /* ---- helpers -------------------------------------------------------------- */
 
-static char *tmp_root;
-
-static void rm_rf(const char *path)
-{
-    GDir *d = g_dir_open(path, 0, NULL);
-    if (d) {
-        const char *n;
-        while ((n = g_dir_read_name(d))) {
-            char *c = g_build_filename(path, n, NULL);
-            if (g_file_test(c, G_FILE_TEST_IS_DIR) && !g_file_test(c, G_FILE_TEST_IS_SYMLINK))
-                rm_rf(c);
-            else
-                g_unlink(c);
-            g_free(c);
-        }
-        g_dir_close(d);
-        g_rmdir(path);
-    } else {
-        g_unlink(path);
-    }
-}
+#include "scratch-dir.h"
 
 static void setup(void)
 {
-    tmp_root = g_dir_make_tmp("crl-ckpt-test-XXXXXX", NULL);
-    ck_assert_ptr_nonnull(tmp_root);
+    scratch_open("crl-ckpt-test-XXXXXX");
 }
 
 static void teardown(void)
 {
-    rm_rf(tmp_root);
-    g_free(tmp_root);
-    tmp_root = NULL;
-}
-
-static char *tpath(const char *name)
-{
-    return g_build_filename(tmp_root, name, NULL);
+    scratch_close();
 }
 
 static uint8_t *slurp(const char *path, size_t *len)

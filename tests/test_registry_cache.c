@@ -17,47 +17,16 @@
 
 /* ---- helpers -------------------------------------------------------------------------------------------- */
 
-static char *tmp_root;
-
-static void rm_rf(const char *path)
-{
-    struct stat st;
-    if (lstat(path, &st) != 0)
-        return;
-    if (S_ISDIR(st.st_mode)) {
-        chmod(path, 0700);
-        GDir *d = g_dir_open(path, 0, NULL);
-        if (d) {
-            const char *n;
-            while ((n = g_dir_read_name(d))) {
-                char *c = g_build_filename(path, n, NULL);
-                rm_rf(c);
-                g_free(c);
-            }
-            g_dir_close(d);
-        }
-        g_rmdir(path);
-    } else {
-        g_unlink(path);
-    }
-}
+#include "scratch-dir.h"
 
 static void setup(void)
 {
-    tmp_root = g_dir_make_tmp("crl-regcache-test-XXXXXX", NULL);
-    ck_assert_ptr_nonnull(tmp_root);
+    scratch_open("crl-regcache-test-XXXXXX");
 }
 
 static void teardown(void)
 {
-    rm_rf(tmp_root);
-    g_free(tmp_root);
-    tmp_root = NULL;
-}
-
-static char *tpath(const char *name)
-{
-    return g_build_filename(tmp_root, name, NULL);
+    scratch_close();
 }
 
 /* Plain write, mode 0600 (g_file_set_contents fsyncs, slow in the loops below). */
