@@ -98,6 +98,13 @@ crl_opts *crl__opts_new(const char *section) CRL_INTERNAL;
  * declared is ignored (the first table wins). */
 int crl__opts_declare(crl_opts *o, const crl_option *opt, const char *value, const char *origin,
                       crl_error *err) CRL_INTERNAL;
+/* A copy of base with options names[k] given values[k] from origins[k] (parsed and checked as the table
+ * says: CRL_E_CONFIG naming the origin on a bad value).  New, crl_opts_free; NULL with err on failure. */
+crl_opts *crl__opts_override(const crl_opts *base, const char *const *names, const char *const *values,
+                             const char *const *origins, size_t n, crl_error *err) CRL_INTERNAL;
+crl_opts *crl__opts_copy(const crl_opts *base, crl_error *err) CRL_INTERNAL;
+/* FILE:LINE of the i-th key under prefix (as crl_opts_prefixed_key counts). */
+const char *crl__opts_prefixed_origin(const crl_opts *o, const char *prefix, size_t i) CRL_INTERNAL;
 /* Record a key given under a CRL_OPT_PREFIX option. */
 void crl__opts_add_prefixed(crl_opts *o, const char *prefix, const char *key, const char *value,
                             const char *origin) CRL_INTERNAL;

@@ -183,11 +183,43 @@ struct crl_env {
     /* How often the cached paths were taken (tests read these). */
     uint64_t step_fast, step_slow, mdp_fast, mdp_slow;
 
+    /* Set by what an executor puts below the base env (exec.c), so env.c knows no executor: called after
+     * every backend step (processes: end the episodes of envs whose worker restarted), and the batch of an
+     * async env (batch_size < num_envs: only send/recv; 0: synchronous). */
+    void (*after_backend_step)(crl_env *env);
+    int64_t async_batch;
+    /* The chain's entry points, installed by transform_chain.c with the chain (env.c imports no transform
+     * code); they stay set after the chain is gone, and do nothing then. */
+    const struct crl__chain_ops *chain_ops;
     /* The transform chain (transform_chain.c), NULL without transforms:
      * then nothing on the step path looks at it but one test. */
     struct crl__tchain *chain;
     uint64_t seed;               /* the last seed given (the chain's rngs derive from it) */
 };
+
+typedef struct crl__chain_ops {
+    int (*step)(crl_env *env, crl_td *td, crl_error *err);
+    int (*reset)(crl_env *env, crl_td *td, const bool *mask, bool from_state, crl_error *err);
+    void (*seed)(crl_env *env, uint64_t seed);
+    void (*free)(crl_env *env);
+} crl__chain_ops;
+
+/* Building an env (env_make.c): the env a description names, with its fields but no backend yet. */
+CRL_INTERNAL crl_env *crl__env_alloc(const crl_env_desc *d);
+/* Then, once env->ops/env->benv hold the made backend (or executor) and sp its specs: leaves, buffers
+ * (shared memory when `shared`), user specs, bookkeeping, and the backend's bind. */
+CRL_INTERNAL int crl__env_attach(crl_env *env, crl_env_specs *sp, bool shared, crl_error *err);
+/* Reset (mask NULL: all) into td through the transform chain if there is one. */
+CRL_INTERNAL int crl__env_reset_through(crl_env *env, crl_td *td, const bool *mask, bool from_state,
+                                        crl_error *err);
+/* Frame bookkeeping, one implementation for every stepping path: after one base-env frame of env i
+ * (counts, time limit, done, reward sums; true when its episode ended), and the frame-skip reward sums of
+ * env i started before the first frame and written to its reward rows after the last. */
+CRL_INTERNAL bool crl__env_frame_row(crl_env *env, int64_t i);
+CRL_INTERNAL void crl__env_skip_begin(crl_env *env, int64_t i);
+CRL_INTERNAL void crl__env_skip_end(crl_env *env, int64_t i);
+/* The CRL_E_INVALID of a sync call (fn) on an async env. */
+CRL_INTERNAL int crl__env_async_refuse(const crl_env *env, const char *fn, crl_error *err);
 
 /* Size classes of crl__env_move_c: the small sizes of single envs are
  * inline copies, the rest memmove. */

@@ -1,69 +1,13 @@
 /* The env host: crl_env from config, buffers and bind, specs, seeding, reset, step, render. */
 #include "env-private.h"
 #include "transform-private.h"
-#include "exec-private.h"
+#include "env-desc-private.h"
 
 #include <math.h>
 #include <string.h>
 
 /* Random actions use their own stream of the env's seed, apart from every env's. */
 #define ACTION_STREAM UINT64_C(0x616374696f6e)
-
-static const crl_option env_options[] = {
-    { "backend", CRL_OPT_STRING, 0, NULL, 0, 0, NULL,
-      "required: the env backend component, e.g. classic (list them with 'crl envs')" },
-    { "id", CRL_OPT_STRING, 0, NULL, 0, 0, NULL, "required: an env id the backend offers, e.g. CartPole-v1" },
-    { "num_envs", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 16777216, NULL,
-      "envs in the batch (batch shape [num_envs]); 0: one env with batch shape [], as TorchRL's GymEnv" },
-    { "frame_skip", CRL_OPT_INT, CRL_OPT_RANGE, "1", 1, 1000000, NULL,
-      "repeat each action this many frames, summing the rewards; an env that ends stops early" },
-    { "from_pixels", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
-      "add a \"pixels\" uint8 [H, W, 3] observation rendered after every reset and step" },
-    { "pixels_only", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
-      "with from_pixels: leave the backend's observation keys out, keep only \"pixels\"" },
-    { "auto_reset", CRL_OPT_ENUM, 0, "off", 0, 0, "off|next_step|same_step",
-      "an env whose episode ended: off = reset it yourself (TorchRL's EnvBase; stepping it is an error), "
-      "next_step = the next step resets it (EnvPool), same_step = it resets inside the step that ended it" },
-    { "project_actions", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
-      "bring out-of-domain actions into the action spec (clamp, round) instead of failing" },
-    { "max_episode_steps", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 1e15, NULL,
-      "set truncated after this many base-env steps of an episode; 0: the backend's default" },
-    { "seed", CRL_OPT_INT, 0, "0", 0, 0, NULL,
-      "env i is seeded with element i of the seed chain starting here (see crl_env_set_seed)" },
-    { "transforms", CRL_OPT_LIST, 0, "", 0, 0, NULL,
-      "transforms applied in this order (TorchRL's TransformedEnv + Compose): each NAME needs a [transform.NAME] "
-      "section whose 'type' names the transform" },
-    /* The executor (exec.c): how the num_envs envs are stepped. */
-    { "executor", CRL_OPT_ENUM, 0, "inline", 0, 0, "inline|serial|threads|processes",
-      "inline = the backend steps all num_envs itself; serial = one backend instance per worker block, stepped in "
-      "order; threads = the blocks on a pool of worker threads; processes = in worker processes over shared memory" },
-    { "num_workers", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 4096, NULL,
-      "worker blocks of envs (at most num_envs); 0: one per core (threads, processes), 1 (serial)" },
-    { "batch_size", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 16777216, NULL,
-      "0 or num_envs: sync steps of all envs; less: async send/recv, each recv returns the first batch_size envs "
-      "to finish (executor = threads)" },
-    { "pin_threads", CRL_OPT_BOOL, 0, "false", 0, 0, NULL, "pin worker i to core i mod cores (threads)" },
-    { "step_timeout", CRL_OPT_DOUBLE, CRL_OPT_RANGE, "0", 0, 1e6, NULL,
-      "seconds a worker may take for one step or reset before it counts as hung (processes); 0: no limit" },
-    { "on_worker_failure", CRL_OPT_ENUM, 0, "fail", 0, 0, "fail|restart",
-      "a worker that crashes, hangs or exits: fail = the step fails naming the envs; restart = its envs come back, "
-      "their episodes truncated (processes)" },
-    { "max_restarts", CRL_OPT_INT, CRL_OPT_RANGE, "3", 0, 1000000, NULL,
-      "with on_worker_failure = restart: restarts allowed before a failure is an error" },
-    { "worker_transforms", CRL_OPT_LIST, 0, "", 0, 0, NULL,
-      "transforms run inside each worker on its own envs (TorchRL's ParallelEnv of TransformedEnvs), before the "
-      "batch is assembled; [env] transforms then run on the whole batch in the parent.  Needs an executor" },
-    { "per_env.", CRL_OPT_STRING, CRL_OPT_PREFIX, NULL, 0, 0, NULL,
-      "per_env.KEY = v0, v1, ...: backend option KEY with one value per env (needs an executor other than inline)" },
-    CRL_OPTIONS_END
-};
-
-static const crl_option no_options[] = { CRL_OPTIONS_END };
-
-const crl_option *crl_env_options(void)
-{
-    return env_options;
-}
 
 const char *crl__env_name(const crl_env *env, char *buf, size_t n)
 {
@@ -440,9 +384,8 @@ static void prepare_domain(crl__env_leaf *l)
 }
 
 /* Buffers, views, key handles and user-facing leaf specs. */
-static int prepare_leaves(crl_env *env, const crl__exec_opts *xo, crl_error *err)
+static int prepare_leaves(crl_env *env, bool shared, crl_error *err)
 {
-    bool shared = crl__exec_wants_shared_buffers(xo);
     env->buffers = crl_td_new(1, &env->num, err);
     if (!env->buffers)
         return err ? err->code : CRL_E_NOMEM;
@@ -605,247 +548,107 @@ int crl__config_check_keys(const crl_config *cfg, const char *section, const crl
     return CRL_OK;
 }
 
-static int check_id(crl_env *env, const char *section, const crl_config *cfg, crl_error *err)
+int crl__env_async_refuse(const crl_env *env, const char *fn, crl_error *err)
 {
-    const char *const *ids = env->ops.list ? env->ops.list() : NULL;
-    if (!ids)
-        return CRL_OK; /* the backend's make judges the id */
-    for (const char *const *p = ids; *p; p++)
-        if (!strcmp(*p, env->id))
-            return CRL_OK;
-    GString *all = g_string_new(NULL);
-    for (const char *const *p = ids; *p; p++)
-        g_string_append_printf(all, "%s%s", all->len ? ", " : "", *p);
-    const char *hint = crl_did_you_mean(env->id, (const char *const *)ids);
-    const char *origin = crl_config_origin(cfg, section, "id");
-    GString *hintmsg = g_string_new(NULL);
-    if (hint)
-        g_string_printf(hintmsg, "did you mean '%s'? ", hint);
-    crl_error_set(err, CRL_E_NOT_FOUND, "%s%s[%s] id = '%s': env backend '%s' has no such env; %sits envs: %s",
-                  origin ? origin : "", origin ? ": " : "", section, env->id, env->backend, hintmsg->str,
-                  all->len ? all->str : "none");
-    g_string_free(hintmsg, TRUE);
-    g_string_free(all, TRUE);
-    return CRL_E_NOT_FOUND;
+    return crl_error_set(err, CRL_E_INVALID, "%s: [%s] has batch_size = %" G_GINT64_FORMAT " < num_envs = %"
+                         G_GINT64_FORMAT ", so it runs async: use crl_env_async_reset, crl_env_send and "
+                         "crl_env_recv (or drop batch_size for synchronous steps)", fn, env->section,
+                         (gint64)env->async_batch, (gint64)env->num);
 }
 
-static int read_options(crl_env *env, const crl_opts *o, int64_t *seed, crl__exec_opts *xo, crl_error *err)
+crl_env *crl__env_alloc(const crl_env_desc *d)
 {
-    int64_t num = 0;
-    const char *ar = NULL;
-    int rc = crl_opts_int(o, "num_envs", &num, err);
-    if (!rc)
-        rc = crl_opts_int(o, "frame_skip", &env->frame_skip, err);
-    if (!rc)
-        rc = crl_opts_bool(o, "from_pixels", &env->from_pixels, err);
-    if (!rc)
-        rc = crl_opts_bool(o, "pixels_only", &env->pixels_only, err);
-    if (!rc)
-        rc = crl_opts_string(o, "auto_reset", &ar, err);
-    if (!rc)
-        rc = crl_opts_bool(o, "project_actions", &env->project_actions, err);
-    if (!rc)
-        rc = crl_opts_int(o, "max_episode_steps", &env->max_steps, err);
-    if (!rc)
-        rc = crl_opts_int(o, "seed", seed, err);
-    if (rc)
-        return rc;
-    env->num = num > 0 ? num : 1;
-    env->batch_ndim = num > 0 ? 1 : 0;
-    env->batch_shape[0] = env->num;
-    env->autoreset = !strcmp(ar, "next_step") ? CRL_AUTORESET_NEXT_STEP
-                     : !strcmp(ar, "same_step") ? CRL_AUTORESET_SAME_STEP
-                                                : CRL_AUTORESET_OFF;
-    if (env->pixels_only && !env->from_pixels)
-        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] pixels_only = true needs from_pixels = true; set "
-                             "from_pixels = true or drop pixels_only",
-                             crl_opts_origin(o, "pixels_only"), crl_opts_section(o));
-    return crl__exec_read_options(o, env->num, xo, err);
+    crl_env *env = g_new0(crl_env, 1);
+    env->host = d->host;
+    env->section = g_strdup(d->section);
+    env->backend = g_strdup(d->backend);
+    env->plugin = g_strdup(d->plugin);
+    env->id = g_strdup(d->id);
+    env->ops = d->ops;
+    env->num = d->num;
+    env->batch_ndim = d->batch_ndim;
+    env->batch_shape[0] = d->num;
+    env->frame_skip = d->frame_skip;
+    env->from_pixels = d->from_pixels;
+    env->pixels_only = d->pixels_only;
+    env->project_actions = d->project_actions;
+    env->autoreset = d->autoreset;
+    env->max_steps = d->max_steps;
+    return env;
 }
 
-static int make_backend(crl_env *env, const crl_config *cfg, const char *section, const crl_opts *opts,
-                        const crl__exec_opts *xo, crl_error *err)
+int crl__env_attach(crl_env *env, crl_env_specs *sp, bool shared, crl_error *err)
 {
     char nb[300];
-    crl_env_specs sp;
-    memset(&sp, 0, sizeof sp);
-    sp.struct_size = sizeof sp;
-    /* An executor wraps the backend's instances and becomes env->ops. */
-    int rc = xo->kind == CRL__EXEC_INLINE ? env->ops.make(env->id, env->num, opts, &sp, &env->benv, err)
-                                          : crl__exec_make(env, &env->ops, xo, cfg, section, opts, &sp, err);
-    if (rc == CRL_OK && !env->benv)
-        rc = crl_error_set(err, CRL_E_PLUGIN, "make returned no env");
-    if (rc) {
-        crl_error_prefix(err, "%s: make: ", crl__env_name(env, nb, sizeof nb));
-        env->benv = NULL;
-    } else {
-        env->render_h = sp.render_height > 0 && sp.render_width > 0 ? sp.render_height : 0;
-        env->render_w = env->render_h ? sp.render_width : 0;
-        if (env->max_steps == 0)
-            env->max_steps = sp.max_episode_steps > 0 ? sp.max_episode_steps : 0;
-        if (env->from_pixels && (!env->render_h || !env->ops.render))
-            rc = crl_error_set(err, CRL_E_UNSUPPORTED, "%s cannot render, so from_pixels = true is not possible; "
-                               "set from_pixels = false", crl__env_name(env, nb, sizeof nb));
-    }
+    env->render_h = sp->render_height > 0 && sp->render_width > 0 ? sp->render_height : 0;
+    env->render_w = env->render_h ? sp->render_width : 0;
+    if (env->max_steps == 0)
+        env->max_steps = sp->max_episode_steps > 0 ? sp->max_episode_steps : 0;
+    if (env->from_pixels && (!env->render_h || !env->ops.render))
+        return crl_error_set(err, CRL_E_UNSUPPORTED, "%s cannot render, so from_pixels = true is not possible; set "
+                             "from_pixels = false", crl__env_name(env, nb, sizeof nb));
+    int rc = collect_leaves(env, sp, err);
     if (!rc)
-        rc = collect_leaves(env, &sp, err);
-    crl_spec_unref(sp.observation);
-    crl_spec_unref(sp.action);
-    crl_spec_unref(sp.reward);
-    crl_spec_unref(sp.done);
-    crl_spec_unref(sp.state);
-    crl_spec_unref(sp.info);
-    return rc;
-}
-
-static int check_ops(crl_env *env, const crl_component *comp, crl_error *err)
-{
-    const crl_env_ops *ops = comp->ops;
-    if (!ops || ops->struct_size < sizeof(uint32_t))
-        return crl_error_set(err, CRL_E_PLUGIN, "env backend '%s' (plugin '%s') registered no ops: fix the plugin",
-                             env->backend, env->plugin);
-    size_t n = ops->struct_size < sizeof env->ops ? ops->struct_size : sizeof env->ops;
-    memcpy(&env->ops, ops, n);
-    const char *missing = !env->ops.make ? "make" : !env->ops.bind ? "bind" : !env->ops.reset ? "reset"
-                          : !env->ops.step ? "step" : !env->ops.close ? "close" : NULL;
-    if (missing)
-        return crl_error_set(err, CRL_E_PLUGIN, "env backend '%s' (plugin '%s') has no %s in its crl_env_ops: fix "
-                             "the plugin", env->backend, env->plugin, missing);
-    return CRL_OK;
-}
-
-crl_env *crl_env_from_config(crl_host *host, const crl_config *cfg, const char *section, crl_error *err)
-{
-    if (!host || !cfg || !section) {
-        crl_error_set(err, CRL_E_INVALID, "crl_env_from_config: %s is NULL", !host ? "host" : !cfg ? "config" : "section");
-        return NULL;
-    }
-    const char *backend = crl_config_get(cfg, section, "backend");
-    if (!backend || !*backend) {
-        crl_error_set(err, CRL_E_CONFIG, "[%s] backend is required but not set; add 'backend = NAME' under [%s] "
-                      "(list the env backends with 'crl envs')", section, section);
-        return NULL;
-    }
-    crl_error e;
-    crl_error_clear(&e);
-    const crl_component *comp = crl_host_lookup(host, CRL_KIND_ENV, backend, &e);
-    if (!comp) {
-        const char *origin = crl_config_origin(cfg, section, "backend");
-        crl_error_set(err, e.code ? e.code : CRL_E_NOT_FOUND, "%s: [%s] backend = '%s': %s", origin, section, backend,
-                      e.message);
-        return NULL;
-    }
-    crl_env *env = g_new0(crl_env, 1);
-    env->host = host;
-    env->section = g_strdup(section);
-    env->backend = g_strdup(comp->name);
-    const char *owner = crl_host_component_owner(host, CRL_KIND_ENV, comp->name);
-    env->plugin = g_strdup(owner ? owner : "?");
-    crl_opts *opts = NULL;
-    int64_t seed = 0;
-    crl__exec_opts xo;
-    memset(&xo, 0, sizeof xo);
-    const crl_option *tables[2] = { env_options, comp->options ? comp->options : no_options };
-    int rc = check_ops(env, comp, err);
-    if (!rc)
-        rc = crl__config_check_keys(cfg, section, tables, 2, err);
-    if (!rc && !(opts = crl_config_opts(cfg, section, tables, 2, err)))
-        rc = err ? err->code : CRL_E_CONFIG;
-    if (!rc)
-        rc = read_options(env, opts, &seed, &xo, err);
-    if (!rc) {
-        const char *id = crl_config_get(cfg, section, "id");
-        /* Backends with DOMAIN/TASK ids (dm_control) also take them as two keys. */
-        const char *domain = crl_config_get(cfg, section, "domain");
-        const char *task = crl_config_get(cfg, section, "task");
-        if ((!id || !*id) && domain && *domain && task && *task)
-            env->id = g_strdup_printf("%s/%s", domain, task);
-        else if (!id || !*id)
-            rc = crl_error_set(err, CRL_E_CONFIG, "[%s] id is required but not set; add 'id = NAME' under [%s] "
-                               "(list the ids with 'crl envs %s')", section, section, env->backend);
-        else
-            env->id = g_strdup(id);
-    }
-    if (!rc)
-        rc = check_id(env, section, cfg, err);
-    if (!rc)
-        rc = make_backend(env, cfg, section, opts, &xo, err);
-    if (!rc)
-        rc = prepare_leaves(env, &xo, err);
+        rc = prepare_leaves(env, shared, err);
     if (!rc)
         rc = build_user_specs(env, err);
-    if (!rc) {
-        size_t n = (size_t)env->num;
-        env->steps = g_new0(int64_t, n);
-        env->needs_reset = g_new0(bool, n);
-        env->just_reset = g_new0(bool, n);
-        env->done_now = g_new0(bool, n);
-        env->active = g_new0(bool, n);
-        env->ended_early = g_new0(bool, n);
-        env->pending = g_new0(bool, n);
-        env->mask = g_new0(bool, n);
-        env->mask2 = g_new0(bool, n);
-        env->seed_pending = g_new0(bool, n);
-        env->seeds = g_new0(uint64_t, n);
-        env->ridx = g_new0(int64_t, n);
-        for (size_t i = 0; i < n; i++)
-            env->needs_reset[i] = true;
-        env->reset_key = crl_td_key_new("_reset", err);
-        if (!env->reset_key)
-            rc = err ? err->code : CRL_E_NOMEM;
-        env->next_key = g_intern_static_string("next");
-        env->done_p = (uint8_t *)env->done_leaf->bdata;
-        env->term_p = (uint8_t *)env->term_leaf->bdata;
-        env->trunc_p = (uint8_t *)env->trunc_leaf->bdata;
-        /* Room for the usual plans up front, so which slot a miss lands
-         * in never decides whether it allocates. */
-        size_t ops = 16 + 2 * env->nleaves;
-        for (int k = 0; k <= CRL__ENV_SLOTS; k++) {
-            crl__step_slot *ss = k < CRL__ENV_SLOTS ? &env->step_slots[k] : &env->step_scratch;
-            crl__mdp_slot *ms = k < CRL__ENV_SLOTS ? &env->mdp_slots[k] : &env->mdp_scratch;
-            ss->io = g_new0(crl__step_io, env->nleaves + 1);
-            ms->ops = g_new0(crl__mdp_op, ops);
-            ms->cap = ops;
-        }
-        env->buf_pins_cap = 8 + env->nleaves;
-        env->buf_pins = g_new0(crl__td_pin, env->buf_pins_cap);
-        env->act_idx = g_new0(size_t, env->nleaves + 1);
-        env->out_idx = g_new0(size_t, env->nleaves + 1);
-        for (size_t j = 0; j < env->nleaves; j++) {
-            const crl__env_leaf *l = &env->leaves[j];
-            if (l->role == CRL__ROLE_ACTION)
-                env->act_idx[env->nact++] = j;
-            else if (l->exposed)
-                env->out_idx[env->nout++] = j;
-        }
+    if (rc)
+        return rc;
+    size_t n = (size_t)env->num;
+    env->steps = g_new0(int64_t, n);
+    env->needs_reset = g_new0(bool, n);
+    env->just_reset = g_new0(bool, n);
+    env->done_now = g_new0(bool, n);
+    env->active = g_new0(bool, n);
+    env->ended_early = g_new0(bool, n);
+    env->pending = g_new0(bool, n);
+    env->mask = g_new0(bool, n);
+    env->mask2 = g_new0(bool, n);
+    env->seed_pending = g_new0(bool, n);
+    env->seeds = g_new0(uint64_t, n);
+    env->ridx = g_new0(int64_t, n);
+    for (size_t i = 0; i < n; i++)
+        env->needs_reset[i] = true;
+    env->reset_key = crl_td_key_new("_reset", err);
+    if (!env->reset_key)
+        return CRL_E_NOMEM;
+    env->next_key = g_intern_static_string("next");
+    env->done_p = (uint8_t *)env->done_leaf->bdata;
+    env->term_p = (uint8_t *)env->term_leaf->bdata;
+    env->trunc_p = (uint8_t *)env->trunc_leaf->bdata;
+    /* Room for the usual plans up front, so which slot a miss lands
+     * in never decides whether it allocates. */
+    size_t ops = 16 + 2 * env->nleaves;
+    for (int k = 0; k <= CRL__ENV_SLOTS; k++) {
+        crl__step_slot *ss = k < CRL__ENV_SLOTS ? &env->step_slots[k] : &env->step_scratch;
+        crl__mdp_slot *ms = k < CRL__ENV_SLOTS ? &env->mdp_slots[k] : &env->mdp_scratch;
+        ss->io = g_new0(crl__step_io, env->nleaves + 1);
+        ms->ops = g_new0(crl__mdp_op, ops);
+        ms->cap = ops;
     }
-    if (!rc) {
-        char nb[300];
-        rc = env->ops.bind(env->benv, env->buffers, err);
-        if (rc)
-            crl_error_prefix(err, "%s: bind: ", crl__env_name(env, nb, sizeof nb));
+    env->buf_pins_cap = 8 + env->nleaves;
+    env->buf_pins = g_new0(crl__td_pin, env->buf_pins_cap);
+    env->act_idx = g_new0(size_t, env->nleaves + 1);
+    env->out_idx = g_new0(size_t, env->nleaves + 1);
+    for (size_t j = 0; j < env->nleaves; j++) {
+        const crl__env_leaf *l = &env->leaves[j];
+        if (l->role == CRL__ROLE_ACTION)
+            env->act_idx[env->nact++] = j;
+        else if (l->exposed)
+            env->out_idx[env->nout++] = j;
     }
-    if (!rc) {
-        /* Seeded before the chain too: a bind may roll the env out
-         * (ObservationNorm's init_stats), and then from the configured seed.
-         * Seeded again below, so the user's first reset starts there too. */
-        crl_env_set_seed(env, (uint64_t)seed);
-        rc = crl__tchain_from_config(env, cfg, section, opts, err);
-    }
-    crl_opts_free(opts);
-    if (rc) {
-        crl_env_free(env);
-        return NULL;
-    }
-    crl_env_set_seed(env, (uint64_t)seed);
-    return env;
+    rc = env->ops.bind(env->benv, env->buffers, err);
+    if (rc)
+        crl_error_prefix(err, "%s: bind: ", crl__env_name(env, nb, sizeof nb));
+    return rc;
 }
 
 void crl_env_free(crl_env *env)
 {
     if (!env)
         return;
-    crl__tchain_free(env);
+    if (env->chain_ops)
+        env->chain_ops->free(env);
     if (env->benv && env->ops.close)
         env->ops.close(env->benv);
     for (size_t i = 0; i < env->nleaves; i++)
@@ -910,7 +713,8 @@ uint64_t crl_env_set_seed(crl_env *env, uint64_t seed)
         return crl_seed_next(seed);
     crl_rng_init(&env->rng, seed, ACTION_STREAM);
     env->seed = seed;
-    crl__tchain_seed(env, seed);
+    if (env->chain_ops)
+        env->chain_ops->seed(env, seed);
     uint64_t s = seed;
     for (int64_t i = 0; i < env->num; i++) {
         env->seeds[i] = s;
@@ -1218,6 +1022,12 @@ static int read_reset_mask(crl_env *env, const crl_td *td, bool *has, crl_error 
     return CRL_OK;
 }
 
+int crl__env_reset_through(crl_env *env, crl_td *td, const bool *mask, bool from_state, crl_error *err)
+{
+    return env->chain ? env->chain_ops->reset(env, td, mask, from_state, err)
+                      : crl__env_reset_into(env, td, mask, from_state, err);
+}
+
 static crl_td *reset_impl(crl_env *env, crl_td *td, bool from_state, crl_error *err)
 {
     const char *fn = from_state ? "reset_from_state" : "reset";
@@ -1226,8 +1036,8 @@ static crl_td *reset_impl(crl_env *env, crl_td *td, bool from_state, crl_error *
         crl_error_set(err, CRL_E_INVALID, "%s: env is NULL", fn);
         return NULL;
     }
-    if (crl__exec_env_is_async(env)) {
-        crl__exec_async_refuse(env, fn, err);
+    if (env->async_batch) {
+        crl__env_async_refuse(env, fn, err);
         return NULL;
     }
     if (from_state && !has_state(env)) {
@@ -1248,8 +1058,7 @@ static crl_td *reset_impl(crl_env *env, crl_td *td, bool from_state, crl_error *
     if (!out)
         return NULL;
     const bool *mask = has_mask ? env->mask : NULL;
-    if (env->chain ? crl__tchain_reset(env, out, mask, from_state, err)
-                   : crl__env_reset_into(env, out, mask, from_state, err)) {
+    if (crl__env_reset_through(env, out, mask, from_state, err)) {
         crl_td_unref(out);
         return NULL;
     }
@@ -1680,81 +1489,89 @@ static int load_actions_fast(crl_env *env, const crl__step_slot *s, crl_error *e
     return CRL_OK;
 }
 
-/* after_frame with frame skipping: reward sums and early stops. */
-static __attribute__((noinline)) int after_frame_skip(crl_env *env, bool last, bool *any_left, crl_error *err)
+/* ---- frame bookkeeping: the one implementation (the sync step below, exec_async.c's one-env steps) ---- */
+
+/* Env i's reward leaves summed over the skipped frames (frame_skip > 1). */
+static void acc_rows(crl_env *env, int64_t i, int what)
 {
-    uint8_t *done = env->done_p, *term = env->term_p, *trunc = env->trunc_p;
-    int64_t *steps = env->steps;
-    const int64_t max = env->max_steps, num = env->num;
-    bool *active = env->active;
-    const bool skip = env->frame_skip > 1;
-    bool left = false;
-    for (int64_t i = 0; i < num; i++) {
-        if (!active[i])
+    for (size_t j = 0; j < env->nleaves; j++) {
+        crl__env_leaf *l = &env->leaves[j];
+        if (!l->acc)
             continue;
-        int64_t st = ++steps[i];
-        bool te = term[i] != 0;
-        bool tr = trunc[i] != 0 || (max > 0 && st >= max);
-        trunc[i] = tr;
-        done[i] = te || tr;
-        if (skip) {
-            for (size_t j = 0; j < env->nleaves; j++) {
-                crl__env_leaf *l = &env->leaves[j];
-                if (l->role != CRL__ROLE_REWARD)
-                    continue;
-                for (int64_t e = 0; e < l->row_elems; e++)
-                    l->acc[i * l->row_elems + e] += crl_tensor_flat_get(l->buf, i * l->row_elems + e);
-            }
-        }
-        if (!last && (te || tr)) {
-            /* Ended before the last frame: keep this env's outputs, since
-             * the backend goes on stepping every env. */
-            for (size_t j = 0; j < env->nleaves; j++) {
-                crl__env_leaf *l = &env->leaves[j];
-                if (l->snap)
-                    row_copy(l, l->snap, l->buf, i);
-            }
-            if (env->pixels_leaf) {
-                int rc = render_env(env, i, err);
-                if (rc) {
-                    *any_left = left;
-                    return rc;
-                }
-            }
-            active[i] = false;
-            env->ended_early[i] = true;
-        } else {
-            left = true;
+        double *acc = l->acc + i * l->row_elems;
+        for (int64_t e = 0; e < l->row_elems; e++) {
+            int64_t q = i * l->row_elems + e;
+            if (what == 0)
+                acc[e] = 0;
+            else if (what == 1)
+                acc[e] += crl_tensor_flat_get(l->buf, q);
+            else
+                crl_tensor_flat_set(l->buf, q, acc[e]);
         }
     }
-    *any_left = left;
-    return CRL_OK;
 }
 
-/* After one base-env step: counters, truncation, done, reward sums and
- * early stops.  *any_left says whether an env is still active. */
+/* After one base-env frame of env i: count it, truncate at the time limit, set done, add the frame's reward
+ * to the frame-skip sums.  Returns whether env i's episode ended. */
+static inline bool frame_row(crl_env *env, int64_t i)
+{
+    int64_t st = ++env->steps[i];
+    bool te = env->term_p[i] != 0;
+    bool tr = env->trunc_p[i] != 0 || (env->max_steps > 0 && st >= env->max_steps);
+    env->trunc_p[i] = tr;
+    env->done_p[i] = te || tr;
+    if (env->frame_skip > 1)
+        acc_rows(env, i, 1);
+    return te || tr;
+}
+
+bool crl__env_frame_row(crl_env *env, int64_t i)
+{
+    return frame_row(env, i);
+}
+
+void crl__env_skip_begin(crl_env *env, int64_t i)
+{
+    if (env->frame_skip > 1)
+        acc_rows(env, i, 0);
+}
+
+void crl__env_skip_end(crl_env *env, int64_t i)
+{
+    if (env->frame_skip > 1)
+        acc_rows(env, i, 2);
+}
+
+/* After one base-env frame of every active env.  An env that ended before
+ * the last frame keeps its outputs (the backend goes on stepping every
+ * env) and stops.  *any_left says whether an env is still active. */
 static inline int after_frame(crl_env *env, bool last, bool *any_left, crl_error *err)
 {
-    if (!last || env->frame_skip > 1)
-        return after_frame_skip(env, last, any_left, err);
-    /* The only frame of the step (frame_skip 1): nothing ends early, so no
-     * branch per env; inactive envs keep their values. */
-    uint8_t *done = env->done_p, *term = env->term_p, *trunc = env->trunc_p;
-    int64_t *steps = env->steps;
-    const int64_t max = env->max_steps, num = env->num;
-    const bool *active = env->active;
-    uint8_t left = 0;
-    for (int64_t i = 0; i < num; i++) {
-        uint8_t a = active[i];
-        int64_t st = steps[i] + a;
-        uint8_t tr = (uint8_t)((trunc[i] != 0) | (max > 0 && st >= max));
-        uint8_t dn = (uint8_t)((term[i] != 0) | tr);
-        steps[i] = st;
-        trunc[i] = a ? tr : trunc[i];
-        done[i] = a ? dn : done[i];
-        left |= a;
+    bool *active = env->active;
+    bool left = false;
+    for (int64_t i = 0; i < env->num; i++) {
+        if (!active[i])
+            continue;
+        if (!frame_row(env, i) || last) {
+            left = true;
+            continue;
+        }
+        for (size_t j = 0; j < env->nleaves; j++) {
+            crl__env_leaf *l = &env->leaves[j];
+            if (l->snap)
+                row_copy(l, l->snap, l->buf, i);
+        }
+        if (env->pixels_leaf) {
+            int rc = render_env(env, i, err);
+            if (rc) {
+                *any_left = left;
+                return rc;
+            }
+        }
+        active[i] = false;
+        env->ended_early[i] = true;
     }
-    *any_left = left != 0;
+    *any_left = left;
     return CRL_OK;
 }
 
@@ -1762,16 +1579,15 @@ static inline int after_frame(crl_env *env, bool last, bool *any_left, crl_error
  * early, and the reward sums. */
 static __attribute__((noinline)) void finish_skip(crl_env *env)
 {
-    const bool *pending = env->pending, *ended = env->ended_early;
-    for (size_t j = 0; j < env->nleaves; j++) {
-        crl__env_leaf *l = &env->leaves[j];
-        for (int64_t i = 0; i < env->num; i++) {
-            if (l->snap && ended[i])
-                row_copy(l, l->buf, l->snap, i);
-            if (l->acc && !pending[i])
-                for (int64_t e = 0; e < l->row_elems; e++)
-                    crl_tensor_flat_set(l->buf, i * l->row_elems + e, l->acc[i * l->row_elems + e]);
-        }
+    for (int64_t i = 0; i < env->num; i++) {
+        if (env->ended_early[i])
+            for (size_t j = 0; j < env->nleaves; j++) {
+                crl__env_leaf *l = &env->leaves[j];
+                if (l->snap)
+                    row_copy(l, l->buf, l->snap, i);
+            }
+        if (!env->pending[i])
+            crl__env_skip_end(env, i);
     }
 }
 
@@ -1796,10 +1612,8 @@ static int step_frames(crl_env *env, crl_error *err)
         act |= (uint8_t)active[i];
     }
     any = act != 0;
-    if (env->frame_skip > 1)
-        for (size_t j = 0; j < env->nleaves; j++)
-            if (env->leaves[j].acc)
-                memset(env->leaves[j].acc, 0, sizeof(double) * (size_t)env->leaves[j].numel);
+    for (int64_t i = 0; env->frame_skip > 1 && i < num; i++)
+        crl__env_skip_begin(env, i);
     for (int64_t k = 0; any && k < env->frame_skip; k++) {
         int rc = env->ops.step(env->benv, err);
         if (rc)
@@ -1807,8 +1621,8 @@ static int step_frames(crl_env *env, crl_error *err)
         /* executor = processes, on_worker_failure = restart: envs whose worker was
          * replaced hold a fresh reset observation; their episodes end here, truncated
          * (exec_procs.c), and the done handling below treats them as ended. */
-        if (__builtin_expect(env->ops.step == crl__exec_env_ops.step, 0))
-            crl__exec_mark_restarted(env->benv, env);
+        if (__builtin_expect(env->after_backend_step != NULL, 0))
+            env->after_backend_step(env);
         if ((rc = check_buffers(env, "step", err)) || (rc = after_frame(env, k == env->frame_skip - 1, &any, err)))
             return rc;
     }
@@ -1820,8 +1634,8 @@ static int step_frames(crl_env *env, crl_error *err)
 static __attribute__((noinline)) int never_reset(const crl_env *env, crl_error *err)
 {
     char nb[300];
-    if (crl__exec_env_is_async(env))
-        return crl__exec_async_refuse(env, "step", err);
+    if (env->async_batch)
+        return crl__env_async_refuse(env, "step", err);
     return crl_error_set(err, CRL_E_INVALID, "step: %s was never reset; call crl_env_reset first",
                          crl__env_name(env, nb, sizeof nb));
 }
@@ -1887,7 +1701,7 @@ int crl_env_step(crl_env *env, crl_td *td, crl_error *err)
     if (!env || !td)
         return crl_error_set(err, CRL_E_INVALID, "step: %s is NULL", !env ? "env" : "the TensorDict");
     if (__builtin_expect(env->chain != NULL, 0))
-        return crl__tchain_step(env, td, err);
+        return env->chain_ops->step(env, td, err);
     return crl__env_step_base(env, td, err);
 }
 

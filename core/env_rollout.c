@@ -218,7 +218,7 @@ crl_td *crl_env_rollout(crl_env *env, int64_t max_steps, crl_policy_fn policy, v
         for (int64_t i = 0; i < env->num; i++)
             any |= (rmask[i] = env->needs_reset[i]);
         if (any)
-            rc = crl__tchain_reset(env, cur, rmask, false, err);
+            rc = crl__env_reset_through(env, cur, rmask, false, err);
     }
     for (int64_t t = 0; !rc && t < max_steps; t++) {
         rc = policy ? policy(user, env, cur, err) : crl_env_rand_action(env, cur, err);
@@ -244,7 +244,7 @@ crl_td *crl_env_rollout(crl_env *env, int64_t max_steps, crl_policy_fn policy, v
             break;
         if (env->autoreset == CRL_AUTORESET_OFF && any_done) {
             memcpy(rmask, env->done_now, sizeof(bool) * (size_t)env->num);
-            if ((rc = crl__tchain_reset(env, cur, rmask, false, err)))
+            if ((rc = crl__env_reset_through(env, cur, rmask, false, err)))
                 crl_error_prefix(err, "rollout: step %" G_GINT64_FORMAT ": ", (gint64)t);
         }
     }

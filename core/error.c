@@ -68,3 +68,14 @@ void crl_free(void *p)
 {
     g_free(p);
 }
+
+int crl__error_pass(crl_error *err, const crl_error *local)
+{
+    int code = local->code ? local->code : CRL_E_RUNTIME;
+    if (err && err != local) {
+        err->code = code;
+        err->reserved = 0;
+        memcpy(err->message, local->message, sizeof err->message);
+    }
+    return code;
+}

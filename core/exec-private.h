@@ -44,20 +44,20 @@ typedef struct crl__exec_opts {
 
 typedef struct crl__exec crl__exec;
 
-/* Parse the executor keys of [env] (executor, num_workers, batch_size,
- * pin_threads, step_timeout, on_worker_failure, max_restarts, per_env.*). */
 /* pin_threads: pin thread `th` to the i-th CPU (modulo their count) this process may run on, which need not
  * start at CPU 0 (taskset, cpuset cgroups).  Returns 0 or an errno; *cpu is the CPU chosen. */
 CRL_INTERNAL int crl__exec_pin_thread(pthread_t th, int i, int *cpu);
-CRL_INTERNAL int crl__exec_read_options(const crl_opts *opts, int64_t num, crl__exec_opts *out, crl_error *err);
 
-/* In place of env->ops.make: make the instances and the combined specs
- * (batch [num]), set env->benv to the executor and env->ops to
- * crl__exec_env_ops.  `real` is the component's ops (copied).  `cfg` and
- * `section` give the per-env option sets.  On error nothing is left. */
-CRL_INTERNAL int crl__exec_make(crl_env *env, const crl_env_ops *real, const crl__exec_opts *xo,
-                                const crl_config *cfg, const char *section, const crl_opts *opts,
-                                crl_env_specs *specs, crl_error *err);
+/* Builds an env from a description: crl_env_new, handed down by env_make.c so the executors make inner
+ * envs (worker_transforms) without importing the layer above them. */
+typedef crl_env *(*crl__env_factory)(const crl_env_desc *desc, crl_error *err);
+
+/* In place of the backend's make: make d's instances (one per block of envs, or one per env with per-env
+ * option sets or async; inner envs made by make_inner with worker_transforms) and the combined specs
+ * (batch [num]); set env->benv to the executor, env->ops to crl__exec_env_ops and the env's executor hooks.
+ * On error nothing is left. */
+CRL_INTERNAL int crl__exec_make(crl_env *env, const crl_env_desc *d, crl_env_specs *specs,
+                                crl__env_factory make_inner, crl_error *err);
 
 /* The ops env.c calls once an executor is in place (bind, reset, step,
  * render, close dispatch to the instances). */
@@ -77,11 +77,6 @@ CRL_INTERNAL bool crl__exec_is_async(const crl__exec *x);
  * dropped) and free x->async.  The executor's close must call it
  * before it closes the instances.  NULL-safe, idempotent. */
 CRL_INTERNAL void crl__exec_async_free(crl__exec *x);
-/* env.c's hooks (exec_async.c): whether env runs async (an executor with
- * batch_size < num_envs), and the CRL_E_INVALID env.c returns when fn
- * (crl_env_step, crl_env_reset...) is called on such an env. */
-CRL_INTERNAL bool crl__exec_env_is_async(const crl_env *env);
-CRL_INTERNAL int crl__exec_async_refuse(const crl_env *env, const char *fn, crl_error *err);
 
 /* ---- the common layer and the kinds (exec.c; exec_serial.c, exec_threads.c, exec_procs.c) ---- */
 
@@ -149,10 +144,9 @@ CRL_INTERNAL extern const crl__exec_kind crl__exec_kind_serial;
 CRL_INTERNAL extern const crl__exec_kind crl__exec_kind_threads;
 CRL_INTERNAL extern const crl__exec_kind crl__exec_kind_processes;
 
-/* worker_transforms (exec_wenv.c): an inner crl_env over `section` of cfg
- * (which it takes, also on error) adapted to the backend ops below, which
- * the executor then uses in place of the component's. */
-CRL_INTERNAL int crl__wenv_make(crl_host *host, crl_config *cfg, const char *section, crl_env_specs *specs,
+/* worker_transforms (exec_wenv.c): the inner crl_env d describes (made by make_inner), adapted to the
+ * backend ops below, which the executor then uses in place of the component's. */
+CRL_INTERNAL int crl__wenv_make(const crl_env_desc *d, crl__env_factory make_inner, crl_env_specs *specs,
                                 void **benv, crl_error *err);
 CRL_INTERNAL extern const crl_env_ops crl__wenv_ops;
 
@@ -164,7 +158,7 @@ CRL_INTERNAL int64_t crl__exec_procs_restarts(const crl__exec *x);
  * exec.c's render calls it when x->o.kind == CRL__EXEC_PROCESSES. */
 CRL_INTERNAL int crl__exec_procs_render(crl__exec *x, int64_t i, uint8_t *rgb, crl_error *err);
 
-/* env.c, after a successful backend step: end the episodes of envs whose
+/* After a successful backend step (env->after_backend_step): end the episodes of envs whose
  * worker was restarted (truncated, reward 0).  No-op unless x->any_restarted. */
 CRL_INTERNAL void crl__exec_mark_restarted(crl__exec *x, crl_env *env);
 

@@ -1,87 +1,11 @@
 /* The executor layer: instances of the real backend per worker block (or per env), combined specs, dispatch. */
 #include "exec-private.h"
 #include "env-private.h"
-#include "config-private.h"
+#include "env-desc-private.h"
 
 #include <crl/config.h>
 #include <crl/host.h>
 #include <string.h>
-
-/* ---- options --------------------------------------------------------------------------- */
-
-int crl__exec_read_options(const crl_opts *o, int64_t num, crl__exec_opts *out, crl_error *err)
-{
-    memset(out, 0, sizeof *out);
-    const char *kind = NULL, *fail = NULL;
-    int rc = crl_opts_string(o, "executor", &kind, err);
-    if (!rc)
-        rc = crl_opts_int(o, "num_workers", &out->num_workers, err);
-    if (!rc)
-        rc = crl_opts_int(o, "batch_size", &out->batch_size, err);
-    if (!rc)
-        rc = crl_opts_bool(o, "pin_threads", &out->pin_threads, err);
-    if (!rc)
-        rc = crl_opts_double(o, "step_timeout", &out->step_timeout, err);
-    if (!rc)
-        rc = crl_opts_string(o, "on_worker_failure", &fail, err);
-    if (!rc)
-        rc = crl_opts_int(o, "max_restarts", &out->max_restarts, err);
-    if (rc)
-        return rc;
-    out->kind = !strcmp(kind, "serial") ? CRL__EXEC_SERIAL : !strcmp(kind, "threads") ? CRL__EXEC_THREADS
-                : !strcmp(kind, "processes") ? CRL__EXEC_PROCESSES : CRL__EXEC_INLINE;
-    out->on_failure = !strcmp(fail, "restart") ? CRL__FAIL_RESTART : CRL__FAIL_FAIL;
-    const char *sec = crl_opts_section(o);
-    if (out->batch_size > num)
-        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] batch_size = %" G_GINT64_FORMAT " exceeds num_envs = %"
-                             G_GINT64_FORMAT "; use at most num_envs (or 0 for sync steps of all envs)",
-                             crl_opts_origin(o, "batch_size"), sec, (gint64)out->batch_size, (gint64)num);
-    if (out->batch_size == num)
-        out->batch_size = 0;  /* a batch of all envs is the sync mode */
-    if (out->batch_size > 0 && out->kind != CRL__EXEC_INLINE) {
-        const char *ar = NULL;
-        size_t ntf = 0;
-        const char *const *tfs = NULL;
-        if (out->kind != CRL__EXEC_THREADS)
-            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] batch_size = %" G_GINT64_FORMAT " < num_envs (async "
-                                 "send/recv) needs executor = threads, not %s; set executor = threads, or drop "
-                                 "batch_size", crl_opts_origin(o, "batch_size"), sec, (gint64)out->batch_size, kind);
-        if (!crl_opts_string(o, "auto_reset", &ar, NULL) && ar && !strcmp(ar, "same_step"))
-            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] auto_reset = same_step cannot be combined with async "
-                                 "send/recv (batch_size < num_envs), which resets an ended env at its next send as "
-                                 "EnvPool does; set auto_reset = next_step or off", crl_opts_origin(o, "auto_reset"),
-                                 sec);
-        if (!crl_opts_list(o, "worker_transforms", &ntf, &tfs, NULL) && ntf > 0)
-            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] worker_transforms cannot be combined with async "
-                                 "send/recv (batch_size < num_envs); drop batch_size, or worker_transforms",
-                                 crl_opts_origin(o, "worker_transforms"), sec);
-        if (!crl_opts_list(o, "transforms", &ntf, &tfs, NULL) && ntf > 0)
-            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] transforms cannot be combined with async send/recv "
-                                 "(batch_size < num_envs): a recv holds an arbitrary subset of the envs; drop "
-                                 "batch_size, or apply the transforms to the received batches",
-                                 crl_opts_origin(o, "transforms"), sec);
-    }
-    if (out->kind == CRL__EXEC_INLINE) {
-        if (out->batch_size > 0)
-            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] batch_size = %" G_GINT64_FORMAT " < num_envs needs an "
-                                 "executor (async send/recv); set executor = threads, or drop batch_size",
-                                 crl_opts_origin(o, "batch_size"), sec, (gint64)out->batch_size);
-        size_t nwt = 0;
-        const char *const *wt = NULL;
-        if (!crl_opts_list(o, "worker_transforms", &nwt, &wt, NULL) && nwt > 0)
-            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] worker_transforms run inside the executor's workers; set "
-                                 "executor = serial, threads or processes (or use transforms, which run in this "
-                                 "process)", crl_opts_origin(o, "worker_transforms"), sec);
-        if (crl_opts_prefixed_count(o, "per_env.") > 0)
-            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] %s: per-env options need one backend instance per env; "
-                                 "set executor = serial (or threads, processes)", crl_opts_origin(o, "per_env."), sec,
-                                 crl_opts_prefixed_key(o, "per_env.", 0));
-    }
-    /* More workers than envs would only idle. */
-    if (out->num_workers > num)
-        out->num_workers = num;
-    return CRL_OK;
-}
 
 /* ---- the executor behind an env --------------------------------------------------------- */
 
@@ -127,181 +51,6 @@ static void exec_free(crl__exec *x)
     g_free(x->block_err);
     g_free(x->restarted);
     g_free(x);
-}
-
-/* ---- per-env option sets ------------------------------------------------------------------ */
-
-typedef struct per_env_key {
-    const char *key;        /* "per_env.g" (borrowed from opts) */
-    const char *name;       /* "g" */
-    const char *origin;     /* FILE:LINE of per_env.g */
-    char **vals;            /* num items */
-} per_env_key;
-
-static void per_env_free(per_env_key *pk, size_t n)
-{
-    for (size_t k = 0; k < n; k++)
-        g_strfreev(pk[k].vals);
-    g_free(pk);
-}
-
-static bool table_declares(const crl_option *t, const char *name)
-{
-    for (; t && t->type != CRL_OPT_END; t++)
-        if (!(t->flags & CRL_OPT_PREFIX) && !strcmp(t->name, name))
-            return true;
-    return false;
-}
-
-/* The per_env.KEY lists: each KEY a backend option, each list num long. */
-static int per_env_parse(const crl_env *env, const crl_config *cfg, const char *section, const crl_opts *opts,
-                         const crl_option *table, per_env_key **out, size_t *nout, crl_error *err)
-{
-    size_t n = crl_opts_prefixed_count(opts, "per_env.");
-    *out = NULL;
-    *nout = 0;
-    if (!n)
-        return CRL_OK;
-    per_env_key *pk = g_new0(per_env_key, n);
-    for (size_t k = 0; k < n; k++) {
-        per_env_key *p = &pk[k];
-        p->key = crl_opts_prefixed_key(opts, "per_env.", k);
-        p->name = p->key + strlen("per_env.");
-        p->origin = crl_config_origin(cfg, section, p->key);
-        if (!p->origin)
-            p->origin = "command line";
-        if (!table_declares(table, p->name)) {
-            GPtrArray *names = g_ptr_array_new();
-            for (const crl_option *t = table; t && t->type != CRL_OPT_END; t++)
-                g_ptr_array_add(names, (gpointer)t->name);
-            g_ptr_array_add(names, NULL);
-            const char *hint = crl_did_you_mean(p->name, (const char *const *)names->pdata);
-            GString *all = g_string_new("");
-            for (guint i = 0; i + 1 < names->len; i++)
-                g_string_append_printf(all, "%s%s", i ? ", " : "", (const char *)names->pdata[i]);
-            if (hint)
-                crl_error_set(err, CRL_E_CONFIG, "%s: [%s] %s: '%s' is not an option of env backend '%s'; did you "
-                              "mean 'per_env.%s'?", p->origin, section, p->key, p->name, env->backend, hint);
-            else
-                crl_error_set(err, CRL_E_CONFIG, "%s: [%s] %s: '%s' is not an option of env backend '%s'; per_env "
-                              "takes the backend's options (%s)", p->origin, section, p->key, p->name, env->backend,
-                              all->len ? all->str : "it has none");
-            g_string_free(all, TRUE);
-            g_ptr_array_free(names, TRUE);
-            per_env_free(pk, n);
-            return CRL_E_CONFIG;
-        }
-        const char *raw = crl_opts_prefixed_value(opts, "per_env.", k);
-        p->vals = g_strsplit(raw ? raw : "", ",", -1);
-        guint len = g_strv_length(p->vals);
-        for (guint i = 0; i < len; i++)
-            g_strstrip(p->vals[i]);
-        guint given = len == 1 && !*p->vals[0] ? 0 : len;
-        if ((int64_t)given != env->num) {
-            crl_error_set(err, CRL_E_CONFIG, "%s: [%s] %s has %u value%s but there %s %" G_GINT64_FORMAT " env%s; give "
-                          "one value per env (v0, v1, ...)", p->origin, section, p->key, given, given == 1 ? "" : "s",
-                          env->num == 1 ? "is" : "are", (gint64)env->num, env->num == 1 ? "" : "s");
-            per_env_free(pk, n);
-            return CRL_E_CONFIG;
-        }
-        for (guint i = 0; i < len; i++)
-            if (!*p->vals[i]) {
-                crl_error_set(err, CRL_E_CONFIG, "%s: [%s] %s: the value for env %u is empty; give one value per env",
-                              p->origin, section, p->key, i);
-                per_env_free(pk, n);
-                return CRL_E_CONFIG;
-            }
-    }
-    *out = pk;
-    *nout = n;
-    return CRL_OK;
-}
-
-/* "per_env.g = 2.5 (test.ini:8), ..." for env i, for messages; g_free. */
-static char *per_env_what(const per_env_key *pk, size_t npk, int64_t i)
-{
-    GString *s = g_string_new("");
-    for (size_t k = 0; k < npk; k++)
-        g_string_append_printf(s, "%s%s = %s from %s", k ? ", " : "", pk[k].key, pk[k].vals[i], pk[k].origin);
-    return g_string_free(s, FALSE);
-}
-
-/* What an instance's own config changes in the section (worker_transforms:
- * the inner env's settings; NULL for a plain instance). */
-typedef struct inner_env {
-    int64_t count;
-    const char *transforms;      /* the worker_transforms list, joined */
-    const char *transforms_at;   /* its FILE:LINE */
-    bool from_pixels, pixels_only;
-} inner_env;
-
-/* [env] keys an inner env does not take from the outer section. */
-static bool outer_only(const char *key)
-{
-    static const char *const keys[] = { "executor", "num_workers", "batch_size", "pin_threads", "step_timeout",
-                                        "on_worker_failure", "max_restarts", "worker_transforms", "transforms",
-                                        "num_envs", "auto_reset", "frame_skip", "seed", "from_pixels",
-                                        "pixels_only", NULL };
-    for (size_t i = 0; keys[i]; i++)
-        if (!strcmp(key, keys[i]))
-            return true;
-    return false;
-}
-
-/* Instance i's config: the section with each per_env KEY replaced by its
- * i-th value (tagged with per_env.KEY's origin; i < 0: no per-env values),
- * and for an inner env its own settings plus every [transform.*] section.
- * New config, free with crl_config_free. */
-static crl_config *inst_config(const crl_config *cfg, const char *section, const per_env_key *pk, size_t npk,
-                               int64_t i, const inner_env *ie, crl_error *err)
-{
-    crl_config *c = crl_config_new(err);
-    if (!c)
-        return NULL;
-    const crl__section *src = crl__config_section(cfg, section);
-    crl__section *dst = crl__config_ensure_section(c, section, src && src->origin ? src->origin : "command line");
-    for (guint j = 0; src && j < src->entries->len; j++) {
-        const crl__entry *e = g_ptr_array_index(src->entries, j);
-        if (g_str_has_prefix(e->key, "per_env.") || (ie && outer_only(e->key)))
-            continue;
-        bool over = false;
-        for (size_t k = 0; i >= 0 && k < npk && !over; k++)
-            over = !strcmp(e->key, pk[k].name);
-        if (!over)
-            crl__section_add(dst, e->key, e->value, e->origin, e->layer);
-    }
-    for (size_t k = 0; i >= 0 && k < npk; k++)
-        crl__section_add(dst, pk[k].name, pk[k].vals[i], pk[k].origin, CRL_LAYER_FILE);
-    if (ie) {
-        char num[32];
-        g_snprintf(num, sizeof num, "%" G_GINT64_FORMAT, (gint64)ie->count);
-        crl__section_add(dst, "num_envs", num, "worker_transforms", CRL_LAYER_FILE);
-        crl__section_add(dst, "transforms", ie->transforms, ie->transforms_at, CRL_LAYER_FILE);
-        crl__section_add(dst, "auto_reset", "next_step", "worker_transforms", CRL_LAYER_FILE);
-        crl__section_add(dst, "from_pixels", ie->from_pixels ? "true" : "false", "worker_transforms", CRL_LAYER_FILE);
-        crl__section_add(dst, "pixels_only", ie->pixels_only ? "true" : "false", "worker_transforms", CRL_LAYER_FILE);
-        for (guint j = 0; j < cfg->sections->len; j++) {
-            const crl__section *ts = g_ptr_array_index(cfg->sections, j);
-            if (!g_str_has_prefix(ts->name, "transform."))
-                continue;
-            crl__section *td = crl__config_ensure_section(c, ts->name, ts->origin);
-            for (guint q = 0; q < ts->entries->len; q++) {
-                const crl__entry *e = g_ptr_array_index(ts->entries, q);
-                crl__section_add(td, e->key, e->value, e->origin, e->layer);
-            }
-        }
-    }
-    return c;
-}
-
-/* Env i's option set (per_env values in place), validated. */
-static crl_opts *per_env_opts(const crl_config *cfg, const char *section, const per_env_key *pk, size_t npk,
-                              int64_t i, const crl_option *const *tables, crl_error *err)
-{
-    crl_config *c = inst_config(cfg, section, pk, npk, i, NULL, err);
-    crl_opts *o = c ? crl_config_opts(c, section, tables, 2, err) : NULL;
-    crl_config_free(c);
-    return o;
 }
 
 /* ---- combined specs ---------------------------------------------------------------------- */
@@ -448,13 +197,35 @@ static void make_blocks(crl__exec *x, int64_t nblocks)
     }
 }
 
-int crl__exec_make(crl_env *env, const crl_env_ops *real, const crl__exec_opts *xo, const crl_config *cfg,
-                   const char *section, const crl_opts *opts, crl_env_specs *specs, crl_error *err)
+/* Every instance's error names its envs, and for per-env option sets its own values. */
+static void prefix_inst(const crl__exec *x, const crl_env_desc *d, const crl__exec_inst *in, bool inner,
+                        crl_error *err)
 {
+    if (d->env_what)
+        crl_error_prefix(err, "%senv %" G_GINT64_FORMAT " (%s): ", inner ? "worker_transforms, " : "",
+                         (gint64)in->start, d->env_what[in->start]);
+    else if (inner)
+        crl_error_prefix(err, "worker_transforms, envs [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "): ",
+                         (gint64)in->start, (gint64)(in->start + in->count));
+    else
+        crl_error_prefix(err, "envs [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ") of %s executor: ",
+                         (gint64)in->start, (gint64)(in->start + in->count), x->kind->name);
+}
+
+/* What env.c calls after every backend step (through env->after_backend_step). */
+static void after_step(crl_env *env)
+{
+    crl__exec_mark_restarted(crl__exec_of(env), env);
+}
+
+int crl__exec_make(crl_env *env, const crl_env_desc *d, crl_env_specs *specs, crl__env_factory make_inner,
+                   crl_error *err)
+{
+    const crl__exec_opts *xo = &d->xo;
     crl__exec *x = g_new0(crl__exec, 1);
     x->env = env;
-    x->real = *real;
-    x->backend_step = real->step;
+    x->real = d->ops;
+    x->backend_step = d->ops.step;
     x->o = *xo;
     x->num = env->num;
     x->kind = kind_of(xo->kind);
@@ -468,16 +239,9 @@ int crl__exec_make(crl_env *env, const crl_env_ops *real, const crl__exec_opts *
     x->block_err = g_new0(crl_error, x->nblocks);
     x->restarted = g_new0(bool, (gsize)x->num);
 
-    const crl_component *comp = crl_host_find(env->host, CRL_KIND_ENV, env->backend);
-    const crl_option *table = comp ? comp->options : NULL;
-    static const crl_option none[] = { CRL_OPTIONS_END };
-    const crl_option *tables[2] = { crl_env_options(), table ? table : none };
-    per_env_key *pk = NULL;
-    size_t npk = 0;
-    int rc = per_env_parse(env, cfg, section, opts, table, &pk, &npk, err);
     /* One instance per env with per-env options, and for async (one env
      * steps alone); else one per block. */
-    bool one_each = npk > 0 || (xo->batch_size > 0 && xo->batch_size < x->num);
+    bool one_each = d->env_opts || (xo->batch_size > 0 && xo->batch_size < x->num);
     x->ninst = one_each ? (size_t)x->num : x->nblocks;
     x->inst = g_new0(crl__exec_inst, x->ninst);
     for (size_t b = 0, k = 0; b < x->nblocks; b++) {
@@ -491,66 +255,33 @@ int crl__exec_make(crl_env *env, const crl_env_ops *real, const crl__exec_opts *
     }
 
     /* worker_transforms: every instance is an inner env with that chain. */
-    size_t nwt = 0;
-    const char *const *wt = NULL;
-    inner_env ie = { 0 };
-    if (!rc)
-        rc = crl_opts_list(opts, "worker_transforms", &nwt, &wt, err);
-    char *wtj = nwt ? g_strjoinv(", ", (char **)wt) : NULL;
-    if (nwt) {
-        ie.transforms = wtj;
-        ie.transforms_at = crl_opts_origin(opts, "worker_transforms");
-        ie.from_pixels = env->from_pixels;
-        ie.pixels_only = env->pixels_only;
+    if (d->nwtf) {
         /* The inner envs render; the outer one sees "pixels" as an observation. */
         env->from_pixels = env->pixels_only = false;
         x->real = crl__wenv_ops;
     }
+    int rc = CRL_OK;
     crl_env_specs *parts = g_new0(crl_env_specs, x->ninst);
     for (size_t k = 0; !rc && k < x->ninst; k++) {
         crl__exec_inst *in = &x->inst[k];
-        crl_opts *own = NULL;
-        if (nwt) {
-            ie.count = in->count;
-            parts[k].struct_size = sizeof parts[k];
-            crl_config *c = inst_config(cfg, section, pk, npk, npk ? in->start : -1, &ie, err);
-            rc = c ? crl__wenv_make(env->host, c, section, &parts[k], &in->benv, err) : (err ? err->code : CRL_E_NOMEM);
-            if (rc)
-                crl_error_prefix(err, "worker_transforms, envs [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "): ",
-                                 (gint64)in->start, (gint64)(in->start + in->count));
-            continue;
-        }
-        if (npk) {
-            own = per_env_opts(cfg, section, pk, npk, in->start, tables, err);
-            if (!own) {
-                rc = err ? err->code : CRL_E_CONFIG;
-                char *what = per_env_what(pk, npk, in->start);
-                crl_error_prefix(err, "[%s] env %" G_GINT64_FORMAT " (%s): ", section, (gint64)in->start, what);
-                g_free(what);
-                break;
-            }
-        }
         parts[k].struct_size = sizeof parts[k];
-        rc = real->make(env->id, in->count, own ? own : opts, &parts[k], &in->benv, err);
-        if (!rc && !in->benv)
-            rc = crl_error_set(err, CRL_E_PLUGIN, "make returned no env");
-        if (!rc && (!parts[k].observation || !parts[k].action || !parts[k].reward || !parts[k].done))
-            rc = crl_error_set(err, CRL_E_PLUGIN, "make declared no %s spec",
-                               !parts[k].observation ? "observation" : !parts[k].action ? "action"
-                               : !parts[k].reward ? "reward" : "done");
-        if (rc) {
-            if (npk) {
-                char *what = per_env_what(pk, npk, in->start);
-                crl_error_prefix(err, "env %" G_GINT64_FORMAT " (%s): ", (gint64)in->start, what);
-                g_free(what);
-            } else
-                crl_error_prefix(err, "envs [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ") of %s executor: ",
-                                 (gint64)in->start, (gint64)(in->start + in->count), x->kind->name);
+        if (d->nwtf) {
+            crl_env_desc *inner = crl__env_desc_inner(d, in->start, in->count, err);
+            rc = inner ? crl__wenv_make(inner, make_inner, &parts[k], &in->benv, err) : CRL_E_NOMEM;
+            crl_env_desc_free(inner);
+        } else {
+            const crl_opts *own = d->env_opts ? d->env_opts[in->start] : d->opts;
+            rc = d->ops.make(d->id, in->count, own, &parts[k], &in->benv, err);
+            if (!rc && !in->benv)
+                rc = crl_error_set(err, CRL_E_PLUGIN, "make returned no env");
+            if (!rc && (!parts[k].observation || !parts[k].action || !parts[k].reward || !parts[k].done))
+                rc = crl_error_set(err, CRL_E_PLUGIN, "make declared no %s spec",
+                                   !parts[k].observation ? "observation" : !parts[k].action ? "action"
+                                   : !parts[k].reward ? "reward" : "done");
         }
-        crl_opts_free(own);
+        if (rc)
+            prefix_inst(x, d, in, d->nwtf > 0, err);
     }
-    per_env_free(pk, npk);
-    g_free(wtj);
 
     /* Combined specs along the batch dim. */
     crl_spec **col = g_new0(crl_spec *, x->ninst);
@@ -570,9 +301,11 @@ int crl__exec_make(crl_env *env, const crl_env_ops *real, const crl__exec_opts *
             rc = crl_error_set(err, CRL_E_PLUGIN, "some instances declare a %s spec and some do not", names[s]);
             break;
         }
-        out[s] = combine(x, col, "", err);
+        crl_error local;
+        crl_error_clear(&local);
+        out[s] = combine(x, col, "", &local);
         if (!out[s]) {
-            rc = err ? err->code : CRL_E_PLUGIN;
+            rc = crl__error_pass(err, &local);
             crl_error_prefix(err, "%s spec: ", names[s]);
         }
     }
@@ -600,6 +333,8 @@ int crl__exec_make(crl_env *env, const crl_env_ops *real, const crl__exec_opts *
     }
     env->ops = crl__exec_env_ops;
     env->benv = x;
+    env->after_backend_step = after_step;
+    env->async_batch = crl__exec_is_async(x) ? x->o.batch_size : 0;
     return CRL_OK;
 }
 
@@ -646,9 +381,11 @@ static int exec_bind(void *benv, crl_td *buffers, crl_error *err)
     for (size_t k = 0; k < x->ninst; k++) {
         crl__exec_inst *in = &x->inst[k];
         crl_td_unref(in->view);
-        in->view = crl_td_slice(buffers, 0, in->start, in->start + in->count, 1, err);
+        crl_error local;
+        crl_error_clear(&local);
+        in->view = crl_td_slice(buffers, 0, in->start, in->start + in->count, 1, &local);
         if (!in->view)
-            return err ? err->code : CRL_E_NOMEM;
+            return crl__error_pass(err, &local);
         int rc = x->real.bind(in->benv, in->view, err);
         if (rc) {
             crl_error_prefix(err, "envs [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "): ", (gint64)in->start,

@@ -219,34 +219,17 @@ static int reset_one(async *a, int64_t i, crl_error *e)
 static int step_one(async *a, int64_t i, crl_error *e)
 {
     crl_env *env = a->env;
-    const int64_t skip = env->frame_skip, max = env->max_steps;
-    for (size_t j = 0; skip > 1 && j < env->nleaves; j++)
-        if (env->leaves[j].acc)
-            memset(env->leaves[j].acc + i * env->leaves[j].row_elems, 0, sizeof(double) *
-                   (size_t)env->leaves[j].row_elems);
+    crl__env_skip_begin(env, i);
     bool done = false;
-    for (int64_t k = 0; k < skip && !done; k++) {
+    for (int64_t k = 0; k < env->frame_skip && !done; k++) {
         int rc = a->x->real.step(a->x->inst[i].benv, e);
         if (rc) {
             crl_error_prefix(e, "step: ");
             return rc;
         }
-        int64_t st = ++env->steps[i];
-        bool te = env->term_p[i] != 0, tr = env->trunc_p[i] != 0 || (max > 0 && st >= max);
-        env->trunc_p[i] = tr;
-        env->done_p[i] = te || tr;
-        done = te || tr;
-        for (size_t j = 0; skip > 1 && j < env->nleaves; j++) {
-            crl__env_leaf *l = &env->leaves[j];
-            for (int64_t q = i * l->row_elems; l->acc && q < (i + 1) * l->row_elems; q++)
-                l->acc[q] += crl_tensor_flat_get(l->buf, q);
-        }
+        done = crl__env_frame_row(env, i);
     }
-    for (size_t j = 0; skip > 1 && j < env->nleaves; j++) {
-        crl__env_leaf *l = &env->leaves[j];
-        for (int64_t q = i * l->row_elems; l->acc && q < (i + 1) * l->row_elems; q++)
-            crl_tensor_flat_set(l->buf, q, l->acc[q]);
-    }
+    crl__env_skip_end(env, i);
     env->needs_reset[i] = done;
     return render_row(a, i, e);
 }
@@ -387,19 +370,6 @@ static async *async_new(crl__exec *x, crl_env *env, crl_error *err)
 bool crl__exec_is_async(const crl__exec *x)
 {
     return x && x->o.batch_size > 0 && x->o.batch_size < x->num;
-}
-
-bool crl__exec_env_is_async(const crl_env *env)
-{
-    return crl__exec_is_async(crl__exec_of(env));
-}
-
-int crl__exec_async_refuse(const crl_env *env, const char *fn, crl_error *err)
-{
-    return crl_error_set(err, CRL_E_INVALID, "%s: [%s] has batch_size = %" G_GINT64_FORMAT " < num_envs = %"
-                         G_GINT64_FORMAT ", so it runs async: use crl_env_async_reset, crl_env_send and "
-                         "crl_env_recv (or drop batch_size for synchronous steps)", fn, env->section,
-                         (gint64)crl__exec_of(env)->o.batch_size, (gint64)env->num);
 }
 
 /* ---- the public calls ---------------------------------------------------------------------------- */

@@ -20,7 +20,6 @@
 
 typedef struct wenv {
     crl_env *inner;          /* num = the instance's envs */
-    crl_config *cfg;         /* the inner env's config (kept: its opts outlive make) */
     crl_td *td;              /* the inner env's running TensorDict (root state, then next) */
     crl_td *view;            /* the outer buffers' rows (bind) */
     int64_t n;
@@ -60,19 +59,19 @@ static void wenv_close(void *benv)
     g_strfreev(w->out_keys);
     g_strfreev(w->state_keys);
     crl_env_free(w->inner);
-    crl_config_free(w->cfg);
     g_free(w);
 }
 
-int crl__wenv_make(crl_host *host, crl_config *cfg, const char *section, crl_env_specs *specs, void **benv,
+int crl__wenv_make(const crl_env_desc *d, crl__env_factory make_inner, crl_env_specs *specs, void **benv,
                    crl_error *err)
 {
     wenv *w = g_new0(wenv, 1);
-    w->cfg = cfg;
     *benv = NULL;
-    if (!(w->inner = crl_env_from_config(host, cfg, section, err))) {
+    crl_error local;
+    crl_error_clear(&local);
+    if (!(w->inner = make_inner(d, &local))) {
         wenv_close(w);
-        return err ? err->code : CRL_E_CONFIG;
+        return crl__error_pass(err, &local);
     }
     w->n = crl_env_num(w->inner);
     GPtrArray *ak = g_ptr_array_new(), *ok = g_ptr_array_new(), *sk = g_ptr_array_new();

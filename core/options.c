@@ -125,6 +125,36 @@ void crl__opts_add_prefixed(crl_opts *o, const char *prefix, const char *key, co
     }
 }
 
+crl_opts *crl__opts_override(const crl_opts *base, const char *const *names, const char *const *values,
+                             const char *const *origins, size_t n, crl_error *err)
+{
+    crl_opts *o = crl__opts_new(base->section);
+    for (guint i = 0; i < base->slots->len; i++) {
+        const opt_slot *s = g_ptr_array_index(base->slots, i);
+        const char *value = s->set ? s->raw : NULL, *origin = s->origin;
+        for (size_t k = 0; k < n; k++)
+            if (!strcmp(names[k], s->decl->name)) {
+                value = values[k];
+                origin = origins[k];
+            }
+        int rc = crl__opts_declare(o, s->decl, (s->decl->flags & CRL_OPT_PREFIX) ? NULL : value, origin, err);
+        if (rc) {
+            crl_opts_free(o);
+            return NULL;
+        }
+    }
+    for (guint i = 0; i < base->prefixed->len; i++) {
+        const prefixed_key *k = g_ptr_array_index(base->prefixed, i);
+        crl__opts_add_prefixed(o, k->prefix, k->key, k->value, k->origin);
+    }
+    return o;
+}
+
+crl_opts *crl__opts_copy(const crl_opts *base, crl_error *err)
+{
+    return crl__opts_override(base, NULL, NULL, NULL, 0, err);
+}
+
 const char *crl_opts_section(const crl_opts *o)
 {
     return o ? o->section : NULL;
@@ -306,6 +336,12 @@ const char *crl_opts_prefixed_value(const crl_opts *o, const char *prefix, size_
 {
     const prefixed_key *k = prefixed_at(o, prefix, i);
     return k ? k->value : NULL;
+}
+
+const char *crl__opts_prefixed_origin(const crl_opts *o, const char *prefix, size_t i)
+{
+    const prefixed_key *k = prefixed_at(o, prefix, i);
+    return k ? k->origin : NULL;
 }
 
 /* ---- value parsers (shared by crl_opts, raw getters and validation) ---- */

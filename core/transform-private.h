@@ -28,6 +28,24 @@ struct crl_transform {
     crl_transform_ctx ctx;
 };
 
+/* A transform as a config section describes it ([transform.NAME]: its type resolved, its options parsed and
+ * validated), before any instance exists.  Owns its strings and opts; comp is the host's. */
+typedef struct crl__tf_desc {
+    char *name;                   /* NAME */
+    char *section;                /* "transform.NAME" */
+    const crl_component *comp;
+    char *owner;                  /* the plugin that registered comp */
+    crl_opts *opts;
+} crl__tf_desc;
+
+/* Parse and validate [section] (transform.NAME) into *d (zeroed first; cleared on failure). */
+CRL_INTERNAL int crl__tf_desc_from_config(crl_host *host, const crl_config *cfg, const char *section,
+                                          crl__tf_desc *d, crl_error *err);
+CRL_INTERNAL int crl__tf_desc_copy(crl__tf_desc *dst, const crl__tf_desc *src, crl_error *err);
+CRL_INTERNAL void crl__tf_desc_clear(crl__tf_desc *d);
+/* A new transform from a description (the plugin's create runs). */
+CRL_INTERNAL crl_transform *crl__transform_from_desc(crl_host *host, const crl__tf_desc *d, crl_error *err);
+
 /* Per chain level k (the env plus transforms [0, k)): scratch kept across
  * calls so a steady loop allocates nothing. */
 typedef struct crl__tlevel {
@@ -79,8 +97,7 @@ CRL_INTERNAL void crl__tchain_seed(crl_env *env, uint64_t seed);
 CRL_INTERNAL int crl__tchain_reset(crl_env *env, crl_td *td, const bool *mask, bool from_state, crl_error *err);
 /* crl_env_step for an env with a chain. */
 CRL_INTERNAL int crl__tchain_step(crl_env *env, crl_td *td, crl_error *err);
-/* Build the chain of [section] transforms = ... (called by crl_env_from_config). */
-CRL_INTERNAL int crl__tchain_from_config(crl_env *env, const crl_config *cfg, const char *section,
-                                         const crl_opts *opts, crl_error *err);
+/* The chain of transforms tf[0..n) (made from their descriptions) on env, which has none yet. */
+CRL_INTERNAL int crl__tchain_build(crl_env *env, const crl__tf_desc *tf, size_t n, crl_error *err);
 
 #endif

@@ -49,14 +49,13 @@ int crl__tspecs_clone(crl_transform_specs *dst, const crl_transform_specs *src, 
 
 /* ---- construction ------------------------------------------------------------- */
 
-static crl_transform *transform_make(crl_host *host, const crl_component *comp, const char *name,
-                                     const crl_opts *opts, crl_error *err)
+static crl_transform *transform_make(crl_host *host, const crl_component *comp, const char *owner,
+                                     const char *name, const crl_opts *opts, crl_error *err)
 {
     const crl_transform_ops *ops = comp->ops;
-    const char *owner = crl_host_component_owner(host, CRL_KIND_TRANSFORM, comp->name);
     if (!ops || ops->struct_size < offsetof(crl_transform_ops, create) + sizeof ops->create || !ops->create) {
         crl_error_set(err, CRL_E_PLUGIN, "transform '%s' (plugin '%s') registered no crl_transform_ops with a create: "
-                      "fix the plugin", comp->name, owner ? owner : "?");
+                      "fix the plugin", comp->name, owner);
         return NULL;
     }
     crl_transform *t = g_new0(crl_transform, 1);
@@ -69,7 +68,7 @@ static crl_transform *transform_make(crl_host *host, const crl_component *comp, 
     t->ctx.tf = t;
     int rc = t->ops.create(opts, &t->t, err);
     if (rc == CRL_OK && !t->t)
-        rc = crl_error_set(err, CRL_E_PLUGIN, "create returned no transform: fix plugin '%s'", owner ? owner : "?");
+        rc = crl_error_set(err, CRL_E_PLUGIN, "create returned no transform: fix plugin '%s'", owner);
     if (rc) {
         crl_error_prefix(err, "%s: ", t->label);
         t->t = NULL;
@@ -79,46 +78,84 @@ static crl_transform *transform_make(crl_host *host, const crl_component *comp, 
     return t;
 }
 
-crl_transform *crl_transform_from_config(crl_host *host, const crl_config *cfg, const char *section, crl_error *err)
+void crl__tf_desc_clear(crl__tf_desc *d)
 {
-    if (!host || !cfg || !section) {
-        crl_error_set(err, CRL_E_INVALID, "crl_transform_from_config: %s is NULL",
-                      !host ? "host" : !cfg ? "config" : "section");
-        return NULL;
-    }
-    if (strncmp(section, "transform.", 10) != 0 || !section[10] || strchr(section + 10, '.')) {
-        crl_error_set(err, CRL_E_INVALID, "crl_transform_from_config: section '%s' is not of the form transform.NAME",
-                      section);
-        return NULL;
-    }
-    if (!crl_config_has_section(cfg, section)) {
-        crl_error_set(err, CRL_E_CONFIG, "there is no [%s] section; add one with 'type = ...' naming a transform",
-                      section);
-        return NULL;
-    }
+    if (!d)
+        return;
+    g_free(d->name);
+    g_free(d->section);
+    g_free(d->owner);
+    crl_opts_free(d->opts);
+    memset(d, 0, sizeof *d);
+}
+
+int crl__tf_desc_copy(crl__tf_desc *dst, const crl__tf_desc *src, crl_error *err)
+{
+    memset(dst, 0, sizeof *dst);
+    dst->opts = crl__opts_copy(src->opts, err);
+    if (!dst->opts)
+        return CRL_E_NOMEM;
+    dst->name = g_strdup(src->name);
+    dst->section = g_strdup(src->section);
+    dst->owner = g_strdup(src->owner);
+    dst->comp = src->comp;
+    return CRL_OK;
+}
+
+int crl__tf_desc_from_config(crl_host *host, const crl_config *cfg, const char *section, crl__tf_desc *d,
+                             crl_error *err)
+{
+    memset(d, 0, sizeof *d);
+    if (!host || !cfg || !section)
+        return crl_error_set(err, CRL_E_INVALID, "crl_transform_from_config: %s is NULL",
+                             !host ? "host" : !cfg ? "config" : "section");
+    if (strncmp(section, "transform.", 10) != 0 || !section[10] || strchr(section + 10, '.'))
+        return crl_error_set(err, CRL_E_INVALID, "crl_transform_from_config: section '%s' is not of the form "
+                             "transform.NAME", section);
+    if (!crl_config_has_section(cfg, section))
+        return crl_error_set(err, CRL_E_CONFIG, "there is no [%s] section; add one with 'type = ...' naming a "
+                             "transform", section);
     const char *type = crl_config_get(cfg, section, "type");
-    if (!type || !*type) {
-        crl_error_set(err, CRL_E_CONFIG, "[%s] type is required but not set; add 'type = NAME' under [%s] (the "
-                      "registered transforms are listed by 'crl plugins --verbose')", section, section);
-        return NULL;
-    }
+    if (!type || !*type)
+        return crl_error_set(err, CRL_E_CONFIG, "[%s] type is required but not set; add 'type = NAME' under [%s] (the "
+                             "registered transforms are listed by 'crl plugins --verbose')", section, section);
     crl_error e;
     crl_error_clear(&e);
     const crl_component *comp = crl_host_lookup(host, CRL_KIND_TRANSFORM, type, &e);
     if (!comp) {
         const char *origin = crl_config_origin(cfg, section, "type");
-        crl_error_set(err, e.code ? e.code : CRL_E_NOT_FOUND, "%s: [%s] type = '%s': %s", origin ? origin : "?",
-                      section, type, e.message);
-        return NULL;
+        return crl_error_set(err, e.code ? e.code : CRL_E_NOT_FOUND, "%s: [%s] type = '%s': %s",
+                             origin ? origin : "?", section, type, e.message);
     }
     const crl_option *tables[2] = { section_options, comp->options ? comp->options : no_options };
-    if (crl__config_check_keys(cfg, section, tables, 2, err))
+    int rc = crl__config_check_keys(cfg, section, tables, 2, err);
+    if (rc)
+        return rc;
+    crl_error oe;
+    crl_error_clear(&oe);
+    d->opts = crl_config_opts(cfg, section, tables, 2, &oe);
+    if (!d->opts)
+        return crl__error_pass(err, &oe);
+    const char *owner = crl_host_component_owner(host, CRL_KIND_TRANSFORM, comp->name);
+    d->comp = comp;
+    d->owner = g_strdup(owner ? owner : "?");
+    d->section = g_strdup(section);
+    d->name = g_strdup(section + 10);
+    return CRL_OK;
+}
+
+crl_transform *crl__transform_from_desc(crl_host *host, const crl__tf_desc *d, crl_error *err)
+{
+    return transform_make(host, d->comp, d->owner, d->name, d->opts, err);
+}
+
+crl_transform *crl_transform_from_config(crl_host *host, const crl_config *cfg, const char *section, crl_error *err)
+{
+    crl__tf_desc d;
+    if (crl__tf_desc_from_config(host, cfg, section, &d, err))
         return NULL;
-    crl_opts *opts = crl_config_opts(cfg, section, tables, 2, err);
-    if (!opts)
-        return NULL;
-    crl_transform *t = transform_make(host, comp, section + 10, opts, err);
-    crl_opts_free(opts);
+    crl_transform *t = crl__transform_from_desc(host, &d, err);
+    crl__tf_desc_clear(&d);
     return t;
 }
 

@@ -1,7 +1,6 @@
 /* An env's transform chain (TorchRL's TransformedEnv + Compose): specs, reset, step, inverses, parent calls. */
 #include "transform-private.h"
 #include "env-private.h"
-#include "exec-private.h"
 
 #include <string.h>
 
@@ -250,6 +249,13 @@ static void seed_ctx(crl__tchain *c, crl_transform *t)
     crl_rng_init(&t->ctx.rng, c->seed, TRANSFORM_STREAM + t->ctx.index);
 }
 
+static const crl__chain_ops chain_ops = {
+    .step = crl__tchain_step,
+    .reset = crl__tchain_reset,
+    .seed = crl__tchain_seed,
+    .free = crl__tchain_free,
+};
+
 /* Make `list` (borrowed pointers, the new order) the env's chain: specs,
  * then bind.  On error nothing changes (the old transforms are bound again
  * to their old places). */
@@ -301,6 +307,7 @@ static int chain_set(crl_env *env, GPtrArray *list, crl_error *err)
     GPtrArray *old_tf = NULL;
     if (created) {
         c = env->chain = g_new0(crl__tchain, 1);
+        env->chain_ops = &chain_ops;
         c->tf = g_ptr_array_new();
         c->running = -1;
         c->seed = seed;
@@ -441,7 +448,7 @@ int crl_env_insert_transform(crl_env *env, size_t i, crl_transform *t, crl_error
     int rc = CRL_OK;
     if (env->autoreset == CRL_AUTORESET_SAME_STEP)
         rc = refuse_same_step(env, "insert_transform", err);
-    else if (crl__exec_env_is_async(env))
+    else if (env->async_batch)
         rc = crl_error_set(err, CRL_E_UNSUPPORTED, "insert_transform: [%s] runs async (batch_size < num_envs), "
                            "which transforms do not support; apply them to the received batches", env->section);
     else if (i > n)
@@ -519,41 +526,20 @@ const crl_spec *crl_env_base_action_spec(const crl_env *env)
     return env ? env->action_spec : NULL;
 }
 
-int crl__tchain_from_config(crl_env *env, const crl_config *cfg, const char *section, const crl_opts *opts,
-                            crl_error *err)
+int crl__tchain_build(crl_env *env, const crl__tf_desc *tf, size_t n, crl_error *err)
 {
-    size_t n = 0;
-    const char *const *names = NULL;
-    int rc = crl_opts_list(opts, "transforms", &n, &names, err);
-    if (rc || n == 0)
-        return rc;
-    const char *origin = crl_config_origin(cfg, section, "transforms");
-    if (!origin)
-        origin = "?";
-    if (env->autoreset == CRL_AUTORESET_SAME_STEP)
-        return crl_error_set(err, CRL_E_UNSUPPORTED, "%s: [%s] transforms cannot be combined with auto_reset = "
-                             "same_step (%s; the reset observation would bypass the transforms); set auto_reset = "
-                             "next_step or off", origin, section, crl_opts_origin(opts, "auto_reset"));
+    if (n == 0)
+        return CRL_OK;
     GPtrArray *list = g_ptr_array_new_with_free_func((GDestroyNotify)crl_transform_free);
+    int rc = CRL_OK;
     for (size_t i = 0; !rc && i < n; i++) {
-        const char *name = names[i];
-        if (!*name || strchr(name, '.') || strchr(name, ' ')) {
-            rc = crl_error_set(err, CRL_E_CONFIG, "%s: [%s] transforms: '%s' is not a transform name (no dots or "
-                               "blanks; each NAME has a [transform.NAME] section)", origin, section, name);
-            break;
-        }
-        char *ts = g_strconcat("transform.", name, NULL);
-        if (!crl_config_has_section(cfg, ts)) {
-            rc = crl_error_set(err, CRL_E_CONFIG, "%s: [%s] transforms names '%s' but there is no [%s] section; add "
-                               "it with 'type = ...' naming the transform", origin, section, name, ts);
-        } else {
-            crl_transform *t = crl_transform_from_config(env->host, cfg, ts, err);
-            if (t)
-                g_ptr_array_add(list, t);
-            else
-                rc = err ? err->code : CRL_E_CONFIG;
-        }
-        g_free(ts);
+        crl_error local;
+        crl_error_clear(&local);
+        crl_transform *t = crl__transform_from_desc(env->host, &tf[i], &local);
+        if (t)
+            g_ptr_array_add(list, t);
+        else
+            rc = crl__error_pass(err, &local);
     }
     if (!rc && (rc = chain_set(env, list, err)) == CRL_OK)
         g_ptr_array_set_free_func(list, NULL); /* the chain owns them now */

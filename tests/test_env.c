@@ -332,6 +332,111 @@ START_TEST(config_errors)
 }
 END_TEST
 
+/* ---- the typed description -------------------------------------------------------- */
+
+/* A description is parsed once: later changes to the config text do not reach envs made from it, and one
+ * description makes any number of independent envs. */
+START_TEST(env_desc_parse_once_make_many)
+{
+    fx f;
+    fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 3\nmax_episode_steps = 7\nseed = 5");
+    crl_error e = { 0 };
+    crl_env_desc *d = crl_env_desc_from_config(f.host, f.cfg, "env", &e);
+    ck_assert_msg(d != NULL, "%s", e.message);
+    ck_assert_str_eq(crl_env_desc_section(d), "env");
+    ck_assert_str_eq(crl_env_desc_backend(d), "countenv");
+    ck_assert_str_eq(crl_env_desc_id(d), "Count-v0");
+    ck_assert_int_eq(crl_env_desc_num_envs(d), 3);
+    ck_assert_uint_eq(crl_env_desc_transform_count(d), 0);
+    ck_assert_ptr_null(crl_env_desc_transform_at(d, 0));
+    const char *later = "[env]\nnum_envs = 5\nid = CountBox-v0\n";
+    ck_assert_int_eq(crl_config_load_buffer(f.cfg, "later.ini", later, strlen(later), CRL_LAYER_OVERRIDE, &e), CRL_OK);
+    crl_env *a = crl_env_new(d, &e), *b = crl_env_new(d, &e);
+    ck_assert_msg(a && b, "%s", e.message);
+    ck_assert_int_eq(crl_env_num(a), 3);
+    ck_assert_int_eq(crl_env_num(b), 3);
+    ck_assert_str_eq(crl_env_id(b), "Count-v0");
+    ck_assert_int_eq(crl_env_max_episode_steps(a), 7);
+    /* Same seed from the description: the same first observations, and stepping one leaves the other. */
+    crl_td *ta = crl_env_reset(a, NULL, &e), *tb = crl_env_reset(b, NULL, &e);
+    ck_assert_msg(ta && tb, "%s", e.message);
+    for (int64_t i = 0; i < 3; i++)
+        ck_assert_double_eq(val(ta, "observation", i, 0), val(tb, "observation", i, 0));
+    ck_assert_int_eq(crl_env_rand_step(a, ta, &e), CRL_OK);
+    ck_assert_int_eq(crl_env_rand_step(a, ta, &e), CRL_OK);
+    set_all_actions(b, tb, 1);
+    step_ok(b, tb);
+    for (int64_t i = 0; i < 3; i++) {
+        ck_assert_double_eq(val(tb, "next.observation", i, 0), val(tb, "observation", i, 0) + 1);
+        ck_assert_double_eq(val(ta, "next.observation", i, 0), val(tb, "observation", i, 0) + 2);
+    }
+    crl_td_unref(ta);
+    crl_td_unref(tb);
+    crl_env_free(a);
+    crl_env_free(b);
+    crl_env_desc_free(d);
+    /* The changed text is what a new description reads. */
+    d = crl_env_desc_from_config(f.host, f.cfg, "env", &e);
+    ck_assert_msg(d != NULL, "%s", e.message);
+    ck_assert_int_eq(crl_env_desc_num_envs(d), 5);
+    ck_assert_str_eq(crl_env_desc_id(d), "CountBox-v0");
+    crl_env_desc_free(d);
+    fx_close(&f);
+}
+END_TEST
+
+/* Everything a description checks fails there, before any backend make, with FILE:LINE; NULL err is fine. */
+START_TEST(env_desc_errors)
+{
+    static const struct {
+        const char *lines, *needle;
+        int code;
+    } cases[] = {
+        { "backend = countenv\nid = Count-v0\nnum_envs = 2\nexecutor = serial\nper_env.offset_range = 3",
+          "test.ini:8: [env] per_env.offset_range has 1 value but there are 2 envs", CRL_E_CONFIG },
+        { "backend = countenv\nid = Count-v0\nnum_envs = 2\nexecutor = serial\nper_env.offset_range = 3, 0",
+          "[env] env 1 (per_env.offset_range = 0 from test.ini:8)", CRL_E_CONFIG },
+        { "backend = countenv\nid = Count-v0\nnum_envs = 2\nexecutor = serial\nper_env.ofset_range = 3, 4",
+          "did you mean 'per_env.offset_range'?", CRL_E_CONFIG },
+        { "backend = countenv\nid = Count-v0\nnum_envs = 2\nper_env.offset_range = 3, 4",
+          "per-env options need one backend instance per env", CRL_E_CONFIG },
+        { "backend = countenv\nid = Count-v0\ntransforms = norm", "test.ini:6: [env] transforms names 'norm' but "
+          "there is no [transform.norm] section", CRL_E_CONFIG },
+        { "backend = countenv\nid = Count-v0\nworker_transforms = a.b", "'a.b' is not a transform name",
+          CRL_E_CONFIG },
+        { "backend = countenv\nid = Count-v0\nnum_envs = 4\nbatch_size = 9", "test.ini:7: [env] batch_size = 9 "
+          "exceeds num_envs = 4", CRL_E_CONFIG },
+        { "backend = countenv\nid = Count-v0\nnum_envs = 4\nbatch_size = 2\nexecutor = processes",
+          "needs executor = threads, not processes", CRL_E_CONFIG },
+        { "backend = countenv\nid = Count-v0\noffset_range = -1", "test.ini:6: [env] offset_range", CRL_E_CONFIG },
+        { "backend = countenv\nid = Cuont-v0", "did you mean 'Count-v0'?", CRL_E_NOT_FOUND },
+    };
+    for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
+        fx f;
+        crl_error e = { 0 };
+        crl_env *env = fx_open(&f, cases[k].lines, &e);
+        ck_assert_msg(env == NULL, "case %zu built an env", k);
+        crl_error_clear(&e);
+        ck_assert_ptr_null(crl_env_desc_from_config(f.host, f.cfg, "env", &e));
+        ck_assert_msg(e.code == cases[k].code, "case %zu: %s, want %s: %s", k, crl_status_name(e.code),
+                      crl_status_name(cases[k].code), e.message);
+        ck_assert_msg(strstr(e.message, cases[k].needle) != NULL, "case %zu: '%s' lacks '%s'", k, e.message,
+                      cases[k].needle);
+        ck_assert_ptr_null(crl_env_desc_from_config(f.host, f.cfg, "env", NULL));
+        fx_close(&f);
+    }
+    crl_error e = { 0 };
+    ck_assert_ptr_null(crl_env_desc_from_config(NULL, NULL, "env", &e));
+    ck_assert_int_eq(e.code, CRL_E_INVALID);
+    ck_assert_ptr_null(crl_env_new(NULL, &e));
+    ck_assert_int_eq(e.code, CRL_E_INVALID);
+    ck_assert_ptr_null(crl_env_new(NULL, NULL));
+    crl_env_desc_free(NULL);
+    ck_assert_ptr_null(crl_env_desc_id(NULL));
+    ck_assert_int_eq(crl_env_desc_num_envs(NULL), 0);
+}
+END_TEST
+
 /* ---- reset and step layouts ---------------------------------------------------- */
 
 static const char *const reset_repr =
@@ -1653,6 +1758,8 @@ static Suite *env_suite(void)
     tcase_add_test(tc, specs_repr_layout);
     tcase_add_test(tc, backend_options_and_schema);
     tcase_add_test(tc, config_errors);
+    tcase_add_test(tc, env_desc_parse_once_make_many);
+    tcase_add_test(tc, env_desc_errors);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("step");

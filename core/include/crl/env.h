@@ -69,12 +69,41 @@ typedef enum crl_autoreset {
  * max_episode_steps counts base-env steps (each skipped frame counts). */
 CRL_API const crl_option *crl_env_options(void);
 
-/* Build the env a config section describes ("env" for [env]): the backend
- * named by `backend` (CRL_E_NOT_FOUND with close matches), the id (likewise,
- * from the backend's list), the common options and the backend's own.  A
- * key neither table declares is CRL_E_CONFIG with a "did you mean".  The
- * host and config are borrowed; the host must outlive the env.  New env,
- * free with crl_env_free. */
+/* A typed env description: a config section ("env" for [env]) parsed and
+ * validated once, before any env exists: the backend named by `backend`
+ * (CRL_E_NOT_FOUND with close matches), the id (likewise, from the
+ * backend's list), the common options and the backend's own (a key neither
+ * table declares is CRL_E_CONFIG with a "did you mean"; values are range
+ * checked), the executor settings and their constraints, per_env option
+ * sets (one per env, each checked), and every transform of `transforms`
+ * and `worker_transforms` (its [transform.NAME] section, type and options).
+ * Errors name the config file and line.  Nothing is made, reset or stepped;
+ * the config may be freed afterwards.  The host is borrowed and must
+ * outlive the description and every env made from it.  New description,
+ * free with crl_env_desc_free; NULL with err set on failure. */
+typedef struct crl_env_desc crl_env_desc;
+CRL_API crl_env_desc *crl_env_desc_from_config(crl_host *host, const crl_config *cfg, const char *section,
+                                               crl_error *err);
+CRL_API void crl_env_desc_free(crl_env_desc *desc);  /* NULL is allowed */
+/* What a description says (borrowed strings; NULL/0 for a NULL desc):
+ * the section it came from, backend, id, num_envs as configured (0: a
+ * single env with batch shape []), and its [env] transforms by NAME. */
+CRL_API const char *crl_env_desc_section(const crl_env_desc *desc);
+CRL_API const char *crl_env_desc_backend(const crl_env_desc *desc);
+CRL_API const char *crl_env_desc_id(const crl_env_desc *desc);
+CRL_API int64_t crl_env_desc_num_envs(const crl_env_desc *desc);
+CRL_API size_t crl_env_desc_transform_count(const crl_env_desc *desc);
+CRL_API const char *crl_env_desc_transform_at(const crl_env_desc *desc, size_t i);
+
+/* Build the env a description describes: the backend's make (or the
+ * executor's instances), buffers and bind, then the transform chain.  The
+ * description is borrowed only during the call; one description may make
+ * any number of envs.  New env, free with crl_env_free; NULL with err set
+ * (the backend's or a transform's error, prefixed with the env's name). */
+CRL_API crl_env *crl_env_new(const crl_env_desc *desc, crl_error *err);
+
+/* crl_env_desc_from_config then crl_env_new.  The host and config are
+ * borrowed; the host must outlive the env. */
 CRL_API crl_env *crl_env_from_config(crl_host *host, const crl_config *cfg, const char *section,
                                      crl_error *err);
 CRL_API void crl_env_free(crl_env *env);
