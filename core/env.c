@@ -1511,23 +1511,38 @@ static void acc_rows(crl_env *env, int64_t i, int what)
     }
 }
 
-/* After one base-env frame of env i: count it, truncate at the time limit, set done, add the frame's reward
- * to the frame-skip sums.  Returns whether env i's episode ended. */
-static inline bool frame_row(crl_env *env, int64_t i)
+/* The done bookkeeping's arrays, hoisted (stores through the uint8_t flags may alias anything, so read
+ * through env they would be reloaded for every env). */
+typedef struct frame_book {
+    int64_t *steps;
+    uint8_t *done, *term, *trunc;
+    int64_t max;
+} frame_book;
+
+static inline frame_book book_of(crl_env *env)
 {
-    int64_t st = ++env->steps[i];
-    bool te = env->term_p[i] != 0;
-    bool tr = env->trunc_p[i] != 0 || (env->max_steps > 0 && st >= env->max_steps);
-    env->trunc_p[i] = tr;
-    env->done_p[i] = te || tr;
-    if (env->frame_skip > 1)
-        acc_rows(env, i, 1);
-    return te || tr;
+    return (frame_book){ env->steps, env->done_p, env->term_p, env->trunc_p, env->max_steps };
+}
+
+/* After one base-env frame of env i: count it, truncate at the time limit, set done.  Returns whether env
+ * i's episode ended. */
+static inline bool frame_row(const frame_book *fb, int64_t i)
+{
+    int64_t st = ++fb->steps[i];
+    uint8_t tr = (uint8_t)((fb->trunc[i] != 0) | (fb->max > 0 && st >= fb->max));
+    uint8_t dn = (uint8_t)((fb->term[i] != 0) | tr);
+    fb->trunc[i] = tr;
+    fb->done[i] = dn;
+    return dn != 0;
 }
 
 bool crl__env_frame_row(crl_env *env, int64_t i)
 {
-    return frame_row(env, i);
+    const frame_book fb = book_of(env);
+    bool ended = frame_row(&fb, i);
+    if (env->frame_skip > 1)
+        acc_rows(env, i, 1);
+    return ended;
 }
 
 void crl__env_skip_begin(crl_env *env, int64_t i)
@@ -1542,34 +1557,42 @@ void crl__env_skip_end(crl_env *env, int64_t i)
         acc_rows(env, i, 2);
 }
 
-/* After one base-env frame of every active env.  An env that ended before
- * the last frame keeps its outputs (the backend goes on stepping every
- * env) and stops.  *any_left says whether an env is still active. */
+/* An env that ended before the last skipped frame keeps its outputs (the backend goes on stepping every
+ * env) and stops. */
+static __attribute__((noinline)) int ended_early(crl_env *env, int64_t i, crl_error *err)
+{
+    for (size_t j = 0; j < env->nleaves; j++) {
+        crl__env_leaf *l = &env->leaves[j];
+        if (l->snap)
+            row_copy(l, l->snap, l->buf, i);
+    }
+    env->active[i] = false;
+    env->ended_early[i] = true;
+    return env->pixels_leaf ? render_env(env, i, err) : CRL_OK;
+}
+
+/* After one base-env frame of every active env.  *any_left says whether an env is still active. */
 static inline int after_frame(crl_env *env, bool last, bool *any_left, crl_error *err)
 {
-    bool *active = env->active;
+    const frame_book fb = book_of(env);
+    const bool *active = env->active;
+    const bool skip = env->frame_skip > 1;
     bool left = false;
     for (int64_t i = 0; i < env->num; i++) {
         if (!active[i])
             continue;
-        if (!frame_row(env, i) || last) {
+        bool ended = frame_row(&fb, i);
+        if (__builtin_expect(skip, 0))
+            acc_rows(env, i, 1);
+        if (!ended || last) {
             left = true;
-            continue;
-        }
-        for (size_t j = 0; j < env->nleaves; j++) {
-            crl__env_leaf *l = &env->leaves[j];
-            if (l->snap)
-                row_copy(l, l->snap, l->buf, i);
-        }
-        if (env->pixels_leaf) {
-            int rc = render_env(env, i, err);
+        } else {
+            int rc = ended_early(env, i, err);
             if (rc) {
                 *any_left = left;
                 return rc;
             }
         }
-        active[i] = false;
-        env->ended_early[i] = true;
     }
     *any_left = left;
     return CRL_OK;
