@@ -630,13 +630,14 @@ int crl__collector_check_config(const crl_config *cfg, const char *section, cons
                                 int64_t num_envs, crl_error *err)
 {
     const crl_option *tables[1] = { collector_options };
-    if (crl__config_check_keys(cfg, section, tables, 1, err))
-        return err ? err->code : CRL_E_CONFIG;
+    int rc = crl__config_check_keys(cfg, section, tables, 1, err);
+    if (rc)
+        return rc;
     crl_opts *o = crl_config_opts(cfg, section, tables, 1, err);
     if (!o)
         return err ? err->code : CRL_E_CONFIG;
     settings st = { 0 };
-    int rc = read_settings(o, section, env_section, &st, err);
+    rc = read_settings(o, section, env_section, &st, err);
     if (!rc)
         rc = check_width(cfg, o, section, env_section, &st, num_envs > 0 ? num_envs : 1, err);
     crl_opts_free(o);

@@ -62,14 +62,17 @@ typedef enum crl_check_flags {
  * over the transformed specs (its networks' input and output sizes); and
  * training's rules across sections (one sync sub-collector, a [replay]
  * section for off-policy losses with 1 <= batch_size <= capacity, no
- * drop_last).  Which sections are checked: [env] and [collector] when
- * present, everything when training (CRL_CHECK_TRAIN or a [loss] section).
- * Everything built is freed again; the env is made (a gym backend starts
- * its interpreter, an executor its workers), so this costs about one env
- * creation.
+ * drop_last).  Which sections are checked: [env], [collector] and
+ * [replay] when present, everything when training (CRL_CHECK_TRAIN or a
+ * [loss] section).  Everything built is freed again; the env is made (a
+ * gym backend starts its interpreter, an executor its workers), so this
+ * costs about one env creation.  Not checked: what a storage checks when
+ * it opens (a memmap dir holding another capacity) and what a skipped
+ * bind would have found in its rollout; those surface when the run builds
+ * them.
  *
- * Errors: the first problem found, CRL_E_CONFIG naming FILE:LINE (or
- * "command line") of the key involved whenever the config sets one --
+ * Errors: the first problem found, CRL_E_CONFIG starting with FILE:LINE
+ * (or "command line") of the key involved whenever the config sets one --
  * value errors of the components (out of range, unknown id, wrong shape or
  * dtype, unsupported combination) are reported as CRL_E_CONFIG too; other
  * codes (CRL_E_NOMEM, CRL_E_IO, CRL_E_PLUGIN, ...) are not the config's
@@ -101,9 +104,12 @@ typedef int (*crl_train_progress_fn)(void *user, crl_trainer *t, const crl_train
  * host and cfg are borrowed and must outlive the trainer.  Errors:
  * CRL_E_CONFIG naming FILE:LINE and the key (no [loss] type, a loss that
  * needs a [replay] section, num_collectors > 1 or sync = false, which
- * would run the policy while the optimizer updates it), CRL_E_NOT_FOUND
+ * would run the policy while the optimizer updates it, a [replay]
+ * batch_size of 0 or above the capacity, drop_last), CRL_E_NOT_FOUND
  * for an unknown loss type (with a did-you-mean), the components' own
- * errors.  New trainer, free with crl_trainer_free. */
+ * errors.  crl_experiment_check (above) finds the same problems, each as
+ * CRL_E_CONFIG, without building anything for good.  New trainer, free
+ * with crl_trainer_free. */
 CRL_API crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_error *err);
 CRL_API void crl_trainer_free(crl_trainer *t);
 
