@@ -606,10 +606,20 @@ static int read_settings(const crl_opts *o, const char *section, const char *env
     return CRL_OK;
 }
 
-/* frames_per_batch against the N envs of each sub-collector. */
-static int check_width(const crl_config *cfg, const crl_opts *o, const char *section, const char *env_section,
-                       const settings *st, int64_t N, crl_error *err)
+/* What [section] asks of the env each sub-collector steps: synchronous
+ * steps, and frames_per_batch a multiple of its N envs (times the
+ * sub-collectors when sync). */
+static int check_env_fit(const crl_config *cfg, const crl_opts *o, const char *section, const char *env_section,
+                         const settings *st, const crl_env *env, crl_error *err)
 {
+    int64_t N = crl_env_num(env);
+    if (crl_env_batch_size(env) < N) {
+        const char *bo = crl_config_origin(cfg, env_section, "batch_size");
+        return crl_error_set(err, CRL_E_CONFIG, "%s%s[%s] batch_size = %" PRId64 " < num_envs = %" PRId64 " makes the "
+                             "env async (send/recv), but collector [%s] steps all its envs together; drop batch_size "
+                             "(or set it to num_envs)", bo ? bo : "", bo ? ": " : "", env_section,
+                             crl_env_batch_size(env), N, section);
+    }
     int64_t width = st->sync ? st->K * N : N;
     if (st->fpb % width == 0)
         return CRL_OK;
@@ -627,7 +637,7 @@ static int check_width(const crl_config *cfg, const crl_opts *o, const char *sec
 }
 
 int crl__collector_check_config(const crl_config *cfg, const char *section, const char *env_section,
-                                int64_t num_envs, crl_error *err)
+                                const crl_env *env, crl_error *err)
 {
     const crl_option *tables[1] = { collector_options };
     int rc = crl__config_check_keys(cfg, section, tables, 1, err);
@@ -639,7 +649,7 @@ int crl__collector_check_config(const crl_config *cfg, const char *section, cons
     settings st = { 0 };
     rc = read_settings(o, section, env_section, &st, err);
     if (!rc)
-        rc = check_width(cfg, o, section, env_section, &st, num_envs > 0 ? num_envs : 1, err);
+        rc = check_env_fit(cfg, o, section, env_section, &st, env, err);
     crl_opts_free(o);
     return rc;
 }
@@ -722,7 +732,7 @@ crl_collector *crl_collector_from_config(crl_host *host, const crl_config *cfg, 
     c->N = c->subs[0].num;
     c->next_id = (int64_t)c->K * c->N;
     int64_t width = c->sync ? (int64_t)c->K * c->N : c->N;
-    if ((rc = check_width(cfg, o, section, env_section, &st, c->N, err)))
+    if ((rc = check_env_fit(cfg, o, section, env_section, &st, c->subs[0].env, err)))
         goto out;
     c->T = c->fpb / width;
     if (c->threaded)

@@ -238,15 +238,16 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
     if (!rc && !(rc = crl_loss_from_config(host, cfg, "loss", crl_env_observation_spec(env),
                                            crl_env_action_spec(env), t->seed, &ops, &t->loss, err)))
         memcpy(&t->ops, ops, ops->struct_size < sizeof t->ops ? ops->struct_size : sizeof t->ops);
-    if (!rc && !(t->ops.flags & CRL_LOSS_ON_POLICY)) {
-        if (crl_config_has_section(cfg, "replay") && !(t->rb = crl_replay_from_config(host, cfg, "replay", err)))
-            rc = err->code;
-        else if (!(rc = crl__trainer_check_replay(cfg, crl_config_get(cfg, "loss", "type"), t->rb, err))) {
-            crl_collector_set_replay(t->coll, t->rb);
-            const char *s = crl_config_get(cfg, "replay", "sampler");
-            t->prioritized = s && !strcmp(s, "prioritized");
-            t->batch_size = (int64_t)crl_replay_batch_size(t->rb);  /* the buffer owns its default */
-        }
+    bool on_policy = (t->ops.flags & CRL_LOSS_ON_POLICY) != 0;
+    if (!rc && !on_policy && crl_config_has_section(cfg, "replay") &&
+        !(t->rb = crl_replay_from_config(host, cfg, "replay", err)))
+        rc = err->code;
+    if (!rc && !(rc = crl__trainer_check_loss(cfg, crl_config_get(cfg, "loss", "type"), on_policy, t->init_random,
+                                              t->rb, err)) && t->rb) {
+        crl_collector_set_replay(t->coll, t->rb);
+        const char *s = crl_config_get(cfg, "replay", "sampler");
+        t->prioritized = s && !strcmp(s, "prioritized");
+        t->batch_size = (int64_t)crl_replay_batch_size(t->rb);  /* the buffer owns its default */
     }
     if (!rc && !(rc = opts_of(cfg, "optim", optim_options, &ooptim, err)))
         rc = build_optim(t, ooptim, err);

@@ -39,8 +39,17 @@ static const char *origin_of(const crl_config *cfg, const char *section, const c
     return o ? o : "default";
 }
 
-int crl__trainer_check_replay(const crl_config *cfg, const char *loss_type, const crl_replay *rb, crl_error *err)
+int crl__trainer_check_loss(const crl_config *cfg, const char *loss_type, bool on_policy, int64_t init_random,
+                            const crl_replay *rb, crl_error *err)
 {
+    if (on_policy) {
+        if (init_random > 0)
+            return crl_error_set(err, CRL_E_CONFIG, "%s: [collector] init_random_frames = %lld: loss '%s' learns "
+                                 "on-policy, from the log-probabilities of its own actions, which random frames do "
+                                 "not have; drop init_random_frames", origin_of(cfg, "collector",
+                                 "init_random_frames", NULL), (long long)init_random, loss_type);
+        return CRL_OK;
+    }
     if (!rb) {
         const char *o = crl_config_origin(cfg, "loss", "type");
         return crl_error_set(err, CRL_E_CONFIG, "%s%sloss '%s' learns off-policy from a replay buffer: add a [replay] "
@@ -168,7 +177,7 @@ int crl_experiment_check(crl_host *host, const crl_config *cfg, const crl_schema
     crl_opts *otrain = NULL, *ooptim = NULL, *ocoll = NULL;
     crl_env *env = NULL;
     crl_replay *rb = NULL;
-    int64_t seed = 0;
+    int64_t seed = 0, init_random = 0;
     if (train) {
         const char *type;
         crl_optim_kind kind;
@@ -178,7 +187,7 @@ int crl_experiment_check(crl_host *host, const crl_config *cfg, const crl_schema
             (rc = crl_opts_string(ooptim, "type", &type, err)) ||
             (rc = config_error(cfg, "optim", "type", crl_optim_kind_from_name(type, &kind, err), err)) ||
             (rc = section_opts(cfg, "collector", crl_collector_options(), &ocoll, err)) ||
-            (rc = crl__trainer_check_collector(ocoll, NULL, err)))
+            (rc = crl__trainer_check_collector(ocoll, &init_random, err)))
             goto out;
     }
     if (train || crl_config_has_section(cfg, "env") || crl_config_has_section(cfg, "collector")) {
@@ -188,7 +197,7 @@ int crl_experiment_check(crl_host *host, const crl_config *cfg, const crl_schema
         }
     }
     if ((train || crl_config_has_section(cfg, "collector")) &&
-        (rc = crl__collector_check_config(cfg, "collector", "env", crl_env_num(env), err)))
+        (rc = crl__collector_check_config(cfg, "collector", "env", env, err)))
         goto out;
     if (crl_config_has_section(cfg, "replay") && !(rb = crl__replay_configure(host, cfg, "replay", err))) {
         rc = config_error(cfg, "replay", "storage", err->code, err);
@@ -202,9 +211,10 @@ int crl_experiment_check(crl_host *host, const crl_config *cfg, const crl_schema
             rc = config_error(cfg, "loss", "type", rc, err);
             goto out;
         }
-        bool off_policy = !(ops->flags & CRL_LOSS_ON_POLICY);
+        bool on_policy = (ops->flags & CRL_LOSS_ON_POLICY) != 0;
         ops->destroy(loss);
-        if (off_policy && (rc = crl__trainer_check_replay(cfg, crl_config_get(cfg, "loss", "type"), rb, err)))
+        if ((rc = crl__trainer_check_loss(cfg, crl_config_get(cfg, "loss", "type"), on_policy, init_random, rb,
+                                          err)))
             goto out;
     }
 out:
