@@ -2,6 +2,7 @@
  * table's experiment cases, the shipped examples, what is checked when, that no env is stepped, the one
  * default of [replay] batch_size, and the rules the trainer shares with it. */
 #include "host-fixture.h"
+#include "keep-cairo.h"
 
 #include <crl/replay.h>
 #include <crl/trainer.h>
@@ -286,6 +287,7 @@ static Suite *check_suite(void)
 
 int main(void)
 {
+    crl_test_keep_cairo();
     SRunner *sr = srunner_create(check_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
