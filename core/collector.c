@@ -1,6 +1,7 @@
 /* Data collectors: TorchRL's SyncDataCollector, MultiSyncDataCollector and MultiaSyncDataCollector over crl_env. */
 #include "crl-private.h"
 #include "config-private.h"
+#include "check-private.h"
 
 #include <crl/collector.h>
 
@@ -579,6 +580,80 @@ static int opt_int(const crl_opts *o, const char *name, int64_t *out, crl_error 
     return crl_opts_int(o, name, out, err);
 }
 
+/* What [section] says, read and checked on its own. */
+typedef struct settings {
+    int64_t fpb, total, init_random, max_traj, K;
+    bool sync, split, reset_each;
+} settings;
+
+static int read_settings(const crl_opts *o, const char *section, const char *env_section, settings *st,
+                         crl_error *err)
+{
+    int rc;
+    if (!crl_opts_is_set(o, "frames_per_batch"))
+        return crl_error_set(err, CRL_E_CONFIG, "[%s] frames_per_batch is required: add 'frames_per_batch = N' "
+                             "(frames per batch, a multiple of [%s] num_envs)", section, env_section);
+    if ((rc = opt_int(o, "frames_per_batch", &st->fpb, err)) || (rc = opt_int(o, "total_frames", &st->total, err)) ||
+        (rc = opt_int(o, "init_random_frames", &st->init_random, err)) ||
+        (rc = opt_int(o, "max_frames_per_traj", &st->max_traj, err)) ||
+        (rc = opt_int(o, "num_collectors", &st->K, err)) || (rc = crl_opts_bool(o, "sync", &st->sync, err)) ||
+        (rc = crl_opts_bool(o, "split_trajs", &st->split, err)) ||
+        (rc = crl_opts_bool(o, "reset_at_each_iter", &st->reset_each, err)))
+        return rc;
+    if (st->total == 0)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] total_frames = 0: give a positive number of frames, or -1 "
+                             "for an endless collector", crl_opts_origin(o, "total_frames"), section);
+    return CRL_OK;
+}
+
+/* What [section] asks of the env each sub-collector steps: synchronous
+ * steps, and frames_per_batch a multiple of its N envs (times the
+ * sub-collectors when sync). */
+static int check_env_fit(const crl_config *cfg, const crl_opts *o, const char *section, const char *env_section,
+                         const settings *st, const crl_env *env, crl_error *err)
+{
+    int64_t N = crl_env_num(env);
+    if (crl_env_batch_size(env) < N) {
+        const char *bo = crl_config_origin(cfg, env_section, "batch_size");
+        return crl_error_set(err, CRL_E_CONFIG, "%s%s[%s] batch_size = %" PRId64 " < num_envs = %" PRId64 " makes the "
+                             "env async (send/recv), but collector [%s] steps all its envs together; drop batch_size "
+                             "(or set it to num_envs)", bo ? bo : "", bo ? ": " : "", env_section,
+                             crl_env_batch_size(env), N, section);
+    }
+    int64_t width = st->sync ? st->K * N : N;
+    if (st->fpb % width == 0)
+        return CRL_OK;
+    const char *eo = crl_config_origin(cfg, env_section, "num_envs");
+    if (st->sync && st->K > 1)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] frames_per_batch = %" PRId64 " is not a multiple of "
+                             "num_collectors x num_envs = %" PRId64 " x %" PRId64 " (num_envs from %s in [%s]): every "
+                             "env of every sub-collector steps the same number of times; use a multiple of %" PRId64,
+                             crl_opts_origin(o, "frames_per_batch"), section, st->fpb, st->K, N, eo ? eo : "default",
+                             env_section, width);
+    return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] frames_per_batch = %" PRId64 " is not a multiple of "
+                         "num_envs = %" PRId64 " (%s in [%s]): every env steps the same number of times; use a "
+                         "multiple of %" PRId64, crl_opts_origin(o, "frames_per_batch"), section, st->fpb, N,
+                         eo ? eo : "default", env_section, width);
+}
+
+int crl__collector_check_config(const crl_config *cfg, const char *section, const char *env_section,
+                                const crl_env *env, crl_error *err)
+{
+    const crl_option *tables[1] = { collector_options };
+    int rc = crl__config_check_keys(cfg, section, tables, 1, err);
+    if (rc)
+        return rc;
+    crl_opts *o = crl_config_opts(cfg, section, tables, 1, err);
+    if (!o)
+        return err ? err->code : CRL_E_CONFIG;
+    settings st = { 0 };
+    rc = read_settings(o, section, env_section, &st, err);
+    if (!rc)
+        rc = check_env_fit(cfg, o, section, env_section, &st, env, err);
+    crl_opts_free(o);
+    return rc;
+}
+
 crl_collector *crl_collector_from_config(crl_host *host, const crl_config *cfg, const char *section,
                                          const char *env_section, crl_policy_fn policy, void *user, crl_error *err)
 {
@@ -601,27 +676,19 @@ crl_collector *crl_collector_from_config(crl_host *host, const crl_config *cfg, 
     c->section = g_strdup(section);
     c->policy = policy;
     c->user = user;
-    int64_t K = 1;
-    int rc = CRL_OK;
-    if (!crl_opts_is_set(o, "frames_per_batch")) {
-        rc = crl_error_set(err, CRL_E_CONFIG, "[%s] frames_per_batch is required: add 'frames_per_batch = N' "
-                           "(frames per batch, a multiple of [%s] num_envs)", section, env_section);
+    settings st = { 0 };
+    int rc = read_settings(o, section, env_section, &st, err);
+    if (rc)
         goto out;
-    }
-    if ((rc = opt_int(o, "frames_per_batch", &c->fpb, err)) || (rc = opt_int(o, "total_frames", &c->total, err)) ||
-        (rc = opt_int(o, "init_random_frames", &c->init_random, err)) ||
-        (rc = opt_int(o, "max_frames_per_traj", &c->max_traj, err)) ||
-        (rc = opt_int(o, "num_collectors", &K, err)) || (rc = crl_opts_bool(o, "sync", &c->sync, err)) ||
-        (rc = crl_opts_bool(o, "split_trajs", &c->split, err)) ||
-        (rc = crl_opts_bool(o, "reset_at_each_iter", &c->reset_each, err)))
-        goto out;
-    if (c->total == 0) {
-        rc = crl_error_set(err, CRL_E_CONFIG, "%s: [%s] total_frames = 0: give a positive number of frames, or -1 "
-                           "for an endless collector", crl_opts_origin(o, "total_frames"), section);
-        goto out;
-    }
-    c->K = (size_t)K;
-    c->threaded = K > 1 || !c->sync;
+    c->fpb = st.fpb;
+    c->total = st.total;
+    c->init_random = st.init_random;
+    c->max_traj = st.max_traj;
+    c->sync = st.sync;
+    c->split = st.split;
+    c->reset_each = st.reset_each;
+    c->K = (size_t)st.K;
+    c->threaded = st.K > 1 || !c->sync;
     c->subs = g_new0(sub, c->K);
     int64_t seed = 0;
     if ((rc = crl_config_get_int(cfg, env_section, "seed", 0, &seed, err)))
@@ -665,21 +732,8 @@ crl_collector *crl_collector_from_config(crl_host *host, const crl_config *cfg, 
     c->N = c->subs[0].num;
     c->next_id = (int64_t)c->K * c->N;
     int64_t width = c->sync ? (int64_t)c->K * c->N : c->N;
-    if (c->fpb % width != 0) {
-        const char *eo = crl_config_origin(cfg, env_section, "num_envs");
-        if (c->sync && c->K > 1)
-            rc = crl_error_set(err, CRL_E_CONFIG, "%s: [%s] frames_per_batch = %" PRId64 " is not a multiple of "
-                               "num_collectors x num_envs = %zu x %" PRId64 " (num_envs from %s in [%s]): every env "
-                               "of every sub-collector steps the same number of times; use a multiple of %" PRId64,
-                               crl_opts_origin(o, "frames_per_batch"), section, c->fpb, c->K, c->N,
-                               eo ? eo : "default", env_section, width);
-        else
-            rc = crl_error_set(err, CRL_E_CONFIG, "%s: [%s] frames_per_batch = %" PRId64 " is not a multiple of "
-                               "num_envs = %" PRId64 " (%s in [%s]): every env steps the same number of times; use a "
-                               "multiple of %" PRId64, crl_opts_origin(o, "frames_per_batch"), section, c->fpb, c->N,
-                               eo ? eo : "default", env_section, width);
+    if ((rc = check_env_fit(cfg, o, section, env_section, &st, c->subs[0].env, err)))
         goto out;
-    }
     c->T = c->fpb / width;
     if (c->threaded)
         for (size_t k = 0; k < c->K; k++) {

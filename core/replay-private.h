@@ -134,6 +134,12 @@ CRL_INTERNAL int crl__replay_sync_from_storage(crl_replay *rb, crl_error *err);
 CRL_INTERNAL void crl__replay_free_state(crl_replay *rb);
 /* Allocate state for rb's configuration (filled, samplers, heap). */
 CRL_INTERNAL int crl__replay_alloc_state(crl_replay *rb, crl_error *err);
+/* A buffer's configuration as crl_replay_from_config reads it (options,
+ * sampler and writer settings, transforms) without opening its storage or
+ * allocating its state, for validation: nothing is created on disk.  Free
+ * with crl_replay_free; it cannot store or sample. */
+CRL_INTERNAL crl_replay *crl__replay_configure(crl_host *host, const crl_config *cfg, const char *section,
+                                               crl_error *err);
 /* The beta the next prioritized sample uses (annealed). */
 CRL_INTERNAL double crl__replay_current_beta(const crl_replay *rb);
 /* Per-item values read from TensorDict leaves: row k of a [n, ...] tensor. */

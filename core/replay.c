@@ -15,6 +15,11 @@ int64_t crl_replay_capacity(const crl_replay *rb)
     return rb ? rb->capacity : 0;
 }
 
+size_t crl_replay_batch_size(const crl_replay *rb)
+{
+    return rb ? rb->batch_size : 0;
+}
+
 static int grow_scratch(crl_replay *rb, size_t n, crl_error *err)
 {
     if (n <= rb->scratch_n)

@@ -19,8 +19,9 @@ static const crl_option replay_options[] = {
       "(P(i) ~ p_i^alpha), slice (contiguous runs of one trajectory)" },
     { "writer", CRL_OPT_ENUM, 0, "round_robin", 0, 0, "round_robin|max_value",
       "which slot an item goes to: round_robin (oldest first), max_value (keep the top capacity items by rank_key)" },
-    { "batch_size", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 1073741824.0, NULL,
-      "items per sampled batch; 0: give it to every crl_replay_sample call" },
+    /* the one default of the training batch size: the trainer reads it from the buffer */
+    { "batch_size", CRL_OPT_INT, CRL_OPT_RANGE, "256", 0, 1073741824.0, NULL,
+      "items per sampled batch (crl run's updates sample this many); 0: give it to every crl_replay_sample call" },
     { "seed", CRL_OPT_INT, 0, "0", 0, 0, NULL, "seed of the sampler's random stream" },
     { "alpha", CRL_OPT_DOUBLE, CRL_OPT_RANGE, "0.6", 1e-300, 1e300, NULL,
       "prioritized: priority exponent, P(i) = p_i^alpha / sum_k p_k^alpha" },
@@ -352,9 +353,10 @@ static int read_options(crl_replay *rb, const crl_opts *o, crl_error *err)
             rb->slice_len = (size_t)v;
         if (rb->batch_size && rb->batch_size % (size_t)v)
             return crl_error_set(err, CRL_E_CONFIG,
-                                 "%s: [%s] batch_size = %zu is not a multiple of %s = %" PRId64
+                                 "%s: [%s] batch_size = %zu%s is not a multiple of %s = %" PRId64
                                  "; make it one (TorchRL's SliceSampler requires it)",
                                  crl_opts_origin(o, has_n ? "num_slices" : "slice_len"), sec, rb->batch_size,
+                                 crl_opts_is_set(o, "batch_size") ? "" : " (the default)",
                                  has_n ? "num_slices" : "slice_len", v);
         if (rb->writer != CRL__WRITER_ROUND_ROBIN)
             return crl_error_set(err, CRL_E_CONFIG,
@@ -431,13 +433,12 @@ static int build_transforms(crl_replay *rb, const crl_config *cfg, crl_error *er
     return CRL_OK;
 }
 
-crl_replay *crl_replay_from_config(crl_host *host, const crl_config *cfg, const char *section, crl_error *err)
+/* The buffer's configuration: options, sampler and writer settings,
+ * transforms; no state and no storage yet.  *comp receives the storage
+ * component. */
+static crl_replay *configure(crl_host *host, const crl_config *cfg, const char *section,
+                             const crl_component **comp_out, crl_error *err)
 {
-    if (!host || !cfg || !section) {
-        crl_error_set(err, CRL_E_INVALID, "crl_replay_from_config: %s is NULL",
-                      !host ? "host" : !cfg ? "config" : "section");
-        return NULL;
-    }
     const char *storage = crl_config_get(cfg, section, "storage");
     if (!storage)
         storage = "list";
@@ -463,8 +464,32 @@ crl_replay *crl_replay_from_config(crl_host *host, const crl_config *cfg, const 
         rc = read_options(rb, rb->opts, err);
     if (!rc)
         rc = build_transforms(rb, cfg, err);
-    if (!rc)
-        rc = crl__replay_alloc_state(rb, err);
+    if (rc) {
+        crl_replay_free(rb);
+        return NULL;
+    }
+    *comp_out = comp;
+    return rb;
+}
+
+crl_replay *crl__replay_configure(crl_host *host, const crl_config *cfg, const char *section, crl_error *err)
+{
+    const crl_component *comp;
+    return configure(host, cfg, section, &comp, err);
+}
+
+crl_replay *crl_replay_from_config(crl_host *host, const crl_config *cfg, const char *section, crl_error *err)
+{
+    if (!host || !cfg || !section) {
+        crl_error_set(err, CRL_E_INVALID, "crl_replay_from_config: %s is NULL",
+                      !host ? "host" : !cfg ? "config" : "section");
+        return NULL;
+    }
+    const crl_component *comp = NULL;
+    crl_replay *rb = configure(host, cfg, section, &comp, err);
+    if (!rb)
+        return NULL;
+    int rc = crl__replay_alloc_state(rb, err);
     if (!rc)
         rc = open_storage(rb, comp, err);
     if (!rc && (rc = crl__replay_sync_from_storage(rb, err)))

@@ -2,6 +2,7 @@
 #include "config.h"
 #include "crl-private.h"
 #include "config-private.h"
+#include "check-private.h"
 
 #include <crl/trainer.h>
 
@@ -21,7 +22,8 @@ static const crl_option optim_options[] = {
     { "type", CRL_OPT_ENUM, 0, "adam", 0, 0, "sgd|adam|adamw|rmsprop", "optimizer (PyTorch's formulas)" },
     { "lr", CRL_OPT_DOUBLE, CRL_OPT_RANGE, "0.001", 1e-12, 10, NULL, "learning rate" },
     { "weight_decay", CRL_OPT_DOUBLE, CRL_OPT_RANGE, "0", 0, 1, NULL, "weight decay (AdamW: decoupled)" },
-    { "eps", CRL_OPT_DOUBLE, CRL_OPT_RANGE, "1e-8", 0, 1, NULL, "epsilon of Adam, AdamW and RMSprop" },
+    /* above 0, as crl_optim_set takes it: an eps of 0 is refused here, before any work */
+    { "eps", CRL_OPT_DOUBLE, CRL_OPT_RANGE, "1e-8", 1e-300, 1, NULL, "epsilon of Adam, AdamW and RMSprop (> 0)" },
     { "max_grad_norm", CRL_OPT_DOUBLE, CRL_OPT_RANGE, "0", 0, 1e12, NULL,
       "clip the global gradient norm to this before each step (0: no clipping)" },
     CRL_OPTIONS_END
@@ -122,7 +124,7 @@ int crl_loss_from_config(crl_host *host, const crl_config *cfg, const char *sect
     rc = ops->create(o, obs_spec, action_spec, seed, st, err);
     crl_opts_free(o);
     if (rc)
-        crl_error_prefix(err, "[%s] type = %s: ", section, type);
+        crl_error_prefix(err, "%s: [%s] type = %s: ", crl_config_origin(cfg, section, "type"), section, type);
     else
         *ops_out = ops;
     return rc;
@@ -227,17 +229,8 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
         rc = read_train(t, otrain, err);
     if (!rc)
         rc = opts_of(cfg, "collector", crl_collector_options(), &ocoll, err);
-    if (!rc) {
-        int64_t k;
-        bool sync;
-        if (!(rc = crl_opts_int(ocoll, "num_collectors", &k, err)) &&
-            !(rc = crl_opts_bool(ocoll, "sync", &sync, err)) &&
-            !(rc = crl_opts_int(ocoll, "init_random_frames", &t->init_random, err)) && (k != 1 || !sync))
-            rc = crl_error_set(err, CRL_E_CONFIG, "%s: [collector] num_collectors = %lld, sync = %s: training runs "
-                               "the policy in the collecting thread; use num_collectors = 1 and sync = true",
-                               crl_opts_origin(ocoll, k != 1 ? "num_collectors" : "sync"), (long long)k,
-                               sync ? "true" : "false");
-    }
+    if (!rc)
+        rc = crl__trainer_check_collector(ocoll, &t->init_random, err);
     if (!rc && !(t->coll = crl_collector_from_config(host, cfg, "collector", "env", collect_policy, t, err)))
         rc = err->code;
     crl_env *env = t->coll ? crl_collector_env(t->coll, 0) : NULL;
@@ -245,20 +238,16 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
     if (!rc && !(rc = crl_loss_from_config(host, cfg, "loss", crl_env_observation_spec(env),
                                            crl_env_action_spec(env), t->seed, &ops, &t->loss, err)))
         memcpy(&t->ops, ops, ops->struct_size < sizeof t->ops ? ops->struct_size : sizeof t->ops);
-    if (!rc && !(t->ops.flags & CRL_LOSS_ON_POLICY)) {
-        if (!crl_config_has_section(cfg, "replay"))
-            rc = crl_error_set(err, CRL_E_CONFIG, "loss '%s' learns off-policy from a replay buffer: add a [replay] "
-                               "section (capacity, batch_size; see conf/examples/cartpole-dqn.ini)",
-                               crl_config_get(cfg, "loss", "type"));
-        else if (!(t->rb = crl_replay_from_config(host, cfg, "replay", err)))
-            rc = err->code;
-        else {
-            crl_collector_set_replay(t->coll, t->rb);
-            const char *s = crl_config_get(cfg, "replay", "sampler");
-            t->prioritized = s && !strcmp(s, "prioritized");
-            if (crl_config_get_int(cfg, "replay", "batch_size", 1, &t->batch_size, err))
-                rc = err->code;
-        }
+    bool on_policy = (t->ops.flags & CRL_LOSS_ON_POLICY) != 0;
+    if (!rc && !on_policy && crl_config_has_section(cfg, "replay") &&
+        !(t->rb = crl_replay_from_config(host, cfg, "replay", err)))
+        rc = err->code;
+    if (!rc && !(rc = crl__trainer_check_loss(cfg, crl_config_get(cfg, "loss", "type"), on_policy, t->init_random,
+                                              t->rb, err)) && t->rb) {
+        crl_collector_set_replay(t->coll, t->rb);
+        const char *s = crl_config_get(cfg, "replay", "sampler");
+        t->prioritized = s && !strcmp(s, "prioritized");
+        t->batch_size = (int64_t)crl_replay_batch_size(t->rb);  /* the buffer owns its default */
     }
     if (!rc && !(rc = opts_of(cfg, "optim", optim_options, &ooptim, err)))
         rc = build_optim(t, ooptim, err);

@@ -1,8 +1,13 @@
 /* An env's transform chain (TorchRL's TransformedEnv + Compose): specs, reset, step, inverses, parent calls. */
 #include "transform-private.h"
 #include "env-private.h"
+#include "check-private.h"
 
 #include <string.h>
+
+/* Dry mode (check-private.h): this thread builds envs for validation, and a
+ * bind reaching its parent is refused (dry_refused tells chain_set). */
+static _Thread_local bool dry, dry_refused;
 
 /* Each transform's random stream: the env's seed, this stream plus its index. */
 #define TRANSFORM_STREAM UINT64_C(0x7472616e73000000)
@@ -321,8 +326,16 @@ static int chain_set(crl_env *env, GPtrArray *list, crl_error *err)
         g_ptr_array_add(c->tf, g_ptr_array_index(list, i));
     for (size_t i = 0; !rc && i < n; i++) {
         crl_transform *t = g_ptr_array_index(list, i);
-        if (t->ops.bind && (rc = t->ops.bind(t->t, &t->ctx, err)))
-            name_error(err, t);
+        dry_refused = false;
+        if (t->ops.bind && (rc = t->ops.bind(t->t, &t->ctx, err))) {
+            if (dry && dry_refused) {
+                /* validation: this bind's rollout is skipped; the specs stand without it */
+                crl_error_clear(err);
+                rc = CRL_OK;
+            } else {
+                name_error(err, t);
+            }
+        }
     }
     /* step_mdp's cached plans excluded the old chain's reward and action
      * keys; a bind may also have stepped the env. */
@@ -869,6 +882,24 @@ int crl__tchain_step(crl_env *env, crl_td *td, crl_error *err)
 
 /* ---- the parent, as a transform reaches it -------------------------------------------------- */
 
+void crl__tchain_set_dry(bool on)
+{
+    dry = on;
+    dry_refused = false;
+}
+
+bool crl__tchain_dry(void)
+{
+    return dry;
+}
+
+static int refuse_dry(const crl_transform_ctx *ctx, const char *fn, crl_error *err)
+{
+    dry_refused = true;
+    return crl_error_set(err, CRL_E_UNSUPPORTED, "%s: %s: validation builds envs without resetting or stepping them",
+                         fn, label_of(ctx->tf));
+}
+
 static int ctx_env(crl_transform_ctx *ctx, const char *fn, crl_env **env, crl_error *err)
 {
     *env = ctx ? ctx->env : NULL;
@@ -884,6 +915,8 @@ int crl_transform_ctx_parent_step(crl_transform_ctx *ctx, crl_td *td, crl_error 
     int rc = ctx_env(ctx, "parent_step", &env, err);
     if (rc || (rc = crl__env_check_batch(env, td, "parent_step", err)))
         return rc;
+    if (dry)
+        return refuse_dry(ctx, "parent_step", err);
     crl__tchain *c = env->chain;
     if ((rc = step_level(env, ctx->index, td, err)))
         return rc;
@@ -903,6 +936,8 @@ int crl_transform_ctx_parent_rand_action(crl_transform_ctx *ctx, crl_td *td, crl
     int rc = ctx_env(ctx, "parent_rand_action", &env, err);
     if (rc || (rc = crl__env_check_batch(env, td, "parent_rand_action", err)))
         return rc;
+    if (dry)
+        return refuse_dry(ctx, "parent_rand_action", err);
     if ((rc = crl__spec_rand_into_td(ctx->parent.action, &env->rng, td, err)))
         crl_error_prefix(err, "parent_rand_action: ");
     return rc;
@@ -914,6 +949,8 @@ int crl_transform_ctx_parent_reset(crl_transform_ctx *ctx, crl_td *td, const boo
     int rc = ctx_env(ctx, "parent_reset", &env, err);
     if (rc || (rc = crl__env_check_batch(env, td, "parent_reset", err)))
         return rc;
+    if (dry)
+        return refuse_dry(ctx, "parent_reset", err);
     return reset_level(env, ctx->index, td, mask, false, err);
 }
 

@@ -57,9 +57,25 @@ then ok "an unknown loss type: exit 2 naming the registered ones"
 else nok "unknown loss (exit $rc)" "$out"; fi
 
 out=$("$crl" run "$ini" env.id=Pendulum-v1 train.run_dir="$tmp/bad" 2>&1); rc=$?
-if [ "$rc" -ne 0 ] && grep -qF "discrete action" <<<"$out"
-then ok "DQN on a continuous action: refused with the reason"
+if [ "$rc" -eq 2 ] && grep -qF "discrete action" <<<"$out" && [ ! -e "$tmp/bad" ]
+then ok "DQN on a continuous action: refused with the reason (exit 2, no run directory)"
 else nok "dqn on Pendulum (exit $rc)" "$out"; fi
+
+# Without [replay] batch_size the updates sample the buffer's one default, which config.ini shows.
+grep -v '^batch_size' "$ini" > "$tmp/nobatch.ini"
+out=$("$crl" run "$tmp/nobatch.ini" collector.total_frames=1500 train.eval_episodes=0 train.run_dir="$tmp/nobatch" \
+      --quiet 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -qE '^  optimizer steps: +[1-9][0-9]*$' <<<"$out" \
+    && grep -qE '^batch_size = [1-9][0-9]* +; default' "$tmp/nobatch/config.ini"
+then ok "no [replay] batch_size: the run trains with the buffer's default batch size"
+else nok "no batch_size (exit $rc)" "$out"; fi
+
+# --dry-run checks the experiment as the run would, without starting it.
+out=$("$crl" run "$ini" --dry-run env.gravity=-1 train.run_dir="$tmp/dry" 2>&1); rc=$?
+if [ "$rc" -eq 2 ] && grep -qF "command line: env backend 'classic' (id 'CartPole-v1'): make: [env] gravity" <<<"$out" \
+    && [ ! -e "$tmp/dry" ]
+then ok "--dry-run refuses an out-of-range physics constant (exit 2, naming where it was set)"
+else nok "--dry-run with a bad value (exit $rc)" "$out"; fi
 
 # Plain SGD at lr = 10 without clipping diverges: the run stops with the
 # reason and keeps a checkpoint of the parameters before the failing update.

@@ -48,21 +48,37 @@ expect 2 "\\[plugin.good\\] buffer = '2G': must be between" "an oversized size i
     -- config check "$good" plugins.load=good plugin.good.buffer=2G
 expect 0 "plugins-check.ini: ok" "a good plugin option passes" -- config check "$good" plugins.load=good plugin.good.buffer=64M
 
-# The bad-INI table: every file exits 2 with FILE:LINE: and its message.
+# The bad-config table: every file exits 2 from crl config check, crl run, crl run --dry-run,
+# crl inspect and crl collect with the same first error line, which names FILE:LINE and holds the
+# message; crl run creates no run directory and prints no progress (no env was stepped).
 expected=$srcdir/config/bad/EXPECTED
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 if [ -f "$expected" ]; then
-    while read -r file line msg; do
-        case "$file" in ''|'#'*) continue ;; esac
+    while read -r kind file line msg; do
+        case "$kind" in ''|'#'*) continue ;; esac
         path=$srcdir/config/bad/$file
-        out=$("$crl" config check "$path" 2>&1); rc=$?
-        if [ "$rc" -eq 2 ] && grep -qF -- "$path:$line:" <<<"$out" && grep -qF -- "$msg" <<<"$out"; then
-            ok "bad INI $file: exit 2 at line $line"
-        else
-            nok "bad INI $file (exit $rc, wanted 2 and '$path:$line:' and '$msg')" "$out"
-        fi
+        rundir=$tmp/run-$file
+        first='' why=''
+        for cmd in "config check" "run" "run --dry-run" "inspect" "collect"; do
+            name=${cmd%% *}
+            # shellcheck disable=SC2086  # $cmd is the subcommand and its option, split on purpose
+            "$crl" $cmd "$path" "train.run_dir=$rundir" >"$tmp/out" 2>"$tmp/err"; rc=$?
+            err=$(head -n 1 "$tmp/err"); err=${err#"crl $name: "}
+            if [ "$rc" -ne 2 ]; then why="$why; crl $cmd exits $rc"
+            elif ! grep -qF -- "$path:$line: " <<<"$err" || ! grep -qF -- "$msg" <<<"$err"; then
+                why="$why; crl $cmd says '$err'"
+            elif [ -z "$first" ]; then first=$err
+            elif [ "$err" != "$first" ]; then why="$why; crl $cmd says '$err', not '$first'"
+            fi
+            if [ "$name" = run ] && { [ -e "$rundir" ] || grep -qE '^(run directory|frames) ' "$tmp/out"; }; then
+                why="$why; crl $cmd started the run"
+            fi
+        done
+        if [ -z "$why" ]; then ok "bad config $file ($kind): exit 2 at line $line from config check, run, inspect, collect"
+        else nok "bad config $file ($kind), wanted exit 2 and '$path:$line: ... $msg'$why" "$(cat "$tmp/err")"; fi
     done <"$expected"
 else
-    nok "bad-INI table $expected is missing"
+    nok "bad-config table $expected is missing"
 fi
 
 # Plugin listing over the test fixtures' directory (which holds broken ones

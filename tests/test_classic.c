@@ -448,16 +448,17 @@ START_TEST(test_make_errors)
                "MountainCar-v0 has no parameter 'power'");
     ck_assert_ptr_nonnull(strstr(e.message, "force"));
 
-    /* Out of range, by the table and by the rules between parameters. */
-    EXPECT_ERR(tenv_make(&t, &f, "CartPole-v1", 1, "[env]\n\nmasscart = -1\n", &e), e, CRL_E_RANGE,
+    /* Out of range, by the table and by the rules between parameters: a config error naming the
+     * line (exit 2 from crl), whatever the check found. */
+    EXPECT_ERR(tenv_make(&t, &f, "CartPole-v1", 1, "[env]\n\nmasscart = -1\n", &e), e, CRL_E_CONFIG,
                "test.ini:3: [env] masscart: ");
     ck_assert_ptr_nonnull(strstr(e.message, "CartPole-v1"));
-    EXPECT_ERR(tenv_make(&t, &f, "CartPole-v1", 1, "[env]\nmasscart = 0\n", &e), e, CRL_E_RANGE,
+    EXPECT_ERR(tenv_make(&t, &f, "CartPole-v1", 1, "[env]\nmasscart = 0\n", &e), e, CRL_E_CONFIG,
                "greater than 0");
-    EXPECT_ERR(tenv_make(&t, &f, "MountainCar-v0", 1, "[env]\ngravity = 5\n", &e), e, CRL_E_RANGE,
+    EXPECT_ERR(tenv_make(&t, &f, "MountainCar-v0", 1, "[env]\ngravity = 5\n", &e), e, CRL_E_CONFIG,
                "test.ini:2: [env] gravity");
     EXPECT_ERR(tenv_make(&t, &f, "CartPole-v1", 1, "[env]\nreset_low = 0.5\n", &e), e,
-               CRL_E_INVALID, "test.ini:2: [env] reset_low: CartPole-v1: reset_low (0.5) is above");
+               CRL_E_CONFIG, "test.ini:2: [env] reset_low: CartPole-v1: reset_low (0.5) is above");
 
     /* Bad values never get past the option table. */
     crl_error e2 = {0};
@@ -1346,7 +1347,7 @@ START_TEST(test_host_config_errors)
                CRL_E_CONFIG, "host.ini:4: [env] g: CartPole-v1 has no parameter 'g'");
     henv_close(&h);
     EXPECT_ERR(henv_open(&h, &f, "[env]\nbackend = classic\nid = Pendulum-v1\nmax_torque = -2\n", &e), e,
-               CRL_E_RANGE, "host.ini:4: [env] max_torque");
+               CRL_E_CONFIG, "host.ini:4: [env] max_torque");
     henv_close(&h);
     ck_assert_int_ne(henv_open(&h, &f, "[env]\nbackend = classic\nid = cartpole\n", &e), CRL_OK);
     ck_assert_msg(strstr(e.message, "CartPole-v1") != NULL, "%s", e.message);

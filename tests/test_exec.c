@@ -646,10 +646,10 @@ START_TEST(test_bad_input)
     const char *bad_value[] = { "env 1", "per_env.g = abc", "test.ini:8", NULL };
     expect_config_error("backend = classic\nid = Pendulum-v1\nnum_envs = 3\nexecutor = threads\nper_env.g = 1, abc, 3",
                         CRL_E_CONFIG, bad_value);
-    /* Checked by the backend's make (its own code), for env 2's instance. */
+    /* Checked by the backend's make, for env 2's instance: a config error naming the line. */
     const char *out_of_range[] = { "env 2", "per_env.g = 5000", "test.ini:8", NULL };
     expect_config_error("backend = classic\nid = Pendulum-v1\nnum_envs = 3\nexecutor = serial\nper_env.g = 1, 2, 5000",
-                        CRL_E_RANGE, out_of_range);
+                        CRL_E_CONFIG, out_of_range);
     const char *empty_item[] = { "per_env.g", "env 1", "empty", NULL };
     expect_config_error("backend = classic\nid = Pendulum-v1\nnum_envs = 3\nexecutor = serial\nper_env.g = 1, , 3",
                         CRL_E_CONFIG, empty_item);

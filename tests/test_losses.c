@@ -320,6 +320,25 @@ START_TEST(dqn_bad_input)
     assert_msg_has(&e, "'pixels'");
     assert_msg_has(&e, "'observation'");
     fx_close(&f);
+    /* An observation of more than one dim per env (pixels [C, H, W]) is no network input; a vector
+     * per env of a batch of envs is. */
+    crl_test_host h;
+    crl_test_host_open(&h, "losses", "[loss]\ntype = dqn\n");
+    crl_spec *act = crl_spec_composite_of(3, "action", crl_spec_categorical(2, CRL_I64, 1, SHAPE(3), &e), &e);
+    crl_spec *img = crl_spec_composite_of(3, "observation", crl_spec_unbounded(CRL_F32, 4, SHAPE(3, 1, 8, 8), &e), &e);
+    crl_spec *vec = crl_spec_composite_of(3, "observation", crl_spec_unbounded(CRL_F32, 2, SHAPE(3, 5), &e), &e);
+    ck_assert_msg(act && img && vec, "%s", e.message);
+    const crl_loss_ops *ops = NULL;
+    void *st = NULL;
+    ck_assert_int_eq(crl_loss_from_config(h.host, h.cfg, "loss", img, act, 7, &ops, &st, &e), CRL_E_SHAPE);
+    assert_msg_has(&e, "observation 'observation' is [1, 8, 8] per env, but the networks read vectors");
+    ck_assert_ptr_null(st);
+    ck_assert_int_eq(crl_loss_from_config(h.host, h.cfg, "loss", vec, act, 7, &ops, &st, &e), CRL_OK);
+    ops->destroy(st);
+    crl_spec_unref(act);
+    crl_spec_unref(img);
+    crl_spec_unref(vec);
+    crl_test_host_close(&h);
     ck_assert_int_eq(fx_open(&f, "[loss]\ntype = dqn\nnum_cells = 8\n", true, &e), CRL_OK);
     crl_rng rng;
     crl_rng_init(&rng, 9, 0);

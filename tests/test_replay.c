@@ -408,6 +408,8 @@ START_TEST(test_ini_errors)
     ck_assert_msg(rb != NULL, "%s", e.message);
     ck_assert_uint_eq(crl_replay_len(rb), 3);
     ck_assert_int_eq(crl_replay_capacity(rb), 8);
+    ck_assert_uint_eq(crl_replay_batch_size(rb), 256);  /* the table's default */
+    ck_assert_uint_eq(crl_replay_batch_size(NULL), 0);
     crl_replay_free(rb);
     crl_config_free(c);
     ini = "[replay]\nstorage = fix\ntransforms = norm\n";

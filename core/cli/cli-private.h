@@ -102,8 +102,9 @@ struct crl_env_ops;
 /* The env ops of a component, or NULL when it is not a usable env backend
  * (ops too small for list..step, or one of them NULL). */
 const struct crl_env_ops *crl__cli_env_ops(const crl_component *c);
-/* crl__cli_setup (plugins, validation), then the env of the [env] section;
- * on failure err is set and the context is torn down. */
+/* crl__cli_setup (plugins, validation), the whole experiment checked
+ * (crl_experiment_check, no env stepped), then the env of the [env]
+ * section; on failure err is set and the context is torn down. */
 int crl__cli_env_setup(crl_cli_ctx *ctx, int nargs, char **args, struct crl_env **env, crl_error *err);
 
 /* JSON output (cmd_inspect.c): a shape as [d0,d1,...]; a tensor's values

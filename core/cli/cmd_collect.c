@@ -5,6 +5,7 @@
 #include <crl/collector.h>
 #include <crl/config.h>
 #include <crl/replay.h>
+#include <crl/trainer.h>
 
 #include <glib.h>
 #include <stdio.h>
@@ -68,6 +69,8 @@ int crl__cmd_collect(int argc, char **argv)
     tally t = { 0, 0.0 };
     crl_returns *returns = crl_returns_new();
     int64_t total = 0;
+    if (crl_experiment_check(ctx.host, ctx.cfg, NULL, 0, &err))
+        goto fail;
     if (!crl_config_has_section(ctx.cfg, "collector")) {
         crl_error_set(&err, CRL_E_CONFIG, "no [collector] section: add one with frames_per_batch and total_frames "
                       "(see conf/examples/cartpole-collect.ini)");

@@ -2,6 +2,8 @@
 #include "config.h"
 #include "cli-private.h"
 
+#include <crl/trainer.h>
+
 #include <glib.h>
 #include <string.h>
 
@@ -12,8 +14,11 @@ static void usage(FILE *f)
             "       crl config show [--no-validate] [FILE...] [SECTION.KEY=VALUE...]\n\n"
             "check  Layer the system and user config, the FILEs in order and the overrides,\n"
             "       load the plugins [plugins] asks for, and validate every section, key and\n"
-            "       value against what the host and the plugins declare.  Prints 'FILE: ok'\n"
-            "       for each file when everything is valid.\n"
+            "       value against what the host and the plugins declare; then check the\n"
+            "       experiment as crl run, inspect and collect would build it, without\n"
+            "       stepping any env: env id and backend options, transforms, collector,\n"
+            "       replay buffer, loss networks over the env's specs, and the rules across\n"
+            "       sections.  Prints 'FILE: ok' for each file when everything is valid.\n"
             "show   Print the resolved configuration as INI: every section, every declared\n"
             "       key with its value or default, and where each value came from.  With\n"
             "       --no-validate, undeclared keys are shown (marked) instead of rejected.\n\n"
@@ -34,6 +39,11 @@ static int cmd_check(int nargs, char **args)
     crl_error_clear(&err);
     if (crl__cli_setup(&ctx, nargs, args, CRL_CLI_LOAD_PLUGINS | CRL_CLI_VALIDATE | CRL_CLI_REQUIRE_FILE, &err))
         return fail(&err);
+    /* what crl run, inspect and collect check before they start (setup validated the schema) */
+    if (crl_experiment_check(ctx.host, ctx.cfg, NULL, 0, &err)) {
+        crl__cli_teardown(&ctx);
+        return fail(&err);
+    }
     for (char **f = ctx.files; *f; f++)
         printf("%s: ok\n", *f);
     crl__cli_teardown(&ctx);

@@ -3,6 +3,7 @@
 #include "cli-private.h"
 
 #include <crl/env.h>
+#include <crl/trainer.h>
 #include <glib.h>
 #include <stddef.h>
 #include <string.h>
@@ -125,6 +126,11 @@ int crl__cli_env_setup(crl_cli_ctx *ctx, int nargs, char **args, crl_env **env, 
                       "no [env] section: give an experiment file with one (e.g. "
                       "conf/examples/cartpole-random.ini) or overrides such as env.backend=classic "
                       "env.id=CartPole-v1 ('crl envs' lists the ids)");
+        crl__cli_teardown(ctx);
+        return err->code;
+    }
+    /* The whole experiment first, as crl config check and crl run check it. */
+    if (crl_experiment_check(ctx->host, ctx->cfg, NULL, 0, err)) {
         crl__cli_teardown(ctx);
         return err->code;
     }

@@ -28,7 +28,8 @@ static void usage(FILE *f)
             "replay buffer) and curve.png (the learning curve).  E.g.\n\n"
             "  crl run conf/examples/cartpole-dqn.ini\n"
             "  crl run conf/examples/cartpole-dqn.ini collector.total_frames=20000 train.seed=3\n\n"
-            "  --dry-run   print the resolved config with every default and stop\n"
+            "  --dry-run   check the experiment as a run would (without stepping an env),\n"
+            "              print the resolved config with every default and stop\n"
             "  --resume RUN_DIR  continue the run of RUN_DIR from its checkpoint, with its\n"
             "              experiment.ini plus the overrides given (e.g. a larger\n"
             "              collector.total_frames); bitwise the same as a run that was\n"
@@ -250,6 +251,12 @@ int crl__cmd_run(int argc, char **argv)
         crl_error_prefix(&err, "--resume %s: ", resume);
     if (rc)
         return crl__cli_setup_failed("run", &err);
+    /* Every config error before any work: no run directory, no env step. */
+    if (crl_experiment_check(ctx.host, ctx.cfg, NULL, CRL_CHECK_TRAIN, &err)) {
+        crl__cli_print_error("run", &err);
+        crl__cli_teardown(&ctx);
+        return crl__cli_exit_code(&err);
+    }
     char *resolved = crl_config_show(ctx.cfg, crl_host_schema(ctx.host), &err);
     if (!resolved) {
         crl__cli_print_error("run", &err);

@@ -256,11 +256,13 @@ static int params_from_opts(const classic_def *d, const crl_opts *opts, double *
     }
     int rc = classic_params_check(d, params, err);
     if (rc != CRL_OK && err) {
-        /* Point at the line that set the offending value. */
+        /* Point at the line that set the offending value: a bad value in the
+         * config is a config error (exit 2), whatever the range check said. */
         for (const crl_option *o = classic_options; o->type != CRL_OPT_END; o++) {
             if (crl_opts_is_set(opts, o->name) && mentions(err->message, o->name)) {
                 crl_error_prefix(err, "%s: [%s] %s: ", crl_opts_origin(opts, o->name), section,
                                  o->name);
+                err->code = rc = CRL_E_CONFIG;
                 break;
             }
         }

@@ -51,6 +51,19 @@ int ls_obs_features(const crl_spec *obs_spec, const char *key, const char *who, 
                                                                        : crl_dtype_name(crl_spec_dtype(s)));
     if (crl_spec_ndim(s) < 1 || crl_spec_shape(s)[crl_spec_ndim(s) - 1] < 1)
         return crl_error_set(err, CRL_E_SHAPE, "%s: observation '%s' has no feature dim", who, key);
+    /* Only the last dim becomes the input width: more dims after the batch's
+     * (pixels [C, H, W]) would feed the first layer the wrong size. */
+    int bdims = s != obs_spec ? crl_spec_ndim(obs_spec) : crl_spec_ndim(s) - 1;
+    if (crl_spec_ndim(s) - bdims != 1) {
+        char dims[160] = "";
+        for (int d = bdims; d < crl_spec_ndim(s); d++) {
+            size_t l = strlen(dims);
+            snprintf(dims + l, sizeof dims - l, "%s%lld", d > bdims ? ", " : "", (long long)crl_spec_shape(s)[d]);
+        }
+        return crl_error_set(err, CRL_E_SHAPE, "%s: observation '%s' is [%s] per env, but the networks read vectors; "
+                             "flatten it (a FlattenObservation transform) or set in_key to a vector observation",
+                             who, key, dims);
+    }
     *out = crl_spec_shape(s)[crl_spec_ndim(s) - 1];
     return CRL_OK;
 }

@@ -77,6 +77,8 @@ CRL_API int crl_replay_update_td_priority(crl_replay *rb, const crl_td *td, crl_
 /* Items stored (filled slots). */
 CRL_API size_t crl_replay_len(const crl_replay *rb);
 CRL_API int64_t crl_replay_capacity(const crl_replay *rb);
+/* The configured batch_size (0: each crl_replay_sample call gives one). */
+CRL_API size_t crl_replay_batch_size(const crl_replay *rb);
 /* The item in slot i as a TensorDict of batch []; new reference. */
 CRL_API crl_td *crl_replay_get(crl_replay *rb, int64_t i, crl_error *err);
 /* Empty the buffer (storage, sampler state, writer cursor). */

@@ -40,6 +40,46 @@ CRL_API const crl_option *crl_train_options(void);
 
 typedef struct crl_trainer crl_trainer;
 
+/* crl_experiment_check flags. */
+typedef enum crl_check_flags {
+    /* The config must describe a training run (crl run): a [loss] type is
+     * required.  Without it, training's rules still apply when [loss] is
+     * there. */
+    CRL_CHECK_TRAIN = 1u << 0
+} crl_check_flags;
+
+/* Validation before work: check a whole experiment config as the commands
+ * that use it would build it, without resetting or stepping any env.
+ * With schema (may be NULL when the caller validated already), every
+ * section and key first; then the [train] and [optim] options; the env of
+ * [env] (built to learn its specs: backend, id, the backend's options and
+ * their ranges, executor settings, each named transform with its section
+ * and options; a transform's bind that would roll the env out, as
+ * ObservationNorm's init_stats, is skipped); [collector] against the env's
+ * batch (frames_per_batch a multiple of the envs stepping together); the
+ * buffer of [replay] (options, sampler and writer rules, transforms; its
+ * storage is not opened, so nothing is written); the loss of [loss] built
+ * over the transformed specs (its networks' input and output sizes); and
+ * training's rules across sections (one sync sub-collector, a [replay]
+ * section for off-policy losses with 1 <= batch_size <= capacity, no
+ * drop_last).  Which sections are checked: [env], [collector] and
+ * [replay] when present, everything when training (CRL_CHECK_TRAIN or a
+ * [loss] section).  Everything built is freed again; the env is made (a
+ * gym backend starts its interpreter, an executor its workers), so this
+ * costs about one env creation.  Not checked: what a storage checks when
+ * it opens (a memmap dir holding another capacity) and what a skipped
+ * bind would have found in its rollout; those surface when the run builds
+ * them.
+ *
+ * Errors: the first problem found, CRL_E_CONFIG starting with FILE:LINE
+ * (or "command line") of the key involved whenever the config sets one --
+ * value errors of the components (out of range, unknown id, wrong shape or
+ * dtype, unsupported combination) are reported as CRL_E_CONFIG too; other
+ * codes (CRL_E_NOMEM, CRL_E_IO, CRL_E_PLUGIN, ...) are not the config's
+ * fault and keep theirs.  CRL_E_INVALID for a NULL host or cfg. */
+CRL_API int crl_experiment_check(crl_host *host, const crl_config *cfg, const crl_schema *schema, unsigned flags,
+                                 crl_error *err);
+
 /* Where training stands, handed to the progress callback after each batch. */
 typedef struct crl_train_stats {
     uint32_t struct_size;
@@ -64,9 +104,12 @@ typedef int (*crl_train_progress_fn)(void *user, crl_trainer *t, const crl_train
  * host and cfg are borrowed and must outlive the trainer.  Errors:
  * CRL_E_CONFIG naming FILE:LINE and the key (no [loss] type, a loss that
  * needs a [replay] section, num_collectors > 1 or sync = false, which
- * would run the policy while the optimizer updates it), CRL_E_NOT_FOUND
+ * would run the policy while the optimizer updates it, a [replay]
+ * batch_size of 0 or above the capacity, drop_last), CRL_E_NOT_FOUND
  * for an unknown loss type (with a did-you-mean), the components' own
- * errors.  New trainer, free with crl_trainer_free. */
+ * errors.  crl_experiment_check (above) finds the same problems, each as
+ * CRL_E_CONFIG, without building anything for good.  New trainer, free
+ * with crl_trainer_free. */
 CRL_API crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_error *err);
 CRL_API void crl_trainer_free(crl_trainer *t);
 

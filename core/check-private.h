@@ -1,0 +1,42 @@
+/* Internals of the validation before work (crl_experiment_check, trainer_check.c): the checks the
+ * runtime's constructors share with it, so each rule is written once. */
+#ifndef CRL_CHECK_PRIVATE_H
+#define CRL_CHECK_PRIVATE_H
+
+#include "crl-private.h"
+
+#include <crl/env.h>
+#include <crl/replay.h>
+
+/* The [section] options of a collector stepping `env`, built from
+ * [env_section]: keys, types and ranges, frames_per_batch given,
+ * total_frames not 0, an env stepped synchronously (no async batch_size),
+ * frames_per_batch a multiple of the envs stepping together.  What
+ * crl_collector_from_config checks, without building its envs.
+ * CRL_E_CONFIG naming FILE:LINE. */
+CRL_INTERNAL int crl__collector_check_config(const crl_config *cfg, const char *section, const char *env_section,
+                                             const crl_env *env, crl_error *err);
+
+/* Training's rules on [collector] (opts of its table): one sub-collector,
+ * sync (the policy runs in the collecting thread).  *init_random (may be
+ * NULL) receives init_random_frames. */
+CRL_INTERNAL int crl__trainer_check_collector(const crl_opts *ocoll, int64_t *init_random, crl_error *err);
+/* Training's rules on what loss `loss_type` learns from.  On-policy: no
+ * init_random_frames (random actions carry no log-probabilities for it).
+ * Off-policy: a replay buffer (rb NULL: the config has no [replay]
+ * section) with a batch_size of at least 1 that the capacity can hold and
+ * a sampler that never runs dry (no drop_last). */
+CRL_INTERNAL int crl__trainer_check_loss(const crl_config *cfg, const char *loss_type, bool on_policy,
+                                         int64_t init_random, const crl_replay *rb, crl_error *err);
+
+/* Validation builds envs to learn their specs but never steps them.  While
+ * dry mode is on in this thread, a transform whose bind reaches its parent
+ * (ObservationNorm's init_stats rolls the env out) is stopped at that call,
+ * before the parent resets or steps, and the chain is built on without that
+ * bind's work: the specs do not depend on it.  Workers that an executor
+ * forks from this thread inherit the mode.  Nested calls are not counted:
+ * set it on, build, set it off. */
+CRL_INTERNAL void crl__tchain_set_dry(bool on);
+CRL_INTERNAL bool crl__tchain_dry(void);
+
+#endif

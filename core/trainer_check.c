@@ -1,0 +1,233 @@
+/* Validation before work (crl_experiment_check): every description of an experiment built and checked,
+ * no env reset or stepped; and training's cross-section rules, which crl_trainer_from_config shares. */
+#include "crl-private.h"
+#include "config-private.h"
+#include "check-private.h"
+#include "replay-private.h"
+
+#include <crl/trainer.h>
+
+#include <stddef.h>
+#include <string.h>
+
+/* ---- training's rules across sections ------------------------------------------------------ */
+
+int crl__trainer_check_collector(const crl_opts *ocoll, int64_t *init_random, crl_error *err)
+{
+    int64_t k, ir;
+    bool sync;
+    int rc;
+    if ((rc = crl_opts_int(ocoll, "num_collectors", &k, err)) || (rc = crl_opts_bool(ocoll, "sync", &sync, err)) ||
+        (rc = crl_opts_int(ocoll, "init_random_frames", &ir, err)))
+        return rc;
+    if (init_random)
+        *init_random = ir;
+    if (k != 1 || !sync)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [collector] num_collectors = %lld, sync = %s: training runs the "
+                             "policy in the collecting thread; use num_collectors = 1 and sync = true",
+                             crl_opts_origin(ocoll, k != 1 ? "num_collectors" : "sync"), (long long)k,
+                             sync ? "true" : "false");
+    return CRL_OK;
+}
+
+/* "FILE:LINE" of section.key, else of section.alt, else "default". */
+static const char *origin_of(const crl_config *cfg, const char *section, const char *key, const char *alt)
+{
+    const char *o = crl_config_origin(cfg, section, key);
+    if (!o && alt)
+        o = crl_config_origin(cfg, section, alt);
+    return o ? o : "default";
+}
+
+int crl__trainer_check_loss(const crl_config *cfg, const char *loss_type, bool on_policy, int64_t init_random,
+                            const crl_replay *rb, crl_error *err)
+{
+    if (on_policy) {
+        if (init_random > 0)
+            return crl_error_set(err, CRL_E_CONFIG, "%s: [collector] init_random_frames = %lld: loss '%s' learns "
+                                 "on-policy, from the log-probabilities of its own actions, which random frames do "
+                                 "not have; drop init_random_frames", origin_of(cfg, "collector",
+                                 "init_random_frames", NULL), (long long)init_random, loss_type);
+        return CRL_OK;
+    }
+    if (!rb) {
+        const char *o = crl_config_origin(cfg, "loss", "type");
+        return crl_error_set(err, CRL_E_CONFIG, "%s%sloss '%s' learns off-policy from a replay buffer: add a [replay] "
+                             "section (capacity, batch_size; see conf/examples/cartpole-dqn.ini)", o ? o : "",
+                             o ? ": " : "", loss_type);
+    }
+    const char *sec = rb->section;
+    if (rb->batch_size == 0)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] batch_size = 0: loss '%s' samples batch_size items for "
+                             "each update; give at least 1, or drop the key for the default",
+                             origin_of(cfg, sec, "batch_size", NULL), sec, loss_type);
+    if ((int64_t)rb->batch_size > rb->capacity)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] batch_size = %zu is more than capacity = %lld: the buffer "
+                             "never holds a batch, so no update would run; lower batch_size or raise capacity",
+                             origin_of(cfg, sec, "batch_size", "capacity"), sec, rb->batch_size,
+                             (long long)rb->capacity);
+    if (rb->sampler == CRL__SAMPLER_NOREPL && rb->drop_last)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] drop_last = true: the updates sample without end, and the "
+                             "first exhausted epoch would stop the run; drop it (or use sampler = random)",
+                             origin_of(cfg, sec, "drop_last", NULL), sec);
+    return CRL_OK;
+}
+
+/* ---- validation ------------------------------------------------------------------------------ */
+
+/* Where the message names the origin ("FILE:LINE: ") of some value of cfg
+ * earliest; -1 when it names none.  *len receives the origin's length. */
+static ptrdiff_t first_origin(const crl_config *cfg, const char *msg, size_t *len)
+{
+    ptrdiff_t best = -1;
+    for (size_t s = 0; s < crl_config_section_count(cfg); s++) {
+        const char *sec = crl_config_section_at(cfg, s);
+        for (size_t k = 0; k < crl_config_key_count(cfg, sec); k++) {
+            const char *o = crl_config_origin(cfg, sec, crl_config_key_at(cfg, sec, k));
+            size_t n = o ? strlen(o) : 0;
+            for (const char *p = n ? strstr(msg, o) : NULL; p; p = strstr(p + 1, o)) {
+                if (p[n] != ':' || p[n + 1] != ' ')
+                    continue;
+                if (best < 0 || p - msg < best || (p - msg == best && n > *len)) {
+                    best = p - msg;
+                    *len = n;
+                }
+                break;
+            }
+        }
+    }
+    return best;
+}
+
+/* A component built from the config failed with rc: a value error (range,
+ * unknown name, shape, dtype, unsupported combination) is the config's,
+ * reported as CRL_E_CONFIG starting with the "FILE:LINE: " the message
+ * names (moved to the front, where editors and people look), or else that
+ * of section.key (or of the section's first key); other codes (memory,
+ * I/O, plugins) pass unchanged.  err is set. */
+static int config_error(const crl_config *cfg, const char *section, const char *key, int rc, crl_error *err)
+{
+    switch (rc) {
+    case CRL_E_CONFIG:
+    case CRL_E_INVALID:
+    case CRL_E_NOT_FOUND:
+    case CRL_E_RANGE:
+    case CRL_E_SHAPE:
+    case CRL_E_DTYPE:
+    case CRL_E_UNSUPPORTED:
+        break;
+    default:
+        return rc;
+    }
+    size_t n = 0;
+    ptrdiff_t at = first_origin(cfg, err->message, &n);
+    if (at > 0) {
+        char *moved = g_strdup_printf("%.*s: %.*s%s", (int)n, err->message + at, (int)at, err->message,
+                                      err->message + at + (ptrdiff_t)n + 2);
+        crl_error_set(err, rc, "%s", moved);
+        g_free(moved);
+    } else if (at < 0) {
+        const char *o = key ? crl_config_origin(cfg, section, key) : NULL;
+        if (!o && crl_config_key_count(cfg, section) > 0)
+            o = crl_config_origin(cfg, section, crl_config_key_at(cfg, section, 0));
+        if (o)
+            crl_error_prefix(err, "%s: ", o);
+    }
+    err->code = CRL_E_CONFIG;
+    return CRL_E_CONFIG;
+}
+
+/* Keys, types and ranges of a section with one table of its own (err set). */
+static int section_opts(const crl_config *cfg, const char *section, const crl_option *table, crl_opts **out,
+                        crl_error *err)
+{
+    const crl_option *tables[1] = { table };
+    *out = NULL;
+    if (crl__config_check_keys(cfg, section, tables, 1, err))
+        return err->code;
+    *out = crl_config_opts(cfg, section, tables, 1, err);
+    return *out ? CRL_OK : err->code;
+}
+
+/* The env of [section], made and bound but never reset or stepped: what
+ * validation needs of it are the checks of its construction and its specs.
+ * (The typed env description will take this place.) */
+/* The env's description (every config rule of [env] and its transforms), then the env itself, dry, for the
+ * transformed specs the loss's networks are sized from. */
+static crl_env *check_env(crl_host *host, const crl_config *cfg, const char *section, crl_error *err)
+{
+    crl_env_desc *d = crl_env_desc_from_config(host, cfg, section, err);
+    if (!d)
+        return NULL;
+    bool was = crl__tchain_dry();
+    crl__tchain_set_dry(true);
+    crl_env *env = crl_env_new(d, err);
+    crl__tchain_set_dry(was);
+    crl_env_desc_free(d);
+    return env;
+}
+
+int crl_experiment_check(crl_host *host, const crl_config *cfg, const crl_schema *schema, unsigned flags,
+                         crl_error *err)
+{
+    if (!host || !cfg)
+        return crl_error_set(err, CRL_E_INVALID, "crl_experiment_check: %s is NULL", !host ? "host" : "cfg");
+    crl_error local;
+    if (!err) /* the constructors' codes are needed below */
+        err = &local;
+    crl_error_clear(err);
+    int rc = schema ? crl_config_validate(cfg, schema, err) : CRL_OK;
+    if (rc)
+        return rc;
+    bool train = (flags & CRL_CHECK_TRAIN) || crl_config_has_section(cfg, "loss");
+    crl_opts *otrain = NULL, *ooptim = NULL, *ocoll = NULL;
+    crl_env *env = NULL;
+    crl_replay *rb = NULL;
+    int64_t seed = 0, init_random = 0;
+    if (train) {
+        const char *type;
+        crl_optim_kind kind;
+        if ((rc = section_opts(cfg, "train", crl_train_options(), &otrain, err)) ||
+            (rc = crl_opts_int(otrain, "seed", &seed, err)) ||
+            (rc = section_opts(cfg, "optim", crl_optim_section_options(), &ooptim, err)) ||
+            (rc = crl_opts_string(ooptim, "type", &type, err)) ||
+            (rc = config_error(cfg, "optim", "type", crl_optim_kind_from_name(type, &kind, err), err)) ||
+            (rc = section_opts(cfg, "collector", crl_collector_options(), &ocoll, err)) ||
+            (rc = crl__trainer_check_collector(ocoll, &init_random, err)))
+            goto out;
+    }
+    if (train || crl_config_has_section(cfg, "env") || crl_config_has_section(cfg, "collector")) {
+        if (!(env = check_env(host, cfg, "env", err))) {
+            rc = config_error(cfg, "env", "id", err->code, err);
+            goto out;
+        }
+    }
+    if ((train || crl_config_has_section(cfg, "collector")) &&
+        (rc = crl__collector_check_config(cfg, "collector", "env", env, err)))
+        goto out;
+    if (crl_config_has_section(cfg, "replay") && !(rb = crl__replay_configure(host, cfg, "replay", err))) {
+        rc = config_error(cfg, "replay", "storage", err->code, err);
+        goto out;
+    }
+    if (train) {
+        const crl_loss_ops *ops = NULL;
+        void *loss = NULL;
+        if ((rc = crl_loss_from_config(host, cfg, "loss", crl_env_observation_spec(env), crl_env_action_spec(env),
+                                       (uint64_t)seed, &ops, &loss, err))) {
+            rc = config_error(cfg, "loss", "type", rc, err);
+            goto out;
+        }
+        bool on_policy = (ops->flags & CRL_LOSS_ON_POLICY) != 0;
+        ops->destroy(loss);
+        if ((rc = crl__trainer_check_loss(cfg, crl_config_get(cfg, "loss", "type"), on_policy, init_random, rb,
+                                          err)))
+            goto out;
+    }
+out:
+    crl_replay_free(rb);
+    crl_env_free(env);
+    crl_opts_free(otrain);
+    crl_opts_free(ooptim);
+    crl_opts_free(ocoll);
+    return rc;
+}
