@@ -250,7 +250,7 @@ int crl__cmd_run(int argc, char **argv)
         crl_error_prefix(&err, "--resume %s: ", resume);
     if (rc)
         return crl__cli_setup_failed("run", &err);
-    char *resolved = crl_config_show(ctx.cfg, crl_host_schema(ctx.host), &err);
+    char *resolved = crl_config_show(ctx.cfg, ctx.schema, &err);
     if (!resolved) {
         crl__cli_print_error("run", &err);
         crl__cli_teardown(&ctx);
