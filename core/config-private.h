@@ -1,4 +1,5 @@
-/* Internals shared by config.c, config_parse.c, schema.c and options.c. */
+/* Internals shared by config_section.c, config.c, config_parse.c, schema.c, schema_validate.c and
+ * options.c, and by the components that read their own sections. */
 #ifndef CRL_CONFIG_PRIVATE_H
 #define CRL_CONFIG_PRIVATE_H
 
@@ -25,13 +26,16 @@ struct crl_config {
     GPtrArray *sources;    /* char *: files and buffers loaded, in order */
 };
 
-/* Sections and entries of a config. */
+/* Sections and entries of a config (config_section.c). */
 crl__section *crl__config_section(const crl_config *cfg, const char *name) CRL_INTERNAL;
 crl__section *crl__config_ensure_section(crl_config *cfg, const char *name, const char *origin) CRL_INTERNAL;
 crl__entry *crl__section_entry(const crl__section *sec, const char *key) CRL_INTERNAL;
 /* Add a key that the section does not hold yet; takes copies. */
 crl__entry *crl__section_add(crl__section *sec, const char *key, const char *value, const char *origin,
                              int layer) CRL_INTERNAL;
+/* Set [section] key (both created when missing; copies taken) unless a higher layer already set it. */
+void crl__config_set_value(crl_config *cfg, const char *section, const char *section_origin, const char *key,
+                           const char *value, const char *origin, int layer) CRL_INTERNAL;
 
 /* The strict INI parser: parse `data` into the empty config `into`
  * (values tagged with `layer`).  CRL_E_CONFIG "NAME:LINE: ..." on error. */
@@ -112,7 +116,7 @@ void crl__opts_add_prefixed(crl_opts *o, const char *prefix, const char *key, co
 /* Read a whole file; on failure returns false and *errnum is errno. */
 bool crl__read_file(const char *path, char **data, size_t *len, int *errnum) CRL_INTERNAL;
 
-/* Every key of [section] must be declared by one of the tables
+/* config.c: every key of [section] must be declared by one of the tables
  * (CRL_E_CONFIG with file:line and a did-you-mean otherwise). */
 CRL_INTERNAL int crl__config_check_keys(const crl_config *cfg, const char *section, const crl_option *const *tables,
                                         size_t nt, crl_error *err);

@@ -501,53 +501,6 @@ static int build_user_specs(crl_env *env, crl_error *err)
 
 /* ---- construction ----------------------------------------------------------- */
 
-static bool table_has(const crl_option *t, const char *key)
-{
-    for (; t && t->type != CRL_OPT_END; t++) {
-        size_t n = strlen(t->name);
-        if ((t->flags & CRL_OPT_PREFIX) ? (strncmp(key, t->name, n) == 0 && key[n]) : strcmp(key, t->name) == 0)
-            return true;
-    }
-    return false;
-}
-
-/* Config is strict: every key of the section must be declared by the host's
- * [env] table or the backend's. */
-int crl__config_check_keys(const crl_config *cfg, const char *section, const crl_option *const *tables, size_t nt,
-                           crl_error *err)
-{
-    size_t n = crl_config_key_count(cfg, section);
-    for (size_t i = 0; i < n; i++) {
-        const char *key = crl_config_key_at(cfg, section, i);
-        bool ok = false;
-        for (size_t t = 0; t < nt && !ok; t++)
-            ok = table_has(tables[t], key);
-        if (ok)
-            continue;
-        GPtrArray *names = g_ptr_array_new();
-        for (size_t t = 0; t < nt; t++)
-            for (const crl_option *o = tables[t]; o->type != CRL_OPT_END; o++)
-                g_ptr_array_add(names, (gpointer)o->name);
-        g_ptr_array_add(names, NULL);
-        const char *hint = crl_did_you_mean(key, (const char *const *)names->pdata);
-        const char *origin = crl_config_origin(cfg, section, key);
-        if (hint) {
-            crl_error_set(err, CRL_E_CONFIG, "%s: unknown key '%s' in [%s]; did you mean '%s'?", origin, key,
-                          section, hint);
-        } else {
-            GString *known = g_string_new(NULL);
-            for (guint j = 0; j + 1 < names->len; j++)
-                g_string_append_printf(known, "%s%s", j ? ", " : "", (char *)g_ptr_array_index(names, j));
-            crl_error_set(err, CRL_E_CONFIG, "%s: unknown key '%s' in [%s]; known keys: %s", origin, key, section,
-                          known->str);
-            g_string_free(known, TRUE);
-        }
-        g_ptr_array_free(names, TRUE);
-        return CRL_E_CONFIG;
-    }
-    return CRL_OK;
-}
-
 int crl__env_async_refuse(const crl_env *env, const char *fn, crl_error *err)
 {
     return crl_error_set(err, CRL_E_INVALID, "%s: [%s] has batch_size = %" G_GINT64_FORMAT " < num_envs = %"

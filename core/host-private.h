@@ -1,4 +1,6 @@
-/* Internals of the plugin host shared by host.c, registry.c, loader.c, probe.c, log.c. */
+/* Internals of the plugin host shared by host.c, registry.c, loader.c, probe.c, plugin_file.c, log.c.
+ * Within the host, files use each other downwards only (core/LAYERS): plugin_file < registry < host <
+ * loader < probe, so the registry loads a deferred plugin through the callback the loader installs. */
 #ifndef CRL_HOST_PRIVATE_H
 #define CRL_HOST_PRIVATE_H
 
@@ -61,6 +63,9 @@ struct crl_host {
     bool rescan;                    /* crl_host_set_rescan: ignore cached results */
     /* Lazy loading may happen inside a lookup from any thread. */
     GRecMutex lock;
+    /* Set by the loader when it defers a plugin: loads deferred plugin `p` for a lookup (its stubs make
+     * way for its real components; `p` is freed), recording and logging a failure. */
+    void (*load_deferred)(crl_host *host, crl__plugin *p);
 };
 
 /* registry.c */
@@ -80,17 +85,16 @@ CRL_INTERNAL bool crl__kind_valid(int kind);
  * NULL-terminated vector, free with g_strfreev. */
 CRL_INTERNAL char **crl__host_compute_search_path(const crl_host *host, crl_error *err);
 CRL_INTERNAL crl__plugin *crl__host_find_plugin(const crl_host *host, const char *name);
-/* loader.c: load deferred plugin `p` now (its stubs make way for its real components); `p` is freed. */
-CRL_INTERNAL int crl__host_load_deferred(crl_host *host, crl__plugin *p, crl_error *err);
-/* Keep a load failure for crl_host_failure_* (path: the file, or the name when no file was found). */
-CRL_INTERNAL void crl__host_record_failure(crl_host *host, const char *path, const crl_error *e);
 CRL_INTERNAL void crl__plugin_free(crl__plugin *p);
-
-/* loader.c (crl__plugin_name_from_path) and host.c (crl__no_options) */
-/* The plugin name a file must declare: its basename without ".so". */
-CRL_INTERNAL char *crl__plugin_name_from_path(const char *path);
+/* Keep the scan of a deferred plugin that was loaded until the host is freed: option tables handed out
+ * from it (schemas, crl_schema_tables) stay valid. */
+CRL_INTERNAL void crl__host_retire_scan(crl_host *host, struct crl__scan_result *scan);
 /* The option table that stands for "none declared" (never NULL). */
 CRL_INTERNAL const crl_option *crl__no_options(void);
+
+/* plugin_file.c */
+/* The plugin name a file must declare: its basename without ".so". */
+CRL_INTERNAL char *crl__plugin_name_from_path(const char *path);
 
 /* secure_path.c: resolve `path` component by component, following every symlink, and refuse (CRL_E_PERM,
  * naming the component and the chmod/chown that fixes it) any file, directory or symlink target that a
@@ -108,7 +112,7 @@ CRL_INTERNAL int crl__secure_path_check(const char *path, const char *what, char
  * `what` names the plugin in messages ("plugin 'x' (PATH)"); err may be NULL. */
 CRL_INTERNAL int crl__elf_abi_check(const char *path, const char *what, crl_error *err);
 
-/* probe.c: stage markers the loader sends to a probing parent or the scanner's host: before dlopen (ELF
+/* plugin_file.c: stage markers the loader sends to a probing parent or the scanner's host: before dlopen (ELF
  * constructors run there), before the entry point, before init; the scanner adds its report, fini and the
  * end. */
 enum {

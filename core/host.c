@@ -1,12 +1,7 @@
-/* The plugin host object: lifetime, search path, host option tables, schema, plugin lists. */
+/* The plugin host object: lifetime, search path, host option tables, plugin lists, and what the host
+ * contributes to a config schema (it knows no consumer: applications add the sections they read). */
 #include "host-private.h"
 #include "scan-private.h"
-
-#include <crl/env.h>
-#include <crl/transform.h>
-#include <crl/replay.h>
-#include <crl/collector.h>
-#include <crl/trainer.h>
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -87,9 +82,9 @@ void crl__plugin_free(crl__plugin *p)
     g_free(p);
 }
 
-/* Old search-path vectors and schemas stay valid until the host is freed,
- * so a pointer a caller borrowed never dangles. */
-typedef enum { RETIRED_STRV, RETIRED_SCHEMA } retired_kind;
+/* Old search-path vectors, schemas and the scans of deferred plugins since loaded stay valid until the host
+ * is freed, so a pointer a caller borrowed (an option table in an application's schema) never dangles. */
+typedef enum { RETIRED_STRV, RETIRED_SCHEMA, RETIRED_SCAN } retired_kind;
 typedef struct {
     retired_kind kind;
     void *ptr;
@@ -103,6 +98,11 @@ static void retire(crl_host *h, retired_kind kind, void *ptr)
     r->kind = kind;
     r->ptr = ptr;
     g_ptr_array_add(h->retired, r);
+}
+
+void crl__host_retire_scan(crl_host *h, struct crl__scan_result *scan)
+{
+    retire(h, RETIRED_SCAN, scan);
 }
 
 void crl_host_free(crl_host *h)
@@ -134,8 +134,10 @@ void crl_host_free(crl_host *h)
         retired *r = g_ptr_array_index(h->retired, i);
         if (r->kind == RETIRED_STRV)
             g_strfreev(r->ptr);
-        else
+        else if (r->kind == RETIRED_SCHEMA)
             crl_schema_free(r->ptr);
+        else
+            crl__scan_result_free(r->ptr);
         g_free(r);
     }
     g_ptr_array_free(h->retired, TRUE);
@@ -277,43 +279,23 @@ static const char *schema_names(void *user, crl_kind kind, size_t i)
     return c ? c->name : NULL;
 }
 
-/* The schema, in two states.  Before any plugin load was attempted it
+/* The plugins' part of a schema, in two states.  Before any plugin load was attempted it
  * declares the pattern [plugin.*] (without keys), so that an override like
  * plugin.gym.python=... resolves to section [plugin.gym] before gym is
  * loaded.  Once loading ran it declares one exact [plugin.NAME] per loaded
  * plugin with that plugin's option table and no pattern, so [plugin.X] for a
  * plugin that is not loaded is an unknown section (with a did-you-mean over
  * the loaded names) rather than silently accepted. */
-static crl_schema *build_schema(crl_host *h, crl_error *err)
+int crl_host_schema_add_plugins(crl_host *h, crl_schema *s, crl_error *err)
 {
-    crl_schema *s = crl_schema_new(err);
-    if (!s)
-        return NULL;
-    if (crl_schema_add(s, "plugins", plugins_options,
-                       "where plugins are found and which are loaded (see 'crl plugins')", err) ||
-        crl_schema_add(s, "log", log_options, "logging of the host and plugins", err) ||
-        crl_schema_add(s, "env", crl_env_options(),
-                       "the environment: common options, plus those of the backend its 'backend' key names", err) ||
-        crl_schema_add_selector(s, "env", "backend", CRL_KIND_ENV, err) ||
-        crl_schema_add(s, "transform.*", crl_transform_section_options(),
-                       "a transform named in [env] transforms: 'type' plus the options of that transform", err) ||
-        crl_schema_add_selector(s, "transform.*", "type", CRL_KIND_TRANSFORM, err) ||
-        crl_schema_add(s, "replay", crl_replay_options(),
-                       "the replay buffer: sampler and writer, plus the options of the storage 'storage' names", err) ||
-        crl_schema_add_selector(s, "replay", "storage", CRL_KIND_STORAGE, err) ||
-        crl_schema_add(s, "collector", crl_collector_options(),
-                       "the data collector: frames per batch, total frames, sub-collectors (sync or async)", err) ||
-        crl_schema_add(s, "loss", crl_loss_section_options(),
-                       "the loss of crl run: 'type' plus the options of that loss component", err) ||
-        crl_schema_add_selector(s, "loss", "type", CRL_KIND_LOSS, err) ||
-        crl_schema_add(s, "optim", crl_optim_section_options(), "the optimizer of crl run", err) ||
-        crl_schema_add(s, "train", crl_train_options(),
-                       "the training loop of crl run: updates, evaluation, logging, checkpoints", err))
-        goto fail;
-    if (!h->load_attempted &&
-        crl_schema_add(s, "plugin.*", no_options,
-                       "a plugin's own options ([plugin.NAME]), checked once the plugin is loaded", err))
-        goto fail;
+    if (!h || !s)
+        return crl_error_set(err, CRL_E_INVALID, "crl_host_schema_add_plugins: host and schema must be given");
+    if (!h->load_attempted) {
+        int rc = crl_schema_add(s, "plugin.*", no_options,
+                                "a plugin's own options ([plugin.NAME]), checked once the plugin is loaded", err);
+        if (rc)
+            return rc;
+    }
     for (guint i = 0; i < h->plugins->len; i++) {
         const crl__plugin *p = g_ptr_array_index(h->plugins, i);
         char *section = g_strconcat("plugin.", p->info.name, NULL);
@@ -327,10 +309,22 @@ static crl_schema *build_schema(crl_host *h, crl_error *err)
     }
     crl_schema_set_lookup(s, schema_lookup, h);
     crl_schema_set_names(s, schema_names, h);
+    return CRL_OK;
+}
+
+static crl_schema *build_schema(crl_host *h, crl_error *err)
+{
+    crl_schema *s = crl_schema_new(err);
+    if (!s)
+        return NULL;
+    if (crl_schema_add(s, "plugins", plugins_options,
+                       "where plugins are found and which are loaded (see 'crl plugins')", err) ||
+        crl_schema_add(s, "log", log_options, "logging of the host and plugins", err) ||
+        crl_host_schema_add_plugins(h, s, err)) {
+        crl_schema_free(s);
+        return NULL;
+    }
     return s;
-fail:
-    crl_schema_free(s);
-    return NULL;
 }
 
 const crl_schema *crl_host_schema(crl_host *h)

@@ -12,15 +12,6 @@
 
 #define SO_SUFFIX ".so"
 
-char *crl__plugin_name_from_path(const char *path)
-{
-    char *base = g_path_get_basename(path);
-    size_t n = strlen(base);
-    if (n > strlen(SO_SUFFIX) && g_str_has_suffix(base, SO_SUFFIX))
-        base[n - strlen(SO_SUFFIX)] = '\0';
-    return base;
-}
-
 /* Plugin names become INI section names ([plugin.NAME]) and file names. */
 static bool valid_plugin_name(const char *s)
 {
@@ -365,7 +356,8 @@ static GPtrArray *list_dir(const char *dir, GError **gerr)
 
 /* ---- scanned, deferred loading ------------------------------------------------------------------- */
 
-void crl__host_record_failure(crl_host *host, const char *path, const crl_error *e)
+/* Keep a load failure for crl_host_failure_* (path: the file, or the name when no file was found). */
+static void record_failure(crl_host *host, const char *path, const crl_error *e)
 {
     crl__failure f = { 0 };
     f.error = *e;
@@ -398,6 +390,8 @@ static void save_cache(crl_host *host)
                      "new plugins again", e.message);
 }
 
+static void load_deferred_for_lookup(crl_host *host, crl__plugin *p);
+
 /* A deferred plugin from a good scan: known, with stub registrations, not loaded. */
 static int defer(crl_host *host, crl__scan_result *r, crl__plugin **out, crl_error *err)
 {
@@ -425,18 +419,35 @@ static int defer(crl_host *host, crl__scan_result *r, crl__plugin **out, crl_err
     }
     g_ptr_array_add(host->plugins, p);
     host->schema_dirty = true;
+    host->load_deferred = load_deferred_for_lookup;
     *out = p;
     return CRL_OK;
 }
 
-int crl__host_load_deferred(crl_host *host, crl__plugin *p, crl_error *err)
+/* Load deferred plugin `p` now: its stubs make way for its real components; `p` is freed, its scan (whose
+ * option tables schemas may hold) kept until the host is freed. */
+static int load_deferred(crl_host *host, crl__plugin *p, crl_error *err)
 {
     crl__registry_unwind(host, p);
     g_ptr_array_remove(host->plugins, p);
     host->schema_dirty = true;
     int rc = crl_host_load_path(host, p->path, err);
+    crl__host_retire_scan(host, p->scan);
+    p->scan = NULL;
     crl__plugin_free(p);
     return rc;
+}
+
+/* The registry's way to load a deferred plugin a lookup found (crl_host.load_deferred). */
+static void load_deferred_for_lookup(crl_host *host, crl__plugin *p)
+{
+    char *path = g_strdup(p->path);
+    crl_error e = { 0 };
+    if (load_deferred(host, p, &e)) {
+        record_failure(host, path, &e);
+        crl_host_log(host, CRL_LOG_ERROR, "%s", e.message);
+    }
+    g_free(path);
 }
 
 /* Check, scan (or take the cached scan of) and defer one plugin file.  A failure is recorded; it is
@@ -492,13 +503,13 @@ static int load_candidate(crl_host *host, const char *path, bool needed, crl_err
                 rc = defer(host, copy, &p, &e);
                 /* Named in [plugins] load: the user asked for it to be loaded, so it is, now. */
                 if (!rc && needed)
-                    rc = crl__host_load_deferred(host, p, &e);
+                    rc = load_deferred(host, p, &e);
             }
         }
     }
     crl__scan_result_free(own);
     if (rc) {
-        crl__host_record_failure(host, path, &e);
+        record_failure(host, path, &e);
         /* A mistake in the plugin's own config section is the user's, not a broken plugin. */
         if (needed || rc == CRL_E_CONFIG) {
             if (err)
@@ -676,7 +687,7 @@ int crl_host_load_configured(crl_host *host, crl_error *err)
             int lrc = load_name_in(host, (const char *const *)dirs, *n, &found, &e);
             /* A missing file was not recorded by load_candidate. */
             if (lrc && !found)
-                crl__host_record_failure(host, *n, &e);
+                record_failure(host, *n, &e);
             if (lrc && !rc) {
                 rc = lrc;
                 if (err)

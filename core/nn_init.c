@@ -101,6 +101,7 @@ int crl_mlp_init(crl_mlp *m, crl_init scheme, double gain, double last_gain, crl
         crl__init_layer(scheme, l == m->n_layers - 1 ? last_gain : gain, L->in, L->out, P + L->w_off,
                         P + L->b_off, rng);
     }
-    crl_mlp_zero_grad(m);
+    /* as crl_mlp_zero_grad (nn_mlp.c builds on this file, not the other way round) */
+    memset(crl_tensor_data(m->grads), 0, crl_tensor_nbytes(m->grads));
     return CRL_OK;
 }

@@ -14,61 +14,6 @@
 /* What the child writes: stage bytes as it goes, then RESULT and the error. */
 #define PROBE_RESULT CRL__PROBE_STAGE_REPORT
 
-bool crl__write_all(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return false;
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
-
-void crl__probe_stage(crl_host *host, char stage)
-{
-    if (host->probe_fd >= 0)
-        crl__write_all(host->probe_fd, &stage, 1);
-}
-
-const char *crl__signal_name(int sig, char *buf, size_t n)
-{
-    static const struct {
-        int sig;
-        const char *name;
-    } names[] = {
-        { SIGSEGV, "SIGSEGV" }, { SIGBUS, "SIGBUS" }, { SIGABRT, "SIGABRT" }, { SIGFPE, "SIGFPE" },
-        { SIGILL, "SIGILL" },   { SIGKILL, "SIGKILL" }, { SIGTERM, "SIGTERM" }, { SIGTRAP, "SIGTRAP" },
-        { SIGSYS, "SIGSYS" },   { SIGPIPE, "SIGPIPE" }, { SIGINT, "SIGINT" },  { SIGQUIT, "SIGQUIT" },
-        { SIGALRM, "SIGALRM" }, { SIGXCPU, "SIGXCPU" }, { SIGXFSZ, "SIGXFSZ" },
-    };
-    for (size_t i = 0; i < G_N_ELEMENTS(names); i++)
-        if (names[i].sig == sig)
-            return names[i].name;
-    snprintf(buf, n, "signal %d", sig);
-    return buf;
-}
-
-const char *crl__stage_text(char stage)
-{
-    switch (stage) {
-    case CRL__PROBE_STAGE_INIT:
-        return "during init";
-    case CRL__PROBE_STAGE_OPEN:
-        return "while being loaded (dlopen: relocation or constructors)";
-    case CRL__PROBE_STAGE_ENTRY:
-        return "in its entry point crl_plugin_v1";
-    case CRL__PROBE_STAGE_FINI:
-        return "during fini";
-    default:
-        return "before it was loaded";
-    }
-}
-
 static G_NORETURN void child(crl_host *host, const char *path, int fd)
 {
     host->probe_fd = fd;

@@ -4,10 +4,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-static const char *const kind_names[CRL_KIND_COUNT] = {
-    NULL, "env", "transform", "storage", "sampler", "writer", "loss"
-};
-/* Plurals for messages ("registered envs: ..."). */
+/* Plurals for messages ("registered envs: ..."); the names are crl_kind_name's (kind.c). */
 static const char *const kind_plurals[CRL_KIND_COUNT] = {
     NULL, "envs", "transforms", "storages", "samplers", "writers", "losses"
 };
@@ -15,24 +12,6 @@ static const char *const kind_plurals[CRL_KIND_COUNT] = {
 bool crl__kind_valid(int kind)
 {
     return kind > 0 && kind < CRL_KIND_COUNT;
-}
-
-const char *crl_kind_name(crl_kind kind)
-{
-    return crl__kind_valid((int)kind) ? kind_names[kind] : NULL;
-}
-
-bool crl_kind_from_name(const char *name, crl_kind *out)
-{
-    if (!name)
-        return false;
-    for (int k = 1; k < CRL_KIND_COUNT; k++)
-        if (!strcmp(name, kind_names[k])) {
-            if (out)
-                *out = (crl_kind)k;
-            return true;
-        }
-    return false;
 }
 
 void crl__registry_init(crl_host *host)
@@ -143,7 +122,7 @@ int crl_host_register(crl_host *host, const crl_component *c, crl_error *err)
                       "component '%s' has unknown kind %d (use a crl_kind value: "
                       "CRL_KIND_ENV .. CRL_KIND_LOSS)",
                       c->name ? c->name : "(null)", (int)c->kind);
-    const char *kn = kind_names[c->kind];
+    const char *kn = crl_kind_name(c->kind);
     if (!valid_component_name(c->name))
         return refuse(host, err, CRL_E_INVALID,
                       "bad %s name '%s': names are non-empty and use only [A-Za-z0-9_.-]", kn, c->name ? c->name : "(null)");
@@ -180,7 +159,7 @@ int crl__registry_add_stub(crl_host *host, crl__plugin *p, int kind, const char 
         return crl_error_set(err, CRL_E_EXISTS,
                              "%s '%s' of plugin '%s' (%s) is already registered by plugin '%s' (%s); rename the "
                              "component or disable one of the plugins ([plugins] disable = NAME)",
-                             kind_names[kind], name, p->info.name, p->path, old->owner->info.name,
+                             crl_kind_name(kind), name, p->info.name, p->path, old->owner->info.name,
                              old->owner->path);
     crl__reg_entry *e = g_new0(crl__reg_entry, 1);
     e->comp.struct_size = sizeof e->comp;
@@ -197,7 +176,7 @@ int crl__registry_add_stub(crl_host *host, crl__plugin *p, int kind, const char 
  * plugins): there the stubs stay, and lookups of them find nothing. */
 static void materialize(crl_host *host, crl_kind kind, const char *name)
 {
-    if (host->current)
+    if (host->current || !host->load_deferred)
         return;
     for (;;) {
         crl__plugin *owner = NULL;
@@ -215,13 +194,7 @@ static void materialize(crl_host *host, crl_kind kind, const char *name)
         }
         if (!owner)
             return;
-        char *path = g_strdup(owner->path);
-        crl_error e = { 0 };
-        if (crl__host_load_deferred(host, owner, &e)) {
-            crl__host_record_failure(host, path, &e);
-            crl_host_log(host, CRL_LOG_ERROR, "%s", e.message);
-        }
-        g_free(path);
+        host->load_deferred(host, owner);
     }
 }
 
@@ -303,7 +276,7 @@ static void not_found(const crl_host *host, crl_kind kind, const char *name, crl
         crl_error_set(err, CRL_E_NOT_FOUND,
                       "no %s '%s': no loaded plugin registers any %s (loaded plugins: %s); check "
                       "[plugins] load/path and run 'crl plugins'",
-                      kind_names[kind], name, kind_names[kind], loaded->len ? loaded->str : "none");
+                      crl_kind_name(kind), name, crl_kind_name(kind), loaded->len ? loaded->str : "none");
         append_failures(host, err);
         g_string_free(loaded, TRUE);
         return;
@@ -318,10 +291,10 @@ static void not_found(const crl_host *host, crl_kind kind, const char *name, crl
     names[a->len] = NULL;
     const char *hint = crl_did_you_mean(name, names);
     if (hint)
-        crl_error_set(err, CRL_E_NOT_FOUND, "no %s '%s'; did you mean '%s'? registered %s: %s", kind_names[kind],
+        crl_error_set(err, CRL_E_NOT_FOUND, "no %s '%s'; did you mean '%s'? registered %s: %s", crl_kind_name(kind),
                       name, hint, kind_plurals[kind], list->str);
     else
-        crl_error_set(err, CRL_E_NOT_FOUND, "no %s '%s'; registered %s: %s", kind_names[kind], name,
+        crl_error_set(err, CRL_E_NOT_FOUND, "no %s '%s'; registered %s: %s", crl_kind_name(kind), name,
                       kind_plurals[kind], list->str);
     append_failures(host, err);
     g_string_free(list, TRUE);

@@ -127,10 +127,11 @@ struct crl_replay {
     size_t scratch_n;
 };
 
-/* Read the storage's state (len, holes, write_count) into the buffer and
- * rebuild the sampler and writer indexes from it (resume, load, errors). */
+/* replay_writer.c: read the storage's state (len, holes, write_count) into the
+ * buffer and rebuild the sampler and writer indexes from it (resume, load,
+ * errors). */
 CRL_INTERNAL int crl__replay_sync_from_storage(crl_replay *rb, crl_error *err);
-/* Free the parts of rb that hold state about stored items (not config). */
+/* replay_config.c: free the parts of rb that hold state about stored items (not config). */
 CRL_INTERNAL void crl__replay_free_state(crl_replay *rb);
 /* Allocate state for rb's configuration (filled, samplers, heap). */
 CRL_INTERNAL int crl__replay_alloc_state(crl_replay *rb, crl_error *err);
@@ -140,7 +141,7 @@ CRL_INTERNAL int crl__replay_alloc_state(crl_replay *rb, crl_error *err);
  * with crl_replay_free; it cannot store or sample. */
 CRL_INTERNAL crl_replay *crl__replay_configure(crl_host *host, const crl_config *cfg, const char *section,
                                                crl_error *err);
-/* The beta the next prioritized sample uses (annealed). */
+/* replay_writer.c: the beta the next prioritized sample uses (annealed). */
 CRL_INTERNAL double crl__replay_current_beta(const crl_replay *rb);
 /* Per-item values read from TensorDict leaves: row k of a [n, ...] tensor. */
 CRL_INTERNAL int crl__row_i64(const crl_tensor *t, int64_t k, int64_t *out);

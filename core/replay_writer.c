@@ -1,4 +1,5 @@
-/* Replay writers: round robin and max value (top-k by a rank key), and the add/extend path that feeds the samplers. */
+/* Replay writers: round robin and max value (top-k by a rank key), the add/extend path that feeds the samplers,
+ * and re-reading the index state (filled slots, samplers, writer heap) from the storage. */
 #include "replay-private.h"
 
 #include <inttypes.h>
@@ -423,5 +424,142 @@ int crl_replay_add(crl_replay *rb, const crl_td *item, int64_t *index, crl_error
     if (!rc)
         rc = crl_replay_extend(rb, batch, index, err);
     crl_td_unref(batch);
+    return rc;
+}
+
+/* ---- the index state from the storage ------------------------------------------- */
+
+double crl__replay_current_beta(const crl_replay *rb)
+{
+    if (rb->beta_steps <= 0 || isnan(rb->beta_end))
+        return rb->beta0;
+    double f = rb->beta_count >= (uint64_t)rb->beta_steps ? 1.0 : (double)rb->beta_count / (double)rb->beta_steps;
+    return rb->beta0 + (rb->beta_end - rb->beta0) * f;
+}
+
+/* Fetch the items of slots[0..n) in chunks and hand the per-item value of
+ * `key` (row k) to fn. */
+static int scan_items(crl_replay *rb, const int64_t *slots, size_t n, const crl_td_key *key, const char *what,
+                      void (*fn)(crl_replay *rb, size_t i, const crl_tensor *t, int64_t row, void *user), void *user,
+                      crl_error *err)
+{
+    enum { CHUNK = 1024 };
+    for (size_t done = 0; done < n; done += CHUNK) {
+        size_t m = n - done < CHUNK ? n - done : CHUNK;
+        crl_td *td = rb->ops.get(rb->st, slots + done, m, err);
+        if (!td) {
+            crl_error_prefix(err, "replay: reading the stored items' %s: ", what);
+            return err ? err->code : CRL_E_IO;
+        }
+        crl_tensor *t = crl_td_get_k(td, key);
+        if (!t) {
+            crl_td_unref(td);
+            return crl_error_set(err, CRL_E_NOT_FOUND,
+                                 "replay: the stored items have no '%s' (%s); they were written without it, "
+                                 "so this configuration cannot index them",
+                                 crl_td_key_str(key), what);
+        }
+        for (size_t k = 0; k < m; k++)
+            fn(rb, done + k, t, (int64_t)k, user);
+        crl_td_unref(td);
+    }
+    return CRL_OK;
+}
+
+typedef struct {
+    const uint64_t *wnum;
+} slice_scan;
+
+static void push_slice(crl_replay *rb, size_t i, const crl_tensor *t, int64_t row, void *user)
+{
+    slice_scan *sc = user;
+    int64_t key = 0;
+    bool end = false;
+    if (rb->traj_k)
+        crl__row_i64(t, row, &key);
+    else
+        end = crl__row_any(t, row);
+    crl__slice_push(rb->slice, sc->wnum[i], key, end);
+}
+
+static void push_rank(crl_replay *rb, size_t i, const crl_tensor *t, int64_t row, void *user)
+{
+    const int64_t *slots = user;
+    double r = crl__row_f64(t, row);
+    crl__maxheap_set(&rb->maxh, slots[i], isnan(r) ? -INFINITY : r);
+}
+
+int crl__replay_sync_from_storage(crl_replay *rb, crl_error *err)
+{
+    size_t cap = (size_t)rb->capacity;
+    int64_t len = rb->ops.len(rb->st);
+    if (len < 0 || len > rb->capacity)
+        return crl_error_set(err, CRL_E_RANGE,
+                             "replay: storage '%s' reports %" PRId64 " items for capacity %" PRId64,
+                             rb->storage_name, len, rb->capacity);
+    memset(rb->filled, 0, cap);
+    rb->nfilled = 0;
+    rb->high = 0;
+    rb->next_free = 0;
+    rb->dense_dirty = true;
+    rb->epoch_over = false;
+    for (int64_t i = 0; i < len; i++)
+        if (!rb->ops.has || rb->ops.has(rb->st, i)) {
+            rb->filled[i] = 1;
+            rb->nfilled++;
+            rb->high = i + 1;
+        }
+    while (rb->next_free < rb->capacity && rb->filled[rb->next_free])
+        rb->next_free++;
+    rb->write_count = rb->ops.write_count ? rb->ops.write_count(rb->st) : (uint64_t)len;
+    if (rb->write_count < (uint64_t)rb->high)
+        return crl_error_set(err, CRL_E_RANGE,
+                             "replay: storage '%s' holds items up to slot %" PRId64 " but reports only %" PRIu64
+                             " writes",
+                             rb->storage_name, rb->high - 1, rb->write_count);
+    if (rb->norepl) {
+        crl__sampler_norepl *n = crl__sampler_norepl_new(cap, rb->drop_last, rb->shuffle, err);
+        if (!n)
+            return err ? err->code : CRL_E_NOMEM;
+        crl__sampler_norepl_free(rb->norepl);
+        rb->norepl = n;
+    }
+    int64_t *slots = g_new(int64_t, rb->nfilled ? rb->nfilled : 1);
+    size_t k = 0;
+    for (size_t i = 0; i < cap; i++)
+        if (rb->filled[i])
+            slots[k++] = (int64_t)i;
+    int rc = CRL_OK;
+    if (rb->prio) {
+        crl__sampler_prio *p = crl__sampler_prio_new(cap, rb->alpha, crl__replay_current_beta(rb), rb->eps, err);
+        if (!p) {
+            g_free(slots);
+            return err ? err->code : CRL_E_NOMEM;
+        }
+        crl__sampler_prio_free(rb->prio);
+        rb->prio = p;
+        crl__sampler_prio_add(rb->prio, slots, rb->nfilled, NULL);
+    }
+    if (rb->writer == CRL__WRITER_MAX_VALUE) {
+        crl__maxheap_clear(&rb->maxh);
+        rc = scan_items(rb, slots, rb->nfilled, rb->rank_k, "rank key", push_rank, slots, err);
+    }
+    if (!rc && rb->slice) {
+        /* items in write order: number w sits in slot w % capacity */
+        crl__slice_clear(rb->slice);
+        uint64_t W = rb->write_count, first = W > cap ? W - cap : 0;
+        uint64_t *wnum = g_new(uint64_t, rb->nfilled ? rb->nfilled : 1);
+        size_t m = 0;
+        for (uint64_t w = first; w < W; w++)
+            if (rb->filled[w % cap]) {
+                slots[m] = (int64_t)(w % cap);
+                wnum[m++] = w;
+            }
+        slice_scan sc = { wnum };
+        rc = scan_items(rb, slots, m, rb->traj_k ? rb->traj_k : rb->end_k,
+                        rb->traj_k ? "trajectory ids" : "end flags", push_slice, &sc, err);
+        g_free(wnum);
+    }
+    g_free(slots);
     return rc;
 }

@@ -63,6 +63,12 @@ static inline int64_t crl__slice_norm(int64_t n, int64_t *start, int64_t *stop, 
 /* A view over t's storage with the given layout (no checks). */
 CRL_INTERNAL crl_tensor *crl__tensor_view_of(crl_tensor *t, int ndim, const int64_t *shape,
                                              const int64_t *strides, char *data);
+/* Shapes of views (tensor.c), shared with reshape (tensor_ops.c): resolve one -1 in `in` into `out` and
+ * check the element count (errors name `what`); PyTorch's computeStride, the strides for viewing t as
+ * `shape`, or false when its strides allow no view. */
+CRL_INTERNAL int crl__tensor_infer_shape(const char *what, const crl_tensor *t, int ndim, const int64_t *in,
+                                         int64_t *out, crl_error *err);
+CRL_INTERNAL bool crl__tensor_view_strides(const crl_tensor *t, int ndim, const int64_t *shape, int64_t *out);
 
 /* IEEE binary16 conversions, hidden so hot loops call them directly.
  * Doubles round to nearest even in one step (no double rounding). */

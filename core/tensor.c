@@ -495,9 +495,8 @@ crl_tensor *crl_tensor_slice(crl_tensor *t, int dim, int64_t start, int64_t stop
     return crl__tensor_view_of(t, t->ndim, shape, strides, len ? elem_ptr(t, d, start) : t->data);
 }
 
-/* Resolve one -1 and check the element count. */
-static int infer_shape(const char *what, const crl_tensor *t, int ndim, const int64_t *in,
-                       int64_t *out, crl_error *err)
+int crl__tensor_infer_shape(const char *what, const crl_tensor *t, int ndim, const int64_t *in,
+                            int64_t *out, crl_error *err)
 {
     char b[CRL__SHAPE_BUF], c[CRL__SHAPE_BUF];
     if (ndim < 0 || ndim > CRL_MAX_DIMS)
@@ -542,8 +541,7 @@ static int infer_shape(const char *what, const crl_tensor *t, int ndim, const in
     return CRL_OK;
 }
 
-/* PyTorch's computeStride: strides for viewing t as `shape`, or false. */
-static bool view_strides(const crl_tensor *t, int ndim, const int64_t *shape, int64_t *out)
+bool crl__tensor_view_strides(const crl_tensor *t, int ndim, const int64_t *shape, int64_t *out)
 {
     if (crl_tensor_numel(t) == 0 || t->ndim == 0) {
         contiguous_strides(ndim, shape, out);
@@ -577,9 +575,9 @@ crl_tensor *crl_tensor_view(crl_tensor *t, int ndim, const int64_t *shape, crl_e
 {
     CHECK_T("crl_tensor_view");
     int64_t s[CRL_MAX_DIMS], st[CRL_MAX_DIMS];
-    if (infer_shape("view", t, ndim, shape, s, err))
+    if (crl__tensor_infer_shape("view", t, ndim, shape, s, err))
         return NULL;
-    if (!view_strides(t, ndim, s, st)) {
+    if (!crl__tensor_view_strides(t, ndim, s, st)) {
         char b[CRL__SHAPE_BUF], c[CRL__SHAPE_BUF];
         crl_error_set(err, CRL_E_SHAPE,
                       "view: a tensor of shape %s with these strides cannot be viewed as %s; "
@@ -588,22 +586,6 @@ crl_tensor *crl_tensor_view(crl_tensor *t, int ndim, const int64_t *shape, crl_e
         return NULL;
     }
     return crl__tensor_view_of(t, ndim, s, st, t->data);
-}
-
-crl_tensor *crl_tensor_reshape(crl_tensor *t, int ndim, const int64_t *shape, crl_error *err)
-{
-    CHECK_T("crl_tensor_reshape");
-    int64_t s[CRL_MAX_DIMS], st[CRL_MAX_DIMS];
-    if (infer_shape("reshape", t, ndim, shape, s, err))
-        return NULL;
-    if (view_strides(t, ndim, s, st))
-        return crl__tensor_view_of(t, ndim, s, st, t->data);
-    crl_tensor *c = crl_tensor_clone(t, err);
-    if (!c)
-        return NULL;
-    crl_tensor *v = crl_tensor_view(c, ndim, s, err);
-    crl_tensor_unref(c);
-    return v;
 }
 
 crl_tensor *crl_tensor_permute(crl_tensor *t, const int *dims, crl_error *err)

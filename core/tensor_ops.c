@@ -1,4 +1,4 @@
-/* crl_tensor operations: clone, contiguous, cast, broadcasting copy, fill, element access, equal. */
+/* crl_tensor operations: clone, contiguous, reshape, cast, broadcasting copy, fill, element access, equal. */
 #include "tensor-private.h"
 
 #include <inttypes.h>
@@ -294,6 +294,26 @@ crl_tensor *crl_tensor_contiguous(crl_tensor *t, crl_error *err)
     if (crl_tensor_is_contiguous(t))
         return crl_tensor_ref(t);
     return crl_tensor_clone(t, err);
+}
+
+/* A view when the strides allow one, else a view of a contiguous copy (here, not in tensor.c: it copies). */
+crl_tensor *crl_tensor_reshape(crl_tensor *t, int ndim, const int64_t *shape, crl_error *err)
+{
+    if (!t) {
+        crl_error_set(err, CRL_E_INVALID, "crl_tensor_reshape: tensor is NULL");
+        return NULL;
+    }
+    int64_t s[CRL_MAX_DIMS], st[CRL_MAX_DIMS];
+    if (crl__tensor_infer_shape("reshape", t, ndim, shape, s, err))
+        return NULL;
+    if (crl__tensor_view_strides(t, ndim, s, st))
+        return crl__tensor_view_of(t, ndim, s, st, t->data);
+    crl_tensor *c = crl_tensor_clone(t, err);
+    if (!c)
+        return NULL;
+    crl_tensor *v = crl_tensor_view(c, ndim, s, err);
+    crl_tensor_unref(c);
+    return v;
 }
 
 crl_tensor *crl_tensor_cast(const crl_tensor *t, crl_dtype dt, crl_error *err)

@@ -11,6 +11,7 @@
 #include <crl/crl.h>
 #include <crl/replay.h>
 
+#include "cli-schema.h"
 #include "host-fixture.h"
 #include "keep-cairo.h"
 
@@ -799,7 +800,7 @@ START_TEST(test_single_env)
 }
 END_TEST
 
-/* The host schema declares [collector]: validate accepts its keys and rejects typos. */
+/* crl's schema declares [collector] with the collector's table: validate accepts its keys and rejects typos. */
 START_TEST(test_schema)
 {
     fx f;
@@ -809,11 +810,14 @@ START_TEST(test_schema)
                              NULL, NULL);
     (void)c;
     crl_error e = { 0 };
-    EXPECT_OK(crl_config_validate(f.cfg, crl_host_schema(f.host), &e), e);
+    crl_schema *s = crl__cli_schema_new(f.host, &e);
+    ck_assert_msg(s != NULL, "%s", e.message);
+    EXPECT_OK(crl_config_validate(f.cfg, s, &e), e);
     const char *over = "[collector]\nsplit_traj = true\n";
     EXPECT_OK(crl_config_load_buffer(f.cfg, "override.ini", over, strlen(over), CRL_LAYER_OVERRIDE, &e), e);
-    ck_assert_int_eq(crl_config_validate(f.cfg, crl_host_schema(f.host), &e), CRL_E_CONFIG);
+    ck_assert_int_eq(crl_config_validate(f.cfg, s, &e), CRL_E_CONFIG);
     ck_assert_msg(strstr(e.message, "split_trajs"), "%s", e.message);
+    crl_schema_free(s);
     fx_close(&f);
 }
 END_TEST

@@ -19,6 +19,7 @@
 /* ---- allocation counting: every heap call libcrl makes on the steady-state path ---- */
 
 #include "alloc-count.h"
+#include "cli-schema.h"
 
 /* ---- fixtures ---------------------------------------------------------------- */
 
@@ -276,17 +277,25 @@ START_TEST(backend_options_and_schema)
         ck_assert_double_eq(val(td, "observation", i, 0), 0);
     crl_td_unref(td);
     crl_error e = { 0 };
-    assert_ok(crl_config_validate(f.cfg, crl_host_schema(f.host), &e), e);
+    crl_schema *s = crl__cli_schema_new(f.host, &e);
+    ck_assert_msg(s != NULL, "%s", e.message);
+    assert_ok(crl_config_validate(f.cfg, s, &e), e);
+    crl_schema_free(s);
     fx_close(&f);
 
-    /* The schema knows [env] and the backend's table; a typo is caught. */
+    /* crl's schema knows [env] and the backend's table; a typo is caught. */
     crl_error e2 = { 0 };
     env = fx_open(&f, "backend = countenv\nid = Count-v0\noffset_rnage = 2", &e2);
     ck_assert_ptr_null(env);
     ck_assert_int_eq(e2.code, CRL_E_CONFIG);
     ck_assert_msg(strstr(e2.message, "test.ini:6: unknown key 'offset_rnage' in [env]; did you mean 'offset_range'?"),
                   "%s", e2.message);
-    assert_err(crl_config_validate(f.cfg, crl_host_schema(f.host), &e2), e2, CRL_E_CONFIG, "offset_rnage");
+    s = crl__cli_schema_new(f.host, &e2);
+    ck_assert_msg(s != NULL, "%s", e2.message);
+    assert_err(crl_config_validate(f.cfg, s, &e2), e2, CRL_E_CONFIG, "offset_rnage");
+    crl_schema_free(s);
+    /* The host's own schema declares only what the host reads: [env] is no section of it. */
+    assert_err(crl_config_validate(f.cfg, crl_host_schema(f.host), &e2), e2, CRL_E_CONFIG, "unknown section [env]");
     fx_close(&f);
 }
 END_TEST

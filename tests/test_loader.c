@@ -1024,6 +1024,68 @@ START_TEST(autoload_all)
 }
 END_TEST
 
+/* An application's schema: its own section with a selector, plus what the plugins bring.  The option tables
+ * of a deferred plugin (copies from its scan) stay valid after a lookup loaded it. */
+START_TEST(schema_add_plugins)
+{
+    static const crl_option app_options[] = {
+        { "backend", CRL_OPT_STRING, 0, NULL, 0, 0, NULL, "the env component" },
+        CRL_OPTIONS_END
+    };
+    crl_error e = { 0 };
+    const char *so[] = { GOOD_SO, NULL };
+    char *d = autoload_dir(so);
+    crl_config *cfg = cfg_from("[app]\nbackend = goodenv\n[plugin.good]\ncount = 2\n");
+    crl_host *h = host_over(cfg);
+    expect_error(crl_host_schema_add_plugins(NULL, NULL, &e), &e, CRL_E_INVALID, "host and schema", NULL);
+    expect_error(crl_host_schema_add_plugins(h, NULL, &e), &e, CRL_E_INVALID, "host and schema", NULL);
+
+    /* Before any load: the pattern [plugin.*], and no component to select. */
+    crl_schema *s = crl_schema_new(&e);
+    EXPECT_OK(crl_schema_add(s, "app", app_options, "the application's own section", &e), e);
+    EXPECT_OK(crl_schema_add_selector(s, "app", "backend", CRL_KIND_ENV, &e), e);
+    EXPECT_OK(crl_host_schema_add_plugins(h, s, &e), e);
+    size_t n = 0;
+    ck_assert_ptr_nonnull(crl_schema_tables(s, cfg, "plugin.anything", &n));
+    expect_error(crl_config_validate(cfg, s, &e), &e, CRL_E_CONFIG, "[app] backend = 'goodenv'",
+                 "no env 'goodenv' is registered", NULL);
+    crl_schema_free(s);
+
+    /* After: [plugin.good] with good's table, goodenv's options through the selector; nothing loaded. */
+    EXPECT_OK(crl_host_load_configured(h, &e), e);
+    ck_assert(!crl_host_plugin_at(h, 0)->loaded);
+    s = crl_schema_new(&e);
+    EXPECT_OK(crl_schema_add(s, "app", app_options, "the application's own section", &e), e);
+    EXPECT_OK(crl_schema_add_selector(s, "app", "backend", CRL_KIND_ENV, &e), e);
+    EXPECT_OK(crl_host_schema_add_plugins(h, s, &e), e);
+    ck_assert_ptr_null(crl_schema_tables(s, cfg, "plugin.anything", &n));
+    const crl_option *const *plugin = crl_schema_tables(s, cfg, "plugin.good", &n);
+    ck_assert_uint_eq(n, 1);
+    const crl_option *good_table = plugin[0];
+    const crl_option *const *app = crl_schema_tables(s, cfg, "app", &n);
+    ck_assert_uint_eq(n, 2);
+    const crl_option *env_table = app[1];
+    ck_assert_str_eq(env_table[0].name, "lanes");
+    EXPECT_OK(crl_config_validate(cfg, s, &e), e);
+    ck_assert(!crl_host_plugin_at(h, 0)->loaded);
+
+    /* A lookup loads good: the scan's tables the schema handed out are still readable. */
+    ck_assert_ptr_nonnull(crl_host_find(h, CRL_KIND_ENV, "goodenv"));
+    ck_assert(crl_host_plugin_at(h, 0)->loaded);
+    ck_assert_str_eq(good_table[1].name, "count");
+    ck_assert_str_eq(env_table[1].name, "mode");
+    EXPECT_OK(crl_config_validate(cfg, s, &e), e);
+    crl_config *bad = cfg_from("[app]\nbackend = goodenv\nlanse = 2\n");
+    expect_error(crl_config_validate(bad, s, &e), &e, CRL_E_CONFIG, "unknown key 'lanse' in [app]",
+                 "did you mean 'lanes'?", NULL);
+    crl_config_free(bad);
+    crl_schema_free(s);
+    crl_host_free(h);
+    crl_config_free(cfg);
+    g_free(d);
+}
+END_TEST
+
 START_TEST(autoload_disable_and_off)
 {
     crl_error e = { 0 };
@@ -1540,6 +1602,7 @@ static Suite *loader_suite(void)
     tcase_add_test(tc, load_list_failures);
     tcase_add_test(tc, load_list_disable);
     tcase_add_test(tc, autoload_all);
+    tcase_add_test(tc, schema_add_plugins);
     tcase_add_test(tc, autoload_disable_and_off);
     tcase_add_test(tc, autoload_records_failures);
     tcase_add_test(tc, configured_bad_values);

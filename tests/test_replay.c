@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli-schema.h"
+
 /* Upper 0.1% points of the chi-square distribution (scipy.stats.chi2.ppf(0.999, df)). */
 #define CHI2_999_DF99 148.2304
 #define CHI2_999_DF4 18.4668
@@ -390,20 +392,23 @@ START_TEST(test_ini_errors)
     ck_assert_int_eq(rb_error(&e, "storage=fix", "preload=20", "capacity=10", NULL), CRL_E_CONFIG);
     ck_assert_msg(strstr(e.message, "preload"), "%s", e.message);
 
-    /* from an INI file: FILE:LINE in messages, and the host schema knows [replay] */
+    /* from an INI file: FILE:LINE in messages, and crl's schema knows [replay] */
+    crl_schema *s = crl__cli_schema_new(host, &e);
+    ck_assert_msg(s != NULL, "%s", e.message);
     const char *ini = "[replay]\nstorage = fix\ncapacity = 8\nsampler = prioritzed\n";
     crl_config *c = crl_config_new(&e);
     EXPECT_OK(crl_config_load_buffer(c, "exp.ini", ini, strlen(ini), CRL_LAYER_FILE, &e), e);
     ck_assert_ptr_null(crl_replay_from_config(host, c, "replay", &e));
     ck_assert_int_eq(e.code, CRL_E_CONFIG);
     ck_assert_msg(strstr(e.message, "exp.ini:4") && strstr(e.message, "did you mean 'prioritized'"), "%s", e.message);
-    ck_assert_int_eq(crl_config_validate(c, crl_host_schema(host), &e), CRL_E_CONFIG);
+    ck_assert_int_eq(crl_config_validate(c, s, &e), CRL_E_CONFIG);
     ck_assert_msg(strstr(e.message, "exp.ini:4"), "%s", e.message);
     crl_config_free(c);
     ini = "[replay]\nstorage = fix\ncapacity = 8\npreload = 3\nsampler = prioritized\nalpha = 0.5\n";
     c = crl_config_new(&e);
     EXPECT_OK(crl_config_load_buffer(c, "ok.ini", ini, strlen(ini), CRL_LAYER_FILE, &e), e);
-    EXPECT_OK(crl_config_validate(c, crl_host_schema(host), &e), e);
+    EXPECT_OK(crl_config_validate(c, s, &e), e);
+    crl_schema_free(s);
     crl_replay *rb = crl_replay_from_config(host, c, "replay", &e);
     ck_assert_msg(rb != NULL, "%s", e.message);
     ck_assert_uint_eq(crl_replay_len(rb), 3);

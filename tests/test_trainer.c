@@ -173,14 +173,20 @@ static void bad_config(const char *ini, int code, const char *needle)
 
 START_TEST(bad_configs)
 {
-    bad_config(ENV_COLL "[replay]\ncapacity = 100\n", CRL_E_CONFIG, "type");
-    bad_config(ENV_COLL "[replay]\ncapacity = 100\n[loss]\ntype = dqm\n", CRL_E_CONFIG, "dqn");
+    bad_config(ENV_COLL "[replay]\ncapacity = 1000\n", CRL_E_CONFIG, "type");
+    /* The loss component is looked up as crl_host_lookup does (crl run's validation says CRL_E_CONFIG first). */
+    bad_config(ENV_COLL "[replay]\ncapacity = 1000\n[loss]\ntype = dqm\n", CRL_E_NOT_FOUND, "did you mean 'dqn'?");
     bad_config(ENV_COLL "[loss]\ntype = dqn\n", CRL_E_CONFIG, "[replay]");
-    bad_config(ENV_COLL "[replay]\ncapacity = 100\n[loss]\ntype = dqn\ngama = 0.9\n", CRL_E_CONFIG, "gamma");
-    bad_config(ENV_COLL "num_collectors = 2\n[replay]\ncapacity = 100\n[loss]\ntype = dqn\n", CRL_E_CONFIG,
+    bad_config(ENV_COLL "[replay]\ncapacity = 1000\n[loss]\ntype = dqn\ngama = 0.9\n", CRL_E_CONFIG, "gamma");
+    /* Each section the trainer reads is checked against its own table. */
+    bad_config(ENV_COLL "[replay]\ncapacity = 1000\n[loss]\ntype = dqn\n[optim]\nlrr = 0.1\n", CRL_E_CONFIG,
+               "test.ini:14: unknown key 'lrr' in [optim]; did you mean 'lr'?");
+    bad_config(ENV_COLL "[replay]\ncapacity = 1000\n[loss]\ntype = dqn\n[train]\nepochs = 0\n", CRL_E_CONFIG,
+               "[train] epochs = '0'");
+    bad_config(ENV_COLL "num_collectors = 2\n[replay]\ncapacity = 1000\n[loss]\ntype = dqn\n", CRL_E_CONFIG,
                "num_collectors");
     bad_config("[env]\nbackend = classic\nid = Pendulum-v1\n[collector]\nframes_per_batch = 10\n"
-               "total_frames = 100\n[replay]\ncapacity = 100\n[loss]\ntype = dqn\n",
+               "total_frames = 100\n[replay]\ncapacity = 1000\n[loss]\ntype = dqn\n",
                CRL_E_INVALID, "discrete action");
 }
 END_TEST

@@ -4,6 +4,7 @@
 #include "host-fixture.h"
 #include "keep-cairo.h"
 
+#include "cli-schema.h"
 #include <crl/replay.h>
 #include <crl/trainer.h>
 
@@ -87,8 +88,11 @@ START_TEST(examples_pass)
         crl_test_host h;
         crl_error e = { 0 };
         ck_assert_msg(open_file(&h, path, load, &e) == CRL_OK, "%s: %s", ex[i].file, e.message);
-        ck_assert_msg(crl_experiment_check(h.host, h.cfg, crl_host_schema(h.host), ex[i].flags, &e) == CRL_OK,
+        crl_schema *schema = crl__cli_schema_new(h.host, &e);
+        ck_assert_msg(schema != NULL, "%s", e.message);
+        ck_assert_msg(crl_experiment_check(h.host, h.cfg, schema, ex[i].flags, &e) == CRL_OK,
                       "%s: %s", ex[i].file, e.message);
+        crl_schema_free(schema);
         ck_assert_int_eq(e.code, CRL_OK);
         crl_test_host_close(&h);
         g_free(path);

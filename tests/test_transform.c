@@ -17,6 +17,7 @@
 
 /* The env's counters of cached and general steps (step_fast, ...). */
 #include "env-private.h"
+#include "cli-schema.h"
 
 /* ---- fixtures ---------------------------------------------------------------- */
 
@@ -745,7 +746,9 @@ START_TEST(test_schema)
     crl_env *env = fx_env(&f, "[env]\nbackend = countenv\nid = Count-v0\ntransforms = a\n[transform.a]\ntype = AddOne\n"
                               "amount = 2\n");
     (void)env;
-    const crl_schema *s = crl_host_schema(f.host);
+    crl_error e = { 0 };
+    crl_schema *s = crl__cli_schema_new(f.host, &e);
+    ck_assert_msg(s != NULL, "%s", e.message);
     size_t n = 0;
     const crl_option *const *tables = crl_schema_tables(s, f.cfg, "transform.a", &n);
     ck_assert_ptr_nonnull(tables);
@@ -757,6 +760,7 @@ START_TEST(test_schema)
         }
     ck_assert(has_type && has_amount);
     ck_assert_ptr_null(crl_schema_tables(s, f.cfg, "transform.a.b", &n));
+    crl_schema_free(s);
     /* [env] declares transforms. */
     bool env_has = false;
     for (const crl_option *o = crl_env_options(); o->type != CRL_OPT_END; o++)

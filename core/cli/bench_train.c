@@ -80,6 +80,7 @@ static int run_one(size_t j, int seed, reach *r, double *secs, crl_error *err)
     char *env = g_strdup_printf("env.seed=%d", seed);
     crl_config *cfg = crl_config_new(err);
     crl_host *host = NULL;
+    crl_schema *schema = NULL;
     crl_trainer *t = NULL;
     int rc = cfg ? CRL_OK : err->code;
     if (!rc)
@@ -92,8 +93,12 @@ static int run_one(size_t j, int seed, reach *r, double *secs, crl_error *err)
         rc = crl__cli_load_builtins(host, err);
     if (!rc)
         rc = crl_host_load_configured(host, err);
+    if (!rc && !(schema = crl__cli_schema_new(host, err)))
+        rc = err->code;
     if (!rc)
-        rc = crl_config_override(cfg, crl_host_schema(host), env, err);
+        rc = crl_config_override(cfg, schema, env, err);
+    if (!rc)
+        rc = crl_config_validate(cfg, schema, err);
     gint64 t0 = g_get_monotonic_time();
     if (!rc && !(t = crl_trainer_from_config(host, cfg, err)))
         rc = err->code;
@@ -101,6 +106,7 @@ static int run_one(size_t j, int seed, reach *r, double *secs, crl_error *err)
         rc = crl_trainer_run(t, watch, r, err);
     *secs = (double)(g_get_monotonic_time() - t0) / 1e6;
     crl_trainer_free(t);
+    crl_schema_free(schema);
     crl_host_free(host);
     crl_config_free(cfg);
     g_free(text);

@@ -5,20 +5,23 @@
 #include <stdio.h>
 #include <crl/host.h>
 
+#include "cli-schema.h"
+
 /* Exit codes: 0 ok, 1 runtime failure, 2 bad usage or bad config. */
 enum { CRL_EXIT_OK = 0, CRL_EXIT_RUNTIME = 1, CRL_EXIT_USAGE = 2 };
 
-/* What a subcommand works on: the layered config and the plugin host. */
+/* What a subcommand works on: the layered config, the plugin host and crl's schema. */
 typedef struct crl_cli_ctx {
     crl_config *cfg;
     crl_host *host;
+    crl_schema *schema;  /* crl__cli_schema_new over host, rebuilt after the plugins are loaded */
     char **files;      /* experiment files given on the command line */
     char **overrides;  /* section.key=value arguments */
 } crl_cli_ctx;
 
 enum {
     CRL_CLI_LOAD_PLUGINS = 1u << 0,  /* load what [plugins] asks for */
-    CRL_CLI_VALIDATE = 1u << 1,      /* strict validation against the host's schema */
+    CRL_CLI_VALIDATE = 1u << 1,      /* strict validation against crl's schema */
     CRL_CLI_REQUIRE_FILE = 1u << 2,  /* at least one experiment file is required */
     CRL_CLI_TOLERATE_PLUGIN_FAILURES = 1u << 3, /* a plugin that fails to load is not fatal */
     CRL_CLI_RESCAN = 1u << 4                   /* scan every plugin again, ignoring the registry cache */
@@ -26,8 +29,8 @@ enum {
 
 /* Split positional arguments into experiment files and key=value overrides,
  * then: system and user config, files in order, host, overrides (resolved
- * with the host's base schema), plugins, validation.  On failure err is set
- * and the context is torn down. */
+ * with the schema before any plugin is loaded), plugins, the schema again,
+ * validation.  On failure err is set and the context is torn down. */
 int crl__cli_setup(crl_cli_ctx *ctx, int nargs, char **args, unsigned flags, crl_error *err);
 void crl__cli_teardown(crl_cli_ctx *ctx);
 

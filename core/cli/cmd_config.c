@@ -64,7 +64,7 @@ static int cmd_show(int nargs, char **args)
     unsigned flags = CRL_CLI_LOAD_PLUGINS | (validate ? CRL_CLI_VALIDATE : 0u);
     if (crl__cli_setup(&ctx, nargs - first, args + first, flags, &err))
         return fail(&err);
-    char *text = crl_config_show(ctx.cfg, crl_host_schema(ctx.host), &err);
+    char *text = crl_config_show(ctx.cfg, ctx.schema, &err);
     int rc = CRL_EXIT_OK;
     if (!text) {
         rc = fail(&err);

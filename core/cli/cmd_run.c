@@ -257,7 +257,7 @@ int crl__cmd_run(int argc, char **argv)
         crl__cli_teardown(&ctx);
         return crl__cli_exit_code(&err);
     }
-    char *resolved = crl_config_show(ctx.cfg, crl_host_schema(ctx.host), &err);
+    char *resolved = crl_config_show(ctx.cfg, ctx.schema, &err);
     if (!resolved) {
         crl__cli_print_error("run", &err);
         crl__cli_teardown(&ctx);

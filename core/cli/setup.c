@@ -53,10 +53,12 @@ int crl__cli_setup(crl_cli_ctx *ctx, int nargs, char **args, unsigned flags, crl
     }
     if (!(ctx->host = crl_host_new(ctx->cfg, err)))
         goto fail;
-    /* The base schema already knows [plugins], [log] and [plugin.*], which is
-     * what an override like plugin.gym.python_path=... needs to resolve. */
+    /* Before loading, the schema declares [plugin.*], which is what an
+     * override like plugin.gym.python_path=... needs to resolve. */
+    if (!(ctx->schema = crl__cli_schema_new(ctx->host, err)))
+        goto fail;
     for (char **o = ctx->overrides; *o; o++)
-        if (crl_config_override(ctx->cfg, crl_host_schema(ctx->host), *o, err))
+        if (crl_config_override(ctx->cfg, ctx->schema, *o, err))
             goto fail;
     if (flags & CRL_CLI_LOAD_PLUGINS) {
         crl_host_set_rescan(ctx->host, (flags & CRL_CLI_RESCAN) != 0);
@@ -68,8 +70,12 @@ int crl__cli_setup(crl_cli_ctx *ctx, int nargs, char **args, unsigned flags, crl
             goto fail;
         if (rc)
             crl_error_clear(err);
+        /* Now [plugin.NAME] for each plugin made known, and no other. */
+        crl_schema_free(ctx->schema);
+        if (!(ctx->schema = crl__cli_schema_new(ctx->host, err)))
+            goto fail;
     }
-    if ((flags & CRL_CLI_VALIDATE) && crl_config_validate(ctx->cfg, crl_host_schema(ctx->host), err))
+    if ((flags & CRL_CLI_VALIDATE) && crl_config_validate(ctx->cfg, ctx->schema, err))
         goto fail;
     return CRL_OK;
 fail:
@@ -79,6 +85,7 @@ fail:
 
 void crl__cli_teardown(crl_cli_ctx *ctx)
 {
+    crl_schema_free(ctx->schema);  /* it asks the host for component tables */
     crl_host_free(ctx->host);
     crl_config_free(ctx->cfg);
     g_strfreev(ctx->files);

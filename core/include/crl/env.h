@@ -62,7 +62,7 @@ typedef enum crl_autoreset {
  * with on_worker_failure = restart its envs come back (up to max_restarts
  * times), their episodes marked truncated.
  *
- * backend and id are required, but carry no CRL_OPT_REQUIRED flag: the host's schema
+ * backend and id are required, but carry no CRL_OPT_REQUIRED flag: crl's schema
  * declares [env] for every config, and the flag would make every config
  * without an [env] section invalid.  crl_env_from_config enforces them
  * (CRL_E_CONFIG).  auto_reset defaults to off, as TorchRL's EnvBase.

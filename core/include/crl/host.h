@@ -101,11 +101,26 @@ CRL_API const crl_component *crl_host_known_at(const crl_host *host, crl_kind ki
 /* Name of the plugin that registered kind/name, or NULL. */
 CRL_API const char *crl_host_component_owner(const crl_host *host, crl_kind kind, const char *name);
 
-/* The schema for this host: the host's own sections ([plugins], [log]),
- * [plugin.NAME] for every loaded plugin with its declared options, and the
- * component sections later issues add.  Owned by the host. */
+/* The host's own schema: its sections [plugins] and [log] plus what
+ * crl_host_schema_add_plugins declares.  Enough to resolve overrides and to
+ * validate a config that holds only host sections; owned by the host, rebuilt
+ * after plugins are loaded (an earlier one stays valid while the host lives).
+ * The host knows no consumer: an application that reads more sections ([env],
+ * [replay], ...) assembles its own schema from the option tables of the pieces
+ * it uses, the host tables below and crl_host_schema_add_plugins. */
 CRL_API const crl_schema *crl_host_schema(crl_host *host);
-/* The host's [plugins] and [log] option tables. */
+/* Declare in the application's schema `s` what the plugins bring: before any
+ * plugin load was attempted, the pattern [plugin.*] (so that an override
+ * plugin.gym.x=... resolves before gym is loaded); after it, one [plugin.NAME]
+ * with its declared options per plugin made known, so that a section for any
+ * other plugin is unknown.  Also makes the selectors of `s`
+ * (crl_schema_add_selector) find the option table of a registered component
+ * through this host without loading its plugin, with its names for "did you
+ * mean".  `s` must not be used after the host is freed; after loading more
+ * plugins, declare them into a new schema.  A plugin section that cannot be
+ * declared is logged and skipped.  CRL_E_INVALID when host or s is NULL. */
+CRL_API int crl_host_schema_add_plugins(crl_host *host, crl_schema *s, crl_error *err);
+/* The host's [plugins] and [log] option tables (static). */
 CRL_API const crl_option *crl_host_plugins_options(void);
 CRL_API const crl_option *crl_host_log_options(void);
 

@@ -100,16 +100,20 @@ typedef struct crl_train_stats {
  * (the callback sets err). */
 typedef int (*crl_train_progress_fn)(void *user, crl_trainer *t, const crl_train_stats *s, crl_error *err);
 
-/* Build everything from cfg (validated against the host's schema first).
- * host and cfg are borrowed and must outlive the trainer.  Errors:
- * CRL_E_CONFIG naming FILE:LINE and the key (no [loss] type, a loss that
- * needs a [replay] section, num_collectors > 1 or sync = false, which
- * would run the policy while the optimizer updates it, a [replay]
- * batch_size of 0 or above the capacity, drop_last), CRL_E_NOT_FOUND
- * for an unknown loss type (with a did-you-mean), the components' own
- * errors.  crl_experiment_check (above) finds the same problems, each as
- * CRL_E_CONFIG, without building anything for good.  New trainer, free
- * with crl_trainer_free. */
+/* Build everything from cfg.  Each section read is checked against the
+ * tables of the part that reads it (an unknown key or a bad value is
+ * CRL_E_CONFIG); sections no part reads are not looked at: validate the
+ * whole config first (crl_experiment_check, or crl_config_validate)
+ * against the schema the application assembles from the option tables of
+ * the parts it uses, as crl run does.  host and cfg are borrowed and must
+ * outlive the trainer.  Errors: CRL_E_CONFIG naming FILE:LINE and the key
+ * (no [loss] type, a loss that needs a [replay] section, num_collectors > 1
+ * or sync = false, which would run the policy while the optimizer updates
+ * it, a [replay] batch_size of 0 or above the capacity, drop_last),
+ * CRL_E_NOT_FOUND for an unknown loss type (with a did-you-mean), the
+ * components' own errors.  crl_experiment_check (above) finds the same
+ * problems, each as CRL_E_CONFIG, without building anything for good.  New
+ * trainer, free with crl_trainer_free. */
 CRL_API crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_error *err);
 CRL_API void crl_trainer_free(crl_trainer *t);
 

@@ -1,0 +1,15 @@
+/* The config schema of the crl command (schema.c); also compiled into the suites that validate configs as
+ * crl does. */
+#ifndef CRL_CLI_SCHEMA_H
+#define CRL_CLI_SCHEMA_H
+
+#include <crl/host.h>
+
+/* A new schema of every section crl reads: the host's [plugins] and [log], [env], [transform.*],
+ * [replay], [collector], [loss], [optim] and [train] (each with the option table its part declares, and
+ * the selector that adds the named component's), then what crl_host_schema_add_plugins declares for the
+ * plugins `host` knows now.  Rebuild it after loading plugins; free it (crl_schema_free) before the host.
+ * NULL with err set when a table is malformed. */
+crl_schema *crl__cli_schema_new(crl_host *host, crl_error *err);
+
+#endif
