@@ -4,8 +4,9 @@
  * loaded must hand out every item it holds, dump and load again.
  *
  * The storages come from replay.so (CRL_FUZZ_REPLAY_PLUGIN, or the path compiled in).
- * FUZZ_STORAGE_WRITE_SEEDS=DIR writes a dump of each storage there (the seed corpus,
- * tests/fuzz/corpus/storage_load). */
+ * FUZZ_STORAGE_WRITE_SEEDS=DIR writes a dump of each storage there: the seed corpus,
+ * tests/fuzz/corpus/storage_load, holds them (list.ckpt, tensor.ckpt) and copies with a byte changed in one
+ * section or cut short. */
 #include "fuzz-crc.h"
 
 #include <crl/checkpoint.h>

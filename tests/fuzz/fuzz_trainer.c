@@ -5,8 +5,9 @@
  *
  * The env is a small backend defined here (env/fuzzenv), so the target needs no env plugin; the losses and
  * the replay storages come from losses.so and replay.so (CRL_FUZZ_LOSSES_PLUGIN, CRL_FUZZ_REPLAY_PLUGIN, or
- * the paths compiled in).  FUZZ_TRAINER_WRITE_SEEDS=DIR writes the two trainers' checkpoints there (the seed
- * corpus, tests/fuzz/corpus/trainer). */
+ * the paths compiled in).  FUZZ_TRAINER_WRITE_SEEDS=DIR writes the two trainers' checkpoints there: the seed
+ * corpus, tests/fuzz/corpus/trainer, holds them (dqn.ckpt, ppo.ckpt) and copies with a byte changed in one
+ * section (the target fixes the CRCs, so the change reaches that section's checks) or cut short. */
 #include "fuzz-crc.h"
 
 #include <crl/checkpoint.h>
