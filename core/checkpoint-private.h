@@ -60,4 +60,16 @@ static inline void crl__put_le64(uint8_t *p, uint64_t v)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
+/* crl_ckpt_le_copy with memcpy's speed on little-endian hosts, for tensor
+ * bytes (a replay buffer's can be gigabytes). */
+static inline void crl__ckpt_le_copy(void *dst, const void *src, size_t elem_size, size_t count)
+{
+#if G_BYTE_ORDER == G_LITTLE_ENDIAN
+    if (count)
+        memcpy(dst, src, elem_size * count);
+#else
+    crl_ckpt_le_copy(dst, src, elem_size, count);
+#endif
+}
+
 #endif

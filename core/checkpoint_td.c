@@ -7,6 +7,8 @@
  *     u32 key length, dotted key, u32 batch ndim, i64 batch dims
  *   leaves, leaf i's bytes in "P/<i>":
  *     u32 key length, dotted key, u32 dtype, u32 ndim, i64 dims, u64 bytes
+ * A leaf's section holds its elements in order, each little-endian (the
+ * tensor's memory on little-endian hosts); a bool is one byte, 0 or 1.
  * Nodes carry nested TensorDicts' own batch shapes, empty ones included, so
  * a read gives back a TensorDict crl_td_equal to the one written. */
 #include "checkpoint-private.h"
@@ -83,8 +85,20 @@ static int write_tree(td_writer *tw, const crl_td *td, GString *key, crl_error *
                 return err ? err->code : CRL_E_NOMEM;
             g_free(tw->secname);
             tw->secname = g_strdup_printf("%s/%" PRIu32, tw->prefix, tw->nleaves);
-            size_t nbytes = crl_tensor_nbytes(c);
-            rc = crl_ckpt_write(tw->w, tw->secname, crl_tensor_data(c), nbytes, err);
+            size_t nbytes = crl_tensor_nbytes(c), esize = crl_dtype_size(crl_tensor_dtype(c));
+            const void *bytes = crl_tensor_data(c);
+            void *le = NULL;
+            if (!crl_ckpt_host_is_le() && esize > 1 && nbytes) {
+                if (!(le = g_try_malloc(nbytes))) {
+                    crl_tensor_unref(c);
+                    return crl_error_set(err, CRL_E_NOMEM, "crl_ckpt_write_td: no memory for the %zu bytes of '%s'",
+                                         nbytes, key->str);
+                }
+                crl_ckpt_byteswap_copy(le, bytes, esize, nbytes / esize);
+                bytes = le;
+            }
+            rc = crl_ckpt_write(tw->w, tw->secname, bytes, nbytes, err);
+            g_free(le);
             if (!rc) {
                 put_key_shape(tw->leaves, key->str, 0, NULL);
                 /* put_key_shape wrote ndim 0; replace it by dtype, ndim, dims. */
@@ -388,13 +402,27 @@ static int read_tree(cursor *c, const char *prefix, crl_td **out)
                                crl_ckpt_path(c->r), crl__ckpt_section_offset(c->r, secname), secname, key, have, nbytes);
             break;
         }
+        if (dt == CRL_BOOL) {
+            const uint8_t *b = data, *end = b + have;
+            while (b < end && *b <= 1)
+                b++;
+            if (b < end) {
+                size_t el = (size_t)(b - (const uint8_t *)data);
+                rc = crl_error_set(c->err, CRL_E_CORRUPT,
+                                   "%s: offset %" PRIu64 ": section '%s' (bool leaf '%s'): element %zu is %u, not 0 "
+                                   "or 1",
+                                   crl_ckpt_path(c->r), crl__ckpt_section_offset(c->r, secname) + el, secname, key,
+                                   el, *b);
+                break;
+            }
+        }
         crl_tensor *t = crl_tensor_new((crl_dtype)dt, ndim, shape, c->err);
         if (!t) {
             rc = c->err ? c->err->code : CRL_E_NOMEM;
             break;
         }
-        if (have)
-            memcpy(crl_tensor_data(t), data, have);
+        size_t esize = crl_dtype_size((crl_dtype)dt);
+        crl__ckpt_le_copy(crl_tensor_data(t), data, esize, have / esize);
         rc = crl_td_set(parent, last, t, c->err);
         crl_tensor_unref(t);
     }

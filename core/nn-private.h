@@ -44,6 +44,13 @@ static inline bool crl__layer_activated(const crl_mlp *m, int l)
 }
 
 /* y[B, out] = x[B, in] W^T + b, W [out, in] row-major (rows contiguous). */
+/* crl_optim_load in two steps, so a caller can check several optimizers' sections before it changes any
+ * (the trainer): check validates everything (CRL_E_CORRUPT as crl_optim_load), apply then copies the
+ * state and cannot fail. */
+CRL_INTERNAL int crl__optim_check_load(const crl_optim *o, const crl_ckpt_reader *r, const char *prefix,
+                                       crl_error *err);
+CRL_INTERNAL void crl__optim_apply_load(crl_optim *o, const crl_ckpt_reader *r, const char *prefix);
+
 CRL_INTERNAL void crl__linear_forward(const float *x, int64_t B, const float *W, const float *b,
                                       int64_t in, int64_t out, float *y);
 /* dW += dy^T x, db += column sums of dy, and dx = dy W when dx is not NULL. */

@@ -1,5 +1,6 @@
 /* Optimizers with PyTorch's update rules (SGD, Adam, AdamW, RMSprop) and global gradient-norm clipping. */
 #include "nn-private.h"
+#include "checkpoint-private.h"
 
 #include <float.h>
 #include <math.h>
@@ -265,73 +266,125 @@ int crl_optim_step(crl_optim *o, crl_error *err)
     return CRL_OK;
 }
 
-/* Section "<prefix>/meta": kind, steps, group count, then each group's size. */
+/* Sections, every number little-endian: "<prefix>/meta", i64 kind, steps, group count, then each group's
+ * size; "<prefix>/<i>/m" and "<prefix>/<i>/v", group i's moment buffers as f32 (m: never NaN; v: a
+ * running square average, never NaN or negative; SGD's v stays 0). */
+static int write_floats(crl_ckpt_writer *w, const char *name, const float *v, size_t n, crl_error *err)
+{
+    if (crl_ckpt_host_is_le())
+        return crl_ckpt_write(w, name, v, n * sizeof *v, err);
+    float *le = g_try_new(float, n ? n : 1);
+    if (!le)
+        return crl_error_set(err, CRL_E_NOMEM, "optimizer checkpoint: no memory for section '%s'", name);
+    crl_ckpt_byteswap_copy(le, v, sizeof *v, n);
+    int rc = crl_ckpt_write(w, name, le, n * sizeof *v, err);
+    g_free(le);
+    return rc;
+}
+
 int crl_optim_save(const crl_optim *o, crl_ckpt_writer *w, const char *prefix, crl_error *err)
 {
     size_t ng = o->groups->len;
-    int64_t *meta = g_new(int64_t, 3 + ng);
-    meta[0] = o->kind;
-    meta[1] = o->steps;
-    meta[2] = (int64_t)ng;
+    uint8_t *meta = g_new(uint8_t, 8 * (3 + ng));
+    crl_ckpt_put_u64(meta, (uint64_t)o->kind);
+    crl_ckpt_put_u64(meta + 8, (uint64_t)o->steps);
+    crl_ckpt_put_u64(meta + 16, (uint64_t)ng);
     for (size_t i = 0; i < ng; i++)
-        meta[3 + i] = (int64_t)g_array_index(o->groups, group, i).n;
+        crl_ckpt_put_u64(meta + 8 * (3 + i), (uint64_t)g_array_index(o->groups, group, i).n);
     char name[CRL_CKPT_NAME_MAX + 1];
     snprintf(name, sizeof name, "%s/meta", prefix);
-    int rc = crl_ckpt_write(w, name, meta, (3 + ng) * sizeof *meta, err);
+    int rc = crl_ckpt_write(w, name, meta, 8 * (3 + ng), err);
     g_free(meta);
     for (size_t i = 0; !rc && i < ng; i++) {
         const group *g = &g_array_index(o->groups, group, i);
         snprintf(name, sizeof name, "%s/%zu/m", prefix, i);
-        rc = crl_ckpt_write(w, name, g->m, g->n * sizeof(float), err);
+        rc = write_floats(w, name, g->m, g->n, err);
         snprintf(name, sizeof name, "%s/%zu/v", prefix, i);
         if (!rc)
-            rc = crl_ckpt_write(w, name, g->v, g->n * sizeof(float), err);
+            rc = write_floats(w, name, g->v, g->n, err);
     }
     return rc;
 }
 
-int crl_optim_load(crl_optim *o, const crl_ckpt_reader *r, const char *prefix, crl_error *err)
+static float get_f32(const uint8_t *p)
+{
+    union { uint32_t u; float f; } x = { crl_ckpt_get_u32(p) };
+    return x.f;
+}
+
+int crl__optim_check_load(const crl_optim *o, const crl_ckpt_reader *r, const char *prefix, crl_error *err)
 {
     char name[CRL_CKPT_NAME_MAX + 1];
     snprintf(name, sizeof name, "%s/meta", prefix);
     size_t len = 0, ng = o->groups->len;
-    const int64_t *meta = crl_ckpt_section(r, name, &len, err);
+    const uint8_t *meta = crl_ckpt_section(r, name, &len, err);
     if (!meta)
         return err ? err->code : CRL_E_CORRUPT;
+    if (len != (3 + ng) * 8)
+        return crl_error_set(err, CRL_E_CORRUPT, "%s: offset %" PRIu64 ": section '%s' has %zu bytes but an "
+                             "optimizer over %zu parameter vectors needs %zu", crl_ckpt_path(r),
+                             crl__ckpt_section_offset(r, name), name, len, ng, (3 + ng) * 8);
     int64_t head[3];
-    if (len != (3 + ng) * sizeof(int64_t))
-        return crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s' has %zu bytes but an optimizer over %zu parameter vectors needs %zu",
-                             crl_ckpt_path(r), name, len, ng, (3 + ng) * sizeof(int64_t));
-    memcpy(head, meta, sizeof head);
+    for (int k = 0; k < 3; k++)
+        head[k] = (int64_t)crl_ckpt_get_u64(meta + 8 * k);
     if (head[0] != o->kind || head[1] < 0 || head[2] != (int64_t)ng)
-        return crl_error_set(err, CRL_E_CORRUPT, "%s: '%s' holds %s optimizer state (%" PRId64
-                             " vectors) but this is %s over %zu", crl_ckpt_path(r), name,
+        return crl_error_set(err, CRL_E_CORRUPT, "%s: offset %" PRIu64 ": '%s' holds %s optimizer state (%" PRId64
+                             " vectors) but this is %s over %zu%s", crl_ckpt_path(r),
+                             crl__ckpt_section_offset(r, name), name,
                              head[0] >= 0 && head[0] < 4 ? kind_names[head[0]] : "unknown", head[2],
-                             kind_names[o->kind], ng);
+                             kind_names[o->kind], ng, head[1] < 0 ? "; and its step count is negative" : "");
     for (size_t i = 0; i < ng; i++) {
-        int64_t n;
-        memcpy(&n, (const char *)meta + (3 + i) * sizeof n, sizeof n);
+        int64_t n = (int64_t)crl_ckpt_get_u64(meta + 8 * (3 + i));
         if (n != (int64_t)g_array_index(o->groups, group, i).n)
-            return crl_error_set(err, CRL_E_CORRUPT, "%s: '%s': vector %zu has %" PRId64 " parameters in the file and %zu here",
-                                 crl_ckpt_path(r), name, i, n, g_array_index(o->groups, group, i).n);
+            return crl_error_set(err, CRL_E_CORRUPT, "%s: offset %" PRIu64 ": '%s': vector %zu has %" PRId64
+                                 " parameters in the file and %zu here", crl_ckpt_path(r),
+                                 crl__ckpt_section_offset(r, name) + 8 * (3 + i), name, i, n,
+                                 g_array_index(o->groups, group, i).n);
+    }
+    for (size_t i = 0; i < ng; i++) {
+        size_t n = g_array_index(o->groups, group, i).n;
         for (int k = 0; k < 2; k++) {
             snprintf(name, sizeof name, "%s/%zu/%c", prefix, i, k ? 'v' : 'm');
             size_t l = 0;
-            if (!crl_ckpt_section(r, name, &l, err))
+            const uint8_t *p = crl_ckpt_section(r, name, &l, err);
+            if (!p)
                 return err ? err->code : CRL_E_CORRUPT;
-            if (l != (size_t)n * sizeof(float))
-                return crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s' has %zu bytes, expected %zu",
-                                     crl_ckpt_path(r), name, l, (size_t)n * sizeof(float));
+            if (l != n * sizeof(float))
+                return crl_error_set(err, CRL_E_CORRUPT, "%s: offset %" PRIu64 ": section '%s' has %zu bytes, "
+                                     "expected %zu", crl_ckpt_path(r), crl__ckpt_section_offset(r, name), name, l,
+                                     n * sizeof(float));
+            for (size_t j = 0; j < n; j++) {
+                float x = get_f32(p + 4 * j);
+                if (k ? !(x >= 0) : isnan(x))
+                    return crl_error_set(err, CRL_E_CORRUPT, "%s: offset %" PRIu64 ": section '%s': element %zu "
+                                         "is %g; %s", crl_ckpt_path(r), crl__ckpt_section_offset(r, name) + 4 * j,
+                                         name, j, (double)x,
+                                         k ? "a square average is a number >= 0" : "a moment is never NaN");
+            }
         }
     }
-    /* Everything checked: now write. */
-    for (size_t i = 0; i < ng; i++) {
+    return CRL_OK;
+}
+
+void crl__optim_apply_load(crl_optim *o, const crl_ckpt_reader *r, const char *prefix)
+{
+    char name[CRL_CKPT_NAME_MAX + 1];
+    snprintf(name, sizeof name, "%s/meta", prefix);
+    o->steps = (int64_t)crl_ckpt_get_u64((const uint8_t *)crl_ckpt_section(r, name, NULL, NULL) + 8);
+    for (size_t i = 0; i < o->groups->len; i++) {
         group *g = &g_array_index(o->groups, group, i);
         snprintf(name, sizeof name, "%s/%zu/m", prefix, i);
-        crl_ckpt_read(r, name, g->m, g->n * sizeof(float), NULL);
+        crl__ckpt_le_copy(g->m, crl_ckpt_section(r, name, NULL, NULL), sizeof(float), g->n);
         snprintf(name, sizeof name, "%s/%zu/v", prefix, i);
-        crl_ckpt_read(r, name, g->v, g->n * sizeof(float), NULL);
+        crl__ckpt_le_copy(g->v, crl_ckpt_section(r, name, NULL, NULL), sizeof(float), g->n);
     }
-    o->steps = head[1];
-    return CRL_OK;
+}
+
+int crl_optim_load(crl_optim *o, const crl_ckpt_reader *r, const char *prefix, crl_error *err)
+{
+    /* Everything checked before the first write: a bad file changes nothing. */
+    int rc = crl__optim_check_load(o, r, prefix, err);
+    if (!rc)
+        crl__optim_apply_load(o, r, prefix);
+    return rc;
 }

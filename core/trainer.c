@@ -3,11 +3,15 @@
 #include "crl-private.h"
 #include "config-private.h"
 #include "check-private.h"
+#include "checkpoint-private.h"
+#include "nn-private.h"
 
 #include <crl/trainer.h>
 
 #include <glib.h>
+#include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -561,69 +565,173 @@ int crl_trainer_run(crl_trainer *t, crl_train_progress_fn progress, void *user, 
 
 int64_t crl_trainer_frames(const crl_trainer *t) { return t->frames; }
 
+/* A trainer checkpoint: kind "crl.train" version 1, every number little-endian.
+ *   "trainer/counters"  6 f64: optimizer steps, frames, batches, the frame of the next evaluation, the
+ *                       last loss, the bytes of "trainer/actions".  The counts are whole numbers in
+ *                       [0, 2^53] (the next evaluation up to 2^63, which is never); the last loss is any
+ *                       double (NaN: none yet)
+ *   "trainer/rng"       the exploration stream (crl_ckpt_put_rng: 12 u32)
+ *   "trainer/actions"   every action the policy took, in order, elements of the env's action dtype
+ *   "optim/<i>/..."     crl_optim_save of parameter vector i;  "loss/...": the loss's own save */
 #define TRAIN_KIND "crl.train"
 #define N_COUNTERS 6
+enum { C_OPTIM_STEPS, C_FRAMES, C_BATCHES, C_NEXT_EVAL, C_LAST_LOSS, C_ACTION_BYTES };
+static const char *const counter_names[N_COUNTERS] = { "optimizer steps", "frames", "batches",
+                                                       "next evaluation", "last loss", "action bytes" };
+
+/* Bytes per element of the recorded actions (the env's "action" leaf), 0 when the spec names no dtype. */
+static size_t action_elem_size(const crl_trainer *t)
+{
+    const crl_spec *s = crl_env_action_spec(crl_collector_env(t->coll, 0));
+    if (s && crl_spec_get_kind(s) == CRL_SPEC_COMPOSITE)
+        s = crl_spec_composite_get(s, "action");
+    crl_dtype dt = s ? crl_spec_dtype(s) : CRL_DTYPE_COUNT;
+    return (unsigned)dt < CRL_DTYPE_COUNT ? crl_dtype_size(dt) : 0;
+}
 
 int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err)
 {
+    size_t esize = action_elem_size(t), alen = t->actions->len;
+    bool swap = !crl_ckpt_host_is_le() && esize != 1 && alen;
+    if (swap && esize == 0)
+        return crl_error_set(err, CRL_E_UNSUPPORTED, "%s: the env's action spec has no 'action' dtype, so the "
+                             "recorded actions cannot be written little-endian", path);
+    uint8_t *actions = swap ? g_try_malloc(alen) : NULL;
+    if (swap && !actions)
+        return crl_error_set(err, CRL_E_NOMEM, "%s: no memory for the %zu action bytes", path, alen);
+    if (swap)
+        crl_ckpt_byteswap_copy(actions, t->actions->data, esize, alen / esize);
+    const double counters[N_COUNTERS] = { (double)t->optim_steps, (double)t->frames, (double)t->batches,
+                                          (double)t->next_eval, t->last_loss, (double)alen };
+    uint8_t cbytes[8 * N_COUNTERS], rbytes[CRL_CKPT_RNG_BYTES];
+    for (int i = 0; i < N_COUNTERS; i++)
+        crl_ckpt_put_f64(cbytes + 8 * i, counters[i]);
+    crl_ckpt_put_rng(rbytes, &t->rng);
     crl_ckpt_writer *w = crl_ckpt_writer_new(path, TRAIN_KIND, 1, err);
-    if (!w)
-        return err->code;
-    double counters[N_COUNTERS] = { (double)t->optim_steps, (double)t->frames, (double)t->batches,
-                                    (double)t->next_eval, t->last_loss, (double)t->actions->len };
-    int rc = t->ops.save(t->loss, w, "loss", err);
+    int rc = w ? t->ops.save(t->loss, w, "loss", err) : err->code;
     for (size_t i = 0; i < t->n_optims && !rc; i++) {
         char prefix[32];
         snprintf(prefix, sizeof prefix, "optim/%zu", i);
         rc = crl_optim_save(t->optims[i], w, prefix, err);
     }
-    if (rc || crl_ckpt_write(w, "trainer/counters", counters, sizeof counters, err) ||
-        crl_ckpt_write(w, "trainer/rng", &t->rng, sizeof t->rng, err) ||
-        crl_ckpt_write(w, "trainer/actions", t->actions->data, t->actions->len, err)) {
+    if (!rc && (crl_ckpt_write(w, "trainer/counters", cbytes, sizeof cbytes, err) ||
+                crl_ckpt_write(w, "trainer/rng", rbytes, sizeof rbytes, err) ||
+                crl_ckpt_write(w, "trainer/actions", actions ? actions : t->actions->data, alen, err)))
+        rc = err->code;
+    g_free(actions);
+    if (rc) {
         crl_ckpt_writer_abort(w);
-        return err->code;
+        return rc;
     }
     return crl_ckpt_writer_close(w, err);
 }
 
-/* Load the loss, the optimizer and the counters; with `actions`, also the
- * recorded actions.  The optimizer is loaded into a new one first, so a
- * failure changes nothing but possibly the loss (which validates before
- * it changes anything). */
+/* The sections "trainer/..." read and checked; nothing of the trainer changes. */
+typedef struct train_state {
+    double c[N_COUNTERS];
+    int64_t optim_steps, frames, batches, next_eval;
+    crl_rng rng;
+    const uint8_t *actions;
+    size_t alen;
+} train_state;
+
+static int bad_section(const crl_ckpt_reader *r, const char *sec, size_t at, crl_error *err, const char *fmt, ...)
+    CRL_PRINTF(5, 6);
+static int bad_section(const crl_ckpt_reader *r, const char *sec, size_t at, crl_error *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *what = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    crl_error_set(err, CRL_E_CORRUPT, "%s: offset %" PRIu64 ": section '%s': %s", crl_ckpt_path(r),
+                  crl__ckpt_section_offset(r, sec) + at, sec, what);
+    g_free(what);
+    return CRL_E_CORRUPT;
+}
+
+static int read_train_state(const crl_trainer *t, const crl_ckpt_reader *r, train_state *ts, crl_error *err)
+{
+    const char *sec = "trainer/counters";
+    size_t len;
+    const uint8_t *p = crl_ckpt_section(r, sec, &len, err);
+    if (!p)
+        return err->code;
+    if (len != 8 * N_COUNTERS)
+        return bad_section(r, sec, 0, err, "%zu bytes; a trainer checkpoint has %d counters of 8", len, N_COUNTERS);
+    for (int i = 0; i < N_COUNTERS; i++) {
+        double v = ts->c[i] = crl_ckpt_get_f64(p + 8 * i);
+        /* The next evaluation may be as far as [train] eval_interval allows, and 2^63 is how INT64_MAX, "no
+         * evaluation", reads as a double. */
+        double max = i == C_NEXT_EVAL ? 0x1p63 : 0x1p53;
+        if (i != C_LAST_LOSS && !(v >= 0 && v <= max && v == floor(v)))
+            return bad_section(r, sec, 8 * (size_t)i, err, "%s = %g is not a whole number in [0, 2^%d]",
+                               counter_names[i], v, i == C_NEXT_EVAL ? 63 : 53);
+    }
+    ts->optim_steps = (int64_t)ts->c[C_OPTIM_STEPS];
+    ts->frames = (int64_t)ts->c[C_FRAMES];
+    ts->batches = (int64_t)ts->c[C_BATCHES];
+    ts->next_eval = ts->c[C_NEXT_EVAL] == 0x1p63 ? INT64_MAX : (int64_t)ts->c[C_NEXT_EVAL];
+    if (ts->batches > ts->frames)
+        return bad_section(r, sec, 8 * C_BATCHES, err, "%" PRId64 " batches of %" PRId64 " frames: a batch has "
+                           "a frame at least", ts->batches, ts->frames);
+    sec = "trainer/rng";
+    if (!(p = crl_ckpt_section(r, sec, &len, err)))
+        return err->code;
+    if (len != CRL_CKPT_RNG_BYTES)
+        return bad_section(r, sec, 0, err, "%zu bytes; a random stream has %d", len, CRL_CKPT_RNG_BYTES);
+    if (!crl_ckpt_get_rng(p, &ts->rng))
+        return bad_section(r, sec, 40, err, "word index %" PRIu32 " or reserved word %" PRIu32 " is no stream's "
+                           "(index 0..4, reserved 0)", crl_ckpt_get_u32(p + 40), crl_ckpt_get_u32(p + 44));
+    sec = "trainer/actions";
+    if (!(ts->actions = crl_ckpt_section(r, sec, &ts->alen, err)))
+        return err->code;
+    size_t esize = action_elem_size(t);
+    if ((double)ts->alen != ts->c[C_ACTION_BYTES])
+        return bad_section(r, sec, 0, err, "%zu bytes, but section 'trainer/counters' says %.0f", ts->alen,
+                           ts->c[C_ACTION_BYTES]);
+    if (esize && ts->alen % esize)
+        return bad_section(r, sec, 0, err, "%zu bytes is no whole number of the env's %zu-byte actions", ts->alen,
+                           esize);
+    if (ts->alen > G_MAXUINT)
+        return bad_section(r, sec, 0, err, "%zu bytes; a trainer records at most %u", ts->alen, G_MAXUINT);
+    return CRL_OK;
+}
+
+/* Load the loss, the optimizers and the counters; with `actions`, also the
+ * recorded actions.  The trainer's sections and every optimizer's are
+ * checked first and the loss validates before it changes anything, so a
+ * bad file changes nothing. */
 static int load_file(crl_trainer *t, const char *path, bool actions, crl_error *err)
 {
     crl_ckpt_reader *r = crl_ckpt_reader_open(path, TRAIN_KIND, 1, err);
     if (!r)
         return err->code;
-    double c[N_COUNTERS];
-    crl_rng rng;
-    size_t alen = 0;
-    const void *adata = NULL;
-    int rc = crl_ckpt_read(r, "trainer/counters", c, sizeof c, err);
-    if (!rc)
-        rc = crl_ckpt_read(r, "trainer/rng", &rng, sizeof rng, err);
-    if (!rc && actions && !(adata = crl_ckpt_section(r, "trainer/actions", &alen, err)))
-        rc = err->code;
-    if (!rc && actions && (double)alen != c[5])
-        rc = crl_error_set(err, CRL_E_CORRUPT, "%s: section trainer/actions holds %zu bytes, the counters say %.0f",
-                           path, alen, c[5]);
+    train_state ts;
+    int rc = read_train_state(t, r, &ts, err);
     for (size_t i = 0; i < t->n_optims && !rc; i++) {
         char prefix[32];
         snprintf(prefix, sizeof prefix, "optim/%zu", i);
-        rc = crl_optim_load(t->optims[i], r, prefix, err);
+        rc = crl__optim_check_load(t->optims[i], r, prefix, err);
     }
     if (!rc)
         rc = t->ops.load(t->loss, r, "loss", err);
     if (!rc) {
-        t->optim_steps = (int64_t)c[0];
-        t->last_loss = c[4];
-        t->rng = rng;
+        for (size_t i = 0; i < t->n_optims; i++) {
+            char prefix[32];
+            snprintf(prefix, sizeof prefix, "optim/%zu", i);
+            crl__optim_apply_load(t->optims[i], r, prefix);
+        }
+        t->optim_steps = ts.optim_steps;
+        t->last_loss = ts.c[C_LAST_LOSS];
+        t->rng = ts.rng;
         if (actions) {
-            t->frames = (int64_t)c[1];
-            t->batches = (int64_t)c[2];
-            t->next_eval = (int64_t)c[3];
-            g_byte_array_set_size(t->actions, 0);
-            g_byte_array_append(t->actions, adata, (guint)alen);
+            t->frames = ts.frames;
+            t->batches = ts.batches;
+            t->next_eval = ts.next_eval;
+            size_t esize = action_elem_size(t);
+            esize = esize ? esize : 1;
+            g_byte_array_set_size(t->actions, (guint)ts.alen);
+            crl__ckpt_le_copy(t->actions->data, ts.actions, esize, ts.alen / esize);
         }
     }
     crl_ckpt_reader_free(r);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <glib.h>
 #include <glib/gstdio.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 /* ---- helpers -------------------------------------------------------------- */
 
 #include "scratch-dir.h"
+#include "ckpt-edit.h"
 
 static void setup(void)
 {
@@ -610,6 +612,164 @@ START_TEST(test_missing_and_unreadable)
 }
 END_TEST
 
+/* ---- little-endian fields ------------------------------------------------------------ */
+
+/* The SDK's field helpers write and read little-endian whatever the host. */
+START_TEST(test_le_field_helpers)
+{
+    uint8_t b[8];
+    crl_ckpt_put_u32(b, 0x01020304u);
+    ck_assert(b[0] == 4 && b[1] == 3 && b[2] == 2 && b[3] == 1);
+    ck_assert_uint_eq(crl_ckpt_get_u32(b), 0x01020304u);
+    crl_ckpt_put_u64(b, 0x0102030405060708ull);
+    for (int i = 0; i < 8; i++)
+        ck_assert_uint_eq(b[i], 8 - i);
+    ck_assert_uint_eq(crl_ckpt_get_u64(b), 0x0102030405060708ull);
+    /* 1.5 is 0x3FF8000000000000; -0.0 keeps its sign; NaN stays NaN. */
+    crl_ckpt_put_f64(b, 1.5);
+    static const uint8_t one_half[8] = { 0, 0, 0, 0, 0, 0, 0xF8, 0x3F };
+    ck_assert(memcmp(b, one_half, 8) == 0);
+    ck_assert(crl_ckpt_get_f64(b) == 1.5);
+    crl_ckpt_put_f64(b, -0.0);
+    ck_assert(b[7] == 0x80 && signbit(crl_ckpt_get_f64(b)));
+    crl_ckpt_put_f64(b, NAN);
+    ck_assert(isnan(crl_ckpt_get_f64(b)));
+
+    /* Elements of 2, 4 and 8 bytes: swapped bytes, and a copy equal to the field encoding. */
+    const uint16_t h[2] = { 0x0102, 0xA0B0 };
+    const uint32_t w[2] = { 0x01020304u, 0xDEADBEEFu };
+    const uint64_t q[1] = { 0x0102030405060708ull };
+    uint8_t out[16], want[16];
+    crl_ckpt_byteswap_copy(out, h, 2, 2);
+    uint16_t hs[2];
+    memcpy(hs, out, 4);
+    ck_assert(hs[0] == 0x0201 && hs[1] == 0xB0A0);
+    crl_ckpt_byteswap_copy(out, w, 4, 2);
+    uint32_t ws[2];
+    memcpy(ws, out, 8);
+    ck_assert(ws[0] == 0x04030201u && ws[1] == 0xEFBEADDEu);
+    crl_ckpt_byteswap_copy(out, q, 8, 1);
+    uint64_t qs;
+    memcpy(&qs, out, 8);
+    ck_assert(qs == 0x0807060504030201ull);
+    crl_ckpt_le_copy(out, w, 4, 2);
+    ckpt_le_u32(want, w[0]);
+    ckpt_le_u32(want + 4, w[1]);
+    ck_assert(memcmp(out, want, 8) == 0);
+    crl_ckpt_le_copy(out, q, 8, 1);
+    ckpt_le_u64(want, q[0]);
+    ck_assert(memcmp(out, want, 8) == 0);
+    /* Back from the file's order gives the host's values. */
+    uint32_t back[2];
+    ckpt_le_u32(want, w[0]);
+    ckpt_le_u32(want + 4, w[1]);
+    crl_ckpt_le_copy(back, want, 4, 2);
+    ck_assert(back[0] == w[0] && back[1] == w[1]);
+    crl_ckpt_le_copy(out, "abc", 1, 3);
+    ck_assert(memcmp(out, "abc", 3) == 0);
+}
+END_TEST
+
+/* A random stream as 12 little-endian words, and the states no stream can be in refused. */
+START_TEST(test_le_rng)
+{
+    crl_rng a, b, keep;
+    crl_rng_init(&a, 12345, 7);
+    crl_rng_u32(&a); /* idx 1 of a drawn block */
+    uint8_t buf[CRL_CKPT_RNG_BYTES];
+    crl_ckpt_put_rng(buf, &a);
+    ck_assert_uint_eq(crl_ckpt_get_u32(buf), a.key[0]);
+    ck_assert_uint_eq(crl_ckpt_get_u32(buf + 40), a.idx);
+    uint8_t want[4];
+    ckpt_le_u32(want, a.ctr[2]);
+    ck_assert(memcmp(buf + 16, want, 4) == 0);
+    ck_assert(crl_ckpt_get_rng(buf, &b));
+    ck_assert(memcmp(&a, &b, sizeof a) == 0);
+    ck_assert_uint_eq(crl_rng_u64(&a), crl_rng_u64(&b));
+    keep = b;
+    crl_ckpt_put_u32(buf + 40, 5);
+    ck_assert(!crl_ckpt_get_rng(buf, &b));
+    ck_assert(memcmp(&keep, &b, sizeof b) == 0);
+    crl_ckpt_put_u32(buf + 40, 4);
+    crl_ckpt_put_u32(buf + 44, 1);
+    ck_assert(!crl_ckpt_get_rng(buf, &b));
+    crl_ckpt_put_u32(buf + 44, 0);
+    ck_assert(crl_ckpt_get_rng(buf, &b));
+    ck_assert_uint_eq(b.idx, 4);
+}
+END_TEST
+
+/* A leaf's section holds its elements little-endian, whatever the host; a bool is a byte 0 or 1. */
+START_TEST(test_td_leaves_little_endian)
+{
+    crl_error err;
+    char *path = tpath("le.ckpt");
+    crl_ckpt_writer *w = crl_ckpt_writer_new(path, "crl.test", 1, &err);
+    const crl_dtype dts[5] = { CRL_I16, CRL_I32, CRL_I64, CRL_F32, CRL_F64 };
+    const double vals[3] = { -2, 258, 1.5 };
+    for (int k = 0; k < 5; k++) {
+        int64_t n = 3;
+        crl_td *td = crl_td_new(0, NULL, &err);
+        crl_tensor *t = crl_tensor_new(dts[k], 1, &n, &err);
+        for (int i = 0; i < 3; i++)
+            crl_tensor_flat_set(t, i, dts[k] >= CRL_F32 || i < 2 ? vals[i] : 7);
+        ck_assert_int_eq(crl_td_set(td, "x", t, &err), CRL_OK);
+        char prefix[8];
+        snprintf(prefix, sizeof prefix, "p%d", k);
+        ck_assert_int_eq(crl_ckpt_write_td(w, prefix, td, &err), CRL_OK);
+        crl_tensor_unref(t);
+        crl_td_unref(td);
+    }
+    ck_assert_msg(crl_ckpt_writer_close(w, &err) == CRL_OK, "%s", err.message);
+    for (int k = 0; k < 5; k++) {
+        char sec[8];
+        snprintf(sec, sizeof sec, "p%d/0", k);
+        size_t len, es = crl_dtype_size(dts[k]);
+        uint8_t *got = ckpt_edit_section(path, "crl.test", sec, &len), want[24];
+        ck_assert_uint_eq(len, 3 * es);
+        for (int i = 0; i < 3; i++) {
+            double v = dts[k] >= CRL_F32 || i < 2 ? vals[i] : 7;
+            uint8_t *p = want + es * (size_t)i;
+            if (dts[k] == CRL_I16)
+                p[0] = (uint8_t)(int16_t)v, p[1] = (uint8_t)((uint16_t)(int16_t)v >> 8);
+            else if (dts[k] == CRL_I32)
+                ckpt_le_u32(p, (uint32_t)(int32_t)v);
+            else if (dts[k] == CRL_I64)
+                ckpt_le_u64(p, (uint64_t)(int64_t)v);
+            else if (dts[k] == CRL_F32)
+                ckpt_le_f32(p, (float)v);
+            else
+                ckpt_le_f64(p, v);
+        }
+        ck_assert_msg(memcmp(got, want, len) == 0, "section %s is not little-endian", sec);
+        g_free(got);
+    }
+
+    /* A bool leaf holding 2 is refused, naming the file, the offset and the element. */
+    int64_t n = 2;
+    crl_td *td = crl_td_new(0, NULL, &err);
+    crl_tensor *t = crl_tensor_new(CRL_BOOL, 1, &n, &err);
+    ck_assert_int_eq(crl_td_set(td, "done", t, &err), CRL_OK);
+    w = crl_ckpt_writer_new(path, "crl.test", 1, &err);
+    ck_assert_int_eq(crl_ckpt_write_td(w, "b", td, &err), CRL_OK);
+    ck_assert_int_eq(crl_ckpt_writer_close(w, &err), CRL_OK);
+    char *bad = tpath("bad.ckpt");
+    ckpt_edit_replace(path, bad, "crl.test", "b/0", "\001\002", 2);
+    crl_ckpt_reader *r = crl_ckpt_reader_open(bad, "crl.test", 1, &err);
+    ck_assert_msg(r != NULL, "%s", err.message);
+    ck_assert_ptr_null(crl_ckpt_read_td(r, "b", &err));
+    ck_assert_int_eq(err.code, CRL_E_CORRUPT);
+    ck_assert_msg(g_str_has_prefix(err.message, bad) && strstr(err.message, ": offset ") &&
+                      strstr(err.message, "bool leaf 'done'): element 1 is 2, not 0 or 1"),
+                  "%s", err.message);
+    crl_ckpt_reader_free(r);
+    crl_tensor_unref(t);
+    crl_td_unref(td);
+    g_free(bad);
+    g_free(path);
+}
+END_TEST
+
 /* ---- corruption inside a TensorDict index ------------------------------------------ */
 
 static void b32(GByteArray *b, uint32_t v)
@@ -1068,6 +1228,9 @@ static Suite *checkpoint_suite(void)
     tcase_add_test(tc, test_crafted_tables);
     tcase_add_test(tc, test_missing_and_unreadable);
     tcase_add_test(tc, test_td_index_validation);
+    tcase_add_test(tc, test_le_field_helpers);
+    tcase_add_test(tc, test_le_rng);
+    tcase_add_test(tc, test_td_leaves_little_endian);
     tcase_add_test(tc, test_enospc_dev_full);
     tcase_add_test(tc, test_write_failure_midstream);
     tcase_add_test(tc, test_dir_commit_replaces);

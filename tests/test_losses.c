@@ -2,6 +2,7 @@
  * entries, checkpoints, and bad input (wrong specs, missing keys, wrong shapes, non-finite losses). */
 #include "host-fixture.h"
 #include "nn-test.h"
+#include "ckpt-edit.h"
 
 #include <crl/trainer.h>
 #include <glib/gstdio.h>
@@ -281,6 +282,163 @@ START_TEST(dqn_save_load)
     crl_td_unref(b);
     fx_close(&f);
     g_unlink(path);
+}
+END_TEST
+
+/* Actions of f's exploring policy on B observations from a fixed stream. */
+static crl_tensor *explore_actions(loss_fx *f, int64_t B)
+{
+    crl_error e = { 0 };
+    crl_rng rng, data;
+    crl_rng_init(&rng, 5, 1);
+    crl_rng_init(&data, 6, 0);
+    crl_td *td = crl_td_new(1, &B, &e);
+    crl_tensor *obs = t_rows(B, 4, NULL, &data);
+    ck_assert_int_eq(crl_td_set(td, "observation", obs, &e), CRL_OK);
+    ck_assert_msg(f->ops->act(f->st, td, CRL_EXPLORE_RANDOM, &rng, &e) == CRL_OK, "act: %s", e.message);
+    crl_tensor *a = crl_tensor_clone(crl_td_get(td, "action"), &e);
+    crl_tensor_unref(obs);
+    crl_td_unref(td);
+    return a;
+}
+
+static void save_loss(loss_fx *f, const char *path)
+{
+    crl_error e = { 0 };
+    crl_ckpt_writer *w = crl_ckpt_writer_new(path, "test", 1, &e);
+    ck_assert_msg(f->ops->save(f->st, w, "loss", &e) == CRL_OK, "%s", e.message);
+    ck_assert_int_eq(crl_ckpt_writer_close(w, &e), CRL_OK);
+}
+
+static int load_loss(loss_fx *f, const char *path, crl_error *e)
+{
+    crl_ckpt_reader *r = crl_ckpt_reader_open(path, "test", 1, e);
+    ck_assert_msg(r != NULL, "%s", e->message);
+    int rc = f->ops->load(f->st, r, "loss", e);
+    crl_ckpt_reader_free(r);
+    return rc;
+}
+
+/* DQN's counters are little-endian doubles, checked on load (counts, sizes), and a load replays the
+ * epsilon schedule bitwise however many explore calls the file counts (past the schedule's end, further
+ * calls change nothing, and 2^50 of them must not stall the load). */
+START_TEST(dqn_counters_checked)
+{
+    loss_fx f, g2;
+    crl_error e = { 0 };
+    const char *ini = "[loss]\ntype = dqn\nnum_cells = 8\nannealing_num_steps = 5000\neps_init = 1\neps_end = 0.1\n";
+    ck_assert_int_eq(fx_open(&f, ini, true, &e), CRL_OK);
+    for (int i = 0; i < 1000; i++)
+        f.ops->explore_step(f.st, 10);
+    char *dir = g_dir_make_tmp("crl-test-loss-XXXXXX", NULL);
+    char *path = g_build_filename(dir, "a.ckpt", NULL), *bad = g_build_filename(dir, "b.ckpt", NULL);
+    save_loss(&f, path);
+    size_t len;
+    uint8_t *c = ckpt_edit_section(path, "test", "loss/counters", &len), want[32];
+    const double cv[4] = { 0, 10000, 1000, 10 };
+    for (int i = 0; i < 4; i++)
+        ckpt_le_f64(want + 8 * i, cv[i]);
+    ck_assert_uint_eq(len, 32);
+    ck_assert_msg(memcmp(c, want, 32) == 0, "loss/counters is not 4 little-endian doubles {0, 10000, 1000, 10}");
+
+    /* 1000 calls replayed (fewer once the schedule has ended): the same exploring actions. */
+    ck_assert_int_eq(fx_open(&g2, ini, true, &e), CRL_OK);
+    ck_assert_msg(load_loss(&g2, path, &e) == CRL_OK, "%s", e.message);
+    crl_tensor *a = explore_actions(&f, 64), *b = explore_actions(&g2, 64);
+    ck_assert(crl_tensor_equal(a, b));
+    UNREF_ALL(a, b);
+    /* ... and the counters it saves are the file's. */
+    save_loss(&g2, bad);
+    uint8_t *c2 = ckpt_edit_section(bad, "test", "loss/counters", &len);
+    ck_assert(len == 32 && memcmp(c2, want, 32) == 0);
+    g_free(c2);
+
+    /* 2^50 calls of one frame load at once. */
+    const double huge[4] = { 3, 0x1p50, 0x1p50, 1 };
+    for (int i = 0; i < 4; i++)
+        ckpt_le_f64(c + 8 * i, huge[i]);
+    ckpt_edit_replace(path, bad, "test", "loss/counters", c, 32);
+    ck_assert_msg(load_loss(&g2, bad, &e) == CRL_OK, "%s", e.message);
+    save_loss(&g2, bad);
+    c2 = ckpt_edit_section(bad, "test", "loss/counters", &len);
+    ck_assert(len == 32 && memcmp(c2, c, 32) == 0);
+    g_free(c2);
+
+    /* Counts that no run has, and a wrong size: CRL_E_CORRUPT naming the file, section and field; the
+     * loss keeps its state. */
+    ck_assert_msg(load_loss(&g2, path, &e) == CRL_OK, "%s", e.message);
+    const struct { int field; double v; const char *msg; } cases[] = {
+        { 2, 3.5, "explore calls = 3.5; expected a whole number in [0, 2^53]" },
+        { 0, -1, "optimizer steps = -1; expected" },
+        { 3, NAN, "frames per explore call = nan; expected" },
+        { 1, 0x1p60, "explore frames = 1.15292e+18; expected" },
+        { 3, 0x1p44, "explore calls = 1000; expected calls times frames per call at most 2^53" },
+    };
+    a = explore_actions(&g2, 64);
+    for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
+        for (int i = 0; i < 4; i++)
+            ckpt_le_f64(c + 8 * i, cv[i]);
+        ckpt_le_f64(c + 8 * cases[k].field, cases[k].v);
+        ckpt_edit_replace(path, bad, "test", "loss/counters", c, 32);
+        ck_assert_msg(load_loss(&g2, bad, &e) == CRL_E_CORRUPT, "case %zu loaded", k);
+        ck_assert_msg(g_str_has_prefix(e.message, bad), "%s", e.message);
+        assert_msg_has(&e, "section 'loss/counters'");
+        assert_msg_has(&e, cases[k].msg);
+    }
+    ckpt_edit_replace(path, bad, "test", "loss/counters", c, 24);
+    ck_assert_int_eq(load_loss(&g2, bad, &e), CRL_E_CORRUPT);
+    assert_msg_has(&e, "holds 24 bytes; expected 32 (4 doubles)");
+    b = explore_actions(&g2, 64);
+    ck_assert(crl_tensor_equal(a, b));
+    UNREF_ALL(a, b);
+    g_free(c);
+    fx_close(&g2);
+    fx_close(&f);
+    g_unlink(path);
+    g_unlink(bad);
+    g_rmdir(dir);
+    g_free(path);
+    g_free(bad);
+    g_free(dir);
+}
+END_TEST
+
+/* PPO's random stream is 12 little-endian words; a state no stream is in is refused. */
+START_TEST(ppo_rng_checked)
+{
+    loss_fx f;
+    crl_error e = { 0 };
+    ck_assert_int_eq(fx_open(&f, "[loss]\ntype = ppo\n" "num_cells = 8\n", true, &e), CRL_OK);
+    char *dir = g_dir_make_tmp("crl-test-loss-XXXXXX", NULL);
+    char *path = g_build_filename(dir, "a.ckpt", NULL), *bad = g_build_filename(dir, "b.ckpt", NULL);
+    save_loss(&f, path);
+    size_t len;
+    uint8_t *rb = ckpt_edit_section(path, "test", "loss/rng", &len);
+    ck_assert_uint_eq(len, 48);
+    ck_assert_msg(load_loss(&f, path, &e) == CRL_OK, "%s", e.message);
+    ckpt_le_u32(rb + 40, 9);
+    ckpt_edit_replace(path, bad, "test", "loss/rng", rb, 48);
+    ck_assert_int_eq(load_loss(&f, bad, &e), CRL_E_CORRUPT);
+    ck_assert_msg(g_str_has_prefix(e.message, bad), "%s", e.message);
+    assert_msg_has(&e, "section 'loss/rng': word index 9");
+    ckpt_edit_replace(path, bad, "test", "loss/rng", rb, 40);
+    ck_assert_int_eq(load_loss(&f, bad, &e), CRL_E_CORRUPT);
+    assert_msg_has(&e, "holds 40 bytes; a random stream has 48");
+    uint8_t st[24];
+    const double sv[3] = { -1, 0, 0 };
+    for (int i = 0; i < 3; i++)
+        ckpt_le_f64(st + 8 * i, sv[i]);
+    ckpt_edit_replace(path, bad, "test", "loss/state", st, 24);
+    ck_assert_int_eq(load_loss(&f, bad, &e), CRL_E_CORRUPT);
+    assert_msg_has(&e, "beta = -1; expected a number >= 0");
+    g_free(rb);
+    fx_close(&f);
+    g_unlink(path);
+    g_unlink(bad);
+    g_rmdir(dir);
+    g_free(path);
+    g_free(bad);
+    g_free(dir);
 }
 END_TEST
 
@@ -598,7 +756,7 @@ END_TEST
 int main(void)
 {
     return RUN_TESTS("losses", dqn_grad_l2, dqn_grad_smooth_l1_double, dqn_weights, dqn_loss_falls,
-                     dqn_target_updates, dqn_save_load, dqn_bad_input, ppo_grad_clip, ppo_grad_clip_outside,
+                     dqn_target_updates, dqn_save_load, dqn_counters_checked, ppo_rng_checked, dqn_bad_input, ppo_grad_clip, ppo_grad_clip_outside,
                      ppo_grad_kl, ppo_grad_continuous, a2c_grad, reinforce_grad, pg_prepare_targets, pg_bad_input, ddpg_grad, td3_grad, sac_grad,
                      sac_fixed_alpha_grad, td3_delay, ac_bad_input, dsac_grad, dsac_fixed_alpha_grad,
                      dsac_bad_input);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <glib.h>
 #include "nn-test.h"
+#include "ckpt-edit.h"
 
 enum { N = 5, STEPS = 4 };
 
@@ -246,6 +247,87 @@ START_TEST(test_state_save_load)
 }
 END_TEST
 
+/* The state on disk is little-endian (meta as i64, moments as f32), and a load checks sizes and values:
+ * a moment that is NaN or a negative square average is CRL_E_CORRUPT at its offset, nothing changed. */
+START_TEST(test_state_little_endian_checked)
+{
+    hp h = { .lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8 };
+    crl_tensor *p = t_new(CRL_F32, 1, SHAPE(N)), *g = t_new(CRL_F32, 1, SHAPE(N));
+    crl_tensor *q = t_new(CRL_F32, 1, SHAPE(N)), *gq = t_new(CRL_F32, 1, SHAPE(N));
+    crl_optim *a = mk(CRL_OPTIM_ADAM, &h, p, g), *b = mk(CRL_OPTIM_ADAM, &h, q, gq);
+    crl_error err;
+    for (int s = 1; s <= 2; s++) {
+        for (int i = 0; i < N; i++)
+            crl_tensor_flat_set(g, i, grad_at(s, i));
+        ck_assert_int_eq(crl_optim_step(a, &err), CRL_OK);
+    }
+    char *dir = g_dir_make_tmp("crl-optim-XXXXXX", NULL), *path = g_build_filename(dir, "o.ckpt", NULL);
+    char *bad = g_build_filename(dir, "bad.ckpt", NULL);
+    crl_ckpt_writer *w = crl_ckpt_writer_new(path, "crl.test.optim", 1, &err);
+    ck_assert_int_eq(crl_optim_save(a, w, "optim", &err), CRL_OK);
+    ck_assert_int_eq(crl_ckpt_writer_close(w, &err), CRL_OK);
+
+    size_t len;
+    uint8_t *meta = ckpt_edit_section(path, "crl.test.optim", "optim/meta", &len), want[32];
+    const uint64_t mv[4] = { CRL_OPTIM_ADAM, 2, 1, N };
+    for (int i = 0; i < 4; i++)
+        ckpt_le_u64(want + 8 * i, mv[i]);
+    ck_assert(len == 32 && memcmp(meta, want, 32) == 0);
+    /* Adam's first moment after two steps, read back from little-endian bytes. */
+    uint8_t *m = ckpt_edit_section(path, "crl.test.optim", "optim/0/m", &len);
+    ck_assert_uint_eq(len, 4 * N);
+    for (int i = 0; i < N; i++) {
+        double ref = 0.9 * 0.1 * grad_at(1, i) + 0.1 * grad_at(2, i);
+        uint32_t u = (uint32_t)m[4 * i] | (uint32_t)m[4 * i + 1] << 8 | (uint32_t)m[4 * i + 2] << 16 |
+                     (uint32_t)m[4 * i + 3] << 24;
+        float f;
+        memcpy(&f, &u, 4);
+        ck_assert_msg(fabs(f - ref) <= 1e-6 * (1 + fabs(ref)), "m[%d] = %g, want %g", i, (double)f, ref);
+    }
+    uint8_t *v = ckpt_edit_section(path, "crl.test.optim", "optim/0/v", &len);
+
+    uint8_t *v_neg = g_memdup2(v, 4 * N), *m_nan = g_memdup2(m, 4 * N), *meta_neg = g_memdup2(meta, 32);
+    ckpt_le_f32(v_neg + 12, -1.0f);
+    ckpt_le_f32(m_nan, NAN);
+    ckpt_le_u64(meta_neg + 8, (uint64_t)-5);
+    const struct { const char *sec; const uint8_t *bytes; size_t len; const char *msg; } cases[4] = {
+        { "optim/0/v", v_neg, 4 * N, "section 'optim/0/v': element 3 is -1; a square average is a number >= 0" },
+        { "optim/0/m", m_nan, 4 * N, "section 'optim/0/m': element 0 is nan; a moment is never NaN" },
+        { "optim/meta", meta_neg, 32, "its step count is negative" },
+        { "optim/0/v", v, 4 * N - 4, "section 'optim/0/v' has 16 bytes, expected 20" },
+    };
+    for (int k = 0; k < 4; k++) {
+        ckpt_edit_replace(path, bad, "crl.test.optim", cases[k].sec, cases[k].bytes, cases[k].len);
+        crl_ckpt_reader *r = crl_ckpt_reader_open(bad, "crl.test.optim", 1, &err);
+        ck_assert_ptr_nonnull(r);
+        ck_assert_int_eq(crl_optim_load(b, r, "optim", &err), CRL_E_CORRUPT);
+        ck_assert_msg(g_str_has_prefix(err.message, bad) && strstr(err.message, ": offset "), "%s", err.message);
+        assert_msg_has(&err, cases[k].msg);
+        ck_assert_int_eq(crl_optim_steps(b), 0);
+        crl_ckpt_reader_free(r);
+    }
+    crl_ckpt_reader *r = crl_ckpt_reader_open(path, "crl.test.optim", 1, &err);
+    ck_assert_int_eq(crl_optim_load(b, r, "optim", &err), CRL_OK);
+    ck_assert_int_eq(crl_optim_steps(b), 2);
+    crl_ckpt_reader_free(r);
+    g_free(v_neg);
+    g_free(m_nan);
+    g_free(meta_neg);
+    g_free(meta);
+    g_free(m);
+    g_free(v);
+    unlink(path);
+    unlink(bad);
+    rmdir(dir);
+    g_free(path);
+    g_free(bad);
+    g_free(dir);
+    crl_optim_free(a);
+    crl_optim_free(b);
+    UNREF_ALL(p, g, q, gq);
+}
+END_TEST
+
 /* Same seed, same data: two training runs end bitwise equal. */
 START_TEST(test_reproducible)
 {
@@ -315,5 +397,5 @@ END_TEST
 
 int main(void)
 {
-    return RUN_TESTS("optim", test_sgd, test_adam, test_adamw, test_rmsprop, test_defaults_and_errors, test_clip_and_nonfinite, test_state_save_load, test_reproducible, test_fit_regression);
+    return RUN_TESTS("optim", test_sgd, test_adam, test_adamw, test_rmsprop, test_defaults_and_errors, test_clip_and_nonfinite, test_state_save_load, test_state_little_endian_checked, test_reproducible, test_fit_regression);
 }

@@ -7,6 +7,7 @@
 #include <crl/crl.h>
 #include <crl/host.h>
 #include <crl/storage_backend.h>
+#include "ckpt-edit.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -1125,6 +1126,62 @@ START_TEST(test_load_damaged_memmap)
 }
 END_TEST
 
+/* The list storage's dump holds each leaf's elements little-endian, and refuses a bool that is not 0 or 1. */
+START_TEST(test_list_dump_little_endian)
+{
+    const crl_storage_ops *ops = ops_of("list");
+    crl_error err;
+    void *st;
+    ck_assert_int_eq(open_storage("list", NULL, 4, &st, &err), CRL_OK);
+    int64_t one = 1, two[2] = { 1, 2 };
+    crl_td *b = crl_td_new(1, &one, &err);
+    crl_tensor *x = leaf(b, "x", CRL_I32, 2, two);
+    crl_tensor_flat_set(x, 0, (double)0x01020304);
+    crl_tensor_flat_set(x, 1, -2);
+    crl_tensor *d = leaf(b, "done", CRL_BOOL, 2, (int64_t[]){ 1, 1 });
+    crl_tensor_flat_set(d, 0, 1);
+    int64_t slot = 0;
+    ck_assert_msg(ops->set(st, &slot, 1, b, &err) == CRL_OK, "%s", err.message);
+    char *dir = subdir("le-list"), file[700], bad[700];
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    ck_assert_msg(ops->dump(st, dir, &err) == CRL_OK, "%s", err.message);
+    snprintf(file, sizeof file, "%s/storage.ckpt", dir);
+    snprintf(bad, sizeof bad, "%s/saved", g_tmp);
+    size_t len;
+    uint8_t *items = ckpt_edit_section(file, "crl.storage.list", "items", &len), want[8];
+    ckpt_le_u32(want, 0x01020304u);
+    ckpt_le_u32(want + 4, (uint32_t)-2);
+    ck_assert_msg(memmem(items, len, want, 8) != NULL, "the int32 leaf is not little-endian in 'items'");
+    /* The bool is a byte 1; a 2 in its place is refused, naming the file. */
+    void *st2;
+    ck_assert_int_eq(open_storage("list", NULL, 4, &st2, &err), CRL_OK);
+    ck_assert_msg(ops->load(st2, dir, &err) == CRL_OK, "%s", err.message);
+    ck_assert_int_eq(ops->len(st2), 1);
+    int found = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (items[i] != 1)
+            continue;
+        /* Whichever byte 1 is the bool, 2 there makes a file no load accepts silently. */
+        items[i] = 2;
+        ckpt_edit_replace(file, bad, "crl.storage.list", "items", items, len);
+        items[i] = 1;
+        copy_file(bad, file);
+        int rc = ops->load(st2, dir, &err);
+        if (rc == CRL_E_CORRUPT && strstr(err.message, "bool leaf 'done': byte 2, not 0 or 1")) {
+            ck_assert_msg(strstr(err.message, file) != NULL, "%s", err.message);
+            found++;
+        }
+        ckpt_edit_replace(bad, file, "crl.storage.list", "items", items, len);
+    }
+    ck_assert_int_eq(found, 1);
+    ck_assert_int_eq(ops->len(st2), 1);
+    g_free(items);
+    crl_td_unref(b);
+    ops->close(st);
+    ops->close(st2);
+}
+END_TEST
+
 START_TEST(test_load_other_capacity)
 {
     const char *names[] = { "list", "tensor", "memmap" };
@@ -1205,6 +1262,7 @@ static Suite *replay_storage_suite(void)
     tcase_add_test(tc, test_load_damaged_tensor);
     tcase_add_test(tc, test_load_damaged_memmap);
     tcase_add_test(tc, test_load_other_capacity);
+    tcase_add_test(tc, test_list_dump_little_endian);
     tcase_add_test(tc, test_memmap_load_other_layout);
     suite_add_tcase(s, tc);
     return s;

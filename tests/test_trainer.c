@@ -3,6 +3,7 @@
 #include "host-fixture.h"
 #include "keep-cairo.h"
 #include "nn-test.h"
+#include "ckpt-edit.h"
 
 #include <crl/trainer.h>
 #include <glib/gstdio.h>
@@ -360,6 +361,117 @@ START_TEST(resume_mismatch)
 }
 END_TEST
 
+/* The trainer's own sections are little-endian (counters as f64, the stream as 12 u32, actions as the env's
+ * int64 elements: PPO records every frame's), and a load checks them: sizes, whole counts, batches within
+ * frames, the actions' size against the counters and the action dtype, the stream's state.  A refused file
+ * names itself, the offset and the section, and changes nothing, the optimizers included. */
+START_TEST(checkpoint_little_endian_checked)
+{
+    crl_test_host h, h2;
+    crl_error e = { 0 };
+    char *ini = g_strdup_printf(PPO_RESUME_INI, 512);
+    crl_trainer *t = open_trainer(&h, ini, &e);
+    ck_assert_int_eq(crl_trainer_run(t, NULL, NULL, &e), CRL_OK);
+    char *dir = g_dir_make_tmp("crl-test-trainer-XXXXXX", NULL);
+    char *path = g_build_filename(dir, "t.ckpt", NULL), *bad = g_build_filename(dir, "bad.ckpt", NULL);
+    char *bad2 = g_build_filename(dir, "bad2.ckpt", NULL);
+    ck_assert_msg(crl_trainer_save(t, path, &e) == CRL_OK, "save: %s", e.message);
+
+    size_t clen, rlen, alen;
+    uint8_t *c = ckpt_edit_section(path, "crl.train", "trainer/counters", &clen);
+    uint8_t *rb = ckpt_edit_section(path, "crl.train", "trainer/rng", &rlen);
+    uint8_t *acts = ckpt_edit_section(path, "crl.train", "trainer/actions", &alen);
+    ck_assert_uint_eq(clen, 48);
+    ck_assert_uint_eq(rlen, 48);
+    uint8_t want[8];
+    ckpt_le_f64(want, (double)crl_trainer_frames(t));
+    ck_assert(memcmp(c + 8, want, 8) == 0);
+    ckpt_le_f64(want, (double)alen);
+    ck_assert(memcmp(c + 40, want, 8) == 0);
+    /* No evaluation: INT64_MAX, which a double holds as 2^63. */
+    ckpt_le_u64(want, 0x43E0000000000000ull);
+    ck_assert(memcmp(c + 24, want, 8) == 0);
+    /* CartPole's actions: little-endian int64 0 or 1, one per frame. */
+    ck_assert_uint_eq(alen, 8 * (size_t)crl_trainer_frames(t));
+    for (size_t i = 0; i < alen; i += 8) {
+        ck_assert_uint_le(acts[i], 1);
+        for (int k = 1; k < 8; k++)
+            ck_assert_uint_eq(acts[i + k], 0);
+    }
+
+    crl_trainer *t2 = open_trainer(&h2, ini, &e);
+    ck_assert_msg(crl_trainer_load(t2, path, &e) == CRL_OK, "load: %s", e.message);
+    int64_t steps = crl_optim_steps(crl_trainer_optim(t2, 0));
+
+    uint8_t c_bad[48], r_bad[48];
+    const struct { int field; double v; const char *msg; } counts[] = {
+        { 1, 10.5, "section 'trainer/counters': frames = 10.5 is not a whole number in [0, 2^53]" },
+        { 0, -1, "optimizer steps = -1 is not" },
+        { 2, 1e9, "1000000000 batches of 512 frames" },
+        { 5, 8, "section 'trainer/actions': 4096 bytes, but section 'trainer/counters' says 8" },
+        { 3, INFINITY, "next evaluation = inf is not" },
+    };
+    for (size_t k = 0; k < G_N_ELEMENTS(counts); k++) {
+        memcpy(c_bad, c, 48);
+        ckpt_le_f64(c_bad + 8 * counts[k].field, counts[k].v);
+        ckpt_edit_replace(path, bad, "crl.train", "trainer/counters", c_bad, 48);
+        ck_assert_int_eq(crl_trainer_load(t2, bad, &e), CRL_E_CORRUPT);
+        ck_assert_msg(g_str_has_prefix(e.message, bad) && strstr(e.message, ": offset "), "%s", e.message);
+        assert_msg_has(&e, counts[k].msg);
+    }
+    /* A next evaluation past 2^53 is one [train] eval_interval allows. */
+    memcpy(c_bad, c, 48);
+    ckpt_le_f64(c_bad + 24, 1e18);
+    ckpt_edit_replace(path, bad, "crl.train", "trainer/counters", c_bad, 48);
+    ck_assert_msg(crl_trainer_load(t2, bad, &e) == CRL_OK, "%s", e.message);
+    ckpt_edit_replace(path, bad, "crl.train", "trainer/counters", c, 40);
+    ck_assert_int_eq(crl_trainer_load(t2, bad, &e), CRL_E_CORRUPT);
+    assert_msg_has(&e, "40 bytes; a trainer checkpoint has 6 counters of 8");
+    /* Actions that are no whole number of int64s, though the counters agree. */
+    memcpy(c_bad, c, 48);
+    ckpt_le_f64(c_bad + 40, (double)(alen - 4));
+    ckpt_edit_replace(path, bad, "crl.train", "trainer/counters", c_bad, 48);
+    ckpt_edit_replace(bad, bad2, "crl.train", "trainer/actions", acts, alen - 4);
+    ck_assert_int_eq(crl_trainer_load(t2, bad2, &e), CRL_E_CORRUPT);
+    assert_msg_has(&e, "4092 bytes is no whole number of the env's 8-byte actions");
+    memcpy(r_bad, rb, 48);
+    ckpt_le_u32(r_bad + 40, 6);
+    ckpt_edit_replace(path, bad, "crl.train", "trainer/rng", r_bad, 48);
+    ck_assert_int_eq(crl_trainer_load(t2, bad, &e), CRL_E_CORRUPT);
+    assert_msg_has(&e, "section 'trainer/rng': word index 6 or reserved word 0 is no stream's");
+    ck_assert_int_eq(crl_optim_steps(crl_trainer_optim(t2, 0)), steps);
+    /* Optimizer state that is fine next to a loss section that is not: the optimizer keeps its state too. */
+    size_t mlen;
+    uint8_t *meta = ckpt_edit_section(path, "crl.train", "optim/0/meta", &mlen);
+    ckpt_le_u64(meta + 8, (uint64_t)steps + 5);
+    ckpt_edit_replace(path, bad, "crl.train", "optim/0/meta", meta, mlen);
+    ckpt_edit_replace(bad, bad2, "crl.train", "loss/state", meta, 8);
+    ck_assert_int_eq(crl_trainer_load(t2, bad2, &e), CRL_E_CORRUPT);
+    assert_msg_has(&e, "section 'loss/state' holds 8 bytes");
+    ck_assert_int_eq(crl_optim_steps(crl_trainer_optim(t2, 0)), steps);
+    ck_assert_msg(crl_trainer_load(t2, bad, &e) == CRL_OK, "%s", e.message);
+    ck_assert_int_eq(crl_optim_steps(crl_trainer_optim(t2, 0)), steps + 5);
+    g_free(meta);
+
+    g_free(c);
+    g_free(rb);
+    g_free(acts);
+    crl_trainer_free(t);
+    crl_trainer_free(t2);
+    crl_test_host_close(&h);
+    crl_test_host_close(&h2);
+    g_unlink(path);
+    g_unlink(bad);
+    g_unlink(bad2);
+    g_rmdir(dir);
+    g_free(path);
+    g_free(bad);
+    g_free(bad2);
+    g_free(dir);
+    g_free(ini);
+}
+END_TEST
+
 /* Discrete SAC on CartPole for 12000 frames. */
 START_TEST(discrete_sac_learns)
 {
@@ -437,5 +549,6 @@ int main(void)
     return RUN_TESTS("trainer", dqn_learns, ppo_learns, a2c_learns, reinforce_learns, discrete_sac_learns,
                      sac_learns, td3_learns, ddpg_learns, dqn_resume_bitwise, ppo_resume_bitwise,
                      sac_resume_bitwise, td3_resume_bitwise, resume_mismatch, dqn_reproducible, save_load,
+                     checkpoint_little_endian_checked,
                      bad_configs, non_finite_stops);
 }

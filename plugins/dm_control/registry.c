@@ -1,7 +1,7 @@
 /* The dm_control task table: lookup by "domain/task" with close-match suggestions. */
 #include "dmc.h"
 
-#include <crl/config.h>
+#include <crl/options.h>
 #include <stdio.h>
 #include <string.h>
 

@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int ls_net_opts_read(const crl_opts *opts, const char *who, ls_net_opts *out, crl_error *err)
@@ -139,7 +140,14 @@ int ls_save_doubles(crl_ckpt_writer *w, const char *prefix, const char *name, co
 {
     char sec[CRL_CKPT_NAME_MAX + 1];
     snprintf(sec, sizeof sec, "%s/%s", prefix, name);
-    return crl_ckpt_write(w, sec, v, n * sizeof *v, err);
+    uint8_t *b = malloc(n ? 8 * n : 1);
+    if (!b)
+        return crl_error_set(err, CRL_E_NOMEM, "section '%s': out of memory", sec);
+    for (size_t i = 0; i < n; i++)
+        crl_ckpt_put_f64(b + 8 * i, v[i]);
+    int rc = crl_ckpt_write(w, sec, b, 8 * n, err);
+    free(b);
+    return rc;
 }
 
 int ls_load_doubles(const crl_ckpt_reader *r, const char *prefix, const char *name, double *v, size_t n,
@@ -147,7 +155,66 @@ int ls_load_doubles(const crl_ckpt_reader *r, const char *prefix, const char *na
 {
     char sec[CRL_CKPT_NAME_MAX + 1];
     snprintf(sec, sizeof sec, "%s/%s", prefix, name);
-    return crl_ckpt_read(r, sec, v, n * sizeof *v, err);
+    size_t len;
+    const uint8_t *b = crl_ckpt_section(r, sec, &len, err);
+    if (!b)
+        return err->code;
+    if (len != 8 * n)
+        return crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s' holds %zu bytes; expected %zu (%zu doubles)",
+                             crl_ckpt_path(r), sec, len, 8 * n, n);
+    for (size_t i = 0; i < n; i++)
+        v[i] = crl_ckpt_get_f64(b + 8 * i);
+    return CRL_OK;
+}
+
+int ls_check_field(const crl_ckpt_reader *r, const char *prefix, const char *name, const char *field, double v,
+                   bool ok, const char *want, crl_error *err)
+{
+    if (ok)
+        return CRL_OK;
+    return crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s/%s': %s = %g; expected %s", crl_ckpt_path(r), prefix,
+                         name, field, v, want);
+}
+
+int ls_check_count(const crl_ckpt_reader *r, const char *prefix, const char *name, const char *field, double v,
+                   crl_error *err)
+{
+    return ls_check_field(r, prefix, name, field, v, v >= 0 && v <= 0x1p53 && v == floor(v),
+                          "a whole number in [0, 2^53]", err);
+}
+
+int ls_save_rng(crl_ckpt_writer *w, const char *prefix, const crl_rng *rng, crl_error *err)
+{
+    char sec[CRL_CKPT_NAME_MAX + 1];
+    uint8_t b[CRL_CKPT_RNG_BYTES];
+    snprintf(sec, sizeof sec, "%s/rng", prefix);
+    crl_ckpt_put_rng(b, rng);
+    return crl_ckpt_write(w, sec, b, sizeof b, err);
+}
+
+int ls_load_rng(const crl_ckpt_reader *r, const char *prefix, crl_rng *rng, crl_error *err)
+{
+    char sec[CRL_CKPT_NAME_MAX + 1];
+    snprintf(sec, sizeof sec, "%s/rng", prefix);
+    size_t len;
+    const uint8_t *b = crl_ckpt_section(r, sec, &len, err);
+    if (!b)
+        return err->code;
+    if (len != CRL_CKPT_RNG_BYTES)
+        return crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s' holds %zu bytes; a random stream has %d",
+                             crl_ckpt_path(r), sec, len, CRL_CKPT_RNG_BYTES);
+    if (!crl_ckpt_get_rng(b, rng))
+        return crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s': word index %u or reserved word %u (bytes 40-47) "
+                             "is no stream's (index 0..4, reserved 0)", crl_ckpt_path(r), sec,
+                             (unsigned)crl_ckpt_get_u32(b + 40), (unsigned)crl_ckpt_get_u32(b + 44));
+    return CRL_OK;
+}
+
+int64_t ls_anneal_calls(int64_t calls, int64_t frames, int64_t steps)
+{
+    /* After steps / frames + 1 calls the value has passed its end by a whole step and is clamped there. */
+    int64_t enough = (steps > 0 ? steps : 0) / (frames > 0 ? frames : 1) + 2;
+    return calls < enough ? calls : enough;
 }
 
 int ls_mlp_save(crl_mlp *m, crl_ckpt_writer *w, const char *prefix, const char *name, crl_error *err)

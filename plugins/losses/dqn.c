@@ -241,7 +241,15 @@ static int dqn_load(void *st, const crl_ckpt_reader *r, const char *prefix, crl_
 {
     dqn *d = st;
     double c[4];
+    static const char *const fields[4] = { "optimizer steps", "explore frames", "explore calls",
+                                           "frames per explore call" };
     if (ls_load_doubles(r, prefix, "counters", c, 4, err))
+        return err->code;
+    for (int i = 0; i < 4; i++)
+        if (ls_check_count(r, prefix, "counters", fields[i], c[i], err))
+            return err->code;
+    if (ls_check_field(r, prefix, "counters", fields[2], c[2], c[2] * c[3] <= 0x1p53,
+                       "calls times frames per call at most 2^53", err))
         return err->code;
     /* Load into clones first: nothing changes on error. */
     crl_mlp *q = crl_mlp_clone(d->q, "qvalue", err), *t = q ? crl_mlp_clone(d->target, "qvalue_target", err) : NULL;
@@ -252,12 +260,13 @@ static int dqn_load(void *st, const crl_ckpt_reader *r, const char *prefix, crl_
         crl_tensor_copy(crl_mlp_params_get(d->q), crl_mlp_params_get(q), NULL);
         crl_tensor_copy(crl_mlp_params_get(d->target), crl_mlp_params_get(t), NULL);
         d->counters[0] = c[0];
-        d->counters[1] = 0;
-        d->counters[2] = 0;
         /* Replay the epsilon schedule with the same calls, so it matches bitwise. */
         crl_qvalue_actor_set_egreedy(d->actor, d->eps_init, d->eps_end, d->eps_steps, NULL);
-        for (int64_t i = 0; i < (int64_t)c[2]; i++)
+        for (int64_t i = 0, n = ls_anneal_calls((int64_t)c[2], (int64_t)c[3], d->eps_steps); i < n; i++)
             dqn_explore_step(d, (int64_t)c[3]);
+        /* What all c[2] calls add up to (exact: below 2^53). */
+        d->counters[1] = c[2] * c[3];
+        d->counters[2] = c[2];
     }
     crl_mlp_unref(q);
     crl_mlp_unref(t);

@@ -59,11 +59,30 @@ int ls_set_scalar(crl_td *losses, const char *key, double v, crl_error *err);
 /* Set a float32 [rows] tensor with the batch's dims (td_error). */
 int ls_set_rows(crl_td *batch, const char *key, const float *v, crl_error *err);
 
-/* Save / load a small array of doubles as section "<prefix>/<name>". */
+/* Save / load a small array of doubles as section "<prefix>/<name>", each
+ * as 8 little-endian bytes.  Load fails with CRL_E_CORRUPT unless the
+ * section holds exactly n of them. */
 int ls_save_doubles(crl_ckpt_writer *w, const char *prefix, const char *name, const double *v, size_t n,
                     crl_error *err);
 int ls_load_doubles(const crl_ckpt_reader *r, const char *prefix, const char *name, double *v, size_t n,
                     crl_error *err);
+/* Field `field` (value v) of section "<prefix>/<name>" must be a count: a
+ * whole number in [0, 2^53].  CRL_E_CORRUPT naming the file, section and
+ * field otherwise. */
+int ls_check_count(const crl_ckpt_reader *r, const char *prefix, const char *name, const char *field, double v,
+                   crl_error *err);
+/* The same for what `ok` says is wrong with the field (`want` says what is expected). */
+int ls_check_field(const crl_ckpt_reader *r, const char *prefix, const char *name, const char *field, double v,
+                   bool ok, const char *want, crl_error *err);
+/* A random stream as section "<prefix>/rng" (crl_ckpt_put_rng); load fails
+ * with CRL_E_CORRUPT for a wrong size or a state no stream can be in. */
+int ls_save_rng(crl_ckpt_writer *w, const char *prefix, const crl_rng *rng, crl_error *err);
+int ls_load_rng(const crl_ckpt_reader *r, const char *prefix, crl_rng *rng, crl_error *err);
+/* How many explore_step calls of `frames` frames replay an annealing over
+ * `steps` frames bitwise: `calls`, or fewer once the schedule has surely
+ * reached its end (further calls change nothing there), so a checkpoint's
+ * counts cannot make a load loop for long. */
+int64_t ls_anneal_calls(int64_t calls, int64_t frames, int64_t steps);
 /* crl_mlp_save / load under "<prefix>/<name>". */
 int ls_mlp_save(crl_mlp *m, crl_ckpt_writer *w, const char *prefix, const char *name, crl_error *err);
 int ls_mlp_load(crl_mlp *m, const crl_ckpt_reader *r, const char *prefix, const char *name, crl_error *err);

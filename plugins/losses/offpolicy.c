@@ -603,7 +603,15 @@ static int ac_load(void *st, const crl_ckpt_reader *r, const char *prefix, crl_e
     const char *names[6];
     int n = nets(a, m, names), rc = CRL_OK;
     double s[5];
+    static const char *const fields[4] = { "optimizer steps", "explore frames", "explore calls",
+                                           "frames per explore call" };
     if (ls_load_doubles(r, prefix, "state", s, 5, err))
+        return err->code;
+    for (int i = 0; i < 4; i++)
+        if (ls_check_count(r, prefix, "state", fields[i], s[i], err))
+            return err->code;
+    if (ls_check_field(r, prefix, "state", fields[2], s[2], s[2] * s[3] <= 0x1p53,
+                       "calls times frames per call at most 2^53", err))
         return err->code;
     /* into clones first: nothing changes on error */
     for (int i = 0; i < n && !rc; i++) {
@@ -619,11 +627,16 @@ static int ac_load(void *st, const crl_ckpt_reader *r, const char *prefix, crl_e
         if (a->log_alpha)
             crl_tensor_flat_set(a->log_alpha, 0, s[4]);
         /* replay the exploration schedule with the same calls (bitwise) */
-        a->explore[0] = a->explore[1] = 0;
         if (a->det)
             crl_det_actor_set_gaussian(a->det, a->sigma[0], a->sigma[1], (int64_t)a->sigma[2], 0, 1, NULL);
-        for (int64_t i = 0; i < (int64_t)s[2]; i++)
+        int64_t calls = a->det ? ls_anneal_calls((int64_t)s[2], (int64_t)s[3], (int64_t)a->sigma[2]) : 0;
+        for (int64_t i = 0; i < calls; i++)
             ac_explore_step(a, (int64_t)s[3]);
+        /* what all s[2] calls add up to (exact: below 2^53) */
+        a->explore[0] = s[2] * s[3];
+        a->explore[1] = s[2];
+        if (s[2] > 0)
+            a->explore[2] = s[3];
     }
     for (int i = 0; i < n; i++)
         crl_mlp_unref(c[i]);

@@ -336,9 +336,7 @@ static int pg_save(void *st, crl_ckpt_writer *w, const char *prefix, crl_error *
     if (ls_mlp_save(p->actor_net, w, prefix, "actor", err) || ls_mlp_save(p->critic, w, prefix, "critic", err) ||
         ls_save_doubles(w, prefix, "state", s, 3, err))
         return err->code;
-    char sec[CRL_CKPT_NAME_MAX + 1];
-    snprintf(sec, sizeof sec, "%s/rng", prefix);
-    return crl_ckpt_write(w, sec, &p->rng, sizeof p->rng, err);
+    return ls_save_rng(w, prefix, &p->rng, err);
 }
 
 static int pg_load(void *st, const crl_ckpt_reader *r, const char *prefix, crl_error *err)
@@ -346,9 +344,9 @@ static int pg_load(void *st, const crl_ckpt_reader *r, const char *prefix, crl_e
     pg *p = st;
     double s[3];
     crl_rng rng;
-    char sec[CRL_CKPT_NAME_MAX + 1];
-    snprintf(sec, sizeof sec, "%s/rng", prefix);
-    if (ls_load_doubles(r, prefix, "state", s, 3, err) || crl_ckpt_read(r, sec, &rng, sizeof rng, err))
+    if (ls_load_doubles(r, prefix, "state", s, 3, err) ||
+        ls_check_field(r, prefix, "state", "beta", s[0], s[0] >= 0, "a number >= 0", err) ||
+        ls_check_count(r, prefix, "state", "KL samples", s[2], err) || ls_load_rng(r, prefix, &rng, err))
         return err->code;
     crl_mlp *a = crl_mlp_clone(p->actor_net, "actor", err), *c = a ? crl_mlp_clone(p->critic, "critic", err) : NULL;
     int rc = (!a || !c) ? err->code : CRL_OK;

@@ -159,7 +159,7 @@ static void list_close(void *st)
  *   "meta"   u64 capacity, u64 len, u64 write_count, u64 count
  *   "items"  count records: u64 slot, u64 layout bytes, layout (layout.c
  *            encoding of the item, batch shape included), then every leaf's
- *            contiguous bytes in layout order
+ *            contiguous elements in layout order, each little-endian
  */
 
 static char *ckpt_path(const char *dir)
@@ -204,6 +204,16 @@ static bool gb_add(growbuf *b, const void *data, size_t len)
     return true;
 }
 
+/* A leaf's elements, little-endian. */
+static bool gb_add_le(growbuf *b, const void *data, size_t len, size_t elem_size)
+{
+    if (!gb_reserve(b, len))
+        return false;
+    crl_ckpt_le_copy(b->p + b->len, data, elem_size, len / elem_size);
+    b->len += len;
+    return true;
+}
+
 static int encode_item(growbuf *b, int64_t slot, const crl_td *item, crl_error *err)
 {
     rp_layout *l = rp_layout_from_item(WHO, item, err);
@@ -222,7 +232,7 @@ static int encode_item(growbuf *b, int64_t slot, const crl_td *item, crl_error *
             rp_layout_free(l);
             return err ? err->code : CRL_E_NOMEM;
         }
-        ok = gb_add(b, crl_tensor_data(t), l->leaves[i].row_bytes);
+        ok = gb_add_le(b, crl_tensor_data(t), l->leaves[i].row_bytes, crl_dtype_size(l->leaves[i].dtype));
         crl_tensor_unref(t);
     }
     rp_layout_free(l);
@@ -293,12 +303,24 @@ static crl_td *decode_item(const char *path, const uint8_t *data, size_t len, si
         rp_layout_free(l);
         return NULL;
     }
+    for (size_t i = 0, off = at; i < l->nleaves; off += l->leaves[i++].row_bytes) {
+        if (l->leaves[i].dtype != CRL_BOOL)
+            continue;
+        for (size_t k = 0; k < l->leaves[i].row_bytes; k++)
+            if (data[off + k] > 1) {
+                crl_error_set(err, CRL_E_CORRUPT, "%s: section 'items' offset %zu: slot %" PRIu64 ", bool leaf '%s': "
+                              "byte %u, not 0 or 1", path, off + k, sl, l->leaves[i].key, data[off + k]);
+                rp_layout_free(l);
+                return NULL;
+            }
+    }
     crl_td *item = crl_td_new(l->batch_ndim, l->batch_shape, err);
     for (size_t i = 0; item && i < l->nleaves; i++) {
         const rp_leaf *f = &l->leaves[i];
         crl_tensor *t = crl_tensor_new(f->dtype, f->ndim, f->shape, err);
         if (t && f->row_bytes)
-            memcpy(crl_tensor_data(t), data + at, f->row_bytes);
+            crl_ckpt_le_copy(crl_tensor_data(t), data + at, crl_dtype_size(f->dtype),
+                             f->row_bytes / crl_dtype_size(f->dtype));
         at += f->row_bytes;
         if (!t || crl_td_set_k(item, f->handle, t, err)) {
             crl_tensor_unref(t);

@@ -2,7 +2,6 @@
 #include "config.h"
 #include "image_common.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,17 +83,6 @@ static int permute_run(img_tf *t, const img_plan *p, const crl_tensor *in, crl_t
     return rc;
 }
 
-static bool parse_int(const char *s, int64_t *v)
-{
-    char *end;
-    errno = 0;
-    long long x = strtoll(s, &end, 10);
-    if (errno || end == s || *end)
-        return false;
-    *v = x;
-    return true;
-}
-
 static int permute_create(const crl_opts *o, void **out, crl_error *err)
 {
     img_tf *t = img_tf_new(o, "PermuteTransform", true, err);
@@ -112,7 +100,7 @@ static int permute_create(const crl_opts *o, void **out, crl_error *err)
     bool seen[CRL_MAX_DIMS] = { false };
     for (size_t i = 0; !rc && i < n; i++) {
         int64_t d;
-        if (!parse_int(items[i], &d) || d >= 0 || d < -(int64_t)n || seen[-d - 1])
+        if (!crl_parse_int(items[i], &d) || d >= 0 || d < -(int64_t)n || seen[-d - 1])
             rc = crl_error_set(err, CRL_E_CONFIG,
                                "%s: [%s] dims = %s: give a reordering of the trailing dims -%zu .. -1 (negative, each "
                                "once), e.g. dims = -1, -3, -2 for [H, W, C] -> [C, H, W]",

@@ -5,8 +5,11 @@
 #
 # Targets: checkpoint (crl_ckpt_reader_open_buffer, every section, every
 # TensorDict), replay_load (crl_replay_load with the input as the
-# manifest) and registry_cache (the plugin registry cache reader, compiled in
-# with its hidden crl__ internals); default all.  libcrl and the replay plugin are built
+# manifest), registry_cache (the plugin registry cache reader, compiled in
+# with its hidden crl__ internals), trainer (crl_trainer_load: the trainer's,
+# optimizers' and DQN/PPO losses' sections) and storage_load (the list and
+# tensor storages' dump loaders); default all.  libcrl and the replay and
+# losses plugins are built
 # instrumented in FUZZ_BUILD_DIR (default ./_fuzz); the seed corpus in
 # tests/fuzz/corpus/TARGET is copied to FUZZ_BUILD_DIR/corpus-TARGET, which
 # grows across runs.  Crashes land in FUZZ_BUILD_DIR as crash-* files: add
@@ -19,7 +22,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(checkpoint replay_load registry_cache)
+[ ${#targets[@]} -gt 0 ] || targets=(checkpoint replay_load registry_cache trainer storage_load)
 cc=${CC_FUZZ:-clang}
 bd=${FUZZ_BUILD_DIR:-$PWD/_fuzz}
 
@@ -34,19 +37,21 @@ if ! "$cc" -fsanitize=fuzzer,address,undefined "$bd/probe.c" -o "$bd/probe" 2>"$
     exit 2
 fi
 
-# libcrl and the replay plugin, instrumented for coverage and sanitized.
+# libcrl and the replay and losses plugins, instrumented for coverage and sanitized.
 if [ ! -f "$bd/lib/Makefile" ]; then
     mkdir -p "$bd/lib"
     (cd "$bd/lib" && "$src/configure" -q CC="$cc" CFLAGS="-g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link" \
         --enable-sanitizers --disable-tests --disable-classic --without-python --disable-gym)
 fi
-make_cmd=(make -C "$bd/lib" -j"$(nproc)" --no-print-directory core/libcrl.la plugins/replay/replay.la)
+make_cmd=(make -C "$bd/lib" -j"$(nproc)" --no-print-directory core/libcrl.la plugins/replay/replay.la
+          plugins/losses/losses.la)
 if [ -n "${FUZZ_MAKE_LOCK:-}" ]; then flock "$FUZZ_MAKE_LOCK" "${make_cmd[@]}"; else "${make_cmd[@]}"; fi
 
 lib="$bd/lib/core/.libs"
 flags=(-g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -I"$src/plugin-sdk/include" -I"$src/core/include")
 export CRL_FUZZ_REPLAY_PLUGIN="$bd/lib/plugins/replay/.libs/replay.so"
+export CRL_FUZZ_LOSSES_PLUGIN="$bd/lib/plugins/losses/.libs/losses.so"
 # Full malloc stacks: GLib has no frame pointers, so the fast unwinder stops
 # at g_malloc and a leak report could name neither crl's code nor GLib's own
 # by-design quark leak (lsan-fuzz.supp).  FUZZ_FAST=1 trades leak detection
@@ -61,11 +66,12 @@ export LSAN_OPTIONS="suppressions=$src/tests/fuzz/lsan-fuzz.supp:print_suppressi
 status=0
 for t in "${targets[@]}"; do
     case "$t" in
-        checkpoint|replay_load) extra=() ;;
+        checkpoint|replay_load|trainer|storage_load) extra=() ;;
         # crl__ symbols are hidden in libcrl: the loader's sources are built into the target.
         registry_cache) extra=(-I"$src/core" -I"$bd/lib" $(pkg-config --cflags glib-2.0)
                                "$src/core/scan_record.c" "$src/core/registry_cache.c" $(pkg-config --libs glib-2.0)) ;;
-        *) echo "run-fuzz: unknown target '$t' (checkpoint, replay_load, registry_cache)" >&2; exit 2 ;;
+        *) echo "run-fuzz: unknown target '$t' (checkpoint, replay_load, registry_cache, trainer, storage_load)" >&2
+           exit 2 ;;
     esac
     "$cc" "${flags[@]}" "$src/tests/fuzz/fuzz_$t.c" ${extra[@]+"${extra[@]}"} -o "$bd/fuzz_$t" -L"$lib" -lcrl -Wl,-rpath,"$lib"
     mkdir -p "$bd/corpus-$t"

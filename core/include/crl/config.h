@@ -87,12 +87,8 @@ CRL_API int crl_config_get_enum(const crl_config *cfg, const char *section, cons
 CRL_API int crl_config_get_list(const crl_config *cfg, const char *section, const char *key,
                                 char ***out, crl_error *err);
 
-/* Value parsers shared by the getters and by option validation.  Each
- * returns false on a malformed value. */
-CRL_API bool crl_parse_bool(const char *s, bool *out);
-CRL_API bool crl_parse_int(const char *s, int64_t *out);
-CRL_API bool crl_parse_double(const char *s, double *out);
-CRL_API bool crl_parse_size(const char *s, uint64_t *out);
+/* The value parsers the getters use (crl_parse_bool, _int, _double, _size)
+ * are in the SDK, crl/options.h, as plugins use them too. */
 
 /* Schema: which sections and keys are allowed.
  * `section` is an exact name ("plugins") or a pattern ending in ".*"
@@ -141,11 +137,7 @@ CRL_API void crl_opts_free(crl_opts *o);
  * where it came from.  Free with crl_free. */
 CRL_API char *crl_config_show(const crl_config *cfg, const crl_schema *schema, crl_error *err);
 
-/* The closest candidate to `word` (Levenshtein distance, where swapping two
- * adjacent characters also counts as one edit, at most a third of its
- * length, at least 1; ties go to the first), or NULL.  `candidates` is
- * NULL-terminated. */
-CRL_API const char *crl_did_you_mean(const char *word, const char *const *candidates);
+/* crl_did_you_mean, for "did you mean" hints, is in the SDK (crl/options.h). */
 
 #ifdef __cplusplus
 }

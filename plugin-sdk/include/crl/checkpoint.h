@@ -10,6 +10,13 @@
  * CRL_E_CORRUPT "PATH: offset N: what is wrong" (or CRL_E_IO for a missing
  * or unreadable file).  All integers are little-endian.
  *
+ * A section's bytes are its writer's: write every multi-byte field with the
+ * fixed-width little-endian helpers below (crl_ckpt_put_u64, ...,
+ * crl_ckpt_le_copy for arrays), never a struct, a host-order integer or a
+ * double's memory, so a file reads the same on every host.  On load, check
+ * each section's length and each value before using it, and fail with
+ * CRL_E_CORRUPT naming the file (crl_ckpt_path), the section and the field.
+ *
  * A checkpoint directory is written to "DIR.tmp-XXXXXX" next to DIR, every
  * file fsynced, then renamed over DIR (an old DIR is moved aside and removed
  * after the rename) and the parent directory fsynced: a crash leaves either
@@ -17,6 +24,7 @@
 #ifndef CRL_CHECKPOINT_H
 #define CRL_CHECKPOINT_H
 
+#include <crl/rng.h>
 #include <crl/td.h>
 
 #ifdef __cplusplus
@@ -26,6 +34,115 @@ extern "C" {
 #define CRL_CKPT_FORMAT_VERSION 1
 #define CRL_CKPT_MAX_SECTIONS 65536
 #define CRL_CKPT_NAME_MAX 255
+
+/* Fixed-width little-endian fields (header-only, no libcrl call).  `p`
+ * points at the field's first byte, with no alignment needed; put writes
+ * exactly the field's width, get reads it.  A double travels as the
+ * little-endian bytes of its IEEE-754 binary64 bits; a crl_rng as its 12
+ * 32-bit words in declaration order (CRL_CKPT_RNG_BYTES), which is what
+ * the raw struct was on little-endian hosts. */
+static inline void crl_ckpt_put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void crl_ckpt_put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint32_t crl_ckpt_get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t crl_ckpt_get_u64(const uint8_t *p)
+{
+    return (uint64_t)crl_ckpt_get_u32(p) | (uint64_t)crl_ckpt_get_u32(p + 4) << 32;
+}
+
+/* A union, not memcpy: SDK headers include no <string.h>. */
+static inline void crl_ckpt_put_f64(uint8_t *p, double v)
+{
+    union { double d; uint64_t u; } x;
+    x.d = v;
+    crl_ckpt_put_u64(p, x.u);
+}
+
+static inline double crl_ckpt_get_f64(const uint8_t *p)
+{
+    union { double d; uint64_t u; } x;
+    x.u = crl_ckpt_get_u64(p);
+    return x.d;
+}
+
+#define CRL_CKPT_RNG_BYTES 48
+
+static inline void crl_ckpt_put_rng(uint8_t *p, const crl_rng *r)
+{
+    const uint32_t w[12] = { r->key[0], r->key[1], r->ctr[0], r->ctr[1], r->ctr[2], r->ctr[3],
+                             r->out[0], r->out[1], r->out[2], r->out[3], r->idx,    r->reserved };
+    for (int i = 0; i < 12; i++)
+        crl_ckpt_put_u32(p + 4 * i, w[i]);
+}
+
+/* False, leaving *r alone, for a state no stream can be in (a word index
+ * past its block of 4, or the reserved word not 0): report CRL_E_CORRUPT. */
+static inline bool crl_ckpt_get_rng(const uint8_t *p, crl_rng *r)
+{
+    uint32_t w[12];
+    for (int i = 0; i < 12; i++)
+        w[i] = crl_ckpt_get_u32(p + 4 * i);
+    if (w[10] > 4 || w[11] != 0)
+        return false;
+    r->key[0] = w[0];
+    r->key[1] = w[1];
+    for (int i = 0; i < 4; i++) {
+        r->ctr[i] = w[2 + i];
+        r->out[i] = w[6 + i];
+    }
+    r->idx = w[10];
+    r->reserved = w[11];
+    return true;
+}
+
+/* True on a little-endian host (a constant the compiler folds). */
+static inline bool crl_ckpt_host_is_le(void)
+{
+    const union { uint32_t u; uint8_t b[4]; } x = { 1 };
+    return x.b[0] == 1;
+}
+
+/* Copy `count` elements of `elem_size` bytes (1, 2, 4 or 8: a crl_dtype's
+ * size) from src to dst, reversing each element's bytes.  dst and src must
+ * not overlap. */
+static inline void crl_ckpt_byteswap_copy(void *dst, const void *src, size_t elem_size, size_t count)
+{
+    uint8_t *d = (uint8_t *)dst;
+    const uint8_t *s = (const uint8_t *)src;
+    for (size_t i = 0; i < count; i++, d += elem_size, s += elem_size)
+        for (size_t k = 0; k < elem_size; k++)
+            d[k] = s[elem_size - 1 - k];
+}
+
+/* Host-order elements to their little-endian form, or back (the same
+ * operation): a plain copy on little-endian hosts, crl_ckpt_byteswap_copy
+ * on big-endian ones.  For arrays of numbers (a tensor's bytes, float
+ * moments) going into or coming out of a section.  dst and src must not
+ * overlap. */
+static inline void crl_ckpt_le_copy(void *dst, const void *src, size_t elem_size, size_t count)
+{
+    if (!crl_ckpt_host_is_le() && elem_size > 1) {
+        crl_ckpt_byteswap_copy(dst, src, elem_size, count);
+        return;
+    }
+    uint8_t *d = (uint8_t *)dst;
+    const uint8_t *s = (const uint8_t *)src;
+    for (size_t i = 0, n = elem_size * count; i < n; i++)
+        d[i] = s[i];
+}
 
 /* CRC-32 (zlib's, ISO 3309) of data, continuing from crc (start with 0). */
 CRL_API uint32_t crl_crc32(uint32_t crc, const void *data, size_t len);

@@ -80,6 +80,32 @@ CRL_API size_t crl_opts_prefixed_count(const crl_opts *o, const char *prefix);
 CRL_API const char *crl_opts_prefixed_key(const crl_opts *o, const char *prefix, size_t i);
 CRL_API const char *crl_opts_prefixed_value(const crl_opts *o, const char *prefix, size_t i);
 
+/* Value parsers, the ones option validation and the host's config getters
+ * use: parse what a plugin reads from a raw string (a list item, a
+ * CRL_OPT_PREFIX value) by the same rules as a declared option of that type.
+ * Each returns true and stores the value in *out (out may be NULL to only
+ * check), or returns false for a NULL or malformed string and leaves *out
+ * alone.  They allocate nothing and set no error: the caller names the key.
+ *   bool:   true/yes/on/1, false/no/off/0, any case;
+ *   int:    decimal, or hex after "0x", optional sign, int64 range, no blanks;
+ *   double: '.' as decimal point whatever the locale, finite, no blanks;
+ *   size:   decimal bytes with an optional unit, powers of 1024 (4096, 64K,
+ *           64 MiB, 2G, 1T), below 2^64. */
+CRL_API bool crl_parse_bool(const char *s, bool *out);
+CRL_API bool crl_parse_int(const char *s, int64_t *out);
+CRL_API bool crl_parse_double(const char *s, double *out);
+CRL_API bool crl_parse_size(const char *s, uint64_t *out);
+
+/* "Did you mean" hints: the candidate closest to `word` by edit distance
+ * (insertions, deletions, substitutions and swaps of two adjacent characters
+ * each count one; case counts), if that distance is at most a third of
+ * `word`'s length and at least 1; ties go to the earlier candidate.
+ * `candidates` is a NULL-terminated array.  Returns one of `candidates`'
+ * pointers (borrowed: valid as long as the array's strings are), or NULL
+ * when nothing is that close or `word` or `candidates` is NULL.  Never
+ * fails otherwise; the caller words the message ("did you mean '%s'?"). */
+CRL_API const char *crl_did_you_mean(const char *word, const char *const *candidates);
+
 #ifdef __cplusplus
 }
 #endif
