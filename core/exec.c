@@ -513,17 +513,21 @@ int crl__exec_make(crl_env *env, const crl_env_ops *real, const crl__exec_opts *
         if (nwt) {
             ie.count = in->count;
             parts[k].struct_size = sizeof parts[k];
-            crl_config *c = inst_config(cfg, section, pk, npk, npk ? in->start : -1, &ie, err);
-            rc = c ? crl__wenv_make(env->host, c, section, &parts[k], &in->benv, err) : (err ? err->code : CRL_E_NOMEM);
+            crl_error e;
+            crl_error_clear(&e);
+            crl_config *c = inst_config(cfg, section, pk, npk, npk ? in->start : -1, &ie, &e);
+            rc = c ? crl__wenv_make(env->host, c, section, &parts[k], &in->benv, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
             if (rc)
                 crl_error_prefix(err, "worker_transforms, envs [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "): ",
                                  (gint64)in->start, (gint64)(in->start + in->count));
             continue;
         }
         if (npk) {
-            own = per_env_opts(cfg, section, pk, npk, in->start, tables, err);
+            crl_error e;
+            crl_error_clear(&e);
+            own = per_env_opts(cfg, section, pk, npk, in->start, tables, &e);
             if (!own) {
-                rc = err ? err->code : CRL_E_CONFIG;
+                rc = crl_error_pass(err, &e, CRL_E_CONFIG);
                 char *what = per_env_what(pk, npk, in->start);
                 crl_error_prefix(err, "[%s] env %" G_GINT64_FORMAT " (%s): ", section, (gint64)in->start, what);
                 g_free(what);
@@ -570,9 +574,11 @@ int crl__exec_make(crl_env *env, const crl_env_ops *real, const crl__exec_opts *
             rc = crl_error_set(err, CRL_E_PLUGIN, "some instances declare a %s spec and some do not", names[s]);
             break;
         }
-        out[s] = combine(x, col, "", err);
+        crl_error e;
+        crl_error_clear(&e);
+        out[s] = combine(x, col, "", &e);
         if (!out[s]) {
-            rc = err ? err->code : CRL_E_PLUGIN;
+            rc = crl_error_pass(err, &e, CRL_E_PLUGIN);
             crl_error_prefix(err, "%s spec: ", names[s]);
         }
     }
@@ -646,9 +652,11 @@ static int exec_bind(void *benv, crl_td *buffers, crl_error *err)
     for (size_t k = 0; k < x->ninst; k++) {
         crl__exec_inst *in = &x->inst[k];
         crl_td_unref(in->view);
-        in->view = crl_td_slice(buffers, 0, in->start, in->start + in->count, 1, err);
+        crl_error e;
+        crl_error_clear(&e);
+        in->view = crl_td_slice(buffers, 0, in->start, in->start + in->count, 1, &e);
         if (!in->view)
-            return err ? err->code : CRL_E_NOMEM;
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
         int rc = x->real.bind(in->benv, in->view, err);
         if (rc) {
             crl_error_prefix(err, "envs [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "): ", (gint64)in->start,

@@ -295,9 +295,11 @@ int crl_optim_load(crl_optim *o, const crl_ckpt_reader *r, const char *prefix, c
     char name[CRL_CKPT_NAME_MAX + 1];
     snprintf(name, sizeof name, "%s/meta", prefix);
     size_t len = 0, ng = o->groups->len;
-    const int64_t *meta = crl_ckpt_section(r, name, &len, err);
+    crl_error e;
+    crl_error_clear(&e);
+    const int64_t *meta = crl_ckpt_section(r, name, &len, &e);
     if (!meta)
-        return err ? err->code : CRL_E_CORRUPT;
+        return crl_error_pass(err, &e, CRL_E_CORRUPT);
     int64_t head[3];
     if (len != (3 + ng) * sizeof(int64_t))
         return crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s' has %zu bytes but an optimizer over %zu parameter vectors needs %zu",
@@ -317,8 +319,8 @@ int crl_optim_load(crl_optim *o, const crl_ckpt_reader *r, const char *prefix, c
         for (int k = 0; k < 2; k++) {
             snprintf(name, sizeof name, "%s/%zu/%c", prefix, i, k ? 'v' : 'm');
             size_t l = 0;
-            if (!crl_ckpt_section(r, name, &l, err))
-                return err ? err->code : CRL_E_CORRUPT;
+            if (!crl_ckpt_section(r, name, &l, &e))
+                return crl_error_pass(err, &e, CRL_E_CORRUPT);
             if (l != (size_t)n * sizeof(float))
                 return crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s' has %zu bytes, expected %zu",
                                      crl_ckpt_path(r), name, l, (size_t)n * sizeof(float));

@@ -116,9 +116,10 @@ int crl_loss_from_config(crl_host *host, const crl_config *cfg, const char *sect
     int rc = crl__config_check_keys(cfg, section, tables, 2, err);
     if (rc)
         return rc;
-    crl_opts *o = crl_config_opts(cfg, section, tables, 2, err);
+    crl_error_clear(&e);
+    crl_opts *o = crl_config_opts(cfg, section, tables, 2, &e);
     if (!o)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_CONFIG);
     rc = ops->create(o, obs_spec, action_spec, seed, st, err);
     crl_opts_free(o);
     if (rc)
@@ -135,23 +136,27 @@ static int opts_of(const crl_config *cfg, const char *section, const crl_option 
     int rc = crl__config_check_keys(cfg, section, tables, 1, err);
     if (rc)
         return rc;
-    *out = crl_config_opts(cfg, section, tables, 1, err);
-    return *out ? CRL_OK : err->code;
+    crl_error e;
+    crl_error_clear(&e);
+    *out = crl_config_opts(cfg, section, tables, 1, &e);
+    return *out ? CRL_OK : crl_error_pass(err, &e, CRL_E_CONFIG);
 }
 
 static int read_train(crl_trainer *t, const crl_opts *o, crl_error *err)
 {
     int64_t seed;
-    if (crl_opts_int(o, "seed", &seed, err) || crl_opts_int(o, "num_updates", &t->num_updates, err) ||
-        crl_opts_int(o, "epochs", &t->epochs, err) || crl_opts_int(o, "minibatch_size", &t->minibatch, err) ||
-        crl_opts_int(o, "eval_interval", &t->eval_interval, err) ||
-        crl_opts_int(o, "eval_episodes", &t->eval_episodes, err) ||
-        crl_opts_int(o, "eval_max_steps", &t->eval_max_steps, err))
-        return err->code;
+    int rc;
+    if ((rc = crl_opts_int(o, "seed", &seed, err)) || (rc = crl_opts_int(o, "num_updates", &t->num_updates, err)) ||
+        (rc = crl_opts_int(o, "epochs", &t->epochs, err)) ||
+        (rc = crl_opts_int(o, "minibatch_size", &t->minibatch, err)) ||
+        (rc = crl_opts_int(o, "eval_interval", &t->eval_interval, err)) ||
+        (rc = crl_opts_int(o, "eval_episodes", &t->eval_episodes, err)) ||
+        (rc = crl_opts_int(o, "eval_max_steps", &t->eval_max_steps, err)))
+        return rc;
     t->seed = (uint64_t)seed;
     t->has_stop = crl_opts_is_set(o, "stop_return");
-    if (t->has_stop && crl_opts_double(o, "stop_return", &t->stop_return, err))
-        return err->code;
+    if (t->has_stop && (rc = crl_opts_double(o, "stop_return", &t->stop_return, err)))
+        return rc;
     return CRL_OK;
 }
 
@@ -160,23 +165,27 @@ static int build_optim(crl_trainer *t, const crl_opts *o, crl_error *err)
     const char *type;
     double lr, wd, eps;
     crl_optim_kind kind;
-    if (crl_opts_string(o, "type", &type, err) || crl_optim_kind_from_name(type, &kind, err) ||
-        crl_opts_double(o, "lr", &lr, err) || crl_opts_double(o, "weight_decay", &wd, err) ||
-        crl_opts_double(o, "eps", &eps, err) || crl_opts_double(o, "max_grad_norm", &t->max_grad_norm, err))
-        return err->code;
+    int rc;
+    if ((rc = crl_opts_string(o, "type", &type, err)) || (rc = crl_optim_kind_from_name(type, &kind, err)) ||
+        (rc = crl_opts_double(o, "lr", &lr, err)) || (rc = crl_opts_double(o, "weight_decay", &wd, err)) ||
+        (rc = crl_opts_double(o, "eps", &eps, err)) ||
+        (rc = crl_opts_double(o, "max_grad_norm", &t->max_grad_norm, err)))
+        return rc;
     size_t n = t->ops.num_params(t->loss);
     t->optims = g_new0(crl_optim *, n ? n : 1);
     t->n_optims = n;
     for (size_t i = 0; i < n; i++) {
         const char *name;
         crl_tensor *p, *g;
-        if (!(t->optims[i] = crl_optim_new(kind, lr, err)))
-            return err->code;
-        if (crl_optim_set(t->optims[i], "weight_decay", wd, err) ||
-            (kind != CRL_OPTIM_SGD && crl_optim_set(t->optims[i], "eps", eps, err)))
-            return crl_error_prefix(err, "[optim]: "), err->code;
-        if (t->ops.param(t->loss, i, &name, &p, &g, err) || crl_optim_add(t->optims[i], p, g, err))
-            return err->code;
+        crl_error e;
+        crl_error_clear(&e);
+        if (!(t->optims[i] = crl_optim_new(kind, lr, &e)))
+            return crl_error_pass(err, &e, CRL_E_INVALID);
+        if ((rc = crl_optim_set(t->optims[i], "weight_decay", wd, err)) ||
+            (kind != CRL_OPTIM_SGD && (rc = crl_optim_set(t->optims[i], "eps", eps, err))))
+            return crl_error_prefix(err, "[optim]: "), rc;
+        if ((rc = t->ops.param(t->loss, i, &name, &p, &g, err)) || (rc = crl_optim_add(t->optims[i], p, g, err)))
+            return rc;
     }
     return CRL_OK;
 }
@@ -185,8 +194,9 @@ static int collect_policy(void *user, crl_env *env, crl_td *td, crl_error *err)
 {
     (void)env;
     crl_trainer *t = user;
-    if (t->ops.act(t->loss, td, t->ff ? CRL_EXPLORE_MODE : CRL_EXPLORE_RANDOM, &t->rng, err))
-        return err->code;
+    int rc = t->ops.act(t->loss, td, t->ff ? CRL_EXPLORE_MODE : CRL_EXPLORE_RANDOM, &t->rng, err);
+    if (rc)
+        return rc;
     crl_tensor *a = crl_td_get(td, "action");
     if (!a || !crl_tensor_is_contiguous(a))
         return crl_error_set(err, CRL_E_INVALID, "trainer: the policy wrote no contiguous 'action'");
@@ -238,8 +248,10 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
                                crl_opts_origin(ocoll, k != 1 ? "num_collectors" : "sync"), (long long)k,
                                sync ? "true" : "false");
     }
-    if (!rc && !(t->coll = crl_collector_from_config(host, cfg, "collector", "env", collect_policy, t, err)))
-        rc = err->code;
+    crl_error e;
+    crl_error_clear(&e);
+    if (!rc && !(t->coll = crl_collector_from_config(host, cfg, "collector", "env", collect_policy, t, &e)))
+        rc = crl_error_pass(err, &e, CRL_E_CONFIG);
     crl_env *env = t->coll ? crl_collector_env(t->coll, 0) : NULL;
     const crl_loss_ops *ops = NULL;
     if (!rc && !(rc = crl_loss_from_config(host, cfg, "loss", crl_env_observation_spec(env),
@@ -250,24 +262,23 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
             rc = crl_error_set(err, CRL_E_CONFIG, "loss '%s' learns off-policy from a replay buffer: add a [replay] "
                                "section (capacity, batch_size; see conf/examples/cartpole-dqn.ini)",
                                crl_config_get(cfg, "loss", "type"));
-        else if (!(t->rb = crl_replay_from_config(host, cfg, "replay", err)))
-            rc = err->code;
+        else if (!(t->rb = crl_replay_from_config(host, cfg, "replay", &e)))
+            rc = crl_error_pass(err, &e, CRL_E_CONFIG);
         else {
             crl_collector_set_replay(t->coll, t->rb);
             const char *s = crl_config_get(cfg, "replay", "sampler");
             t->prioritized = s && !strcmp(s, "prioritized");
-            if (crl_config_get_int(cfg, "replay", "batch_size", 1, &t->batch_size, err))
-                rc = err->code;
+            rc = crl_config_get_int(cfg, "replay", "batch_size", 1, &t->batch_size, err);
         }
     }
     if (!rc && !(rc = opts_of(cfg, "optim", optim_options, &ooptim, err)))
         rc = build_optim(t, ooptim, err);
     if (!rc && t->eval_episodes > 0) {
-        if (!(t->eval_env = crl_env_from_config(host, cfg, "env", err)))
-            rc = err->code;
+        if (!(t->eval_env = crl_env_from_config(host, cfg, "env", &e)))
+            rc = crl_error_pass(err, &e, CRL_E_CONFIG);
     }
-    if (!rc && !(t->losses = crl_td_new(0, NULL, err)))
-        rc = err->code;
+    if (!rc && !(t->losses = crl_td_new(0, NULL, &e)))
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
     t->next_eval = t->eval_interval > 0 ? t->eval_interval : INT64_MAX;
     crl_rng_init(&t->rng, t->seed, 1);
     crl_rng_init(&t->eval_rng, t->seed, 2);
@@ -333,8 +344,9 @@ static int update_on(crl_trainer *t, crl_td *batch, crl_error *err)
 {
     for (size_t i = 0; i < t->n_optims; i++)
         crl_optim_zero_grad(t->optims[i]);
-    if (t->ops.forward(t->loss, batch, t->losses, err))
-        return err->code;
+    int rc = t->ops.forward(t->loss, batch, t->losses, err);
+    if (rc)
+        return rc;
     double l = loss_sum(t->losses);
     if (!isfinite(l))
         return crl_error_set(err, CRL_E_RUNTIME, "loss '%s': the loss is not finite (%g)",
@@ -348,10 +360,10 @@ static int update_on(crl_trainer *t, crl_td *batch, crl_error *err)
     }
     /* every check passed before the first step: a failure changes nothing */
     for (size_t i = 0; i < t->n_optims; i++)
-        if ((!t->ops.param_active || t->ops.param_active(t->loss, i)) && crl_optim_step(t->optims[i], err))
-            return err->code;
-    if (t->ops.update && t->ops.update(t->loss, err))
-        return err->code;
+        if ((!t->ops.param_active || t->ops.param_active(t->loss, i)) && (rc = crl_optim_step(t->optims[i], err)))
+            return rc;
+    if (t->ops.update && (rc = t->ops.update(t->loss, err)))
+        return rc;
     t->last_loss = l;
     t->optim_steps++;
     return CRL_OK;
@@ -362,9 +374,11 @@ static int train_off_policy(crl_trainer *t, int64_t frames, crl_error *err)
     if (frames < t->init_random || (int64_t)crl_replay_len(t->rb) < t->batch_size)
         return CRL_OK;
     for (int64_t u = 0; u < t->num_updates; u++) {
-        crl_td *b = crl_replay_sample(t->rb, 0, err);
+        crl_error e;
+        crl_error_clear(&e);
+        crl_td *b = crl_replay_sample(t->rb, 0, &e);
         if (!b)
-            return err->code;
+            return crl_error_pass(err, &e, CRL_E_RUNTIME);
         int rc = update_on(t, b, err);
         if (!rc && t->prioritized)
             rc = crl_replay_update_td_priority(t->rb, b, err);
@@ -437,16 +451,18 @@ static crl_td *gather(crl_td *flat, const int64_t *idx, int64_t m, crl_error *er
 
 static int train_on_policy(crl_trainer *t, crl_td *batch, crl_error *err)
 {
-    if (t->ops.prepare(t->loss, batch, err))
-        return err->code;
+    int rc = t->ops.prepare(t->loss, batch, err);
+    if (rc)
+        return rc;
     int64_t rows = 1;
     for (int d = 0; d < crl_td_batch_ndim(batch); d++)
         rows *= crl_td_batch_shape(batch)[d];
-    crl_td *flat = flatten(batch, rows, err);
+    crl_error le;
+    crl_error_clear(&le);
+    crl_td *flat = flatten(batch, rows, &le);
     if (!flat)
-        return err->code;
+        return crl_error_pass(err, &le, CRL_E_NOMEM);
     int64_t *perm = g_new(int64_t, rows);
-    int rc = CRL_OK;
     for (int64_t e = 0; e < t->epochs && !rc; e++) {
         for (int64_t i = 0; i < rows; i++)
             perm[i] = i;
@@ -457,8 +473,8 @@ static int train_on_policy(crl_trainer *t, crl_td *batch, crl_error *err)
         }
         for (int64_t s = 0; s < rows && !rc; s += t->minibatch) {
             int64_t m = rows - s < t->minibatch ? rows - s : t->minibatch;
-            crl_td *mb = gather(flat, perm + s, m, err);
-            rc = mb ? update_on(t, mb, err) : err->code;
+            crl_td *mb = gather(flat, perm + s, m, &le);
+            rc = mb ? update_on(t, mb, err) : crl_error_pass(err, &le, CRL_E_NOMEM);
             crl_td_unref(mb);
         }
     }
@@ -477,9 +493,11 @@ int crl_trainer_evaluate(crl_trainer *t, int64_t episodes, double *mean_return, 
     double sum = 0;
     int64_t got = 0;
     while (got < episodes) {
-        crl_td *ro = crl_env_rollout(t->eval_env, t->eval_max_steps, eval_policy, t, false, true, NULL, err);
+        crl_error re;
+        crl_error_clear(&re);
+        crl_td *ro = crl_env_rollout(t->eval_env, t->eval_max_steps, eval_policy, t, false, true, NULL, &re);
         if (!ro)
-            return crl_error_prefix(err, "evaluation: "), err->code;
+            return crl_error_prefix(&re, "evaluation: "), crl_error_pass(err, &re, CRL_E_RUNTIME);
         crl_tensor *r = crl_td_get(ro, "next.reward"), *d = crl_td_get(ro, "next.done");
         int nb = crl_td_batch_ndim(ro);
         int64_t T = crl_td_batch_shape(ro)[nb - 1], n = crl_tensor_numel(r) / T;
@@ -524,7 +542,10 @@ int crl_trainer_run(crl_trainer *t, crl_train_progress_fn progress, void *user, 
     crl_train_stats s = { sizeof s, 0, 0, 0, 0, NAN, NAN, 0, 0, NAN, false, false };
     crl_td *batch;
     int rc = CRL_OK;
-    while ((batch = crl_collector_next(t->coll, err)) != NULL) {
+    /* NULL from the collector is its end or its error: only its own code tells which */
+    crl_error ce;
+    crl_error_clear(&ce);
+    while ((batch = crl_collector_next(t->coll, &ce)) != NULL) {
         int64_t frames = crl_collector_frames(t->coll);
         if (t->ops.explore_step)
             t->ops.explore_step(t->loss, frames - t->frames);
@@ -553,8 +574,8 @@ int crl_trainer_run(crl_trainer *t, crl_train_progress_fn progress, void *user, 
         if (stop)
             break;
     }
-    if (!rc && err->code)
-        rc = err->code;
+    if (!rc && ce.code)
+        rc = crl_error_pass(err, &ce, CRL_E_RUNTIME);
     if (!rc) {
         if (!s.evaluated && t->eval_episodes > 0) {
             fill_stats(t, &s, t0);
@@ -577,9 +598,11 @@ int64_t crl_trainer_frames(const crl_trainer *t) { return t->frames; }
 
 int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err)
 {
-    crl_ckpt_writer *w = crl_ckpt_writer_new(path, TRAIN_KIND, 1, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_ckpt_writer *w = crl_ckpt_writer_new(path, TRAIN_KIND, 1, &e);
     if (!w)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_IO);
     double counters[N_COUNTERS] = { (double)t->optim_steps, (double)t->frames, (double)t->batches,
                                     (double)t->next_eval, t->last_loss, (double)t->actions->len };
     int rc = t->ops.save(t->loss, w, "loss", err);
@@ -588,11 +611,11 @@ int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err)
         snprintf(prefix, sizeof prefix, "optim/%zu", i);
         rc = crl_optim_save(t->optims[i], w, prefix, err);
     }
-    if (rc || crl_ckpt_write(w, "trainer/counters", counters, sizeof counters, err) ||
-        crl_ckpt_write(w, "trainer/rng", &t->rng, sizeof t->rng, err) ||
-        crl_ckpt_write(w, "trainer/actions", t->actions->data, t->actions->len, err)) {
+    if (rc || (rc = crl_ckpt_write(w, "trainer/counters", counters, sizeof counters, err)) ||
+        (rc = crl_ckpt_write(w, "trainer/rng", &t->rng, sizeof t->rng, err)) ||
+        (rc = crl_ckpt_write(w, "trainer/actions", t->actions->data, t->actions->len, err))) {
         crl_ckpt_writer_abort(w);
-        return err->code;
+        return rc;
     }
     return crl_ckpt_writer_close(w, err);
 }
@@ -603,9 +626,11 @@ int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err)
  * it changes anything). */
 static int load_file(crl_trainer *t, const char *path, bool actions, crl_error *err)
 {
-    crl_ckpt_reader *r = crl_ckpt_reader_open(path, TRAIN_KIND, 1, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_ckpt_reader *r = crl_ckpt_reader_open(path, TRAIN_KIND, 1, &e);
     if (!r)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_IO);
     double c[N_COUNTERS];
     crl_rng rng;
     size_t alen = 0;
@@ -613,8 +638,8 @@ static int load_file(crl_trainer *t, const char *path, bool actions, crl_error *
     int rc = crl_ckpt_read(r, "trainer/counters", c, sizeof c, err);
     if (!rc)
         rc = crl_ckpt_read(r, "trainer/rng", &rng, sizeof rng, err);
-    if (!rc && actions && !(adata = crl_ckpt_section(r, "trainer/actions", &alen, err)))
-        rc = err->code;
+    if (!rc && actions && !(adata = crl_ckpt_section(r, "trainer/actions", &alen, &e)))
+        rc = crl_error_pass(err, &e, CRL_E_CORRUPT);
     if (!rc && actions && (double)alen != c[5])
         rc = crl_error_set(err, CRL_E_CORRUPT, "%s: section trainer/actions holds %zu bytes, the counters say %.0f",
                            path, alen, c[5]);
@@ -648,9 +673,11 @@ int crl_trainer_load(crl_trainer *t, const char *path, crl_error *err)
 
 int crl_trainer_checkpoint(crl_trainer *t, const char *dir, crl_error *err)
 {
-    char *tmp = crl_ckpt_dir_begin(dir, err);
+    crl_error e;
+    crl_error_clear(&e);
+    char *tmp = crl_ckpt_dir_begin(dir, &e);
     if (!tmp)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_IO);
     char *model = g_build_filename(tmp, "trainer.ckpt", NULL);
     int rc = crl_trainer_save(t, model, err);
     g_free(model);
@@ -677,7 +704,7 @@ int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err)
     int rc = load_file(t, model, true, err);
     g_free(model);
     if (rc)
-        return crl_error_prefix(err, "resume from '%s': ", dir), err->code;
+        return crl_error_prefix(err, "resume from '%s': ", dir), rc;
     /* Re-collect the checkpoint's frames with the recorded actions. */
     int64_t target = t->frames;
     crl_rng keep = t->rng;
@@ -685,12 +712,14 @@ int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err)
     t->ff_pos = 0;
     crl_collector_set_replay(t->coll, NULL);
     while (crl_collector_frames(t->coll) < target) {
-        crl_td *b = crl_collector_next(t->coll, err);
+        crl_error e;
+        crl_error_clear(&e);
+        crl_td *b = crl_collector_next(t->coll, &e);
         if (!b) {
-            rc = err->code ? err->code
-                           : crl_error_set(err, CRL_E_CONFIG, "resume: the checkpoint holds %lld frames but "
-                                           "[collector] total_frames stops before; raise total_frames",
-                                           (long long)target);
+            rc = e.code ? crl_error_pass(err, &e, CRL_E_RUNTIME)
+                        : crl_error_set(err, CRL_E_CONFIG, "resume: the checkpoint holds %lld frames but "
+                                        "[collector] total_frames stops before; raise total_frames",
+                                        (long long)target);
             break;
         }
         tally(t, b);
