@@ -516,7 +516,8 @@ int crl__exec_make(crl_env *env, const crl_env_ops *real, const crl__exec_opts *
             crl_error e;
             crl_error_clear(&e);
             crl_config *c = inst_config(cfg, section, pk, npk, npk ? in->start : -1, &ie, &e);
-            rc = c ? crl__wenv_make(env->host, c, section, &parts[k], &in->benv, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
+            rc = c ? crl__wenv_make(env->host, c, section, &parts[k], &in->benv, err)
+                   : crl_error_pass(err, &e, CRL_E_NOMEM);
             if (rc)
                 crl_error_prefix(err, "worker_transforms, envs [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "): ",
                                  (gint64)in->start, (gint64)(in->start + in->count));

@@ -12,7 +12,8 @@ int ls_net_opts_read(const crl_opts *opts, const char *who, ls_net_opts *out, cr
     const double *cells;
     const char *act, *key;
     int rc;
-    if ((rc = crl_opts_string(opts, "in_key", &key, err)) || (rc = crl_opts_doubles(opts, "num_cells", &n, &cells, err)) ||
+    if ((rc = crl_opts_string(opts, "in_key", &key, err)) ||
+        (rc = crl_opts_doubles(opts, "num_cells", &n, &cells, err)) ||
         (rc = crl_opts_string(opts, "activation", &act, err)) || (rc = crl_activation_from_name(act, &out->act, err)))
         return rc;
     if (!*key || strlen(key) >= sizeof out->in_key)

@@ -106,7 +106,8 @@ static int pg_create(pg_mode mode, const crl_opts *opts, const crl_spec *obs_spe
         (rc = crl_opts_double(opts, "critic_coef", &p->critic_coef, err)) ||
         (rc = crl_opts_string(opts, "loss_critic_type", &ct, err)) ||
         (rc = crl_opts_bool(opts, "normalize_advantage", &p->normalize, err)) ||
-        (rc = crl_opts_string(opts, "estimator", &est, err)) || (rc = crl_value_estimator_from_name(est, &p->est, err)) ||
+        (rc = crl_opts_string(opts, "estimator", &est, err)) ||
+        (rc = crl_value_estimator_from_name(est, &p->est, err)) ||
         (rc = crl_opts_string(opts, "init", &init, err)) ||
         (rc = ls_obs_features(obs_spec, p->no.in_key, p->who, &in, err)))
         goto fail;
@@ -347,7 +348,8 @@ static int pg_save(void *st, crl_ckpt_writer *w, const char *prefix, crl_error *
     double s[3] = { p->beta, p->kl_sum, (double)p->kl_n };
     int rc;
     if ((rc = ls_mlp_save(p->actor_net, w, prefix, "actor", err)) ||
-        (rc = ls_mlp_save(p->critic, w, prefix, "critic", err)) || (rc = ls_save_doubles(w, prefix, "state", s, 3, err)))
+        (rc = ls_mlp_save(p->critic, w, prefix, "critic", err)) ||
+        (rc = ls_save_doubles(w, prefix, "state", s, 3, err)))
         return rc;
     char sec[CRL_CKPT_NAME_MAX + 1];
     snprintf(sec, sizeof sec, "%s/rng", prefix);

@@ -33,7 +33,8 @@ static int dap_create(const crl_opts *o, void **out, crl_error *err)
     const char *key = NULL, *proj = NULL;
     bool fwd = true;
     int rc;
-    if ((rc = crl_opts_int(o, "num_actions_effective", &eff, err)) || (rc = crl_opts_int(o, "max_actions", &max, err)) ||
+    if ((rc = crl_opts_int(o, "num_actions_effective", &eff, err)) ||
+        (rc = crl_opts_int(o, "max_actions", &max, err)) ||
         (rc = crl_opts_string(o, "action_key", &key, err)) || (rc = crl_opts_bool(o, "include_forward", &fwd, err)) ||
         (rc = crl_opts_string(o, "projection", &proj, err)))
         return rc;

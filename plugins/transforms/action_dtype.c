@@ -222,8 +222,9 @@ static const crl_option cast_options[] = {
 
 int tfa_register_dtype(crl_host *host, crl_error *err)
 {
-    int rc = tf_register(host, "DoubleToFloat", "cast float64 observations to float32, and float32 actions back to float64",
-                         d2f_options, &dtc_ops, err);
+    int rc = tf_register(host, "DoubleToFloat",
+                         "cast float64 observations to float32, and float32 actions back to float64", d2f_options,
+                         &dtc_ops, err);
     if (rc)
         return rc;
     return tf_register(host, "DTypeCastTransform",

@@ -214,7 +214,8 @@ static int term_specs(void *p, crl_transform_specs *s, crl_error *err)
         return crl_error_set(err, CRL_E_RANGE, "TerminateTransform: index = %lld is out of range for key '%s', "
                              "which has %lld values per env; give 0..%lld", (long long)t->index, t->key,
                              (long long)row, (long long)(row - 1));
-    if ((rc = need_flag(s, "terminated", "TerminateTransform", err)) || (rc = need_flag(s, "done", "TerminateTransform", err)))
+    if ((rc = need_flag(s, "terminated", "TerminateTransform", err)) ||
+        (rc = need_flag(s, "done", "TerminateTransform", err)))
         return rc;
     return CRL_OK;
 }

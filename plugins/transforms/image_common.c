@@ -155,7 +155,8 @@ int img_tf_specs(void *vt, crl_transform_specs *s, crl_error *err)
             return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
         img_plan p;
         memset(&p, 0, sizeof p);
-        int rc = t->plan(t, crl_spec_dtype(leaf), crl_spec_ndim(leaf), crl_spec_shape(leaf), s->batch_ndim, ik, &p, err);
+        int rc = t->plan(t, crl_spec_dtype(leaf), crl_spec_ndim(leaf), crl_spec_shape(leaf), s->batch_ndim, ik, &p,
+                         err);
         if (rc)
             return rc;
         crl_spec *ns = transform_leaf(t, &p, leaf, ik, &e);

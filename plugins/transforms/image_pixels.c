@@ -193,7 +193,8 @@ static int resize_plan(img_tf *t, crl_dtype dt, int ndim, const int64_t *shape, 
 {
     const resize_params *q = t->extra;
     int rc;
-    if ((rc = dtype_check(t, dt, key, err)) || (rc = feat_check(t, ndim, shape, batch_ndim, 2, key, "[..., C, H, W]", err)))
+    if ((rc = dtype_check(t, dt, key, err)) ||
+        (rc = feat_check(t, ndim, shape, batch_ndim, 2, key, "[..., C, H, W]", err)))
         return rc;
     for (int i = 0; i < 2; i++)
         if (shape[ndim - 2 + i] < 1)
@@ -410,7 +411,8 @@ static int gray_plan(img_tf *t, crl_dtype dt, int ndim, const int64_t *shape, in
                      img_plan *p, crl_error *err)
 {
     int rc;
-    if ((rc = dtype_check(t, dt, key, err)) || (rc = feat_check(t, ndim, shape, batch_ndim, 3, key, "[..., C, H, W]", err)))
+    if ((rc = dtype_check(t, dt, key, err)) ||
+        (rc = feat_check(t, ndim, shape, batch_ndim, 3, key, "[..., C, H, W]", err)))
         return rc;
     int64_t c = shape[ndim - 3];
     if (c != 3 && c != 1) {
@@ -486,10 +488,10 @@ int tf_register_image_pixels(crl_host *host, crl_error *err)
                           resize_options, &resize_ops, err)) ||
         (rc = tf_register(host, "CenterCrop", "crop the centre w x h of images [..., H, W]", ccrop_options, &ccrop_ops,
                           err)) ||
-        (rc = tf_register(host, "Crop", "crop a w x h window at (top, left) of images [..., H, W]", crop_options, &crop_ops,
-                          err)) ||
-        (rc = tf_register(host, "GrayScale", "RGB images [..., 3, H, W] to luma [..., 1, H, W] (ITU-R 601-2)", gray_options,
-                          &gray_ops, err)))
+        (rc = tf_register(host, "Crop", "crop a w x h window at (top, left) of images [..., H, W]", crop_options,
+                          &crop_ops, err)) ||
+        (rc = tf_register(host, "GrayScale", "RGB images [..., 3, H, W] to luma [..., 1, H, W] (ITU-R 601-2)",
+                          gray_options, &gray_ops, err)))
         return rc;
     return CRL_OK;
 }

@@ -590,8 +590,8 @@ static const crl_transform_ops cat_ops = {
 int tf_register_image_shape(crl_host *host, crl_error *err)
 {
     int rc;
-    if ((rc = tf_register(host, "PermuteTransform", "reorder the trailing dims of tensors", permute_options, &permute_ops,
-                          err)) ||
+    if ((rc = tf_register(host, "PermuteTransform", "reorder the trailing dims of tensors", permute_options,
+                          &permute_ops, err)) ||
         (rc = tf_register(host, "UnsqueezeTransform", "insert a size-1 dim", unsqueeze_options, &unsqueeze_ops, err)) ||
         (rc = tf_register(host, "SqueezeTransform", "remove a size-1 dim", squeeze_options, &squeeze_ops, err)) ||
         (rc = tf_register(host, "FlattenObservation", "merge the dims first_dim .. last_dim into one", flatten_options,

@@ -372,7 +372,8 @@ static const crl_option rename_options[] = {
 int tfa_register_keys(crl_host *host, crl_error *err)
 {
     int rc;
-    if ((rc = tf_register(host, "ExcludeTransform", "drop observation or state keys", exclude_options, &exclude_ops, err)) ||
+    if ((rc = tf_register(host, "ExcludeTransform", "drop observation or state keys", exclude_options, &exclude_ops,
+                          err)) ||
         (rc = tf_register(host, "SelectTransform", "keep only the named observation or state keys", select_options,
                           &select_ops, err)))
         return rc;

@@ -6,7 +6,8 @@ static int transforms_init(crl_host *host, const crl_opts *section, crl_error *e
 {
     int rc;
     (void)section;
-    if ((rc = tf_register_image(host, err)) || (rc = tf_register_state(host, err)) || (rc = tf_register_action(host, err)))
+    if ((rc = tf_register_image(host, err)) || (rc = tf_register_state(host, err)) ||
+        (rc = tf_register_action(host, err)))
         return rc;
     return CRL_OK;
 }
