@@ -14,7 +14,10 @@ set -uo pipefail
 top_src=$(cd "${CRL_TEST_SRCDIR:-$(dirname "$0")}/.." && pwd)
 cd "$top_src" || exit 99
 
-files=$(find core plugins plugin-sdk/example -name '*.[ch]' ! -path core/error.c | LC_ALL=C sort)
+dirs="core plugins"
+[ -d plugin-sdk/example ] && dirs="$dirs plugin-sdk/example"
+# shellcheck disable=SC2086
+files=$(find $dirs -name '*.[ch]' ! -path core/error.c | LC_ALL=C sort)
 [ -n "$files" ] || { echo "1..1"; echo "not ok 1 - no sources found under $top_src"; exit 1; }
 
 # shellcheck disable=SC2086
@@ -22,20 +25,21 @@ out=$(perl -e '
     use strict;
     use warnings;
     my $decl = qr/(\bconst\s+)?\b(?:struct\s+)?crl_error\s*\*\s*(?:const\s+)?([A-Za-z_]\w*)\s*([,;)=\[])/;
-    my (%text, %members);
+    my (%text, %orig, %members);
     for my $f (@ARGV) {
         open my $fh, "<", $f or die "$f: $!\n";
         local $/;
         my $s = <$fh>;
         close $fh;
+        $orig{$f} = [split /\n/, $s, -1];
         # Blank comments, string and character literals, keeping every newline (line numbers).
         $s =~ s{(/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\x27(?:\\.|[^\x27\\\n])*\x27)}{
             my $m = $1;
             my $k = substr($m, 0, 1) eq "\"" ? "\"\"" : substr($m, 0, 1) eq "\x27" ? "\x27\x27" : " ";
             $k . ("\n" x ($m =~ tr/\n//)) }gse;
         $text{$f} = $s;
-        # Members: "crl_error *NAME;" on a line of its own (a struct field).
-        while ($s =~ /^[ \t]+(?:struct\s+)?crl_error\s*\*\s*([A-Za-z_]\w*)\s*;/mg) {
+        # Members: any "crl_error *NAME;" (a struct field; a local so declared only widens the net).
+        while ($s =~ /\b(?:struct\s+)?crl_error\s*\*\s*([A-Za-z_]\w*)\s*;/g) {
             $members{$1} = 1;
         }
     }
@@ -58,7 +62,7 @@ out=$(perl -e '
                      $l =~ /\b(?:mem\w+|str\w+|g_strl\w+|v?s?n?printf)\s*\(\s*(?:$alt)\s*[,)]/);
                 $hit = 1 if $malt ne "" && $l =~ /(?:->|\.)\s*(?:$malt)\s*->/;
                 if ($hit) {
-                    (my $show = $lines[$i]) =~ s/^\s+//;
+                    (my $show = $orig{$f}[$i]) =~ s/^\s+|\s+$//g;
                     print "$f:", $i + 1, ": $show\n";
                     $bad++;
                 }
