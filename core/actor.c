@@ -92,9 +92,11 @@ static crl_tensor *class_tensor(const char *who, crl_td *td, const crl_td_key *k
 int crl__write_classes(const char *who, crl_td *td, const crl_td_key *k, const crl__action_space *s,
                        const int64_t *idx, crl_error *err)
 {
-    crl_tensor *t = class_tensor(who, td, k, s, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *t = class_tensor(who, td, k, s, &e);
     if (!t)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     int64_t rows = crl__td_rows(td);
     if (s->kind == CRL_SPEC_ONEHOT) {
         crl_tensor_fill(t, 0);
@@ -148,14 +150,17 @@ int crl__actor_base_init(crl__actor_base *b, crl_mlp *net, const char *const *in
     memset(b, 0, sizeof *b);
     if (!net)
         return crl_error_set(err, CRL_E_INVALID, "%s: no network given", what);
-    if (crl__action_space_init(&b->space, net->name, spec, discrete, err))
-        return err ? err->code : CRL_E_INVALID;
+    int rc = crl__action_space_init(&b->space, net->name, spec, discrete, err);
+    if (rc)
+        return rc;
     int64_t want = per * (discrete ? b->space.n : b->space.d);
     if (crl_mlp_out_features(net) != want)
         return crl_error_set(err, CRL_E_SHAPE, "module '%s': the network gives %" PRId64 " outputs but %s needs %" PRId64
                              " (%s)", net->name, crl_mlp_out_features(net), what, want, why);
-    if (!(b->mod = crl_tdmodule_new(net, in_keys, out_key, err)) || !(b->k_action = crl_td_key_new("action", err)))
-        return err ? err->code : CRL_E_INVALID;
+    crl_error e;
+    crl_error_clear(&e);
+    if (!(b->mod = crl_tdmodule_new(net, in_keys, out_key, &e)) || !(b->k_action = crl_td_key_new("action", &e)))
+        return crl_error_pass(err, &e, CRL_E_INVALID);
     return CRL_OK;
 }
 

@@ -52,8 +52,9 @@ int crl_det_actor_set_gaussian(crl_det_actor *a, double sigma_init, double sigma
 {
     if (!isfinite(mean) || !(std >= 0 && isfinite(std)))
         return crl_error_set(err, CRL_E_RANGE, "Gaussian noise: mean (%g) must be finite and std (%g) >= 0", mean, std);
-    if (crl__anneal_set(&a->scale, "Gaussian noise", sigma_init, sigma_end, annealing_num_steps, 0, HUGE_VAL, err))
-        return err ? err->code : CRL_E_RANGE;
+    int rc = crl__anneal_set(&a->scale, "Gaussian noise", sigma_init, sigma_end, annealing_num_steps, 0, HUGE_VAL, err);
+    if (rc)
+        return rc;
     a->noise = NOISE_GAUSSIAN;
     a->mean = mean;
     a->std = std;
@@ -66,8 +67,10 @@ int crl_det_actor_set_ou(crl_det_actor *a, double theta, double mu, double sigma
     if (!(theta >= 0 && sigma >= 0 && dt > 0 && isfinite(theta) && isfinite(sigma) && isfinite(dt) && isfinite(mu)))
         return crl_error_set(err, CRL_E_RANGE, "Ornstein-Uhlenbeck noise: theta (%g) and sigma (%g) must be >= 0, "
                              "dt (%g) > 0, all finite", theta, sigma, dt);
-    if (crl__anneal_set(&a->scale, "Ornstein-Uhlenbeck noise", eps_init, eps_end, annealing_num_steps, 0, HUGE_VAL, err))
-        return err ? err->code : CRL_E_RANGE;
+    int rc = crl__anneal_set(&a->scale, "Ornstein-Uhlenbeck noise", eps_init, eps_end, annealing_num_steps, 0,
+                             HUGE_VAL, err);
+    if (rc)
+        return rc;
     a->noise = NOISE_OU;
     a->theta = theta;
     a->mu = mu;
@@ -96,9 +99,11 @@ static void reserve(crl_det_actor *a, int64_t rows)
 /* Network output rows -> actions in a->act (tanh into the bounds). */
 static int compute(crl_det_actor *a, crl_td *td, bool cache, crl_error *err)
 {
-    crl_tensor *y = crl__tdmodule_run(a->b.mod, td, cache, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *y = crl__tdmodule_run(a->b.mod, td, cache, &e);
     if (!y)
-        return err ? err->code : CRL_E_INVALID;
+        return crl_error_pass(err, &e, CRL_E_INVALID);
     int64_t rows = crl_tensor_shape(y)[0], d = a->b.space.d;
     reserve(a, rows);
     const float *o = crl_tensor_data(y);
@@ -119,8 +124,9 @@ static int compute(crl_det_actor *a, crl_td *td, bool cache, crl_error *err)
 
 int crl_det_actor_forward(crl_det_actor *a, crl_td *td, crl_error *err)
 {
-    if (compute(a, td, true, err))
-        return err ? err->code : CRL_E_INVALID;
+    int rc = compute(a, td, true, err);
+    if (rc)
+        return rc;
     return crl__td_write_rows(crl_mlp_name(crl_det_actor_net_get(a)), td, a->b.k_action, a->act, a->b.space.d, err);
 }
 
@@ -137,8 +143,9 @@ int crl_det_actor_backward(crl_det_actor *a, const crl_tensor *grad_action, crl_
                              grad_action ? crl__shape_fmt(b, crl_tensor_ndim(grad_action), crl_tensor_shape(grad_action)) : "NULL",
                              rows, d);
     }
-    if (crl__rows_buffer(&a->gt, rows, d, err))
-        return err ? err->code : CRL_E_NOMEM;
+    int rc = crl__rows_buffer(&a->gt, rows, d, err);
+    if (rc)
+        return rc;
     float *g = crl_tensor_data(a->gt);
     for (int64_t i = 0; i < rows * d; i++) {
         double ga = crl_tensor_dtype(grad_action) == CRL_F32 && crl_tensor_is_contiguous(grad_action)
@@ -156,8 +163,9 @@ int crl_det_actor_act(crl_det_actor *a, crl_td *td, crl_exploration exploration,
     bool noisy = exploration == CRL_EXPLORE_RANDOM && a->noise != NOISE_NONE;
     if (noisy && !rng)
         return crl_error_set(err, CRL_E_INVALID, "module '%s': exploration noise needs a random stream", who);
-    if (compute(a, td, false, err))
-        return err ? err->code : CRL_E_INVALID;
+    int rc = compute(a, td, false, err);
+    if (rc)
+        return rc;
     int64_t rows = crl__td_rows(td), d = a->b.space.d;
     if (noisy && a->noise == NOISE_OU) {
         if (a->ou_rows != rows) {

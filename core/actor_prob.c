@@ -86,9 +86,11 @@ static int reserve(crl_prob_actor *a, int64_t rows, crl_error *err)
     crl_tensor **vecs[] = { &a->logp, &a->ent };
     for (size_t i = 0; i < G_N_ELEMENTS(vecs); i++)
         if (!*vecs[i] || crl_tensor_shape(*vecs[i])[0] != rows) {
-            crl_tensor *t = crl_tensor_new(CRL_F32, 1, &rows, err);
+            crl_error e;
+            crl_error_clear(&e);
+            crl_tensor *t = crl_tensor_new(CRL_F32, 1, &rows, &e);
             if (!t)
-                return err ? err->code : CRL_E_NOMEM;
+                return crl_error_pass(err, &e, CRL_E_NOMEM);
             crl_tensor_unref(*vecs[i]);
             *vecs[i] = t;
         }
@@ -100,15 +102,20 @@ static int reserve(crl_prob_actor *a, int64_t rows, crl_error *err)
 static int params(crl_prob_actor *a, crl_td *td, bool cache, const float **out, crl_error *err)
 {
     const char *who = crl_mlp_name(crl_prob_actor_net_get(a));
-    crl_tensor *y = crl__tdmodule_run(a->b.mod, td, cache, err);
-    if (!y || reserve(a, crl_tensor_shape(y)[0], err))
-        return err ? err->code : CRL_E_INVALID;
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *y = crl__tdmodule_run(a->b.mod, td, cache, &e);
+    if (!y)
+        return crl_error_pass(err, &e, CRL_E_INVALID);
+    int rc = reserve(a, crl_tensor_shape(y)[0], err);
+    if (rc)
+        return rc;
     *out = crl_tensor_data(y);
     if (a->kind == CRL_DIST_CATEGORICAL)
         return crl__td_write_rows(who, td, a->k_p1, *out, a->width, err);
     crl_normal_params(*out, a->rows, a->width, a->loc, a->scale);
-    if (crl__td_write_rows(who, td, a->k_p1, a->loc, a->width, err))
-        return err ? err->code : CRL_E_INVALID;
+    if ((rc = crl__td_write_rows(who, td, a->k_p1, a->loc, a->width, err)))
+        return rc;
     return crl__td_write_rows(who, td, a->k_p2, a->scale, a->width, err);
 }
 
@@ -138,8 +145,9 @@ static int run(crl_prob_actor *a, crl_td *td, crl_exploration exploration, crl_r
                                                                                              : "mode (for the entropy)");
     a->cached = false;
     const float *x;
-    if (params(a, td, cache, &x, err))
-        return err ? err->code : CRL_E_INVALID;
+    int rc = params(a, td, cache, &x, err);
+    if (rc)
+        return rc;
     float *logp = crl_tensor_data(a->logp);
     int64_t rows = a->rows, w = a->width;
     if (cat) {
@@ -150,8 +158,8 @@ static int run(crl_prob_actor *a, crl_td *td, crl_exploration exploration, crl_r
         crl_categorical_log_prob(x, rows, w, a->idx, logp, NULL);
         crl_categorical_entropy(x, rows, w, crl_tensor_data(a->ent));
         a->last = LAST_FIXED;
-        if (crl__write_classes(who, td, a->b.k_action, &a->b.space, a->idx, err))
-            return err ? err->code : CRL_E_INVALID;
+        if ((rc = crl__write_classes(who, td, a->b.k_action, &a->b.space, a->idx, err)))
+            return rc;
     } else {
         if (exploration == CRL_EXPLORE_RANDOM) {
             crl_tanh_normal_rsample(a->loc, a->scale, rows, w, low(a), high(a), rng, a->eps, a->act, logp);
@@ -170,11 +178,11 @@ static int run(crl_prob_actor *a, crl_td *td, crl_exploration exploration, crl_r
                 tanh_normal_entropy(a, rng);
             a->last = LAST_FIXED;
         }
-        if (crl__td_write_rows(who, td, a->b.k_action, a->act, w, err))
-            return err ? err->code : CRL_E_INVALID;
+        if ((rc = crl__td_write_rows(who, td, a->b.k_action, a->act, w, err)))
+            return rc;
     }
     a->cached = cache;
-    return crl__td_write_rows(who, td, a->k_logp, logp, 1, err) ? (err ? err->code : CRL_E_INVALID) : CRL_OK;
+    return crl__td_write_rows(who, td, a->k_logp, logp, 1, err);
 }
 
 int crl_prob_actor_act(crl_prob_actor *a, crl_td *td, crl_exploration exploration, crl_rng *rng, crl_error *err)
@@ -195,19 +203,20 @@ int crl_prob_actor_evaluate(crl_prob_actor *a, crl_td *td, crl_rng *rng, crl_err
         return crl_error_set(err, CRL_E_INVALID, "module '%s': the TanhNormal entropy estimate needs a random stream", who);
     a->cached = false;
     const float *x;
-    if (params(a, td, true, &x, err))
-        return err ? err->code : CRL_E_INVALID;
+    int rc = params(a, td, true, &x, err);
+    if (rc)
+        return rc;
     float *logp = crl_tensor_data(a->logp);
     if (cat) {
-        if (crl__read_classes(who, td, a->b.k_action, &a->b.space, a->idx, err))
-            return err ? err->code : CRL_E_INVALID;
+        if ((rc = crl__read_classes(who, td, a->b.k_action, &a->b.space, a->idx, err)))
+            return rc;
         crl_categorical_log_prob(x, a->rows, a->width, a->idx, logp, NULL);
         crl_categorical_entropy(x, a->rows, a->width, crl_tensor_data(a->ent));
     } else {
         if (!crl_td_get_k(td, a->b.k_action))
             return crl_error_set(err, CRL_E_NOT_FOUND, "module '%s': the TensorDict has no 'action' to evaluate", who);
-        if (crl__td_read_rows(who, td, a->b.k_action, a->width, a->act, a->width, 0, err))
-            return err ? err->code : CRL_E_INVALID;
+        if ((rc = crl__td_read_rows(who, td, a->b.k_action, a->width, a->act, a->width, 0, err)))
+            return rc;
         crl_tanh_normal_log_prob(a->loc, a->scale, a->rows, a->width, low(a), high(a), a->act, logp);
         tanh_normal_entropy(a, rng);
     }

@@ -56,8 +56,9 @@ int crl_qvalue_actor_act(crl_qvalue_actor *a, crl_td *td, crl_exploration explor
     bool explore = exploration == CRL_EXPLORE_RANDOM && a->eps.value > 0;
     if (explore && !rng)
         return crl_error_set(err, CRL_E_INVALID, "module '%s': epsilon-greedy exploration needs a random stream", who);
-    if (crl_tdmodule_infer(a->b.mod, td, err))
-        return err ? err->code : CRL_E_INVALID;
+    int rc = crl_tdmodule_infer(a->b.mod, td, err);
+    if (rc)
+        return rc;
     int64_t rows = crl__td_rows(td), n = a->b.space.n;
     if (rows > a->cap) {
         a->idx = g_renew(int64_t, a->idx, rows);
@@ -72,7 +73,7 @@ int crl_qvalue_actor_act(crl_qvalue_actor *a, crl_td *td, crl_exploration explor
         if (explore && crl_rng_uniform(rng) < a->eps.value)
             a->idx[r] = (int64_t)crl_rng_below(rng, (uint64_t)n);
     }
-    if (crl__td_write_rows(who, td, a->k_chosen, a->chosen, 1, err))
-        return err ? err->code : CRL_E_INVALID;
+    if ((rc = crl__td_write_rows(who, td, a->k_chosen, a->chosen, 1, err)))
+        return rc;
     return crl__write_classes(who, td, a->b.k_action, &a->b.space, a->idx, err);
 }

@@ -644,9 +644,11 @@ const void *crl_ckpt_section(const crl_ckpt_reader *r, const char *name, size_t 
 int crl_ckpt_read(const crl_ckpt_reader *r, const char *name, void *out, size_t len, crl_error *err)
 {
     size_t have;
-    const void *p = crl_ckpt_section(r, name, &have, err);
+    crl_error e;
+    crl_error_clear(&e);
+    const void *p = crl_ckpt_section(r, name, &have, &e);
     if (!p)
-        return err ? err->code : CRL_E_CORRUPT;
+        return crl_error_pass(err, &e, CRL_E_CORRUPT);
     if (have != len)
         return crl_error_set(err, CRL_E_CORRUPT,
                              "%s: offset %" PRIu64 ": section '%s' holds %zu bytes; expected %zu", r->path,

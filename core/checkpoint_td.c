@@ -80,9 +80,11 @@ static int write_tree(td_writer *tw, const crl_td *td, GString *key, crl_error *
                                      "crl_ckpt_write_td: '%s' is not on the CPU; move it to the CPU before "
                                      "checkpointing",
                                      key->str);
-            crl_tensor *c = crl_tensor_contiguous(t, err);
+            crl_error e;
+            crl_error_clear(&e);
+            crl_tensor *c = crl_tensor_contiguous(t, &e);
             if (!c)
-                return err ? err->code : CRL_E_NOMEM;
+                return crl_error_pass(err, &e, CRL_E_NOMEM);
             g_free(tw->secname);
             tw->secname = g_strdup_printf("%s/%" PRIu32, tw->prefix, tw->nleaves);
             size_t nbytes = crl_tensor_nbytes(c), esize = crl_dtype_size(crl_tensor_dtype(c));
@@ -313,9 +315,11 @@ static int read_tree(cursor *c, const char *prefix, crl_td **out)
         return bad(c, at, "the root entry has a key (length %" PRIu32 ")", rootlen);
     if (get_shape(c, "(root)", &ndim, shape, &numel))
         return CRL_E_CORRUPT;
-    crl_td *root = crl_td_new(ndim, shape, c->err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_td *root = crl_td_new(ndim, shape, &e);
     if (!root)
-        return c->err ? c->err->code : CRL_E_NOMEM;
+        return crl_error_pass(c->err, &e, CRL_E_NOMEM);
     char *key = g_malloc(TD_KEY_MAX + 1);
     char *secname = NULL;
     int rc = CRL_OK;
@@ -337,9 +341,9 @@ static int read_tree(cursor *c, const char *prefix, crl_td **out)
             rc = bad(c, at, "nested TensorDict '%s': batch shape does not start with its parent's", key);
             break;
         }
-        crl_td *sub = crl_td_new(ndim, shape, c->err);
+        crl_td *sub = crl_td_new(ndim, shape, &e);
         if (!sub) {
-            rc = c->err ? c->err->code : CRL_E_NOMEM;
+            rc = crl_error_pass(c->err, &e, CRL_E_NOMEM);
             break;
         }
         rc = crl_td_set_td(parent, last, sub, c->err);
@@ -390,9 +394,10 @@ static int read_tree(cursor *c, const char *prefix, crl_td **out)
         g_free(secname);
         secname = g_strdup_printf("%s/%" PRIu32, prefix, i);
         size_t have;
-        const void *data = crl_ckpt_section(c->r, secname, &have, c->err);
+        crl_error_clear(&e);
+        const void *data = crl_ckpt_section(c->r, secname, &have, &e);
         if (!data) {
-            rc = CRL_E_CORRUPT;
+            rc = crl_error_pass(c->err, &e, CRL_E_CORRUPT);
             break;
         }
         if ((uint64_t)have != nbytes) {
@@ -416,9 +421,9 @@ static int read_tree(cursor *c, const char *prefix, crl_td **out)
                 break;
             }
         }
-        crl_tensor *t = crl_tensor_new((crl_dtype)dt, ndim, shape, c->err);
+        crl_tensor *t = crl_tensor_new((crl_dtype)dt, ndim, shape, &e);
         if (!t) {
-            rc = c->err ? c->err->code : CRL_E_NOMEM;
+            rc = crl_error_pass(c->err, &e, CRL_E_NOMEM);
             break;
         }
         size_t esize = crl_dtype_size((crl_dtype)dt);

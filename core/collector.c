@@ -113,18 +113,22 @@ static int masked_reset(sub *s, const bool *mask, crl_error *err)
     int rc = crl_td_set(s->cur, "_reset", s->rmask, err);
     if (rc)
         return rc;
-    crl_td *r = crl_env_reset(s->env, s->cur, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_td *r = crl_env_reset(s->env, s->cur, &e);
     if (!r)
-        return err ? err->code : CRL_E_RUNTIME;
+        return crl_error_pass(err, &e, CRL_E_RUNTIME);
     crl_td_unref(r);
     return CRL_OK;
 }
 
 static int full_reset(sub *s, crl_error *err)
 {
-    crl_td *r = crl_env_reset(s->env, s->cur, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_td *r = crl_env_reset(s->env, s->cur, &e);
     if (!r)
-        return err ? err->code : CRL_E_RUNTIME;
+        return crl_error_pass(err, &e, CRL_E_RUNTIME);
     if (!s->cur)
         s->cur = r;
     else
@@ -179,9 +183,11 @@ static int store_step(sub *s, crl_td *out, char **keys, int64_t t, crl_error *er
         if (!src)
             return crl_error_set(err, CRL_E_INVALID, "collector: key '%s' is gone at batch step %" PRId64 "; a "
                                  "policy must write the same keys at every step", keys[n], t);
-        crl_tensor *dst = crl_tensor_index(crl_td_get(out, keys[n]), s->bndim, t, err);
+        crl_error e;
+        crl_error_clear(&e);
+        crl_tensor *dst = crl_tensor_index(crl_td_get(out, keys[n]), s->bndim, t, &e);
         if (!dst)
-            return err ? err->code : CRL_E_NOMEM;
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
         int rc = CRL_OK;
         if (crl_tensor_dtype(src) != crl_tensor_dtype(dst) || !crl_tensor_same_shape(src, dst))
             rc = crl_error_set(err, CRL_E_SHAPE, "collector: key '%s' changed dtype or shape at batch step %" PRId64
@@ -192,9 +198,11 @@ static int store_step(sub *s, crl_td *out, char **keys, int64_t t, crl_error *er
         if (rc)
             return rc;
     }
-    char **now = crl_td_leaf_keys(s->cur, err);
+    crl_error e;
+    crl_error_clear(&e);
+    char **now = crl_td_leaf_keys(s->cur, &e);
     if (!now)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     size_t m = 0;
     while (now[m])
         m++;
@@ -284,8 +292,10 @@ static int sub_collect(sub *s, int64_t T, crl_td **out_p, bool **new_p, crl_erro
                     crl_tensor_flat_set(dn, i, 1.0);
                 }
         }
-        if (t == 0 && !(out = alloc_out(s, T, &keys, err))) {
-            rc = err ? err->code : CRL_E_NOMEM;
+        crl_error e;
+        crl_error_clear(&e);
+        if (t == 0 && !(out = alloc_out(s, T, &keys, &e))) {
+            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
             break;
         }
         if ((rc = store_step(s, out, keys, t, err)))
@@ -344,8 +354,10 @@ static int assign_ids(crl_collector *c, const size_t *idx, crl_td *const *outs, 
         int64_t shape[CRL_MAX_DIMS];
         memcpy(shape, s->bshape, sizeof(int64_t) * (size_t)s->bndim);
         shape[s->bndim] = T;
-        if (!(ids[k] = crl_tensor_new(CRL_I64, s->bndim + 1, shape, err)))
-            rc = err ? err->code : CRL_E_NOMEM;
+        crl_error e;
+        crl_error_clear(&e);
+        if (!(ids[k] = crl_tensor_new(CRL_I64, s->bndim + 1, shape, &e)))
+            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
     }
     for (int64_t t = 0; t < T && !rc; t++)
         for (size_t k = 0; k < n; k++) {
@@ -390,8 +402,10 @@ static crl_td *merge_batch(crl_td *td, int nb, crl_error *err)
         int64_t shape[CRL_MAX_DIMS];
         shape[0] = rows;
         memcpy(shape + 1, crl_tensor_shape(t) + nb, sizeof(int64_t) * (size_t)(nd - nb));
-        crl_tensor *v = crl_tensor_reshape(t, nd - nb + 1, shape, err);
-        rc = v ? crl_td_set(flat, keys[i], v, err) : (err ? err->code : CRL_E_NOMEM);
+        crl_error e;
+        crl_error_clear(&e);
+        crl_tensor *v = crl_tensor_reshape(t, nd - nb + 1, shape, &e);
+        rc = v ? crl_td_set(flat, keys[i], v, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
         crl_tensor_unref(v);
     }
     crl_free(keys);
@@ -438,9 +452,11 @@ static crl_td *split_trajs(crl_td *batch, crl_error *err)
         }
     crl_tensor_unref(idc);
     int64_t S = segs->len, bs[2] = { S, L };
-    crl_td *out = crl_td_new(2, bs, err);
-    char **keys = out ? crl_td_leaf_keys(rows, err) : NULL;
-    int rc = keys ? CRL_OK : (err ? err->code : CRL_E_NOMEM);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_td *out = crl_td_new(2, bs, &e);
+    char **keys = out ? crl_td_leaf_keys(rows, &e) : NULL;
+    int rc = keys ? CRL_OK : crl_error_pass(err, &e, CRL_E_NOMEM);
     for (size_t i = 0; !rc && keys[i]; i++) {
         crl_tensor *src = crl_td_get(rows, keys[i]);
         int nd = crl_tensor_ndim(src);
@@ -448,19 +464,19 @@ static crl_td *split_trajs(crl_td *batch, crl_error *err)
         memcpy(shape, crl_tensor_shape(src), sizeof(int64_t) * (size_t)nd);
         shape[0] = S;
         shape[1] = L;
-        crl_tensor *dst = crl_tensor_new(crl_tensor_dtype(src), nd, shape, err);
+        crl_tensor *dst = crl_tensor_new(crl_tensor_dtype(src), nd, shape, &e);
         if (!dst) {
-            rc = err ? err->code : CRL_E_NOMEM;
+            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
             break;
         }
         crl_tensor_fill(dst, 0);
         for (int64_t k = 0; k < S && !rc; k++) {
             const seg *g = &g_array_index(segs, seg, k);
-            crl_tensor *a = crl_tensor_index(src, 0, g->row, err);
-            crl_tensor *as = a ? crl_tensor_slice(a, 0, g->start, g->start + g->len, 1, err) : NULL;
-            crl_tensor *b = as ? crl_tensor_index(dst, 0, k, err) : NULL;
-            crl_tensor *bs2 = b ? crl_tensor_slice(b, 0, 0, g->len, 1, err) : NULL;
-            rc = bs2 ? crl_tensor_copy(bs2, as, err) : (err ? err->code : CRL_E_NOMEM);
+            crl_tensor *a = crl_tensor_index(src, 0, g->row, &e);
+            crl_tensor *as = a ? crl_tensor_slice(a, 0, g->start, g->start + g->len, 1, &e) : NULL;
+            crl_tensor *b = as ? crl_tensor_index(dst, 0, k, &e) : NULL;
+            crl_tensor *bs2 = b ? crl_tensor_slice(b, 0, 0, g->len, 1, &e) : NULL;
+            rc = bs2 ? crl_tensor_copy(bs2, as, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
             crl_tensor_unref(a);
             crl_tensor_unref(as);
             crl_tensor_unref(b);
@@ -471,9 +487,9 @@ static crl_td *split_trajs(crl_td *batch, crl_error *err)
         crl_tensor_unref(dst);
     }
     if (!rc) {
-        crl_tensor *mask = crl_tensor_new(CRL_BOOL, 2, bs, err);
+        crl_tensor *mask = crl_tensor_new(CRL_BOOL, 2, bs, &e);
         if (!mask) {
-            rc = err ? err->code : CRL_E_NOMEM;
+            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
         } else {
             bool *m = crl_tensor_data(mask);
             memset(m, 0, (size_t)(S * L));
@@ -501,16 +517,18 @@ static crl_td *finish(crl_collector *c, crl_td *batch, crl_error *err)
     for (int d = 0; d < nb; d++)
         frames *= crl_td_batch_shape(batch)[d];
     if (c->rb) {
-        crl_td *flat = merge_batch(batch, nb, err);
-        int rc = flat ? crl_replay_extend(c->rb, flat, NULL, err) : (err ? err->code : CRL_E_NOMEM);
+        /* the failure is kept for later calls, so it is recorded even when err is NULL */
+        crl_error e;
+        crl_error_clear(&e);
+        crl_td *flat = merge_batch(batch, nb, &e);
+        int rc = flat ? crl_replay_extend(c->rb, flat, NULL, &e) : crl_error_pass(&e, &e, CRL_E_NOMEM);
         crl_td_unref(flat);
         if (rc) {
-            crl_error_prefix(err, "collector [%s]: extending the replay buffer: ", c->section);
+            crl_error_prefix(&e, "collector [%s]: extending the replay buffer: ", c->section);
             crl_td_unref(batch);
-            if (err) {
-                c->failed = true;
-                c->fail_err = *err;
-            }
+            c->failed = true;
+            crl_error_pass(&c->fail_err, &e, rc);
+            crl_error_pass(err, &e, rc);
             return NULL;
         }
     }
@@ -643,9 +661,11 @@ int crl__collector_check_config(const crl_config *cfg, const char *section, cons
     int rc = crl__config_check_keys(cfg, section, tables, 1, err);
     if (rc)
         return rc;
-    crl_opts *o = crl_config_opts(cfg, section, tables, 1, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_opts *o = crl_config_opts(cfg, section, tables, 1, &e);
     if (!o)
-        return err ? err->code : CRL_E_CONFIG;
+        return crl_error_pass(err, &e, CRL_E_CONFIG);
     settings st = { 0 };
     rc = read_settings(o, section, env_section, &st, err);
     if (!rc)
@@ -698,8 +718,10 @@ crl_collector *crl_collector_from_config(crl_host *host, const crl_config *cfg, 
         sub *s = &c->subs[k];
         s->c = c;
         s->index = k;
-        if (!(s->env = crl_env_from_config(host, cfg, env_section, err))) {
-            rc = err ? err->code : CRL_E_CONFIG;
+        crl_error e;
+        crl_error_clear(&e);
+        if (!(s->env = crl_env_from_config(host, cfg, env_section, &e))) {
+            rc = crl_error_pass(err, &e, CRL_E_CONFIG);
             if (c->K > 1)
                 crl_error_prefix(err, "collector [%s]: sub-collector %zu: ", section, k);
             goto out;
@@ -717,8 +739,8 @@ crl_collector *crl_collector_from_config(crl_host *host, const crl_config *cfg, 
         int64_t ms[CRL_MAX_DIMS];
         memcpy(ms, s->bshape, sizeof(int64_t) * (size_t)s->bndim);
         ms[s->bndim] = 1;
-        if (!(s->rmask = crl_tensor_new(CRL_BOOL, s->bndim + 1, ms, err))) {
-            rc = err ? err->code : CRL_E_NOMEM;
+        if (!(s->rmask = crl_tensor_new(CRL_BOOL, s->bndim + 1, ms, &e))) {
+            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
             goto out;
         }
         s->newtraj = g_new0(bool, (gsize)s->num);
@@ -795,12 +817,11 @@ int64_t crl_collector_frames(const crl_collector *c) { return c ? c->handed : 0;
 size_t crl_collector_num_envs(const crl_collector *c) { return c ? c->K : 0; }
 crl_env *crl_collector_env(const crl_collector *c, size_t i) { return c && i < c->K ? c->subs[i].env : NULL; }
 
-static crl_td *fail(crl_collector *c, crl_error *src, crl_error *err)
+static crl_td *fail(crl_collector *c, const crl_error *src, crl_error *err)
 {
     c->failed = true;
     c->fail_err = *src;
-    if (err)
-        *err = *src;
+    crl_error_pass(err, src, CRL_E_RUNTIME);
     return NULL;
 }
 
@@ -826,7 +847,7 @@ static crl_td *take_result(sub *s, bool **flags, crl_error *e)
     crl_td *r = s->result;
     *flags = s->result_new;
     if (s->result_rc)
-        *e = s->result_err;
+        crl_error_pass(e, &s->result_err, s->result_rc);
     s->result = NULL;
     s->result_new = NULL;
     s->state = SUB_IDLE;
@@ -937,8 +958,7 @@ crl_td *crl_collector_next(crl_collector *c, crl_error *err)
         return NULL;
     }
     if (c->failed) {
-        if (err)
-            *err = c->fail_err;
+        crl_error_pass(err, &c->fail_err, CRL_E_RUNTIME);
         return NULL;
     }
     if (c->stopped || (c->total >= 0 && c->handed >= c->total)) {
@@ -955,8 +975,7 @@ crl_td *crl_collector_next(crl_collector *c, crl_error *err)
         crl_error_clear(&e);
         batch = next_async(c, &e);
         if (!batch) {
-            if (err)
-                *err = e;
+            crl_error_pass(err, &e, CRL_E_RUNTIME);
             return NULL;
         }
     }

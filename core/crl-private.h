@@ -11,9 +11,10 @@
 /* Mark internal symbols hidden even when a file forgets -fvisibility. */
 #define CRL_INTERNAL __attribute__((visibility("hidden")))
 
-/* Hand a callee's error, caught in a local crl_error, on to the caller's err (which may be NULL) and return
- * its code (CRL_E_RUNTIME if the callee failed without setting one): control flow never reads the caller's
- * err back. */
-CRL_INTERNAL int crl__error_pass(crl_error *err, const crl_error *local);
+/* Prefix "LABEL: " to err's message unless it starts with LABEL already (a
+ * component that named itself).  No-op when err is NULL or holds no error.
+ * Code outside core/error.c never reads a crl_error through a pointer (it
+ * may be NULL: tests/err-deref.sh), so checks on the message live here. */
+CRL_INTERNAL void crl__error_label(crl_error *err, const char *label);
 
 #endif

@@ -266,9 +266,11 @@ static int collect_leaves(crl_env *env, crl_env_specs *sp, crl_error *err)
         l.key = g_strdup("pixels");
         l.role = CRL__ROLE_PIXELS;
         int64_t shape[4] = { env->num, env->render_h, env->render_w, 3 };
-        l.spec = crl_spec_bounded(CRL_U8, 4, shape, 0, 255, err);
+        crl_error e;
+        crl_error_clear(&e);
+        l.spec = crl_spec_bounded(CRL_U8, 4, shape, 0, 255, &e);
         if (!l.spec)
-            rc = err ? err->code : CRL_E_INVALID;
+            rc = crl_error_pass(err, &e, CRL_E_INVALID);
         g_array_append_val(a, l);
     }
     bool has[3] = { false, false, false };
@@ -386,33 +388,35 @@ static void prepare_domain(crl__env_leaf *l)
 /* Buffers, views, key handles and user-facing leaf specs. */
 static int prepare_leaves(crl_env *env, bool shared, crl_error *err)
 {
-    env->buffers = crl_td_new(1, &env->num, err);
+    crl_error e;
+    crl_error_clear(&e);
+    env->buffers = crl_td_new(1, &env->num, &e);
     if (!env->buffers)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     for (size_t i = 0; i < env->nleaves; i++) {
         crl__env_leaf *l = &env->leaves[i];
         l->exposed = !(env->pixels_only && l->role == CRL__ROLE_OBS);
         char *nk = g_strconcat("next.", l->key, NULL);
-        l->k = crl_td_key_new(l->key, err);
-        l->nk = l->k ? crl_td_key_new(nk, err) : NULL;
+        l->k = crl_td_key_new(l->key, &e);
+        l->nk = l->k ? crl_td_key_new(nk, &e) : NULL;
         g_free(nk);
         if (!l->nk)
-            return err ? err->code : CRL_E_INVALID;
+            return crl_error_pass(err, &e, CRL_E_INVALID);
         l->buf = (shared ? crl_tensor_new_shared : crl_tensor_new)(crl_spec_dtype(l->spec), crl_spec_ndim(l->spec),
-                                                                   crl_spec_shape(l->spec), err);
+                                                                   crl_spec_shape(l->spec), &e);
         if (!l->buf)
-            return err ? err->code : CRL_E_NOMEM;
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
         l->row_elems = env->num ? crl_tensor_numel(l->buf) / env->num : 0;
         l->row_bytes = (size_t)l->row_elems * crl_dtype_size(crl_tensor_dtype(l->buf));
         if (env->batch_ndim == 0) {
-            l->ubuf = crl_tensor_index(l->buf, 0, 0, err);
-            l->uspec = l->ubuf ? crl__spec_drop_batch(l->spec, err) : NULL;
+            l->ubuf = crl_tensor_index(l->buf, 0, 0, &e);
+            l->uspec = l->ubuf ? crl__spec_drop_batch(l->spec, &e) : NULL;
         } else {
             l->ubuf = crl_tensor_ref(l->buf);
             l->uspec = crl_spec_ref(l->spec);
         }
         if (!l->uspec)
-            return err ? err->code : CRL_E_INVALID;
+            return crl_error_pass(err, &e, CRL_E_INVALID);
         l->bdata = crl_tensor_data(l->buf);
         l->udata = crl_tensor_data(l->ubuf);
         l->ubytes = crl_tensor_nbytes(l->ubuf);
@@ -422,16 +426,16 @@ static int prepare_leaves(crl_env *env, bool shared, crl_error *err)
         if (l->role == CRL__ROLE_ACTION)
             prepare_domain(l);
         if (env->frame_skip > 1 && is_output_role(l->role) && l->role != CRL__ROLE_PIXELS) {
-            l->snap = crl_tensor_new(crl_tensor_dtype(l->buf), crl_tensor_ndim(l->buf), crl_tensor_shape(l->buf), err);
+            l->snap = crl_tensor_new(crl_tensor_dtype(l->buf), crl_tensor_ndim(l->buf), crl_tensor_shape(l->buf), &e);
             if (!l->snap)
-                return err ? err->code : CRL_E_NOMEM;
+                return crl_error_pass(err, &e, CRL_E_NOMEM);
         }
         if (env->frame_skip > 1 && l->role == CRL__ROLE_REWARD)
             l->acc = g_new0(double, (gsize)crl_tensor_numel(l->buf));
         if (env->autoreset == CRL_AUTORESET_SAME_STEP && is_output_role(l->role)) {
-            l->rst = crl_tensor_new(crl_tensor_dtype(l->buf), crl_tensor_ndim(l->buf), crl_tensor_shape(l->buf), err);
+            l->rst = crl_tensor_new(crl_tensor_dtype(l->buf), crl_tensor_ndim(l->buf), crl_tensor_shape(l->buf), &e);
             if (!l->rst)
-                return err ? err->code : CRL_E_NOMEM;
+                return crl_error_pass(err, &e, CRL_E_NOMEM);
         }
         switch (l->role) {
         case CRL__ROLE_DONE: env->done_leaf = l; break;
@@ -440,9 +444,10 @@ static int prepare_leaves(crl_env *env, bool shared, crl_error *err)
         case CRL__ROLE_PIXELS: env->pixels_leaf = l; break;
         default: break;
         }
-        if (l->role != CRL__ROLE_PIXELS && crl_td_set(env->buffers, l->key, l->buf, err)) {
+        int rc = l->role != CRL__ROLE_PIXELS ? crl_td_set(env->buffers, l->key, l->buf, err) : CRL_OK;
+        if (rc) {
             crl_error_prefix(err, "cannot lay out the env buffers: ");
-            return err->code;
+            return rc;
         }
     }
     return CRL_OK;
@@ -467,18 +472,20 @@ static crl_spec *user_composite(crl_env *env, int lo, int hi, crl_error *err)
 
 static int build_user_specs(crl_env *env, crl_error *err)
 {
-    env->obs_spec = user_composite(env, CRL__ROLE_OBS, CRL__ROLE_PIXELS, err);
-    env->action_spec = env->obs_spec ? user_composite(env, CRL__ROLE_ACTION, CRL__ROLE_ACTION, err) : NULL;
-    env->reward_spec = env->action_spec ? user_composite(env, CRL__ROLE_REWARD, CRL__ROLE_REWARD, err) : NULL;
-    env->done_spec = env->reward_spec ? user_composite(env, CRL__ROLE_DONE, CRL__ROLE_TRUNCATED, err) : NULL;
-    env->state_spec = env->done_spec ? user_composite(env, CRL__ROLE_STATE, CRL__ROLE_STATE, err) : NULL;
+    crl_error e;
+    crl_error_clear(&e);
+    env->obs_spec = user_composite(env, CRL__ROLE_OBS, CRL__ROLE_PIXELS, &e);
+    env->action_spec = env->obs_spec ? user_composite(env, CRL__ROLE_ACTION, CRL__ROLE_ACTION, &e) : NULL;
+    env->reward_spec = env->action_spec ? user_composite(env, CRL__ROLE_REWARD, CRL__ROLE_REWARD, &e) : NULL;
+    env->done_spec = env->reward_spec ? user_composite(env, CRL__ROLE_DONE, CRL__ROLE_TRUNCATED, &e) : NULL;
+    env->state_spec = env->done_spec ? user_composite(env, CRL__ROLE_STATE, CRL__ROLE_STATE, &e) : NULL;
     if (!env->state_spec)
-        return err ? err->code : CRL_E_INVALID;
+        return crl_error_pass(err, &e, CRL_E_INVALID);
     /* One step's td: root = observation, action, done, state; next = the
      * same without action, plus reward. */
-    crl_spec *full = crl_spec_composite(env->batch_ndim, env->batch_shape, err);
-    crl_spec *next = full ? crl_spec_composite(env->batch_ndim, env->batch_shape, err) : NULL;
-    int rc = next ? CRL_OK : (err ? err->code : CRL_E_INVALID);
+    crl_spec *full = crl_spec_composite(env->batch_ndim, env->batch_shape, &e);
+    crl_spec *next = full ? crl_spec_composite(env->batch_ndim, env->batch_shape, &e) : NULL;
+    int rc = next ? CRL_OK : crl_error_pass(err, &e, CRL_E_INVALID);
     for (size_t i = 0; !rc && i < env->nleaves; i++) {
         const crl__env_leaf *l = &env->leaves[i];
         if (!l->exposed)
@@ -562,9 +569,11 @@ int crl__env_attach(crl_env *env, crl_env_specs *sp, bool shared, crl_error *err
     env->ridx = g_new0(int64_t, n);
     for (size_t i = 0; i < n; i++)
         env->needs_reset[i] = true;
-    env->reset_key = crl_td_key_new("_reset", err);
+    crl_error e;
+    crl_error_clear(&e);
+    env->reset_key = crl_td_key_new("_reset", &e);
     if (!env->reset_key)
-        return CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     env->next_key = g_intern_static_string("next");
     env->done_p = (uint8_t *)env->done_leaf->bdata;
     env->term_p = (uint8_t *)env->term_leaf->bdata;
@@ -837,9 +846,11 @@ static int put_leaf(crl_env *env, crl_td *td, const crl__env_leaf *l, bool next,
                 crl__env_row_to_user(env, dst, l, l->buf, i);
         return CRL_OK;
     }
-    crl_tensor *t = crl_tensor_clone(l->ubuf, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *t = crl_tensor_clone(l->ubuf, &e);
     if (!t)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     int rc = crl_td_set_k(td, k, t, err);
     crl_tensor_unref(t);
     if (rc)
@@ -1142,14 +1153,16 @@ static bool action_in_domain(const crl__env_leaf *l)
 /* An action leaf out of its domain: name the first env whose row is bad. */
 static int action_domain_error(crl_env *env, const crl__env_leaf *l, crl_error *err)
 {
-    crl_spec *row_spec = crl__spec_drop_batch(l->spec, err);
+    crl_error le;
+    crl_error_clear(&le);
+    crl_spec *row_spec = crl__spec_drop_batch(l->spec, &le);
     if (!row_spec)
-        return err ? err->code : CRL_E_INVALID;
+        return crl_error_pass(err, &le, CRL_E_INVALID);
     int rc = CRL_OK;
     for (int64_t i = 0; i < env->num && !rc; i++) {
-        crl_tensor *row = crl_tensor_index(l->buf, 0, i, err);
+        crl_tensor *row = crl_tensor_index(l->buf, 0, i, &le);
         if (!row) {
-            rc = err ? err->code : CRL_E_NOMEM;
+            rc = crl_error_pass(err, &le, CRL_E_NOMEM);
             break;
         }
         crl_error e;
@@ -1249,9 +1262,11 @@ int crl__env_check_action_rows(crl_env *env, const int64_t *rows, int64_t k, con
                     return crl_error_set(err, CRL_E_INVALID, "%s: env %" G_GINT64_FORMAT ": key '%s' holds NaN "
                                          "(element %" G_GINT64_FORMAT " of that env's action); check the policy", fn,
                                          (gint64)i, l->key, (gint64)p);
-            crl_spec *rs = action_row_spec(l, i, err);
-            crl_tensor *row = rs ? crl_tensor_index(l->buf, 0, i, err) : NULL;
-            int rc = row ? CRL_OK : (err ? err->code : CRL_E_NOMEM);
+            crl_error le;
+            crl_error_clear(&le);
+            crl_spec *rs = action_row_spec(l, i, &le);
+            crl_tensor *row = rs ? crl_tensor_index(l->buf, 0, i, &le) : NULL;
+            int rc = row ? CRL_OK : crl_error_pass(err, &le, CRL_E_NOMEM);
             if (!rc && env->project_actions) {
                 rc = crl_spec_project(rs, row, err);
             } else if (!rc) {
@@ -1775,9 +1790,11 @@ int crl_env_render(crl_env *env, int64_t i, crl_tensor *frame, crl_error *err)
     if (crl_tensor_is_contiguous(frame)) {
         rc = env->ops.render(env->benv, i, crl_tensor_data(frame), err);
     } else {
-        crl_tensor *tmp = crl_tensor_new(CRL_U8, 3, shape, err);
+        crl_error e;
+        crl_error_clear(&e);
+        crl_tensor *tmp = crl_tensor_new(CRL_U8, 3, shape, &e);
         if (!tmp)
-            return err ? err->code : CRL_E_NOMEM;
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
         rc = env->ops.render(env->benv, i, crl_tensor_data(tmp), err);
         if (!rc)
             rc = crl_tensor_copy(frame, tmp, err);

@@ -31,9 +31,10 @@ static int check_step(crl_env *env, crl_td *step_td, int64_t t, GHashTable *expe
     crl_error_clear(&e);
     if (crl_spec_check_td(full_spec(env), step_td, &e))
         return crl_error_set(err, e.code, "check_env_specs: step %" G_GINT64_FORMAT ": %s", (gint64)t, e.message);
-    char **keys = crl_td_leaf_keys(step_td, err);
+    crl_error_clear(&e);
+    char **keys = crl_td_leaf_keys(step_td, &e);
     if (!keys)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     int rc = CRL_OK;
     for (size_t i = 0; keys[i] && !rc; i++)
         if (!g_hash_table_contains(expected, keys[i]))
@@ -50,10 +51,12 @@ int crl_env_check_specs(crl_env *env, int64_t steps, crl_error *err)
     if (steps < 1)
         return crl_error_set(err, CRL_E_INVALID, "check_env_specs: steps is %" G_GINT64_FORMAT "; give at least 1",
                              (gint64)steps);
-    crl_td *r = crl_env_rollout(env, steps, NULL, NULL, false, true, NULL, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_td *r = crl_env_rollout(env, steps, NULL, NULL, false, true, NULL, &e);
     if (!r) {
-        crl_error_prefix(err, "check_env_specs: ");
-        return err ? err->code : CRL_E_RUNTIME;
+        crl_error_prefix(&e, "check_env_specs: ");
+        return crl_error_pass(err, &e, CRL_E_RUNTIME);
     }
     GHashTable *expected = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     spec_leaf_keys(full_spec(env), NULL, expected);
@@ -61,8 +64,8 @@ int crl_env_check_specs(crl_env *env, int64_t steps, crl_error *err)
     int64_t T = crl_td_batch_shape(r)[b];
     int rc = CRL_OK;
     for (int64_t t = 0; t < T && !rc; t++) {
-        crl_td *st = crl_td_index(r, b, t, err);
-        rc = st ? check_step(env, st, t, expected, err) : (err ? err->code : CRL_E_NOMEM);
+        crl_td *st = crl_td_index(r, b, t, &e);
+        rc = st ? check_step(env, st, t, expected, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
         crl_td_unref(st);
     }
     g_hash_table_unref(expected);

@@ -339,7 +339,7 @@ static int read_per_env(crl_env_desc *d, const crl_option *table, crl_error *err
         crl_error_clear(&local);
         d->env_opts[i] = crl__opts_override(d->opts, names, v, origins, n, &local);
         if (!d->env_opts[i]) {
-            rc = crl__error_pass(err, &local);
+            rc = crl_error_pass(err, &local, CRL_E_RUNTIME);
             crl_error_prefix(err, "[%s] env %" G_GINT64_FORMAT " (%s): ", d->section, (gint64)i, d->env_what[i]);
         }
     }
@@ -404,7 +404,7 @@ static int parse(crl_env_desc *d, const crl_config *cfg, crl_error *err)
     if (!rc) {
         crl_error_clear(&e);
         if (!(d->opts = crl_config_opts(cfg, section, tables, 2, &e)))
-            rc = crl__error_pass(err, &e);
+            rc = crl_error_pass(err, &e, CRL_E_RUNTIME);
     }
     if (!rc)
         rc = read_env_options(d, err);

@@ -144,9 +144,11 @@ static int put_tensor(mdp_walk *w, const crl__td_entry *se, crl_td *dst_level, c
         return crl_tensor_copy(d, src, err);
     }
     w->rec = NULL;
-    crl_tensor *c = crl_tensor_clone(src, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *c = crl_tensor_clone(src, &e);
     if (!c)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     int rc = crl_td_set(dst_level, se->key, c, err);
     crl_tensor_unref(c);
     return rc;
@@ -202,8 +204,10 @@ static int keep_root(mdp_walk *w, const crl_td *level, const crl_td *next_level,
         crl_td *next_sub = ne ? ne->td : NULL;
         if (next_level && !next_sub && ne && ne->tensor)
             continue;
-        crl_td *d = dst_sub(w, dst_level, key, sub, err);
-        int rc = d ? push(w, key, err) : (err ? err->code : CRL_E_INVALID);
+        crl_error de;
+        crl_error_clear(&de);
+        crl_td *d = dst_sub(w, dst_level, key, sub, &de);
+        int rc = d ? push(w, key, err) : crl_error_pass(err, &de, CRL_E_INVALID);
         if (rc)
             return rc;
         rc = keep_root(w, sub, next_sub, d, err);
@@ -233,8 +237,10 @@ static int copy_next(mdp_walk *w, const crl_td *next_level, crl_td *dst_level, c
             continue;
         }
         crl_td *sub = e ? e->td : NULL;
-        crl_td *d = dst_sub(w, dst_level, key, sub, err);
-        rc = d ? push(w, key, err) : (err ? err->code : CRL_E_INVALID);
+        crl_error de;
+        crl_error_clear(&de);
+        crl_td *d = dst_sub(w, dst_level, key, sub, &de);
+        rc = d ? push(w, key, err) : crl_error_pass(err, &de, CRL_E_INVALID);
         if (rc)
             return rc;
         rc = copy_next(w, sub, d, err);

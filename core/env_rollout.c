@@ -24,8 +24,10 @@ int crl_env_rand_action(crl_env *env, crl_td *td, crl_error *err)
             rc = crl_spec_rand_into(l->uspec, &env->rng, t, err);
             continue;
         }
-        t = crl_spec_rand(l->uspec, &env->rng, err);
-        rc = t ? crl_td_set_k(td, l->k, t, err) : (err ? err->code : CRL_E_NOMEM);
+        crl_error e;
+        crl_error_clear(&e);
+        t = crl_spec_rand(l->uspec, &env->rng, &e);
+        rc = t ? crl_td_set_k(td, l->k, t, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
         crl_tensor_unref(t);
     }
     if (rc)
@@ -74,12 +76,14 @@ static int rollout_alloc(rollout *r, const crl_td *cur, int64_t max_steps, crl_e
     int64_t bshape[CRL_MAX_DIMS];
     memcpy(bshape, env->batch_shape, sizeof(int64_t) * (size_t)b);
     bshape[b] = max_steps;
-    r->out = crl_td_new(b + 1, bshape, err);
+    crl_error e;
+    crl_error_clear(&e);
+    r->out = crl_td_new(b + 1, bshape, &e);
     if (!r->out)
-        return err ? err->code : CRL_E_NOMEM;
-    char **keys = crl_td_leaf_keys(cur, err);
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
+    char **keys = crl_td_leaf_keys(cur, &e);
     if (!keys)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     size_t n = 0;
     while (keys[n])
         n++;
@@ -100,10 +104,10 @@ static int rollout_alloc(rollout *r, const crl_td *cur, int64_t max_steps, crl_e
         memcpy(oshape, s->shape, sizeof(int64_t) * (size_t)b);
         oshape[b] = max_steps;
         memcpy(oshape + b + 1, s->shape + b, sizeof(int64_t) * (size_t)(s->ndim - b));
-        s->k = crl_td_key_new(keys[i], err);
-        s->out = s->k ? crl_tensor_new(s->dt, s->ndim + 1, oshape, err) : NULL;
+        s->k = crl_td_key_new(keys[i], &e);
+        s->out = s->k ? crl_tensor_new(s->dt, s->ndim + 1, oshape, &e) : NULL;
         if (!s->out)
-            rc = err ? err->code : CRL_E_NOMEM;
+            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
         else if ((rc = crl_td_set(r->out, keys[i], s->out, err)))
             crl_error_prefix(err, "rollout: ");
     }
@@ -124,9 +128,11 @@ static size_t count_leaves(const crl_td *td)
 /* The key cur holds that the output has no slot for (error path only). */
 static int extra_key_error(const rollout *r, const crl_td *cur, int64_t t, crl_error *err)
 {
-    char **keys = crl_td_leaf_keys(cur, err);
+    crl_error e;
+    crl_error_clear(&e);
+    char **keys = crl_td_leaf_keys(cur, &e);
     if (!keys)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     const char *extra = NULL;
     for (size_t i = 0; keys[i] && !extra; i++) {
         bool found = false;

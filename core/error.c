@@ -42,6 +42,32 @@ void crl_error_prefix(crl_error *err, const char *fmt, ...)
     err->message[plen + mlen] = '\0';
 }
 
+int crl_error_pass(crl_error *err, const crl_error *src, int fallback)
+{
+    if (!src || src->code == CRL_OK) {
+        if (fallback == CRL_OK) {
+            crl_error_clear(err);
+            return CRL_OK;
+        }
+        return crl_error_set(err, fallback, "%s: a call failed without recording why", crl_status_name(fallback));
+    }
+    if (err && err != src) {
+        const char *end = memchr(src->message, '\0', sizeof src->message - 1);
+        size_t n = end ? (size_t)(end - src->message) : sizeof src->message - 1;
+        err->code = src->code;
+        err->reserved = 0;
+        memcpy(err->message, src->message, n);
+        err->message[n] = '\0';
+    }
+    return src->code;
+}
+
+void crl__error_label(crl_error *err, const char *label)
+{
+    if (err && err->code != CRL_OK && label && strncmp(err->message, label, strlen(label)) != 0)
+        crl_error_prefix(err, "%s: ", label);
+}
+
 void crl_error_clear(crl_error *err)
 {
     if (!err)
@@ -67,15 +93,4 @@ const char *crl_status_name(int code)
 void crl_free(void *p)
 {
     g_free(p);
-}
-
-int crl__error_pass(crl_error *err, const crl_error *local)
-{
-    int code = local->code ? local->code : CRL_E_RUNTIME;
-    if (err && err != local) {
-        err->code = code;
-        err->reserved = 0;
-        memcpy(err->message, local->message, sizeof err->message);
-    }
-    return code;
 }

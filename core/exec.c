@@ -305,7 +305,7 @@ int crl__exec_make(crl_env *env, const crl_env_desc *d, crl_env_specs *specs, cr
         crl_error_clear(&local);
         out[s] = combine(x, col, "", &local);
         if (!out[s]) {
-            rc = crl__error_pass(err, &local);
+            rc = crl_error_pass(err, &local, CRL_E_RUNTIME);
             crl_error_prefix(err, "%s spec: ", names[s]);
         }
     }
@@ -385,7 +385,7 @@ static int exec_bind(void *benv, crl_td *buffers, crl_error *err)
         crl_error_clear(&local);
         in->view = crl_td_slice(buffers, 0, in->start, in->start + in->count, 1, &local);
         if (!in->view)
-            return crl__error_pass(err, &local);
+            return crl_error_pass(err, &local, CRL_E_RUNTIME);
         int rc = x->real.bind(in->benv, in->view, err);
         if (rc) {
             crl_error_prefix(err, "envs [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "): ", (gint64)in->start,

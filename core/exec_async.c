@@ -413,12 +413,14 @@ static void queue_envs(async *a, const int64_t *ids, int64_t k)
 
 int crl_env_async_reset(crl_env *env, crl_error *err)
 {
-    if (!usable(env, "async_reset", false, err) && (!env || !crl__exec_is_async(crl__exec_of(env))))
-        return err ? err->code : CRL_E_INVALID;
+    crl_error e;
+    crl_error_clear(&e);
+    if (!usable(env, "async_reset", false, &e) && (!env || !crl__exec_is_async(crl__exec_of(env))))
+        return crl_error_pass(err, &e, CRL_E_INVALID);
     crl__exec *x = crl__exec_of(env);
     async *a = x->async;
-    if (!a && !(a = async_new(x, env, err)))
-        return err ? err->code : CRL_E_RUNTIME;
+    if (!a && !(a = async_new(x, env, &e)))
+        return crl_error_pass(err, &e, CRL_E_RUNTIME);
     drain(a);
     /* The seeds set_seed left wait for this reset; later auto-resets go on
      * from each instance's own stream. */
@@ -459,9 +461,11 @@ static int load_rows(crl_env *env, crl__env_leaf *l, const crl_td *td, const int
         crl_free(g);
         return crl_tensor_dtype(t) != crl_tensor_dtype(l->buf) ? CRL_E_DTYPE : CRL_E_SHAPE;
     }
-    crl_tensor *c = crl_tensor_is_contiguous(t) ? crl_tensor_ref(t) : crl_tensor_contiguous(t, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *c = crl_tensor_is_contiguous(t) ? crl_tensor_ref(t) : crl_tensor_contiguous(t, &e);
     if (!c)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     const char *src = crl_tensor_data(c);
     for (int64_t m = 0; m < k; m++)
         memcpy(l->bdata + (size_t)ids[m] * l->row_bytes, src + (size_t)m * l->row_bytes, l->row_bytes);
@@ -472,9 +476,11 @@ static int load_rows(crl_env *env, crl__env_leaf *l, const crl_td *td, const int
 
 int crl_env_send(crl_env *env, const crl_td *td, crl_error *err)
 {
-    async *a = usable(env, "send", true, err);
+    crl_error e;
+    crl_error_clear(&e);
+    async *a = usable(env, "send", true, &e);
     if (!a)
-        return err ? err->code : CRL_E_INVALID;
+        return crl_error_pass(err, &e, CRL_E_INVALID);
     if (!td)
         return crl_error_set(err, CRL_E_INVALID, "send: the TensorDict is NULL");
     if (crl_td_batch_ndim(td) != 1)
@@ -552,14 +558,15 @@ crl_td *crl_env_recv(crl_env *env, crl_error *err)
             crl_error_set(&a->fail, a->env_rc[i], "%s: env %" G_GINT64_FORMAT ": %s",
                           crl__env_name(env, nb, sizeof nb), (gint64)i, a->env_err[i].message);
             a->failed = true;
-            if (err)
-                *err = a->fail;
+            crl_error_pass(err, &a->fail, CRL_E_RUNTIME);
             return NULL;
         }
     }
-    crl_td *out = crl_td_new(1, &B, err);
-    crl_tensor *idt = out ? crl_tensor_new(CRL_I64, 1, &B, err) : NULL;
-    int rc = idt ? CRL_OK : (err ? err->code : CRL_E_NOMEM);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_td *out = crl_td_new(1, &B, &e);
+    crl_tensor *idt = out ? crl_tensor_new(CRL_I64, 1, &B, &e) : NULL;
+    int rc = idt ? CRL_OK : crl_error_pass(err, &e, CRL_E_NOMEM);
     if (!rc) {
         memcpy(crl_tensor_data(idt), ids, sizeof(int64_t) * (size_t)B);
         rc = crl_td_set(out, "env_id", idt, err);
@@ -570,9 +577,9 @@ crl_td *crl_env_recv(crl_env *env, crl_error *err)
         int64_t shape[CRL_MAX_DIMS];
         memcpy(shape, crl_tensor_shape(l->buf), sizeof(int64_t) * (size_t)crl_tensor_ndim(l->buf));
         shape[0] = B;
-        crl_tensor *t = crl_tensor_new(crl_tensor_dtype(l->buf), crl_tensor_ndim(l->buf), shape, err);
+        crl_tensor *t = crl_tensor_new(crl_tensor_dtype(l->buf), crl_tensor_ndim(l->buf), shape, &e);
         if (!t) {
-            rc = err ? err->code : CRL_E_NOMEM;
+            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
             break;
         }
         char *d = crl_tensor_data(t);

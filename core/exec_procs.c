@@ -443,9 +443,7 @@ static int fail_all(procs *p, crl_error *err, const crl_error *why)
     stop_workers(p);
     p->failed = true;
     p->fail = *why;
-    if (err)
-        *err = *why;
-    return why->code;
+    return crl_error_pass(err, why, CRL_E_RUNTIME);
 }
 
 /* ---- the kind ------------------------------------------------------------------------------- */
@@ -560,13 +558,13 @@ static int procs_start(crl__exec *x, crl_error *err)
         char rb[64], what[300];
         env_range(x, b, rb, sizeof rb);
         describe(fate[b], status[b], 30.0, what, sizeof what);
-        crl_error_set(err, fate[b] == WF_HUNG ? CRL_E_TIMEOUT : CRL_E_CRASH,
-                      "executor = processes: worker %zu (%s of %s) %s while starting", b, rb,
-                      env_label(x, lb, sizeof lb), what);
+        int code = crl_error_set(err, fate[b] == WF_HUNG ? CRL_E_TIMEOUT : CRL_E_CRASH,
+                                 "executor = processes: worker %zu (%s of %s) %s while starting", b, rb,
+                                 env_label(x, lb, sizeof lb), what);
         stop_workers(p);
         procs_free(p);
         x->kstate = NULL;
-        return err ? err->code : CRL_E_CRASH;
+        return code;
     }
     return CRL_OK;
 }
@@ -692,7 +690,7 @@ static int procs_run(crl__exec *x, crl_error *err)
 {
     procs *p = usable(x, err);
     if (!p)
-        return err ? err->code : CRL_E_INVALID;
+        return CRL_E_INVALID;   /* usable's only code */
     procs_ctl *c = p->ctl;
     c->job = (uint32_t)x->job;
     c->from_state = x->from_state;
@@ -709,7 +707,7 @@ int crl__exec_procs_render(crl__exec *x, int64_t i, uint8_t *rgb, crl_error *err
 {
     procs *p = usable(x, err);
     if (!p)
-        return err ? err->code : CRL_E_INVALID;
+        return CRL_E_INVALID;   /* usable's only code */
     char lb[300];
     if (!p->frame)
         return crl_error_set(err, CRL_E_UNSUPPORTED, "executor = processes: %s cannot render",

@@ -210,11 +210,8 @@ static int threads_run(crl__exec *x, crl_error *err)
         atomic_fetch_sub(&p->caller_waiting, 1);
     }
     for (size_t b = 0; b < x->nblocks; b++)
-        if (x->block_err[b].code) {
-            if (err)
-                *err = x->block_err[b];
-            return x->block_err[b].code;
-        }
+        if (x->block_err[b].code)
+            return crl_error_pass(err, &x->block_err[b], CRL_E_RUNTIME);
     return CRL_OK;
 }
 

@@ -67,11 +67,11 @@ int crl__wenv_make(const crl_env_desc *d, crl__env_factory make_inner, crl_env_s
 {
     wenv *w = g_new0(wenv, 1);
     *benv = NULL;
-    crl_error local;
-    crl_error_clear(&local);
-    if (!(w->inner = make_inner(d, &local))) {
+    crl_error e;
+    crl_error_clear(&e);
+    if (!(w->inner = make_inner(d, &e))) {
         wenv_close(w);
-        return crl__error_pass(err, &local);
+        return crl_error_pass(err, &e, CRL_E_CONFIG);
     }
     w->n = crl_env_num(w->inner);
     GPtrArray *ak = g_ptr_array_new(), *ok = g_ptr_array_new(), *sk = g_ptr_array_new();
@@ -91,10 +91,10 @@ int crl__wenv_make(const crl_env_desc *d, crl__env_factory make_inner, crl_env_s
     w->fresh = g_new0(bool, (gsize)w->n);
     w->again = g_new0(bool, (gsize)w->n);
     int64_t ms[2] = { w->n, 1 };
-    w->rmask = crl_tensor_new(CRL_BOOL, 2, ms, err);
+    w->rmask = crl_tensor_new(CRL_BOOL, 2, ms, &e);
     if (!w->rmask) {
         wenv_close(w);
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     }
     specs->observation = crl_spec_ref((crl_spec *)crl_env_observation_spec(w->inner));
     specs->action = crl_spec_ref((crl_spec *)crl_env_action_spec(w->inner));
@@ -142,12 +142,14 @@ static int wenv_reset(void *benv, const bool *mask, const uint64_t *seeds, bool 
 {
     wenv *w = benv;
     crl_env *in = w->inner;
+    crl_error e;
+    crl_error_clear(&e);
     if (from_state && !w->td)
-        w->td = crl_td_new(1, &w->n, err);
+        w->td = crl_td_new(1, &w->n, &e);
     /* The start states the host put in the state rows. */
     for (size_t i = 0; from_state && w->state_keys[i]; i++) {
         int rc = w->td ? crl_td_set(w->td, w->state_keys[i], crl_td_get(w->view, w->state_keys[i]), err)
-                       : (err ? err->code : CRL_E_NOMEM);
+                       : crl_error_pass(err, &e, CRL_E_NOMEM);
         if (rc)
             return rc;
     }
@@ -172,9 +174,10 @@ static int wenv_reset(void *benv, const bool *mask, const uint64_t *seeds, bool 
             if (rc)
                 return rc;
         }
-        crl_td *r = from_state ? crl_env_reset_from_state(in, w->td, err) : crl_env_reset(in, w->td, err);
+        crl_error_clear(&e);
+        crl_td *r = from_state ? crl_env_reset_from_state(in, w->td, &e) : crl_env_reset(in, w->td, &e);
         if (!r)
-            return err ? err->code : CRL_E_RUNTIME;
+            return crl_error_pass(err, &e, CRL_E_RUNTIME);
         if (!w->td)
             w->td = r;
         else
@@ -211,8 +214,10 @@ static int wenv_render(void *benv, int64_t i, uint8_t *rgb, crl_error *err)
 {
     wenv *w = benv;
     int64_t shape[3] = { crl_env_render_height(w->inner), crl_env_render_width(w->inner), 3 };
-    crl_tensor *frame = crl_tensor_wrap(rgb, CRL_U8, 3, shape, NULL, NULL, NULL, err);
-    int rc = frame ? crl_env_render(w->inner, i, frame, err) : (err ? err->code : CRL_E_NOMEM);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *frame = crl_tensor_wrap(rgb, CRL_U8, 3, shape, NULL, NULL, NULL, &e);
+    int rc = frame ? crl_env_render(w->inner, i, frame, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
     crl_tensor_unref(frame);
     return rc;
 }

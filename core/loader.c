@@ -512,8 +512,7 @@ static int load_candidate(crl_host *host, const char *path, bool needed, crl_err
         record_failure(host, path, &e);
         /* A mistake in the plugin's own config section is the user's, not a broken plugin. */
         if (needed || rc == CRL_E_CONFIG) {
-            if (err)
-                *err = e;
+            crl_error_pass(err, &e, rc);
         } else {
             crl_host_log(host, CRL_LOG_WARNING, "plugin '%s' is broken and was not loaded: %s", name, e.message);
         }
@@ -574,9 +573,11 @@ int crl_host_load_name(crl_host *host, const char *name, crl_error *err)
         return refuse_nested(host, err);
     host->load_attempted = true;
     host->schema_dirty = true;
-    char **dirs = crl__host_compute_search_path(host, err);
+    crl_error e;
+    crl_error_clear(&e);
+    char **dirs = crl__host_compute_search_path(host, &e);
     if (!dirs)
-        return err ? err->code : CRL_E_CONFIG;
+        return crl_error_pass(err, &e, CRL_E_CONFIG);
     int rc = load_name_in(host, (const char *const *)dirs, name, NULL, err);
     save_cache(host);
     g_strfreev(dirs);
@@ -636,8 +637,7 @@ static int autoload(crl_host *host, char **dirs, char **disable, crl_error *err)
                     crl_error e = { 0 };
                     if (load_candidate(host, path, false, &e) == CRL_E_CONFIG && !rc) {
                         rc = CRL_E_CONFIG;
-                        if (err)
-                            *err = e;
+                        crl_error_pass(err, &e, rc);
                     }
                 }
             }
@@ -668,8 +668,10 @@ int crl_host_load_configured(crl_host *host, crl_error *err)
         (rc = crl_config_get_list(host->cfg, "plugins", "disable", &disable, err)) ||
         (rc = crl_config_get_bool(host->cfg, "plugins", "autoload", true, &autoload_on, err)))
         goto out;
-    if (!(dirs = crl__host_compute_search_path(host, err))) {
-        rc = err ? err->code : CRL_E_CONFIG;
+    crl_error de;
+    crl_error_clear(&de);
+    if (!(dirs = crl__host_compute_search_path(host, &de))) {
+        rc = crl_error_pass(err, &de, CRL_E_CONFIG);
         goto out;
     }
 
@@ -690,8 +692,7 @@ int crl_host_load_configured(crl_host *host, crl_error *err)
                 record_failure(host, *n, &e);
             if (lrc && !rc) {
                 rc = lrc;
-                if (err)
-                    *err = e;
+                crl_error_pass(err, &e, lrc);
             }
             g_free(found);
         }

@@ -64,8 +64,9 @@ static int check_pair(const char *what, const crl_tensor *dst, const crl_tensor 
 
 int crl_params_soft_update(crl_tensor *dst, const crl_tensor *src, double tau, crl_error *err)
 {
-    if (check_pair("soft update", dst, src, err))
-        return err ? err->code : CRL_E_INVALID;
+    int rc = check_pair("soft update", dst, src, err);
+    if (rc)
+        return rc;
     if (!(tau >= 0 && tau <= 1))
         return crl_error_set(err, CRL_E_RANGE, "soft update: tau = %g must be in [0, 1] (TorchRL's eps = 1 - tau)", tau);
     float *d = crl_tensor_data(dst);
@@ -78,8 +79,9 @@ int crl_params_soft_update(crl_tensor *dst, const crl_tensor *src, double tau, c
 
 int crl_params_hard_update(crl_tensor *dst, const crl_tensor *src, crl_error *err)
 {
-    if (check_pair("hard update", dst, src, err))
-        return err ? err->code : CRL_E_INVALID;
+    int rc = check_pair("hard update", dst, src, err);
+    if (rc)
+        return rc;
     memcpy(crl_tensor_data(dst), crl_tensor_data(src), crl_tensor_nbytes(dst));
     return CRL_OK;
 }
@@ -103,9 +105,11 @@ bool crl_tensor_all_finite(const crl_tensor *t)
 
 int crl_mlp_save(crl_mlp *m, crl_ckpt_writer *w, const char *prefix, crl_error *err)
 {
-    crl_td *sd = crl_mlp_state_dict(m, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_td *sd = crl_mlp_state_dict(m, &e);
     if (!sd)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     int rc = crl_ckpt_write_td(w, prefix, sd, err);
     crl_td_unref(sd);
     return rc;
@@ -113,13 +117,15 @@ int crl_mlp_save(crl_mlp *m, crl_ckpt_writer *w, const char *prefix, crl_error *
 
 int crl_mlp_load(crl_mlp *m, const crl_ckpt_reader *r, const char *prefix, crl_error *err)
 {
-    crl_td *got = crl_ckpt_read_td(r, prefix, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_td *got = crl_ckpt_read_td(r, prefix, &e);
     if (!got)
-        return err ? err->code : CRL_E_CORRUPT;
-    crl_td *sd = crl_mlp_state_dict(m, err);
-    char **keys = sd ? crl_td_leaf_keys(sd, err) : NULL;
-    char **gkeys = keys ? crl_td_leaf_keys(got, err) : NULL;
-    int rc = gkeys ? CRL_OK : (err ? err->code : CRL_E_NOMEM);
+        return crl_error_pass(err, &e, CRL_E_CORRUPT);
+    crl_td *sd = crl_mlp_state_dict(m, &e);
+    char **keys = sd ? crl_td_leaf_keys(sd, &e) : NULL;
+    char **gkeys = keys ? crl_td_leaf_keys(got, &e) : NULL;
+    int rc = gkeys ? CRL_OK : crl_error_pass(err, &e, CRL_E_NOMEM);
     size_t nk = 0, ng = 0;
     while (keys && keys[nk])
         nk++;

@@ -36,9 +36,11 @@ int crl__rows_buffer(crl_tensor **t, int64_t rows, int64_t cols, crl_error *err)
 {
     if (*t && crl_tensor_shape(*t)[0] == rows && crl_tensor_shape(*t)[1] == cols)
         return CRL_OK;
-    crl_tensor *n = crl_tensor_new(CRL_F32, 2, (int64_t[]){ rows, cols }, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *n = crl_tensor_new(CRL_F32, 2, (int64_t[]){ rows, cols }, &e);
     if (!n)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     crl_tensor_unref(*t);
     *t = n;
     return CRL_OK;
@@ -221,17 +223,18 @@ crl_tensor *crl_mlp_forward(crl_mlp *m, const crl_tensor *in, crl_error *err)
 
 int crl_mlp_infer(crl_mlp *m, const crl_tensor *in, crl_tensor *out, crl_error *err)
 {
-    if (crl__check_rows(m->name, "the input", in, crl_mlp_in_features(m), err) ||
-        crl__check_rows(m->name, "the output", out, crl_mlp_out_features(m), err))
-        return err ? err->code : CRL_E_INVALID;
+    int rc;
+    if ((rc = crl__check_rows(m->name, "the input", in, crl_mlp_in_features(m), err)) ||
+        (rc = crl__check_rows(m->name, "the output", out, crl_mlp_out_features(m), err)))
+        return rc;
     int64_t B = crl_tensor_shape(in)[0];
     if (crl_tensor_shape(out)[0] != B)
         return crl_error_set(err, CRL_E_SHAPE, "module '%s': the output has %" PRId64 " rows but the input %" PRId64,
                              m->name, crl_tensor_shape(out)[0], B);
     if (B != m->infer_batch) {
         for (int i = 0; i < 2; i++)
-            if (crl__rows_buffer(&m->ib[i], B, m->max_width, err))
-                return err ? err->code : CRL_E_NOMEM;
+            if ((rc = crl__rows_buffer(&m->ib[i], B, m->max_width, err)))
+                return rc;
         m->infer_batch = B;
     }
     float *ib0 = crl_tensor_data(m->ib[0]);
@@ -259,17 +262,18 @@ int crl_mlp_backward(crl_mlp *m, const crl_tensor *grad_out, crl_tensor **grad_i
         return crl_error_set(err, CRL_E_INVALID,
                              "module '%s': backward needs a forward first (crl_mlp_forward, not crl_mlp_infer)",
                              m->name);
-    if (crl__check_rows(m->name, "grad_out", grad_out, crl_mlp_out_features(m), err))
-        return err ? err->code : CRL_E_INVALID;
+    int rc = crl__check_rows(m->name, "grad_out", grad_out, crl_mlp_out_features(m), err);
+    if (rc)
+        return rc;
     int64_t B = m->batch;
     if (crl_tensor_shape(grad_out)[0] != B)
         return crl_error_set(err, CRL_E_SHAPE, "module '%s': grad_out has %" PRId64
                              " rows but the last forward had %" PRId64, m->name, crl_tensor_shape(grad_out)[0], B);
     for (int i = 0; i < 2; i++)
-        if (crl__rows_buffer(&m->g[i], B, m->max_width, err))
-            return err ? err->code : CRL_E_NOMEM;
-    if (grad_in && crl__rows_buffer(&m->gin, B, crl_mlp_in_features(m), err))
-        return err ? err->code : CRL_E_NOMEM;
+        if ((rc = crl__rows_buffer(&m->g[i], B, m->max_width, err)))
+            return rc;
+    if (grad_in && (rc = crl__rows_buffer(&m->gin, B, crl_mlp_in_features(m), err)))
+        return rc;
     int last = m->n_layers - 1;
     float *cur = crl_tensor_data(m->g[0]);
     crl__rows_in(cur, grad_out);

@@ -49,8 +49,9 @@ int crl__td_read_rows(const char *who, const crl_td *td, const crl_td_key *k, in
     const crl_tensor *t = crl_td_get_k(td, k);
     if (!t)
         return missing_key(who, td, crl_td_key_str(k), err);
-    if (check_key(who, td, k, t, cols, "the MLP expects", err))
-        return err ? err->code : CRL_E_SHAPE;
+    int rc = check_key(who, td, k, t, cols, "the MLP expects", err);
+    if (rc)
+        return rc;
     int64_t rows = crl__td_rows(td);
     if (crl_tensor_dtype(t) == CRL_F32 && crl_tensor_is_contiguous(t)) {
         const float *s = crl_tensor_data(t);
@@ -77,8 +78,10 @@ int crl__td_write_rows(const char *who, crl_td *td, const crl_td_key *k, const f
             return crl_error_set(err, CRL_E_SHAPE, "module '%s': key '%s': too many batch dims", who, crl_td_key_str(k));
         memcpy(shape, crl_td_batch_shape(td), (size_t)bn * sizeof *shape);
         shape[bn] = cols;
-        t = crl_tensor_new(CRL_F32, bn + 1, shape, err);
-        int rc = t ? crl_td_set_k(td, k, t, err) : (err ? err->code : CRL_E_NOMEM);
+        crl_error e;
+        crl_error_clear(&e);
+        t = crl_tensor_new(CRL_F32, bn + 1, shape, &e);
+        int rc = t ? crl_td_set_k(td, k, t, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
         crl_tensor_unref(t);
         if (rc) {
             crl_error_prefix(err, "module '%s': ", who);
@@ -187,11 +190,13 @@ static int gather(crl_tdmodule *mod, const crl_td *td, crl_error *err)
     }
     if (rows < 1)
         return crl_error_set(err, CRL_E_SHAPE, "module '%s': the TensorDict has an empty batch", who);
-    if (crl__rows_buffer(&mod->x, rows, in, err))
-        return err ? err->code : CRL_E_NOMEM;
+    int rc = crl__rows_buffer(&mod->x, rows, in, err);
+    if (rc)
+        return rc;
     for (size_t i = 0, col = 0; i < mod->n_in; col += (size_t)mod->in_cols[i], i++)
-        if (crl__td_read_rows(who, td, mod->in[i], mod->in_cols[i], crl_tensor_data(mod->x), in, (int64_t)col, err))
-            return err ? err->code : CRL_E_INVALID;
+        if ((rc = crl__td_read_rows(who, td, mod->in[i], mod->in_cols[i], crl_tensor_data(mod->x), in, (int64_t)col,
+                                    err)))
+            return rc;
     return CRL_OK;
 }
 
@@ -209,9 +214,11 @@ crl_tensor *crl__tdmodule_run(crl_tdmodule *mod, const crl_td *td, bool cache, c
 
 static int run_and_write(crl_tdmodule *mod, crl_td *td, bool cache, crl_error *err)
 {
-    crl_tensor *y = crl__tdmodule_run(mod, td, cache, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *y = crl__tdmodule_run(mod, td, cache, &e);
     if (!y)
-        return err ? err->code : CRL_E_INVALID;
+        return crl_error_pass(err, &e, CRL_E_INVALID);
     return crl__td_write_rows(mod->net->name, td, mod->out, crl_tensor_data(y), crl_mlp_out_features(mod->net), err);
 }
 
@@ -237,8 +244,9 @@ int crl_tdmodule_backward(crl_tdmodule *mod, const crl_tensor *grad_out, crl_td 
                              grad_out ? crl__shape_fmt(b, crl_tensor_ndim(grad_out), crl_tensor_shape(grad_out)) : "NULL",
                              rows, out, crl_td_key_str(mod->out));
     }
-    if (crl__rows_buffer(&mod->gout, rows, out, err))
-        return err ? err->code : CRL_E_NOMEM;
+    int rc = crl__rows_buffer(&mod->gout, rows, out, err);
+    if (rc)
+        return rc;
     float *g = crl_tensor_data(mod->gout);
     if (crl_tensor_dtype(grad_out) == CRL_F32 && crl_tensor_is_contiguous(grad_out))
         memcpy(g, crl_tensor_data(grad_out), (size_t)(rows * out) * sizeof *g);
@@ -246,8 +254,8 @@ int crl_tdmodule_backward(crl_tdmodule *mod, const crl_tensor *grad_out, crl_td 
         for (int64_t i = 0; i < rows * out; i++)
             g[i] = (float)crl_tensor_flat_get(grad_out, i);
     crl_tensor *gin = NULL;
-    if (crl_mlp_backward(mod->net, mod->gout, grads_in ? &gin : NULL, err))
-        return err ? err->code : CRL_E_INVALID;
+    if ((rc = crl_mlp_backward(mod->net, mod->gout, grads_in ? &gin : NULL, err)))
+        return rc;
     if (!grads_in)
         return CRL_OK;
     /* Split dLoss/dx back into the in_keys, shaped as grads_in's batch. */
@@ -256,7 +264,7 @@ int crl_tdmodule_backward(crl_tdmodule *mod, const crl_tensor *grad_out, crl_td 
                              who, crl__td_rows(grads_in), rows);
     int64_t in = crl_mlp_in_features(mod->net);
     float *part = g_new(float, (size_t)rows * (size_t)in);
-    int rc = CRL_OK;
+    rc = CRL_OK;
     const float *gi = crl_tensor_data(gin);
     for (size_t i = 0, col = 0; !rc && i < mod->n_in; col += (size_t)mod->in_cols[i], i++) {
         int64_t c = mod->in_cols[i];

@@ -317,9 +317,11 @@ int crl__optim_check_load(const crl_optim *o, const crl_ckpt_reader *r, const ch
     char name[CRL_CKPT_NAME_MAX + 1];
     snprintf(name, sizeof name, "%s/meta", prefix);
     size_t len = 0, ng = o->groups->len;
-    const uint8_t *meta = crl_ckpt_section(r, name, &len, err);
+    crl_error e;
+    crl_error_clear(&e);
+    const uint8_t *meta = crl_ckpt_section(r, name, &len, &e);
     if (!meta)
-        return err ? err->code : CRL_E_CORRUPT;
+        return crl_error_pass(err, &e, CRL_E_CORRUPT);
     if (len != (3 + ng) * 8)
         return crl_error_set(err, CRL_E_CORRUPT, "%s: offset %" PRIu64 ": section '%s' has %zu bytes but an "
                              "optimizer over %zu parameter vectors needs %zu", crl_ckpt_path(r),
@@ -346,9 +348,10 @@ int crl__optim_check_load(const crl_optim *o, const crl_ckpt_reader *r, const ch
         for (int k = 0; k < 2; k++) {
             snprintf(name, sizeof name, "%s/%zu/%c", prefix, i, k ? 'v' : 'm');
             size_t l = 0;
-            const uint8_t *p = crl_ckpt_section(r, name, &l, err);
+            crl_error_clear(&e);
+            const uint8_t *p = crl_ckpt_section(r, name, &l, &e);
             if (!p)
-                return err ? err->code : CRL_E_CORRUPT;
+                return crl_error_pass(err, &e, CRL_E_CORRUPT);
             if (l != n * sizeof(float))
                 return crl_error_set(err, CRL_E_CORRUPT, "%s: offset %" PRIu64 ": section '%s' has %zu bytes, "
                                      "expected %zu", crl_ckpt_path(r), crl__ckpt_section_offset(r, name), name, l,

@@ -102,9 +102,7 @@ int crl_host_probe_path(crl_host *host, const char *path, crl_error *err)
         crl_error copy;
         memcpy(&copy, result, sizeof copy);
         copy.message[sizeof copy.message - 1] = '\0';
-        if (err)
-            *err = copy;
-        rc = copy.code;
+        rc = crl_error_pass(err, &copy, CRL_OK);
     } else {
         rc = crl_error_set(err, CRL_E_CRASH,
                            "plugin '%s' (%s) ended the process with exit status %d %s without reporting "

@@ -246,11 +246,12 @@ const crl_component *crl_host_lookup(const crl_host *host, crl_kind kind, const 
     return NULL;
 }
 
-/* The plugins that failed, which may be the ones that would have provided a missing component. */
-static void append_failures(const crl_host *host, crl_error *err)
+/* The plugins that failed, which may be the ones that would have provided a missing component:
+ * "" or "; N plugins could not be loaded ...", for the end of a message.  Free with g_free. */
+static char *failures_text(const crl_host *host)
 {
-    if (!err || host->failures->len == 0)
-        return;
+    if (host->failures->len == 0)
+        return g_strdup("");
     GString *s = g_string_new(NULL);
     g_string_append_printf(s, "; %u plugin%s could not be loaded (see 'crl plugins'):", host->failures->len,
                            host->failures->len == 1 ? "" : "s");
@@ -260,8 +261,7 @@ static void append_failures(const crl_host *host, crl_error *err)
         g_string_append_printf(s, "%s %s: %s", i ? ";" : "", name, f->error.message);
         g_free(name);
     }
-    g_strlcat(err->message, s->str, sizeof err->message);
-    g_string_free(s, TRUE);
+    return g_string_free(s, FALSE);
 }
 
 static void not_found(const crl_host *host, crl_kind kind, const char *name, crl_error *err)
@@ -273,11 +273,12 @@ static void not_found(const crl_host *host, crl_kind kind, const char *name, crl
             const crl__plugin *p = g_ptr_array_index(host->plugins, i);
             g_string_append_printf(loaded, "%s%s", i ? ", " : "", p->info.name);
         }
+        char *fails = failures_text(host);
         crl_error_set(err, CRL_E_NOT_FOUND,
                       "no %s '%s': no loaded plugin registers any %s (loaded plugins: %s); check "
-                      "[plugins] load/path and run 'crl plugins'",
-                      crl_kind_name(kind), name, crl_kind_name(kind), loaded->len ? loaded->str : "none");
-        append_failures(host, err);
+                      "[plugins] load/path and run 'crl plugins'%s",
+                      crl_kind_name(kind), name, crl_kind_name(kind), loaded->len ? loaded->str : "none", fails);
+        g_free(fails);
         g_string_free(loaded, TRUE);
         return;
     }
@@ -290,13 +291,14 @@ static void not_found(const crl_host *host, crl_kind kind, const char *name, crl
     }
     names[a->len] = NULL;
     const char *hint = crl_did_you_mean(name, names);
+    char *fails = failures_text(host);
     if (hint)
-        crl_error_set(err, CRL_E_NOT_FOUND, "no %s '%s'; did you mean '%s'? registered %s: %s", crl_kind_name(kind),
-                      name, hint, kind_plurals[kind], list->str);
+        crl_error_set(err, CRL_E_NOT_FOUND, "no %s '%s'; did you mean '%s'? registered %s: %s%s", crl_kind_name(kind),
+                      name, hint, kind_plurals[kind], list->str, fails);
     else
-        crl_error_set(err, CRL_E_NOT_FOUND, "no %s '%s'; registered %s: %s", crl_kind_name(kind), name,
-                      kind_plurals[kind], list->str);
-    append_failures(host, err);
+        crl_error_set(err, CRL_E_NOT_FOUND, "no %s '%s'; registered %s: %s%s", crl_kind_name(kind), name,
+                      kind_plurals[kind], list->str, fails);
+    g_free(fails);
     g_string_free(list, TRUE);
     g_free(names);
 }

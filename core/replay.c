@@ -81,9 +81,11 @@ static int mark_rows(crl_td *td, const char *key, const bool *rows, size_t n, bo
         if (!create)
             return CRL_OK;
         int64_t shape = (int64_t)n;
-        t = crl_tensor_new(CRL_BOOL, 1, &shape, err);
+        crl_error e;
+        crl_error_clear(&e);
+        t = crl_tensor_new(CRL_BOOL, 1, &shape, &e);
         if (!t)
-            return err ? err->code : CRL_E_NOMEM;
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
         uint8_t *p = crl_tensor_data(t);
         for (size_t k = 0; k < n; k++)
             p[k] = rows[k];
@@ -242,9 +244,10 @@ int crl_replay_update_priority(crl_replay *rb, const int64_t *idx, const double 
                                  "replay: slot %" PRId64 " at position %zu holds no item; nothing was updated",
                                  idx[k], k);
     }
-    if (crl__sampler_prio_update(rb->prio, idx, priority, n, err)) {
+    int rc = crl__sampler_prio_update(rb->prio, idx, priority, n, err);
+    if (rc) {
         crl_error_prefix(err, "replay: ");
-        return err ? err->code : CRL_E_INVALID;
+        return rc;
     }
     return CRL_OK;
 }
@@ -341,9 +344,9 @@ int crl_replay_empty(crl_replay *rb, crl_error *err)
     if (!rb)
         return crl_error_set(err, CRL_E_INVALID, "crl_replay_empty: buffer is NULL");
     if (rb->ops.clear) {
-        if (rb->ops.clear(rb->st, err)) {
+        int rc = rb->ops.clear(rb->st, err);
+        if (rc) {
             crl_error_prefix(err, "replay: storage '%s' clear: ", rb->storage_name);
-            int rc = err ? err->code : CRL_E_IO;
             crl_error e;
             crl__replay_sync_from_storage(rb, &e);
             return rc;
@@ -351,8 +354,9 @@ int crl_replay_empty(crl_replay *rb, crl_error *err)
     } else {
         /* no clear: a fresh storage with the same options */
         void *st = NULL;
-        if (rb->ops.open(rb->opts, rb->capacity, &st, err))
-            return err ? err->code : CRL_E_IO;
+        int rc = rb->ops.open(rb->opts, rb->capacity, &st, err);
+        if (rc)
+            return rc;
         rb->ops.close(rb->st);
         rb->st = st;
     }

@@ -71,9 +71,11 @@ static int write_f64_array(crl_ckpt_writer *w, const char *name, const double *v
 static int write_manifest(crl_replay *rb, const char *path, crl_error *err)
 {
     size_t cap = (size_t)rb->capacity;
-    crl_ckpt_writer *w = crl_ckpt_writer_new(path, KIND, KIND_VERSION, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_ckpt_writer *w = crl_ckpt_writer_new(path, KIND, KIND_VERSION, &e);
     if (!w)
-        return err ? err->code : CRL_E_IO;
+        return crl_error_pass(err, &e, CRL_E_IO);
     char *cfg = config_text(rb);
     int rc = crl_ckpt_write(w, "config", cfg, strlen(cfg), err);
     g_free(cfg);
@@ -155,9 +157,11 @@ int crl_replay_dump(crl_replay *rb, const char *dir, crl_error *err)
     if (!rb->ops.dump)
         return crl_error_set(err, CRL_E_UNSUPPORTED, "replay dump: storage '%s' cannot be checkpointed (no dump)",
                              rb->storage_name);
-    char *tmp = crl_ckpt_dir_begin(dir, err);
+    crl_error e;
+    crl_error_clear(&e);
+    char *tmp = crl_ckpt_dir_begin(dir, &e);
     if (!tmp)
-        return err ? err->code : CRL_E_IO;
+        return crl_error_pass(err, &e, CRL_E_IO);
     char *manifest = g_build_filename(tmp, MANIFEST, NULL);
     char *sdir = g_build_filename(tmp, STORAGE_DIR, NULL);
     int rc = write_manifest(rb, manifest, err);
@@ -192,9 +196,11 @@ typedef struct {
 static int section_exact(const crl_ckpt_reader *r, const char *name, size_t want, const void **out, crl_error *err)
 {
     size_t len;
-    const void *p = crl_ckpt_section(r, name, &len, err);
+    crl_error e;
+    crl_error_clear(&e);
+    const void *p = crl_ckpt_section(r, name, &len, &e);
     if (!p)
-        return err ? err->code : CRL_E_CORRUPT;
+        return crl_error_pass(err, &e, CRL_E_CORRUPT);
     if (len != want)
         return crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s' holds %zu bytes; expected %zu", crl_ckpt_path(r),
                              name, len, want);
@@ -205,9 +211,11 @@ static int section_exact(const crl_ckpt_reader *r, const char *name, size_t want
 static int check_config(const crl_replay *rb, const crl_ckpt_reader *r, crl_error *err)
 {
     size_t len;
-    const char *p = crl_ckpt_section(r, "config", &len, err);
+    crl_error e;
+    crl_error_clear(&e);
+    const char *p = crl_ckpt_section(r, "config", &len, &e);
     if (!p)
-        return err ? err->code : CRL_E_CORRUPT;
+        return crl_error_pass(err, &e, CRL_E_CORRUPT);
     char *mine = config_text(rb);
     char *theirs = g_strndup(p, len);
     char **a = g_strsplit(mine, "\n", -1), **b = g_strsplit(theirs, "\n", -1);
@@ -313,9 +321,11 @@ static int read_manifest(const crl_replay *rb, const crl_ckpt_reader *r, manifes
     }
     if (rb->norepl) {
         size_t len;
-        const uint8_t *e = crl_ckpt_section(r, "epoch", &len, err);
+        crl_error se;
+        crl_error_clear(&se);
+        const uint8_t *e = crl_ckpt_section(r, "epoch", &len, &se);
         if (!e)
-            return err ? err->code : CRL_E_CORRUPT;
+            return crl_error_pass(err, &se, CRL_E_CORRUPT);
         if (len < 24)
             return crl_error_set(err, CRL_E_CORRUPT, "%s: section 'epoch' holds %zu bytes; at least 24 expected", path,
                                  len);
@@ -443,8 +453,10 @@ int crl_replay_load(crl_replay *rb, const char *dir, crl_error *err)
     memset(&tmp, 0, sizeof tmp);
     void *st = NULL;
     bool in_place = rb->ops.sync != NULL;   /* a durable storage owns its directory: load it in place */
-    crl_ckpt_reader *r = crl_ckpt_reader_open(path, KIND, KIND_VERSION, err);
-    int rc = r ? CRL_OK : (err ? err->code : CRL_E_IO);
+    crl_error re;
+    crl_error_clear(&re);
+    crl_ckpt_reader *r = crl_ckpt_reader_open(path, KIND, KIND_VERSION, &re);
+    int rc = r ? CRL_OK : crl_error_pass(err, &re, CRL_E_IO);
     if (!rc)
         rc = read_manifest(rb, r, &m, err);
     if (!rc && !in_place && (rc = rb->ops.open(rb->opts, rb->capacity, &st, err)))

@@ -105,16 +105,18 @@ int crl__replay_alloc_state(crl_replay *rb, crl_error *err)
     rb->next_free = 0;
     rb->dense_dirty = true;
     rb->epoch_over = false;
+    crl_error e;
+    crl_error_clear(&e);
     if (rb->sampler == CRL__SAMPLER_NOREPL &&
-        !(rb->norepl = crl__sampler_norepl_new(cap, rb->drop_last, rb->shuffle, err)))
-        return err ? err->code : CRL_E_NOMEM;
+        !(rb->norepl = crl__sampler_norepl_new(cap, rb->drop_last, rb->shuffle, &e)))
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     if (rb->sampler == CRL__SAMPLER_PRIO &&
-        !(rb->prio = crl__sampler_prio_new(cap, rb->alpha, crl__replay_current_beta(rb), rb->eps, err)))
-        return err ? err->code : CRL_E_NOMEM;
-    if (rb->sampler == CRL__SAMPLER_SLICE && !(rb->slice = crl__slice_new(cap, rb->traj_k != NULL, err)))
-        return err ? err->code : CRL_E_NOMEM;
-    if (rb->writer == CRL__WRITER_MAX_VALUE && crl__maxheap_init(&rb->maxh, cap, err))
-        return err->code;
+        !(rb->prio = crl__sampler_prio_new(cap, rb->alpha, crl__replay_current_beta(rb), rb->eps, &e)))
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
+    if (rb->sampler == CRL__SAMPLER_SLICE && !(rb->slice = crl__slice_new(cap, rb->traj_k != NULL, &e)))
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
+    if (rb->writer == CRL__WRITER_MAX_VALUE)
+        return crl__maxheap_init(&rb->maxh, cap, err);
     return CRL_OK;
 }
 
@@ -159,10 +161,11 @@ static int read_options(crl_replay *rb, const crl_opts *o, crl_error *err)
     const char *sec = rb->section;
     const char *sampler, *writer, *s;
     int64_t cap, bs, seed, v;
-    if (crl_opts_int(o, "capacity", &cap, err) || crl_opts_string(o, "sampler", &sampler, err) ||
-        crl_opts_string(o, "writer", &writer, err) || crl_opts_int(o, "batch_size", &bs, err) ||
-        crl_opts_int(o, "seed", &seed, err))
-        return err ? err->code : CRL_E_CONFIG;
+    int rc;
+    if ((rc = crl_opts_int(o, "capacity", &cap, err)) || (rc = crl_opts_string(o, "sampler", &sampler, err)) ||
+        (rc = crl_opts_string(o, "writer", &writer, err)) || (rc = crl_opts_int(o, "batch_size", &bs, err)) ||
+        (rc = crl_opts_int(o, "seed", &seed, err)))
+        return rc;
     rb->capacity = cap;
     rb->batch_size = (size_t)bs;
     rb->seed = (uint64_t)seed;
@@ -183,12 +186,13 @@ static int read_options(crl_replay *rb, const crl_opts *o, crl_error *err)
         return CRL_E_CONFIG;
     rb->beta_end = NAN;
     if (rb->sampler == CRL__SAMPLER_PRIO) {
-        if (crl_opts_double(o, "alpha", &rb->alpha, err) || crl_opts_double(o, "beta", &rb->beta0, err) ||
-            crl_opts_double(o, "eps", &rb->eps, err) || crl_opts_int(o, "beta_steps", &rb->beta_steps, err) ||
-            crl_opts_string(o, "priority_key", &s, err))
-            return err ? err->code : CRL_E_CONFIG;
-        if (crl_opts_is_set(o, "beta_end") && crl_opts_double(o, "beta_end", &rb->beta_end, err))
-            return err ? err->code : CRL_E_CONFIG;
+        if ((rc = crl_opts_double(o, "alpha", &rb->alpha, err)) || (rc = crl_opts_double(o, "beta", &rb->beta0, err)) ||
+            (rc = crl_opts_double(o, "eps", &rb->eps, err)) ||
+            (rc = crl_opts_int(o, "beta_steps", &rb->beta_steps, err)) ||
+            (rc = crl_opts_string(o, "priority_key", &s, err)))
+            return rc;
+        if (crl_opts_is_set(o, "beta_end") && (rc = crl_opts_double(o, "beta_end", &rb->beta_end, err)))
+            return rc;
         if (isnan(rb->beta_end) != (rb->beta_steps == 0))
             return crl_error_set(err, CRL_E_CONFIG,
                                  "[%s] beta annealing needs both beta_end and beta_steps > 0 (%s); give both or "
@@ -197,9 +201,9 @@ static int read_options(crl_replay *rb, const crl_opts *o, crl_error *err)
                                                           : "beta_end is set, beta_steps is 0");
         rb->priority_key = g_strdup(s);
     }
-    if (rb->sampler == CRL__SAMPLER_NOREPL &&
-        (crl_opts_bool(o, "drop_last", &rb->drop_last, err) || crl_opts_bool(o, "shuffle", &rb->shuffle, err)))
-        return err ? err->code : CRL_E_CONFIG;
+    if (rb->sampler == CRL__SAMPLER_NOREPL && ((rc = crl_opts_bool(o, "drop_last", &rb->drop_last, err)) ||
+                                               (rc = crl_opts_bool(o, "shuffle", &rb->shuffle, err))))
+        return rc;
     if (rb->sampler == CRL__SAMPLER_SLICE) {
         bool has_n = crl_opts_is_set(o, "num_slices"), has_l = crl_opts_is_set(o, "slice_len");
         if (has_n == has_l)
@@ -209,9 +213,9 @@ static int read_options(crl_replay *rb, const crl_opts *o, crl_error *err)
                                        : "%s: [%s] sampler = slice needs num_slices or slice_len (exactly one); add "
                                          "e.g. 'slice_len = 8'",
                                  has_n ? crl_opts_origin(o, "slice_len") : crl_opts_origin(o, "sampler"), sec);
-        if (crl_opts_int(o, has_n ? "num_slices" : "slice_len", &v, err) ||
-            crl_opts_bool(o, "strict_length", &rb->strict_length, err))
-            return err ? err->code : CRL_E_CONFIG;
+        if ((rc = crl_opts_int(o, has_n ? "num_slices" : "slice_len", &v, err)) ||
+            (rc = crl_opts_bool(o, "strict_length", &rb->strict_length, err)))
+            return rc;
         if (has_n)
             rb->num_slices = (size_t)v;
         else
@@ -233,17 +237,18 @@ static int read_options(crl_replay *rb, const crl_opts *o, crl_error *err)
                 return crl_error_set(err, CRL_E_CONFIG,
                                      "%s: [%s] give traj_key or end_key, not both (trajectories are found by one)",
                                      crl_opts_origin(o, "end_key"), sec);
-            if (crl_opts_string(o, "traj_key", &s, err) ||
-                key_handle(s, "traj_key", o, sec, &rb->traj_k, &rb->traj_key, err))
-                return err ? err->code : CRL_E_CONFIG;
-        } else if (crl_opts_string(o, "end_key", &s, err) ||
-                   key_handle(s, "end_key", o, sec, &rb->end_k, &rb->end_key, err)) {
-            return err ? err->code : CRL_E_CONFIG;
+            if ((rc = crl_opts_string(o, "traj_key", &s, err)) ||
+                (rc = key_handle(s, "traj_key", o, sec, &rb->traj_k, &rb->traj_key, err)))
+                return rc;
+        } else if ((rc = crl_opts_string(o, "end_key", &s, err)) ||
+                   (rc = key_handle(s, "end_key", o, sec, &rb->end_k, &rb->end_key, err))) {
+            return rc;
         }
     }
-    if (rb->writer == CRL__WRITER_MAX_VALUE &&
-        (crl_opts_string(o, "rank_key", &s, err) || key_handle(s, "rank_key", o, sec, &rb->rank_k, &rb->rank_key, err)))
-        return err ? err->code : CRL_E_CONFIG;
+    if (rb->writer == CRL__WRITER_MAX_VALUE && ((rc = crl_opts_string(o, "rank_key", &s, err)) ||
+                                                (rc = key_handle(s, "rank_key", o, sec, &rb->rank_k, &rb->rank_key,
+                                                                 err))))
+        return rc;
     return CRL_OK;
 }
 
@@ -277,8 +282,9 @@ static int build_transforms(crl_replay *rb, const crl_config *cfg, crl_error *er
 {
     size_t n;
     const char *const *names;
-    if (crl_opts_list(rb->opts, "transforms", &n, &names, err))
-        return err ? err->code : CRL_E_CONFIG;
+    int lrc = crl_opts_list(rb->opts, "transforms", &n, &names, err);
+    if (lrc)
+        return lrc;
     for (size_t i = 0; i < n; i++) {
         char *sec = g_strconcat("transform.", names[i], NULL);
         if (!crl_config_has_section(cfg, sec)) {
@@ -289,10 +295,12 @@ static int build_transforms(crl_replay *rb, const crl_config *cfg, crl_error *er
             g_free(sec);
             return rc;
         }
-        crl_transform *t = crl_transform_from_config(rb->host, cfg, sec, err);
+        crl_error e;
+        crl_error_clear(&e);
+        crl_transform *t = crl_transform_from_config(rb->host, cfg, sec, &e);
         g_free(sec);
         if (!t)
-            return err ? err->code : CRL_E_CONFIG;
+            return crl_error_pass(err, &e, CRL_E_CONFIG);
         g_ptr_array_add(rb->transforms, t);
     }
     return CRL_OK;
@@ -323,8 +331,8 @@ static crl_replay *configure(crl_host *host, const crl_config *cfg, const char *
     rb->transforms = g_ptr_array_new_with_free_func((GDestroyNotify)crl_transform_free);
     const crl_option *tables[2] = { replay_options, comp->options ? comp->options : no_options };
     int rc = crl__config_check_keys(cfg, section, tables, 2, err);
-    if (!rc && !(rb->opts = crl_config_opts(cfg, section, tables, 2, err)))
-        rc = err ? err->code : CRL_E_CONFIG;
+    if (!rc && !(rb->opts = crl_config_opts(cfg, section, tables, 2, &e)))
+        rc = crl_error_pass(err, &e, CRL_E_CONFIG);
     if (!rc)
         rc = read_options(rb, rb->opts, err);
     if (!rc)

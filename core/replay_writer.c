@@ -306,9 +306,11 @@ static int write_round_robin(crl_replay *rb, crl_td *items, int64_t n, int64_t *
             if (++s0 == rb->capacity)
                 s0 = 0;
         }
-        crl_td *chunk = (done == 0 && m == n) ? crl_td_ref(items) : crl_td_slice(items, 0, done, done + m, 1, err);
+        crl_error e;
+        crl_error_clear(&e);
+        crl_td *chunk = (done == 0 && m == n) ? crl_td_ref(items) : crl_td_slice(items, 0, done, done + m, 1, &e);
         if (!chunk) {
-            rc = err ? err->code : CRL_E_NOMEM;
+            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
             break;
         }
         uint64_t wc0 = rb->ops.write_count ? rb->ops.write_count(rb->st) : 0;
@@ -352,9 +354,11 @@ static int write_max_value(crl_replay *rb, crl_td *items, int64_t n, int64_t *in
                 continue;
             }
         }
-        crl_td *one = crl_td_slice(items, 0, k, k + 1, 1, err);
+        crl_error e;
+        crl_error_clear(&e);
+        crl_td *one = crl_td_slice(items, 0, k, k + 1, 1, &e);
         if (!one)
-            return err ? err->code : CRL_E_NOMEM;
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
         int rc = rb->ops.set(rb->st, &slot, 1, one, err);
         crl_td_unref(one);
         if (rc) {
@@ -405,16 +409,18 @@ int crl_replay_add(crl_replay *rb, const crl_td *item, int64_t *index, crl_error
         return crl_error_set(err, CRL_E_SHAPE, "crl_replay_add: the item has too many batch dims");
     /* one item = a batch of one: view it as [1, ...] */
     int64_t one = 1;
-    crl_td *batch = crl_td_new(1, &one, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_td *batch = crl_td_new(1, &one, &e);
     if (!batch)
-        return err ? err->code : CRL_E_NOMEM;
-    char **leaves = crl_td_leaf_keys(item, err);
-    int rc = leaves ? CRL_OK : (err ? err->code : CRL_E_NOMEM);
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
+    char **leaves = crl_td_leaf_keys(item, &e);
+    int rc = leaves ? CRL_OK : crl_error_pass(err, &e, CRL_E_NOMEM);
     for (size_t i = 0; !rc && leaves[i]; i++) {
         crl_tensor *t = crl_td_get(item, leaves[i]);
-        crl_tensor *u = crl_tensor_unsqueeze(t, 0, err);
+        crl_tensor *u = crl_tensor_unsqueeze(t, 0, &e);
         if (!u) {
-            rc = err ? err->code : CRL_E_NOMEM;
+            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
             break;
         }
         rc = crl_td_set(batch, leaves[i], u, err);
@@ -446,10 +452,12 @@ static int scan_items(crl_replay *rb, const int64_t *slots, size_t n, const crl_
     enum { CHUNK = 1024 };
     for (size_t done = 0; done < n; done += CHUNK) {
         size_t m = n - done < CHUNK ? n - done : CHUNK;
-        crl_td *td = rb->ops.get(rb->st, slots + done, m, err);
+        crl_error e;
+        crl_error_clear(&e);
+        crl_td *td = rb->ops.get(rb->st, slots + done, m, &e);
         if (!td) {
-            crl_error_prefix(err, "replay: reading the stored items' %s: ", what);
-            return err ? err->code : CRL_E_IO;
+            crl_error_prefix(&e, "replay: reading the stored items' %s: ", what);
+            return crl_error_pass(err, &e, CRL_E_IO);
         }
         crl_tensor *t = crl_td_get_k(td, key);
         if (!t) {
@@ -518,9 +526,11 @@ int crl__replay_sync_from_storage(crl_replay *rb, crl_error *err)
                              " writes",
                              rb->storage_name, rb->high - 1, rb->write_count);
     if (rb->norepl) {
-        crl__sampler_norepl *n = crl__sampler_norepl_new(cap, rb->drop_last, rb->shuffle, err);
+        crl_error e;
+        crl_error_clear(&e);
+        crl__sampler_norepl *n = crl__sampler_norepl_new(cap, rb->drop_last, rb->shuffle, &e);
         if (!n)
-            return err ? err->code : CRL_E_NOMEM;
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
         crl__sampler_norepl_free(rb->norepl);
         rb->norepl = n;
     }
@@ -531,10 +541,12 @@ int crl__replay_sync_from_storage(crl_replay *rb, crl_error *err)
             slots[k++] = (int64_t)i;
     int rc = CRL_OK;
     if (rb->prio) {
-        crl__sampler_prio *p = crl__sampler_prio_new(cap, rb->alpha, crl__replay_current_beta(rb), rb->eps, err);
+        crl_error e;
+        crl_error_clear(&e);
+        crl__sampler_prio *p = crl__sampler_prio_new(cap, rb->alpha, crl__replay_current_beta(rb), rb->eps, &e);
         if (!p) {
             g_free(slots);
-            return err ? err->code : CRL_E_NOMEM;
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
         }
         crl__sampler_prio_free(rb->prio);
         rb->prio = p;

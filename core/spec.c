@@ -898,12 +898,15 @@ int crl_spec_update_mask(crl_spec *s, const crl_tensor *mask, crl_error *err)
         g_string_free(b, TRUE);
         return CRL_E_SHAPE;
     }
-    crl_tensor *m = crl_tensor_new(CRL_BOOL, wnd, want, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *m = crl_tensor_new(CRL_BOOL, wnd, want, &e);
     if (!m)
-        return err ? err->code : CRL_E_NOMEM;
-    if (crl_tensor_copy(m, mask, err)) {
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
+    int rc = crl_tensor_copy(m, mask, err);
+    if (rc) {
         crl_tensor_unref(m);
-        return err ? err->code : CRL_E_INVALID;
+        return rc;
     }
     const uint8_t *f = crl_tensor_data(m);
     int64_t rows = s->n ? crl_tensor_numel(m) / s->n : 0;

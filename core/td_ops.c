@@ -301,12 +301,14 @@ static int copy_into_rec(crl_td *dst, const crl_td *src, const crl__td_path *pat
                                  crl__shape_fmt(c, nd, sh));
         crl_tensor *t = NULL;
         crl_td *sub = NULL;
+        crl_error le;
+        crl_error_clear(&le);
         if (e->tensor)
-            t = crl_tensor_clone(e->tensor, err);
+            t = crl_tensor_clone(e->tensor, &le);
         else
-            sub = clone_rec(e->td, &here, err);
+            sub = clone_rec(e->td, &here, &le);
         if (!t && !sub)
-            return err ? err->code : CRL_E_NOMEM;
+            return crl_error_pass(err, &le, CRL_E_NOMEM);
         crl__td_insert(dst, e->key, t, sub);
     }
     return CRL_OK;

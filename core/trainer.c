@@ -122,9 +122,10 @@ int crl_loss_from_config(crl_host *host, const crl_config *cfg, const char *sect
     int rc = crl__config_check_keys(cfg, section, tables, 2, err);
     if (rc)
         return rc;
-    crl_opts *o = crl_config_opts(cfg, section, tables, 2, err);
+    crl_error_clear(&e);
+    crl_opts *o = crl_config_opts(cfg, section, tables, 2, &e);
     if (!o)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_CONFIG);
     rc = ops->create(o, obs_spec, action_spec, seed, st, err);
     crl_opts_free(o);
     if (rc)
@@ -141,23 +142,27 @@ static int opts_of(const crl_config *cfg, const char *section, const crl_option 
     int rc = crl__config_check_keys(cfg, section, tables, 1, err);
     if (rc)
         return rc;
-    *out = crl_config_opts(cfg, section, tables, 1, err);
-    return *out ? CRL_OK : err->code;
+    crl_error e;
+    crl_error_clear(&e);
+    *out = crl_config_opts(cfg, section, tables, 1, &e);
+    return *out ? CRL_OK : crl_error_pass(err, &e, CRL_E_CONFIG);
 }
 
 static int read_train(crl_trainer *t, const crl_opts *o, crl_error *err)
 {
     int64_t seed;
-    if (crl_opts_int(o, "seed", &seed, err) || crl_opts_int(o, "num_updates", &t->num_updates, err) ||
-        crl_opts_int(o, "epochs", &t->epochs, err) || crl_opts_int(o, "minibatch_size", &t->minibatch, err) ||
-        crl_opts_int(o, "eval_interval", &t->eval_interval, err) ||
-        crl_opts_int(o, "eval_episodes", &t->eval_episodes, err) ||
-        crl_opts_int(o, "eval_max_steps", &t->eval_max_steps, err))
-        return err->code;
+    int rc;
+    if ((rc = crl_opts_int(o, "seed", &seed, err)) || (rc = crl_opts_int(o, "num_updates", &t->num_updates, err)) ||
+        (rc = crl_opts_int(o, "epochs", &t->epochs, err)) ||
+        (rc = crl_opts_int(o, "minibatch_size", &t->minibatch, err)) ||
+        (rc = crl_opts_int(o, "eval_interval", &t->eval_interval, err)) ||
+        (rc = crl_opts_int(o, "eval_episodes", &t->eval_episodes, err)) ||
+        (rc = crl_opts_int(o, "eval_max_steps", &t->eval_max_steps, err)))
+        return rc;
     t->seed = (uint64_t)seed;
     t->has_stop = crl_opts_is_set(o, "stop_return");
-    if (t->has_stop && crl_opts_double(o, "stop_return", &t->stop_return, err))
-        return err->code;
+    if (t->has_stop && (rc = crl_opts_double(o, "stop_return", &t->stop_return, err)))
+        return rc;
     return CRL_OK;
 }
 
@@ -166,23 +171,27 @@ static int build_optim(crl_trainer *t, const crl_opts *o, crl_error *err)
     const char *type;
     double lr, wd, eps;
     crl_optim_kind kind;
-    if (crl_opts_string(o, "type", &type, err) || crl_optim_kind_from_name(type, &kind, err) ||
-        crl_opts_double(o, "lr", &lr, err) || crl_opts_double(o, "weight_decay", &wd, err) ||
-        crl_opts_double(o, "eps", &eps, err) || crl_opts_double(o, "max_grad_norm", &t->max_grad_norm, err))
-        return err->code;
+    int rc;
+    if ((rc = crl_opts_string(o, "type", &type, err)) || (rc = crl_optim_kind_from_name(type, &kind, err)) ||
+        (rc = crl_opts_double(o, "lr", &lr, err)) || (rc = crl_opts_double(o, "weight_decay", &wd, err)) ||
+        (rc = crl_opts_double(o, "eps", &eps, err)) ||
+        (rc = crl_opts_double(o, "max_grad_norm", &t->max_grad_norm, err)))
+        return rc;
     size_t n = t->ops.num_params(t->loss);
     t->optims = g_new0(crl_optim *, n ? n : 1);
     t->n_optims = n;
     for (size_t i = 0; i < n; i++) {
         const char *name;
         crl_tensor *p, *g;
-        if (!(t->optims[i] = crl_optim_new(kind, lr, err)))
-            return err->code;
-        if (crl_optim_set(t->optims[i], "weight_decay", wd, err) ||
-            (kind != CRL_OPTIM_SGD && crl_optim_set(t->optims[i], "eps", eps, err)))
-            return crl_error_prefix(err, "[optim]: "), err->code;
-        if (t->ops.param(t->loss, i, &name, &p, &g, err) || crl_optim_add(t->optims[i], p, g, err))
-            return err->code;
+        crl_error e;
+        crl_error_clear(&e);
+        if (!(t->optims[i] = crl_optim_new(kind, lr, &e)))
+            return crl_error_pass(err, &e, CRL_E_INVALID);
+        if ((rc = crl_optim_set(t->optims[i], "weight_decay", wd, err)) ||
+            (kind != CRL_OPTIM_SGD && (rc = crl_optim_set(t->optims[i], "eps", eps, err))))
+            return crl_error_prefix(err, "[optim]: "), rc;
+        if ((rc = t->ops.param(t->loss, i, &name, &p, &g, err)) || (rc = crl_optim_add(t->optims[i], p, g, err)))
+            return rc;
     }
     return CRL_OK;
 }
@@ -191,8 +200,9 @@ static int collect_policy(void *user, crl_env *env, crl_td *td, crl_error *err)
 {
     (void)env;
     crl_trainer *t = user;
-    if (t->ops.act(t->loss, td, t->ff ? CRL_EXPLORE_MODE : CRL_EXPLORE_RANDOM, &t->rng, err))
-        return err->code;
+    int rc = t->ops.act(t->loss, td, t->ff ? CRL_EXPLORE_MODE : CRL_EXPLORE_RANDOM, &t->rng, err);
+    if (rc)
+        return rc;
     crl_tensor *a = crl_td_get(td, "action");
     if (!a || !crl_tensor_is_contiguous(a))
         return crl_error_set(err, CRL_E_INVALID, "trainer: the policy wrote no contiguous 'action'");
@@ -235,8 +245,10 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
         rc = opts_of(cfg, "collector", crl_collector_options(), &ocoll, err);
     if (!rc)
         rc = crl__trainer_check_collector(ocoll, &t->init_random, err);
-    if (!rc && !(t->coll = crl_collector_from_config(host, cfg, "collector", "env", collect_policy, t, err)))
-        rc = err->code;
+    crl_error e;
+    crl_error_clear(&e);
+    if (!rc && !(t->coll = crl_collector_from_config(host, cfg, "collector", "env", collect_policy, t, &e)))
+        rc = crl_error_pass(err, &e, CRL_E_CONFIG);
     crl_env *env = t->coll ? crl_collector_env(t->coll, 0) : NULL;
     const crl_loss_ops *ops = NULL;
     if (!rc && !(rc = crl_loss_from_config(host, cfg, "loss", crl_env_observation_spec(env),
@@ -244,8 +256,8 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
         memcpy(&t->ops, ops, ops->struct_size < sizeof t->ops ? ops->struct_size : sizeof t->ops);
     bool on_policy = (t->ops.flags & CRL_LOSS_ON_POLICY) != 0;
     if (!rc && !on_policy && crl_config_has_section(cfg, "replay") &&
-        !(t->rb = crl_replay_from_config(host, cfg, "replay", err)))
-        rc = err->code;
+        !(t->rb = crl_replay_from_config(host, cfg, "replay", &e)))
+        rc = crl_error_pass(err, &e, CRL_E_CONFIG);
     if (!rc && !(rc = crl__trainer_check_loss(cfg, crl_config_get(cfg, "loss", "type"), on_policy, t->init_random,
                                               t->rb, err)) && t->rb) {
         crl_collector_set_replay(t->coll, t->rb);
@@ -256,11 +268,11 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
     if (!rc && !(rc = opts_of(cfg, "optim", optim_options, &ooptim, err)))
         rc = build_optim(t, ooptim, err);
     if (!rc && t->eval_episodes > 0) {
-        if (!(t->eval_env = crl_env_from_config(host, cfg, "env", err)))
-            rc = err->code;
+        if (!(t->eval_env = crl_env_from_config(host, cfg, "env", &e)))
+            rc = crl_error_pass(err, &e, CRL_E_CONFIG);
     }
-    if (!rc && !(t->losses = crl_td_new(0, NULL, err)))
-        rc = err->code;
+    if (!rc && !(t->losses = crl_td_new(0, NULL, &e)))
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
     t->next_eval = t->eval_interval > 0 ? t->eval_interval : INT64_MAX;
     crl_rng_init(&t->rng, t->seed, 1);
     crl_rng_init(&t->eval_rng, t->seed, 2);
@@ -326,8 +338,9 @@ static int update_on(crl_trainer *t, crl_td *batch, crl_error *err)
 {
     for (size_t i = 0; i < t->n_optims; i++)
         crl_optim_zero_grad(t->optims[i]);
-    if (t->ops.forward(t->loss, batch, t->losses, err))
-        return err->code;
+    int rc = t->ops.forward(t->loss, batch, t->losses, err);
+    if (rc)
+        return rc;
     double l = loss_sum(t->losses);
     if (!isfinite(l))
         return crl_error_set(err, CRL_E_RUNTIME, "loss '%s': the loss is not finite (%g)",
@@ -341,10 +354,10 @@ static int update_on(crl_trainer *t, crl_td *batch, crl_error *err)
     }
     /* every check passed before the first step: a failure changes nothing */
     for (size_t i = 0; i < t->n_optims; i++)
-        if ((!t->ops.param_active || t->ops.param_active(t->loss, i)) && crl_optim_step(t->optims[i], err))
-            return err->code;
-    if (t->ops.update && t->ops.update(t->loss, err))
-        return err->code;
+        if ((!t->ops.param_active || t->ops.param_active(t->loss, i)) && (rc = crl_optim_step(t->optims[i], err)))
+            return rc;
+    if (t->ops.update && (rc = t->ops.update(t->loss, err)))
+        return rc;
     t->last_loss = l;
     t->optim_steps++;
     return CRL_OK;
@@ -355,9 +368,11 @@ static int train_off_policy(crl_trainer *t, int64_t frames, crl_error *err)
     if (frames < t->init_random || (int64_t)crl_replay_len(t->rb) < t->batch_size)
         return CRL_OK;
     for (int64_t u = 0; u < t->num_updates; u++) {
-        crl_td *b = crl_replay_sample(t->rb, 0, err);
+        crl_error e;
+        crl_error_clear(&e);
+        crl_td *b = crl_replay_sample(t->rb, 0, &e);
         if (!b)
-            return err->code;
+            return crl_error_pass(err, &e, CRL_E_RUNTIME);
         int rc = update_on(t, b, err);
         if (!rc && t->prioritized)
             rc = crl_replay_update_td_priority(t->rb, b, err);
@@ -430,16 +445,18 @@ static crl_td *gather(crl_td *flat, const int64_t *idx, int64_t m, crl_error *er
 
 static int train_on_policy(crl_trainer *t, crl_td *batch, crl_error *err)
 {
-    if (t->ops.prepare(t->loss, batch, err))
-        return err->code;
+    int rc = t->ops.prepare(t->loss, batch, err);
+    if (rc)
+        return rc;
     int64_t rows = 1;
     for (int d = 0; d < crl_td_batch_ndim(batch); d++)
         rows *= crl_td_batch_shape(batch)[d];
-    crl_td *flat = flatten(batch, rows, err);
+    crl_error le;
+    crl_error_clear(&le);
+    crl_td *flat = flatten(batch, rows, &le);
     if (!flat)
-        return err->code;
+        return crl_error_pass(err, &le, CRL_E_NOMEM);
     int64_t *perm = g_new(int64_t, rows);
-    int rc = CRL_OK;
     for (int64_t e = 0; e < t->epochs && !rc; e++) {
         for (int64_t i = 0; i < rows; i++)
             perm[i] = i;
@@ -450,8 +467,8 @@ static int train_on_policy(crl_trainer *t, crl_td *batch, crl_error *err)
         }
         for (int64_t s = 0; s < rows && !rc; s += t->minibatch) {
             int64_t m = rows - s < t->minibatch ? rows - s : t->minibatch;
-            crl_td *mb = gather(flat, perm + s, m, err);
-            rc = mb ? update_on(t, mb, err) : err->code;
+            crl_td *mb = gather(flat, perm + s, m, &le);
+            rc = mb ? update_on(t, mb, err) : crl_error_pass(err, &le, CRL_E_NOMEM);
             crl_td_unref(mb);
         }
     }
@@ -470,9 +487,11 @@ int crl_trainer_evaluate(crl_trainer *t, int64_t episodes, double *mean_return, 
     double sum = 0;
     int64_t got = 0;
     while (got < episodes) {
-        crl_td *ro = crl_env_rollout(t->eval_env, t->eval_max_steps, eval_policy, t, false, true, NULL, err);
+        crl_error re;
+        crl_error_clear(&re);
+        crl_td *ro = crl_env_rollout(t->eval_env, t->eval_max_steps, eval_policy, t, false, true, NULL, &re);
         if (!ro)
-            return crl_error_prefix(err, "evaluation: "), err->code;
+            return crl_error_prefix(&re, "evaluation: "), crl_error_pass(err, &re, CRL_E_RUNTIME);
         crl_tensor *r = crl_td_get(ro, "next.reward"), *d = crl_td_get(ro, "next.done");
         int nb = crl_td_batch_ndim(ro);
         int64_t T = crl_td_batch_shape(ro)[nb - 1], n = crl_tensor_numel(r) / T;
@@ -517,7 +536,10 @@ int crl_trainer_run(crl_trainer *t, crl_train_progress_fn progress, void *user, 
     crl_train_stats s = { sizeof s, 0, 0, 0, 0, NAN, NAN, 0, 0, NAN, false, false };
     crl_td *batch;
     int rc = CRL_OK;
-    while ((batch = crl_collector_next(t->coll, err)) != NULL) {
+    /* NULL from the collector is its end or its error: only its own code tells which */
+    crl_error ce;
+    crl_error_clear(&ce);
+    while ((batch = crl_collector_next(t->coll, &ce)) != NULL) {
         int64_t frames = crl_collector_frames(t->coll);
         if (t->ops.explore_step)
             t->ops.explore_step(t->loss, frames - t->frames);
@@ -546,8 +568,8 @@ int crl_trainer_run(crl_trainer *t, crl_train_progress_fn progress, void *user, 
         if (stop)
             break;
     }
-    if (!rc && err->code)
-        rc = err->code;
+    if (!rc && ce.code)
+        rc = crl_error_pass(err, &ce, CRL_E_RUNTIME);
     if (!rc) {
         if (!s.evaluated && t->eval_episodes > 0) {
             fill_stats(t, &s, t0);
@@ -607,17 +629,22 @@ int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err)
     for (int i = 0; i < N_COUNTERS; i++)
         crl_ckpt_put_f64(cbytes + 8 * i, counters[i]);
     crl_ckpt_put_rng(rbytes, &t->rng);
-    crl_ckpt_writer *w = crl_ckpt_writer_new(path, TRAIN_KIND, 1, err);
-    int rc = w ? t->ops.save(t->loss, w, "loss", err) : err->code;
+    crl_error e;
+    crl_error_clear(&e);
+    crl_ckpt_writer *w = crl_ckpt_writer_new(path, TRAIN_KIND, 1, &e);
+    if (!w) {
+        g_free(actions);
+        return crl_error_pass(err, &e, CRL_E_IO);
+    }
+    int rc = t->ops.save(t->loss, w, "loss", err);
     for (size_t i = 0; i < t->n_optims && !rc; i++) {
         char prefix[32];
         snprintf(prefix, sizeof prefix, "optim/%zu", i);
         rc = crl_optim_save(t->optims[i], w, prefix, err);
     }
-    if (!rc && (crl_ckpt_write(w, "trainer/counters", cbytes, sizeof cbytes, err) ||
-                crl_ckpt_write(w, "trainer/rng", rbytes, sizeof rbytes, err) ||
-                crl_ckpt_write(w, "trainer/actions", actions ? actions : t->actions->data, alen, err)))
-        rc = err->code;
+    if (!rc && !(rc = crl_ckpt_write(w, "trainer/counters", cbytes, sizeof cbytes, err)) &&
+        !(rc = crl_ckpt_write(w, "trainer/rng", rbytes, sizeof rbytes, err)))
+        rc = crl_ckpt_write(w, "trainer/actions", actions ? actions : t->actions->data, alen, err);
     g_free(actions);
     if (rc) {
         crl_ckpt_writer_abort(w);
@@ -653,9 +680,11 @@ static int read_train_state(const crl_trainer *t, const crl_ckpt_reader *r, trai
 {
     const char *sec = "trainer/counters";
     size_t len;
-    const uint8_t *p = crl_ckpt_section(r, sec, &len, err);
+    crl_error e;
+    crl_error_clear(&e);
+    const uint8_t *p = crl_ckpt_section(r, sec, &len, &e);
     if (!p)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_CORRUPT);
     if (len != 8 * N_COUNTERS)
         return bad_section(r, sec, 0, err, "%zu bytes; a trainer checkpoint has %d counters of 8", len, N_COUNTERS);
     for (int i = 0; i < N_COUNTERS; i++) {
@@ -675,16 +704,16 @@ static int read_train_state(const crl_trainer *t, const crl_ckpt_reader *r, trai
         return bad_section(r, sec, 8 * C_BATCHES, err, "%" PRId64 " batches of %" PRId64 " frames: a batch has "
                            "a frame at least", ts->batches, ts->frames);
     sec = "trainer/rng";
-    if (!(p = crl_ckpt_section(r, sec, &len, err)))
-        return err->code;
+    if (!(p = crl_ckpt_section(r, sec, &len, &e)))
+        return crl_error_pass(err, &e, CRL_E_CORRUPT);
     if (len != CRL_CKPT_RNG_BYTES)
         return bad_section(r, sec, 0, err, "%zu bytes; a random stream has %d", len, CRL_CKPT_RNG_BYTES);
     if (!crl_ckpt_get_rng(p, &ts->rng))
         return bad_section(r, sec, 40, err, "word index %" PRIu32 " or reserved word %" PRIu32 " is no stream's "
                            "(index 0..4, reserved 0)", crl_ckpt_get_u32(p + 40), crl_ckpt_get_u32(p + 44));
     sec = "trainer/actions";
-    if (!(ts->actions = crl_ckpt_section(r, sec, &ts->alen, err)))
-        return err->code;
+    if (!(ts->actions = crl_ckpt_section(r, sec, &ts->alen, &e)))
+        return crl_error_pass(err, &e, CRL_E_CORRUPT);
     size_t esize = action_elem_size(t);
     if ((double)ts->alen != ts->c[C_ACTION_BYTES])
         return bad_section(r, sec, 0, err, "%zu bytes, but section 'trainer/counters' says %.0f", ts->alen,
@@ -703,9 +732,11 @@ static int read_train_state(const crl_trainer *t, const crl_ckpt_reader *r, trai
  * bad file changes nothing. */
 static int load_file(crl_trainer *t, const char *path, bool actions, crl_error *err)
 {
-    crl_ckpt_reader *r = crl_ckpt_reader_open(path, TRAIN_KIND, 1, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_ckpt_reader *r = crl_ckpt_reader_open(path, TRAIN_KIND, 1, &e);
     if (!r)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_IO);
     train_state ts;
     int rc = read_train_state(t, r, &ts, err);
     for (size_t i = 0; i < t->n_optims && !rc; i++) {
@@ -745,9 +776,11 @@ int crl_trainer_load(crl_trainer *t, const char *path, crl_error *err)
 
 int crl_trainer_checkpoint(crl_trainer *t, const char *dir, crl_error *err)
 {
-    char *tmp = crl_ckpt_dir_begin(dir, err);
+    crl_error e;
+    crl_error_clear(&e);
+    char *tmp = crl_ckpt_dir_begin(dir, &e);
     if (!tmp)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_IO);
     char *model = g_build_filename(tmp, "trainer.ckpt", NULL);
     int rc = crl_trainer_save(t, model, err);
     g_free(model);
@@ -774,7 +807,7 @@ int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err)
     int rc = load_file(t, model, true, err);
     g_free(model);
     if (rc)
-        return crl_error_prefix(err, "resume from '%s': ", dir), err->code;
+        return crl_error_prefix(err, "resume from '%s': ", dir), rc;
     /* Re-collect the checkpoint's frames with the recorded actions. */
     int64_t target = t->frames;
     crl_rng keep = t->rng;
@@ -782,12 +815,14 @@ int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err)
     t->ff_pos = 0;
     crl_collector_set_replay(t->coll, NULL);
     while (crl_collector_frames(t->coll) < target) {
-        crl_td *b = crl_collector_next(t->coll, err);
+        crl_error e;
+        crl_error_clear(&e);
+        crl_td *b = crl_collector_next(t->coll, &e);
         if (!b) {
-            rc = err->code ? err->code
-                           : crl_error_set(err, CRL_E_CONFIG, "resume: the checkpoint holds %lld frames but "
-                                           "[collector] total_frames stops before; raise total_frames",
-                                           (long long)target);
+            rc = e.code ? crl_error_pass(err, &e, CRL_E_RUNTIME)
+                        : crl_error_set(err, CRL_E_CONFIG, "resume: the checkpoint holds %lld frames but "
+                                        "[collector] total_frames stops before; raise total_frames",
+                                        (long long)target);
             break;
         }
         tally(t, b);

@@ -105,7 +105,8 @@ static ptrdiff_t first_origin(const crl_config *cfg, const char *msg, size_t *le
  * names (moved to the front, where editors and people look), or else that
  * of section.key (or of the section's first key); other codes (memory,
  * I/O, plugins) pass unchanged.  err is set. */
-static int config_error(const crl_config *cfg, const char *section, const char *key, int rc, crl_error *err)
+static int config_error(const crl_config *cfg, const char *section, const char *key, int rc, const crl_error *in,
+                        crl_error *out)
 {
     switch (rc) {
     case CRL_E_CONFIG:
@@ -117,23 +118,26 @@ static int config_error(const crl_config *cfg, const char *section, const char *
     case CRL_E_UNSUPPORTED:
         break;
     default:
-        return rc;
+        return crl_error_pass(out, in, rc);
     }
     size_t n = 0;
-    ptrdiff_t at = first_origin(cfg, err->message, &n);
+    ptrdiff_t at = first_origin(cfg, in->message, &n);
+    char *msg;
     if (at > 0) {
-        char *moved = g_strdup_printf("%.*s: %.*s%s", (int)n, err->message + at, (int)at, err->message,
-                                      err->message + at + (ptrdiff_t)n + 2);
-        crl_error_set(err, rc, "%s", moved);
-        g_free(moved);
-    } else if (at < 0) {
-        const char *o = key ? crl_config_origin(cfg, section, key) : NULL;
-        if (!o && crl_config_key_count(cfg, section) > 0)
-            o = crl_config_origin(cfg, section, crl_config_key_at(cfg, section, 0));
-        if (o)
-            crl_error_prefix(err, "%s: ", o);
+        msg = g_strdup_printf("%.*s: %.*s%s", (int)n, in->message + at, (int)at, in->message,
+                              in->message + at + (ptrdiff_t)n + 2);
+    } else {
+        const char *o = NULL;
+        if (at < 0) {
+            o = key ? crl_config_origin(cfg, section, key) : NULL;
+            if (!o && crl_config_key_count(cfg, section) > 0)
+                o = crl_config_origin(cfg, section, crl_config_key_at(cfg, section, 0));
+        }
+        msg = o ? g_strdup_printf("%s: %s", o, in->message) : g_strdup(in->message);
     }
-    err->code = CRL_E_CONFIG;
+    /* in may be out: the message was copied first. */
+    crl_error_set(out, CRL_E_CONFIG, "%s", msg);
+    g_free(msg);
     return CRL_E_CONFIG;
 }
 
@@ -143,15 +147,15 @@ static int section_opts(const crl_config *cfg, const char *section, const crl_op
 {
     const crl_option *tables[1] = { table };
     *out = NULL;
-    if (crl__config_check_keys(cfg, section, tables, 1, err))
-        return err->code;
-    *out = crl_config_opts(cfg, section, tables, 1, err);
-    return *out ? CRL_OK : err->code;
+    int rc = crl__config_check_keys(cfg, section, tables, 1, err);
+    if (rc)
+        return rc;
+    crl_error e;
+    crl_error_clear(&e);
+    *out = crl_config_opts(cfg, section, tables, 1, &e);
+    return *out ? CRL_OK : crl_error_pass(err, &e, CRL_E_CONFIG);
 }
 
-/* The env of [section], made and bound but never reset or stepped: what
- * validation needs of it are the checks of its construction and its specs.
- * (The typed env description will take this place.) */
 /* The env's description (every config rule of [env] and its transforms), then the env itself, dry, for the
  * transformed specs the loss's networks are sized from. */
 static crl_env *check_env(crl_host *host, const crl_config *cfg, const char *section, crl_error *err)
@@ -172,13 +176,12 @@ int crl_experiment_check(crl_host *host, const crl_config *cfg, const crl_schema
 {
     if (!host || !cfg)
         return crl_error_set(err, CRL_E_INVALID, "crl_experiment_check: %s is NULL", !host ? "host" : "cfg");
-    crl_error local;
-    if (!err) /* the constructors' codes are needed below */
-        err = &local;
-    crl_error_clear(err);
-    int rc = schema ? crl_config_validate(cfg, schema, err) : CRL_OK;
+    /* Every step reports into e, which config_error may rewrite; the caller's err gets it at the end. */
+    crl_error e;
+    crl_error_clear(&e);
+    int rc = schema ? crl_config_validate(cfg, schema, &e) : CRL_OK;
     if (rc)
-        return rc;
+        return crl_error_pass(err, &e, rc);
     bool train = (flags & CRL_CHECK_TRAIN) || crl_config_has_section(cfg, "loss");
     crl_opts *otrain = NULL, *ooptim = NULL, *ocoll = NULL;
     crl_env *env = NULL;
@@ -187,40 +190,40 @@ int crl_experiment_check(crl_host *host, const crl_config *cfg, const crl_schema
     if (train) {
         const char *type;
         crl_optim_kind kind;
-        if ((rc = section_opts(cfg, "train", crl_train_options(), &otrain, err)) ||
-            (rc = crl_opts_int(otrain, "seed", &seed, err)) ||
-            (rc = section_opts(cfg, "optim", crl_optim_section_options(), &ooptim, err)) ||
-            (rc = crl_opts_string(ooptim, "type", &type, err)) ||
-            (rc = config_error(cfg, "optim", "type", crl_optim_kind_from_name(type, &kind, err), err)) ||
-            (rc = section_opts(cfg, "collector", crl_collector_options(), &ocoll, err)) ||
-            (rc = crl__trainer_check_collector(ocoll, &init_random, err)))
+        if ((rc = section_opts(cfg, "train", crl_train_options(), &otrain, &e)) ||
+            (rc = crl_opts_int(otrain, "seed", &seed, &e)) ||
+            (rc = section_opts(cfg, "optim", crl_optim_section_options(), &ooptim, &e)) ||
+            (rc = crl_opts_string(ooptim, "type", &type, &e)) ||
+            (rc = config_error(cfg, "optim", "type", crl_optim_kind_from_name(type, &kind, &e), &e, &e)) ||
+            (rc = section_opts(cfg, "collector", crl_collector_options(), &ocoll, &e)) ||
+            (rc = crl__trainer_check_collector(ocoll, &init_random, &e)))
             goto out;
     }
     if (train || crl_config_has_section(cfg, "env") || crl_config_has_section(cfg, "collector")) {
-        if (!(env = check_env(host, cfg, "env", err))) {
-            rc = config_error(cfg, "env", "id", err->code, err);
+        if (!(env = check_env(host, cfg, "env", &e))) {
+            rc = config_error(cfg, "env", "id", e.code, &e, &e);
             goto out;
         }
     }
     if ((train || crl_config_has_section(cfg, "collector")) &&
-        (rc = crl__collector_check_config(cfg, "collector", "env", env, err)))
+        (rc = crl__collector_check_config(cfg, "collector", "env", env, &e)))
         goto out;
-    if (crl_config_has_section(cfg, "replay") && !(rb = crl__replay_configure(host, cfg, "replay", err))) {
-        rc = config_error(cfg, "replay", "storage", err->code, err);
+    if (crl_config_has_section(cfg, "replay") && !(rb = crl__replay_configure(host, cfg, "replay", &e))) {
+        rc = config_error(cfg, "replay", "storage", e.code, &e, &e);
         goto out;
     }
     if (train) {
         const crl_loss_ops *ops = NULL;
         void *loss = NULL;
         if ((rc = crl_loss_from_config(host, cfg, "loss", crl_env_observation_spec(env), crl_env_action_spec(env),
-                                       (uint64_t)seed, &ops, &loss, err))) {
-            rc = config_error(cfg, "loss", "type", rc, err);
+                                       (uint64_t)seed, &ops, &loss, &e))) {
+            rc = config_error(cfg, "loss", "type", rc, &e, &e);
             goto out;
         }
         bool on_policy = (ops->flags & CRL_LOSS_ON_POLICY) != 0;
         ops->destroy(loss);
         if ((rc = crl__trainer_check_loss(cfg, crl_config_get(cfg, "loss", "type"), on_policy, init_random, rb,
-                                          err)))
+                                          &e)))
             goto out;
     }
 out:
@@ -229,5 +232,5 @@ out:
     crl_opts_free(otrain);
     crl_opts_free(ooptim);
     crl_opts_free(ocoll);
-    return rc;
+    return rc ? crl_error_pass(err, &e, rc) : CRL_OK;
 }

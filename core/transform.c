@@ -37,11 +37,13 @@ int crl__tspecs_clone(crl_transform_specs *dst, const crl_transform_specs *src, 
     dst->batch_shape = src->batch_shape;
     crl_spec *const in[5] = { src->observation, src->action, src->reward, src->done, src->state };
     crl_spec **out[5] = { &dst->observation, &dst->action, &dst->reward, &dst->done, &dst->state };
+    crl_error e;
+    crl_error_clear(&e);
     for (int i = 0; i < 5; i++) {
-        *out[i] = in[i] ? crl_spec_clone(in[i], err) : crl_spec_composite(src->batch_ndim, src->batch_shape, err);
+        *out[i] = in[i] ? crl_spec_clone(in[i], &e) : crl_spec_composite(src->batch_ndim, src->batch_shape, &e);
         if (!*out[i]) {
             crl__tspecs_clear(dst);
-            return err && err->code ? err->code : CRL_E_NOMEM;
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
         }
     }
     return CRL_OK;
@@ -135,7 +137,7 @@ int crl__tf_desc_from_config(crl_host *host, const crl_config *cfg, const char *
     crl_error_clear(&oe);
     d->opts = crl_config_opts(cfg, section, tables, 2, &oe);
     if (!d->opts)
-        return crl__error_pass(err, &oe);
+        return crl_error_pass(err, &oe, CRL_E_RUNTIME);
     const char *owner = crl_host_component_owner(host, CRL_KIND_TRANSFORM, comp->name);
     d->comp = comp;
     d->owner = g_strdup(owner ? owner : "?");
@@ -161,15 +163,13 @@ crl_transform *crl_transform_from_config(crl_host *host, const crl_config *cfg, 
 
 /* "argument N:2" (the line of the key in its one-key buffer) reads
  * "argument N" in messages. */
-static void fix_origins(crl_error *err, size_t nargs)
+static void fix_origins(char *message, size_t nargs)
 {
-    if (!err || !err->code)
-        return;
     for (size_t i = nargs; i >= 1; i--) {
         char pat[48];
         g_snprintf(pat, sizeof pat, "argument %zu:2", i);
         char *p;
-        while ((p = strstr(err->message, pat)) != NULL)
+        while ((p = strstr(message, pat)) != NULL)
             memmove(p + strlen(pat) - 2, p + strlen(pat), strlen(p + strlen(pat)) + 1);
     }
 }
@@ -191,7 +191,10 @@ crl_transform *crl_transform_new(crl_host *host, const char *type, const char *c
         return NULL;
     char *section = g_strconcat("transform.", type, NULL);
     char *head = g_strdup_printf("[%s]\ntype = %s\n", section, type);
-    int rc = crl_config_load_buffer(cfg, "type", head, strlen(head), CRL_LAYER_FILE, err);
+    /* a local error: its message is rewritten (fix_origins) before it is handed on */
+    crl_error e;
+    crl_error_clear(&e);
+    int rc = crl_config_load_buffer(cfg, "type", head, strlen(head), CRL_LAYER_FILE, &e);
     g_free(head);
     size_t nargs = 0;
     for (size_t i = 0; !rc && kv && kv[i]; i++) {
@@ -200,28 +203,31 @@ crl_transform *crl_transform_new(crl_host *host, const char *type, const char *c
         const char *eq = strchr(a, '=');
         char *key = eq ? g_strstrip(g_strndup(a, (gsize)(eq - a))) : NULL;
         if (!eq || !*key || strpbrk(a, "\n\r[]")) {
-            rc = crl_error_set(err, CRL_E_INVALID, "%s: argument %zu ('%s') is not a single key=value", section, i + 1,
+            rc = crl_error_set(&e, CRL_E_INVALID, "%s: argument %zu ('%s') is not a single key=value", section, i + 1,
                                a);
         } else if (!strcmp(key, "type")) {
-            rc = crl_error_set(err, CRL_E_INVALID, "%s: argument %zu sets 'type'; the type is crl_transform_new's own "
+            rc = crl_error_set(&e, CRL_E_INVALID, "%s: argument %zu sets 'type'; the type is crl_transform_new's own "
                                "argument", section, i + 1);
         } else {
             char *name = g_strdup_printf("argument %zu", i + 1);
             char *text = g_strdup_printf("[%s]\n%s = %s\n", section, key, eq + 1);
-            rc = crl_config_load_buffer(cfg, name, text, strlen(text), CRL_LAYER_OVERRIDE, err);
+            rc = crl_config_load_buffer(cfg, name, text, strlen(text), CRL_LAYER_OVERRIDE, &e);
             g_free(name);
             g_free(text);
         }
         g_free(key);
     }
-    crl_transform *t = rc ? NULL : crl_transform_from_config(host, cfg, section, err);
+    crl_transform *t = rc ? NULL : crl_transform_from_config(host, cfg, section, &e);
     if (t) {
         g_free(t->name);
         t->name = g_strdup(type);
         g_free(t->label);
         t->label = g_strdup_printf("transform '%s' (%s)", type, t->type);
     }
-    fix_origins(err, nargs);
+    if (!t) {
+        fix_origins(e.message, nargs);
+        crl_error_pass(err, &e, CRL_E_INVALID);
+    }
     g_free(section);
     crl_config_free(cfg);
     return t;
@@ -261,8 +267,8 @@ const char *crl_transform_name(const crl_transform *t)
 int crl__transform_call(crl_transform *t, crl_td *td, crl_error *err)
 {
     int rc = t->ops.call(t->t, td, err);
-    if (rc && err && !g_str_has_prefix(err->message, t->label))
-        crl_error_prefix(err, "%s: ", t->label);
+    if (rc)
+        crl__error_label(err, t->label);
     return rc;
 }
 
@@ -298,8 +304,7 @@ crl_spec *crl_transform_observation_spec(crl_transform *t, const crl_spec *obser
     int rc = t->ops.transform_specs ? t->ops.transform_specs(t->t, &s, err) : CRL_OK;
     crl_spec *r = NULL;
     if (rc) {
-        if (err && !g_str_has_prefix(err->message, t->label))
-            crl_error_prefix(err, "%s: ", t->label);
+        crl__error_label(err, t->label);
     } else if (!s.observation || crl_spec_get_kind(s.observation) != CRL_SPEC_COMPOSITE) {
         crl_error_set(err, CRL_E_PLUGIN, "%s: transform_specs left no Composite observation spec: fix the plugin",
                       t->label);
@@ -408,8 +413,10 @@ int crl__spec_rand_into_td(const crl_spec *comp, crl_rng *rng, crl_td *td, crl_e
         if (crl_spec_get_kind(c) == CRL_SPEC_COMPOSITE) {
             crl_td *sub = crl_td_get_td(td, k);
             if (!sub) {
-                sub = crl_td_new(crl_td_batch_ndim(td), crl_td_batch_shape(td), err);
-                rc = sub ? crl_td_set_td(td, k, sub, err) : (err ? err->code : CRL_E_NOMEM);
+                crl_error e;
+                crl_error_clear(&e);
+                sub = crl_td_new(crl_td_batch_ndim(td), crl_td_batch_shape(td), &e);
+                rc = sub ? crl_td_set_td(td, k, sub, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
                 crl_td_unref(sub);
                 if (rc)
                     return rc;
@@ -425,8 +432,10 @@ int crl__spec_rand_into_td(const crl_spec *comp, crl_rng *rng, crl_td *td, crl_e
                 return rc;
             continue;
         }
-        t = crl_spec_rand(c, rng, err);
-        rc = t ? crl_td_set(td, k, t, err) : (err ? err->code : CRL_E_NOMEM);
+        crl_error e;
+        crl_error_clear(&e);
+        t = crl_spec_rand(c, rng, &e);
+        rc = t ? crl_td_set(td, k, t, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
         crl_tensor_unref(t);
         if (rc)
             return rc;

@@ -114,9 +114,11 @@ static void base_specs(const crl_env *env, crl_transform_specs *s)
 
 static int merge_into(crl_spec *dst, const crl_spec *src, crl_error *err)
 {
-    for (size_t i = 0; i < crl_spec_composite_len(src); i++)
-        if (crl_spec_composite_set(dst, crl_spec_composite_key_at(src, i), crl_spec_composite_at(src, i), err))
-            return err ? err->code : CRL_E_INVALID;
+    for (size_t i = 0; i < crl_spec_composite_len(src); i++) {
+        int rc = crl_spec_composite_set(dst, crl_spec_composite_key_at(src, i), crl_spec_composite_at(src, i), err);
+        if (rc)
+            return rc;
+    }
     return CRL_OK;
 }
 
@@ -124,9 +126,11 @@ static int merge_into(crl_spec *dst, const crl_spec *src, crl_error *err)
  * without action, plus reward (as build_user_specs in env.c). */
 static crl_spec *full_spec_of(const crl_env *env, const crl_transform_specs *s, crl_error *err)
 {
-    crl_spec *full = crl_spec_composite(env->batch_ndim, env->batch_shape, err);
-    crl_spec *next = full ? crl_spec_composite(env->batch_ndim, env->batch_shape, err) : NULL;
-    int rc = next ? CRL_OK : (err ? err->code : CRL_E_NOMEM);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_spec *full = crl_spec_composite(env->batch_ndim, env->batch_shape, &e);
+    crl_spec *next = full ? crl_spec_composite(env->batch_ndim, env->batch_shape, &e) : NULL;
+    int rc = next ? CRL_OK : crl_error_pass(err, &e, CRL_E_NOMEM);
     const crl_spec *root_parts[] = { s->observation, s->action, s->done, s->state };
     const crl_spec *next_parts[] = { s->observation, s->reward, s->done, s->state };
     for (int i = 0; !rc && i < 4; i++)
@@ -154,9 +158,11 @@ static int collect_leaves(built *b, const crl_spec *comp, const char *prefix, GP
         if (crl_spec_get_kind(c) == CRL_SPEC_COMPOSITE) {
             rc = collect_leaves(b, c, full, keys, specs, err);
         } else {
-            crl_td_key *k = crl_td_key_new(full, err);
+            crl_error e;
+            crl_error_clear(&e);
+            crl_td_key *k = crl_td_key_new(full, &e);
             if (!k) {
-                rc = err ? err->code : CRL_E_INVALID;
+                rc = crl_error_pass(err, &e, CRL_E_INVALID);
             } else {
                 g_ptr_array_add(keys, k);
                 g_ptr_array_add(specs, crl_spec_ref(c));
@@ -176,8 +182,7 @@ static const char *label_of(const crl_transform *t)
 
 static void name_error(crl_error *err, const crl_transform *t)
 {
-    if (err && err->code && !g_str_has_prefix(err->message, label_of(t)))
-        crl_error_prefix(err, "%s: ", label_of(t));
+    crl__error_label(err, label_of(t));
 }
 
 static bool spec_set_ok(const crl_transform_specs *s)
@@ -218,8 +223,10 @@ static int compute(crl_env *env, GPtrArray *list, crl_transform_specs *sets, bui
      * transform appended later. */
     if ((rc = crl__tspecs_clone(&b->out, &sets[n], err)))
         return rc;
-    if (!(b->full_spec = full_spec_of(env, &b->out, err)))
-        return err ? err->code : CRL_E_NOMEM;
+    crl_error e;
+    crl_error_clear(&e);
+    if (!(b->full_spec = full_spec_of(env, &b->out, &e)))
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     b->check_action = !crl_spec_equal(b->out.action, env->action_spec);
     GPtrArray *keys = g_ptr_array_new(), *specs = g_ptr_array_new();
     rc = collect_leaves(b, b->out.action, NULL, keys, specs, err);
@@ -552,7 +559,7 @@ int crl__tchain_build(crl_env *env, const crl__tf_desc *tf, size_t n, crl_error 
         if (t)
             g_ptr_array_add(list, t);
         else
-            rc = crl__error_pass(err, &local);
+            rc = crl_error_pass(err, &local, CRL_E_RUNTIME);
     }
     if (!rc && (rc = chain_set(env, list, err)) == CRL_OK)
         g_ptr_array_set_free_func(list, NULL); /* the chain owns them now */
@@ -608,9 +615,11 @@ static int merge_rows(const crl_env *env, crl_td *dst, const crl_td *src, const 
         crl_td *ssub = crl_td_td_at(src, j);
         int rc = CRL_OK;
         if (ssub) {
-            crl_td *dsub = dst_sub_td(dst, key, ssub, err);
+            crl_error e;
+            crl_error_clear(&e);
+            crl_td *dsub = dst_sub_td(dst, key, ssub, &e);
             if (!dsub)
-                return err && err->code ? err->code : CRL_E_NOMEM;
+                return crl_error_pass(err, &e, CRL_E_NOMEM);
             if ((rc = merge_rows(env, dsub, ssub, mask, err)))
                 return rc;
             continue;
@@ -621,8 +630,10 @@ static int merge_rows(const crl_env *env, crl_td *dst, const crl_td *src, const 
             /* The caller's td has nothing to keep for this key. */
             if (!d && crl_td_get_td(dst, key) && (rc = crl_td_del(dst, key, err)))
                 return rc;
-            crl_tensor *cl = crl_tensor_clone(s, err);
-            rc = cl ? crl_td_set(dst, key, cl, err) : (err ? err->code : CRL_E_NOMEM);
+            crl_error e;
+            crl_error_clear(&e);
+            crl_tensor *cl = crl_tensor_clone(s, &e);
+            rc = cl ? crl_td_set(dst, key, cl, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
             crl_tensor_unref(cl);
             if (rc)
                 return rc;
@@ -636,9 +647,11 @@ static int merge_rows(const crl_env *env, crl_td *dst, const crl_td *src, const 
         for (int64_t i = 0; i < env->num && !rc; i++) {
             if (!mask[i])
                 continue;
-            crl_tensor *dr = crl_tensor_index(d, 0, i, err);
-            crl_tensor *sr = dr ? crl_tensor_index(s, 0, i, err) : NULL;
-            rc = sr ? crl_tensor_copy(dr, sr, err) : (err ? err->code : CRL_E_NOMEM);
+            crl_error e;
+            crl_error_clear(&e);
+            crl_tensor *dr = crl_tensor_index(d, 0, i, &e);
+            crl_tensor *sr = dr ? crl_tensor_index(s, 0, i, &e) : NULL;
+            rc = sr ? crl_tensor_copy(dr, sr, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
             crl_tensor_unref(dr);
             crl_tensor_unref(sr);
         }
@@ -664,8 +677,10 @@ static int reset_level(crl_env *env, size_t k, crl_td *td, const bool *mask, boo
         return reset_hooks(env, k, td, mask, err);
     }
     crl__tlevel *L = &env->chain->lv[k];
-    if (!L->rst && !(L->rst = crl_td_new(env->batch_ndim, env->batch_shape, err)))
-        return err ? err->code : CRL_E_NOMEM;
+    crl_error e;
+    crl_error_clear(&e);
+    if (!L->rst && !(L->rst = crl_td_new(env->batch_ndim, env->batch_shape, &e)))
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     if ((rc = crl__env_reset_backend(env, td, mask, from_state, err)) || (rc = crl__env_put_root(env, L->rst, NULL, err)) ||
         (rc = reset_hooks(env, k, L->rst, mask, err)))
         return rc;
@@ -711,9 +726,11 @@ static int sync_shallow(crl_td *dst, const crl_td *src, bool root, crl_error *er
             continue;
         }
         crl_td *ssub = crl_td_td_at(src, j);
-        crl_td *dsub = dst_sub_td(dst, key, ssub, err);
+        crl_error e;
+        crl_error_clear(&e);
+        crl_td *dsub = dst_sub_td(dst, key, ssub, &e);
         if (!dsub)
-            return err && err->code ? err->code : CRL_E_NOMEM;
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
         if ((rc = sync_shallow(dsub, ssub, false, err)))
             return rc;
     }
@@ -737,10 +754,12 @@ static int base_step(crl_env *env, size_t k, crl_td *td, crl_error *err)
     if (!c->has_inv_below[k])
         return crl__env_step_base(env, td, err);
     crl__tlevel *L = &c->lv[k];
-    if (!L->shallow && !(L->shallow = crl_td_new(env->batch_ndim, env->batch_shape, err)))
-        return err ? err->code : CRL_E_NOMEM;
-    if (!L->inv_keep && !(L->inv_keep = crl_td_new(env->batch_ndim, env->batch_shape, err)))
-        return err ? err->code : CRL_E_NOMEM;
+    crl_error e;
+    crl_error_clear(&e);
+    if (!L->shallow && !(L->shallow = crl_td_new(env->batch_ndim, env->batch_shape, &e)))
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
+    if (!L->inv_keep && !(L->inv_keep = crl_td_new(env->batch_ndim, env->batch_shape, &e)))
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     crl_td *s = L->shallow;
     int rc = sync_shallow(s, td, true, err);
     if (rc)

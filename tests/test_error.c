@@ -71,6 +71,42 @@ START_TEST(status_names)
 }
 END_TEST
 
+/* crl_error_pass hands a local error on: its code and message, or the
+ * fallback when nothing was recorded; a full-length message survives. */
+START_TEST(pass_hands_on)
+{
+    crl_error local, out;
+    crl_error_clear(&local);
+    crl_error_clear(&out);
+    /* nothing recorded: the fallback, with a message, never CRL_OK */
+    ck_assert_int_eq(crl_error_pass(&out, &local, CRL_E_NOMEM), CRL_E_NOMEM);
+    ck_assert_int_eq(out.code, CRL_E_NOMEM);
+    ck_assert(strstr(out.message, "CRL_E_NOMEM") != NULL);
+    ck_assert_int_eq(crl_error_pass(NULL, &local, CRL_E_IO), CRL_E_IO);
+    ck_assert_int_eq(crl_error_pass(NULL, NULL, CRL_E_IO), CRL_E_IO);
+    /* a recorded error: its code and message, whatever the fallback */
+    crl_error_set(&local, CRL_E_CORRUPT, "file %s: offset %d", "x.ckpt", 12);
+    ck_assert_int_eq(crl_error_pass(&out, &local, CRL_E_NOMEM), CRL_E_CORRUPT);
+    ck_assert_int_eq(out.code, CRL_E_CORRUPT);
+    ck_assert_str_eq(out.message, "file x.ckpt: offset 12");
+    ck_assert_int_eq(crl_error_pass(NULL, &local, CRL_E_NOMEM), CRL_E_CORRUPT);
+    ck_assert_int_eq(crl_error_pass(&local, &local, CRL_E_NOMEM), CRL_E_CORRUPT);
+    ck_assert_str_eq(local.message, "file x.ckpt: offset 12");
+    /* fallback CRL_OK with nothing recorded: success, err cleared */
+    crl_error_clear(&local);
+    ck_assert_int_eq(crl_error_pass(&out, &local, CRL_OK), CRL_OK);
+    ck_assert_int_eq(out.code, CRL_OK);
+    ck_assert_str_eq(out.message, "");
+    char big[CRL_ERROR_MESSAGE_MAX + 10];
+    memset(big, 'q', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    crl_error_set(&local, CRL_E_IO, "%s", big);
+    ck_assert_int_eq(crl_error_pass(&out, &local, CRL_E_NOMEM), CRL_E_IO);
+    ck_assert_uint_eq(strlen(out.message), CRL_ERROR_MESSAGE_MAX - 1);
+    ck_assert_str_eq(out.message, local.message);
+}
+END_TEST
+
 static Suite *error_suite(void)
 {
     Suite *s = suite_create("error");
@@ -81,6 +117,7 @@ static Suite *error_suite(void)
     tcase_add_test(tc, prefix_prepends_context);
     tcase_add_test(tc, prefix_keeps_within_bounds);
     tcase_add_test(tc, status_names);
+    tcase_add_test(tc, pass_hands_on);
     suite_add_tcase(s, tc);
     return s;
 }

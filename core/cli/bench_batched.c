@@ -45,21 +45,23 @@ static int bench_open(bench_env *b, crl_host *host, const char *id, int64_t num,
     char *text = g_strdup_printf("[env]\nbackend = classic\nid = %s\nnum_envs = %" G_GINT64_FORMAT "\n"
                                  "auto_reset = next_step\nexecutor = %s\nseed = 7\n", id, num, kind);
     int rc = CRL_OK;
-    if (!(b->cfg = crl_config_new(err)) ||
-        crl_config_load_buffer(b->cfg, "crl bench batched", text, strlen(text), CRL_LAYER_FILE, err) ||
-        !(b->env = crl_env_from_config(host, b->cfg, "env", err)) || !(b->action_key = crl_td_key_new("action", err)))
-        rc = err->code ? err->code : CRL_E_INVALID;
+    crl_error e;
+    crl_error_clear(&e);
+    if (!(b->cfg = crl_config_new(&e)) ||
+        crl_config_load_buffer(b->cfg, "crl bench batched", text, strlen(text), CRL_LAYER_FILE, &e) ||
+        !(b->env = crl_env_from_config(host, b->cfg, "env", &e)) || !(b->action_key = crl_td_key_new("action", &e)))
+        rc = crl_error_pass(err, &e, CRL_E_INVALID);
     g_free(text);
     crl_rng rng;
     crl_rng_init(&rng, 11, 0);
     const crl_spec *leaf = rc ? NULL : crl_spec_composite_get(crl_env_action_spec(b->env), "action");
     for (int i = 0; !rc && i < BANK; i++)
-        if (!(b->bank[i] = crl_spec_rand(leaf, &rng, err)))
-            rc = err->code;
-    if (!rc && !(b->td[0] = crl_env_reset(b->env, NULL, err)))
-        rc = err->code;
-    if (!rc && !(b->td[1] = crl_td_new(crl_env_batch_ndim(b->env), crl_env_batch_shape(b->env), err)))
-        rc = err->code;
+        if (!(b->bank[i] = crl_spec_rand(leaf, &rng, &e)))
+            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
+    if (!rc && !(b->td[0] = crl_env_reset(b->env, NULL, &e)))
+        rc = crl_error_pass(err, &e, CRL_E_RUNTIME);
+    if (!rc && !(b->td[1] = crl_td_new(crl_env_batch_ndim(b->env), crl_env_batch_shape(b->env), &e)))
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
     if (rc)
         bench_close(b);
     return rc;
@@ -106,14 +108,13 @@ static int row(crl_host *host, const char *id, int64_t num, double seconds, crl_
                 g_snprintf(note[k], sizeof note[k], "%s", e.message);
                 continue;
             }
-            *err = e;
-            return e.code;
+            return crl_error_pass(err, &e, CRL_E_INVALID);
         }
         crl_bench_result r = crl__bench_measure(run, &b, seconds, 16);
         if (b.failed) {
-            *err = b.err;
+            int rc = crl_error_pass(err, &b.err, CRL_E_RUNTIME);
             bench_close(&b);
-            return err->code;
+            return rc;
         }
         rate[k] = 1e9 / r.ns_per_op * (double)num;
         bench_close(&b);
@@ -165,23 +166,25 @@ static int async_open(bench_async *b, crl_host *host, const char *id, int64_t nu
                                  "executor = threads\nbatch_size = %" G_GINT64_FORMAT "\nseed = 7\n", id,
                                  (gint64)num, (gint64)B);
     int rc = CRL_OK;
-    if (!(b->cfg = crl_config_new(err)) ||
-        crl_config_load_buffer(b->cfg, "crl bench batched", text, strlen(text), CRL_LAYER_FILE, err) ||
-        !(b->env = crl_env_from_config(host, b->cfg, "env", err)))
-        rc = err->code ? err->code : CRL_E_INVALID;
+    crl_error e;
+    crl_error_clear(&e);
+    if (!(b->cfg = crl_config_new(&e)) ||
+        crl_config_load_buffer(b->cfg, "crl bench batched", text, strlen(text), CRL_LAYER_FILE, &e) ||
+        !(b->env = crl_env_from_config(host, b->cfg, "env", &e)))
+        rc = crl_error_pass(err, &e, CRL_E_INVALID);
     g_free(text);
     crl_rng rng;
     crl_rng_init(&rng, 11, 0);
     const crl_spec *leaf = rc ? NULL : crl_spec_composite_get(crl_env_action_spec(b->env), "action");
     /* B rows of a [num] draw: in the domain of every env. */
     for (int i = 0; !rc && i < BANK; i++) {
-        crl_tensor *all = crl_spec_rand(leaf, &rng, err);
-        if (!all || !(b->bank[i] = crl_tensor_slice(all, 0, 0, B, 1, err)))
-            rc = err->code;
+        crl_tensor *all = crl_spec_rand(leaf, &rng, &e);
+        if (!all || !(b->bank[i] = crl_tensor_slice(all, 0, 0, B, 1, &e)))
+            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
         crl_tensor_unref(all);
     }
-    if (!rc && !(b->send = crl_td_new(1, &B, err)))
-        rc = err->code;
+    if (!rc && !(b->send = crl_td_new(1, &B, &e)))
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
     if (!rc)
         rc = crl_env_async_reset(b->env, err);
     if (rc)
@@ -207,15 +210,16 @@ static void run_async(void *p, uint64_t n)
 static int async_rows(crl_host *host, const char *id, int64_t num, double seconds, crl_error *err)
 {
     bench_env s;
-    if (bench_open(&s, host, id, num, "threads", err))
-        return err->code;
+    int rc = bench_open(&s, host, id, num, "threads", err);
+    if (rc)
+        return rc;
     crl_bench_result rs = crl__bench_measure(run, &s, seconds, 16);
     bool sf = s.failed;
     if (sf)
-        *err = s.err;
+        rc = crl_error_pass(err, &s.err, CRL_E_RUNTIME);
     bench_close(&s);
     if (sf)
-        return err->code;
+        return rc;
     double sync_rate = 1e9 / rs.ns_per_op * (double)num;
     char r[32];
     fmt_rate(r, sizeof r, sync_rate);
@@ -224,15 +228,15 @@ static int async_rows(crl_host *host, const char *id, int64_t num, double second
     for (size_t d = 0; d < G_N_ELEMENTS(divs); d++) {
         int64_t B = num / divs[d];
         bench_async b;
-        if (async_open(&b, host, id, num, B, err))
-            return err->code;
+        if ((rc = async_open(&b, host, id, num, B, err)))
+            return rc;
         crl_bench_result ra = crl__bench_measure(run_async, &b, seconds, 16);
         bool fa = b.failed;
         if (fa)
-            *err = b.err;
+            rc = crl_error_pass(err, &b.err, CRL_E_RUNTIME);
         async_close(&b);
         if (fa)
-            return err->code;
+            return rc;
         double rate = 1e9 / ra.ns_per_op * (double)B;
         fmt_rate(r, sizeof r, rate);
         printf("   async batch_size %" G_GINT64_FORMAT ": %s (%.2fx sync)", (gint64)B, r, rate / sync_rate);

@@ -136,11 +136,13 @@ static int host_open(host_loop *h, crl_host *host, const char *id, bool pixels, 
     char *text = g_strdup_printf("[env]\nbackend = dm_control\nid = %s\nauto_reset = same_step\nseed = 1\n%s", id,
                                  pixels ? "from_pixels = true\npixels_only = true\n" : "");
     int rc = CRL_OK;
-    if (!(h->cfg = crl_config_new(err)) ||
-        crl_config_load_buffer(h->cfg, "crl bench dm_control", text, strlen(text), CRL_LAYER_FILE, err) ||
-        !(h->env = crl_env_from_config(host, h->cfg, "env", err)) || !(h->td[0] = crl_env_reset(h->env, NULL, err)) ||
-        !(h->td[1] = crl_td_new(crl_env_batch_ndim(h->env), crl_env_batch_shape(h->env), err)))
-        rc = err->code ? err->code : CRL_E_INVALID;
+    crl_error e;
+    crl_error_clear(&e);
+    if (!(h->cfg = crl_config_new(&e)) ||
+        crl_config_load_buffer(h->cfg, "crl bench dm_control", text, strlen(text), CRL_LAYER_FILE, &e) ||
+        !(h->env = crl_env_from_config(host, h->cfg, "env", &e)) || !(h->td[0] = crl_env_reset(h->env, NULL, &e)) ||
+        !(h->td[1] = crl_td_new(crl_env_batch_ndim(h->env), crl_env_batch_shape(h->env), &e)))
+        rc = crl_error_pass(err, &e, CRL_E_INVALID);
     g_free(text);
     if (rc)
         return rc;
@@ -184,9 +186,11 @@ static void run_host(void *p, uint64_t n)
 /* The env's physics steps per control step, from the time its state reports. */
 static int sub_steps(host_loop *h, double timestep, int64_t *out, crl_error *err)
 {
-    crl_td *td = crl_env_reset(h->env, NULL, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_td *td = crl_env_reset(h->env, NULL, &e);
     if (!td)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_RUNTIME);
     int rc = crl_env_rand_action(h->env, td, err);
     if (!rc)
         rc = crl_env_step(h->env, td, err);
@@ -199,7 +203,7 @@ static int sub_steps(host_loop *h, double timestep, int64_t *out, crl_error *err
     }
     crl_td_unref(td);
     if (!rc)
-        rc = crl_env_reset(h->env, h->td[0], err) ? CRL_OK : err->code;
+        rc = crl_env_reset(h->env, h->td[0], &e) ? CRL_OK : crl_error_pass(err, &e, CRL_E_RUNTIME);
     if (!rc)
         crl_td_unref(h->td[0]); /* reset returned a new reference to it */
     return rc;

@@ -42,8 +42,10 @@ static int bank_fill(action_bank *b, const crl_spec *leaf, int64_t k, uint64_t s
     crl_rng rng;
     crl_rng_init(&rng, seed, 0);
     for (int64_t i = 0; i < k; i++) {
-        crl_tensor *t = crl_tensor_wrap(b->data + (size_t)i * b->step_bytes, dt, ndim, shape, NULL, NULL, NULL, err);
-        int rc = t ? crl_spec_rand_into(leaf, &rng, t, err) : err->code;
+        crl_error e;
+        crl_error_clear(&e);
+        crl_tensor *t = crl_tensor_wrap(b->data + (size_t)i * b->step_bytes, dt, ndim, shape, NULL, NULL, NULL, &e);
+        int rc = t ? crl_spec_rand_into(leaf, &rng, t, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
         crl_tensor_unref(t);
         if (rc) {
             bank_free(b);
@@ -89,8 +91,10 @@ static int alloc_leaves(crl_td *buffers, const crl_spec *comp, const char *prefi
         if (crl_spec_get_kind(c) == CRL_SPEC_COMPOSITE) {
             rc = alloc_leaves(buffers, c, key, err);
         } else {
-            crl_tensor *t = crl_spec_zero(c, err);
-            rc = t ? crl_td_set(buffers, key, t, err) : err->code;
+            crl_error e;
+            crl_error_clear(&e);
+            crl_tensor *t = crl_spec_zero(c, &e);
+            rc = t ? crl_td_set(buffers, key, t, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
             crl_tensor_unref(t);
         }
         g_free(key);
@@ -131,35 +135,39 @@ static int bare_open(bare_env *b, const crl_host *host, const crl_config *cfg, c
     memset(b, 0, sizeof *b);
     memset(specs, 0, sizeof *specs);
     specs->struct_size = sizeof *specs;
-    const crl_component *c = crl_host_lookup(host, CRL_KIND_ENV, "classic", err);
+    crl_error e;
+    crl_error_clear(&e);
+    const crl_component *c = crl_host_lookup(host, CRL_KIND_ENV, "classic", &e);
     if (!c)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
     if (!(b->ops = crl__cli_env_ops(c)))
         return crl_error_set(err, CRL_E_ABI, "env/classic is not a usable env backend (its ops are too small)");
     b->num = num;
     const crl_option *tables[1] = { c->options };
-    crl_opts *opts = crl_config_opts(cfg, "classic-bare", tables, 1, err);
+    crl_opts *opts = crl_config_opts(cfg, "classic-bare", tables, 1, &e);
     if (!opts)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_CONFIG);
     int rc = b->ops->make(id, num, opts, specs, &b->env, err);
     crl_opts_free(opts);
     if (rc)
         goto fail;
     b->max_steps = specs->max_episode_steps;
-    if (!(b->buffers = crl_td_new(1, &num, err)))
+    if (!(b->buffers = crl_td_new(1, &num, &e))) {
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
         goto fail;
+    }
     const crl_spec *parts[] = { specs->observation, specs->action, specs->reward, specs->done, specs->state,
                                 specs->info };
     for (size_t i = 0; i < G_N_ELEMENTS(parts); i++)
-        if (alloc_leaves(b->buffers, parts[i], "", err))
+        if ((rc = alloc_leaves(b->buffers, parts[i], "", err)))
             goto fail;
-    if (b->ops->bind(b->env, b->buffers, err))
+    if ((rc = b->ops->bind(b->env, b->buffers, err)))
         goto fail;
     crl_tensor *act = crl_td_get(b->buffers, "action"), *obs = crl_td_get(b->buffers, "observation");
     crl_tensor *term = crl_td_get(b->buffers, "terminated"), *trunc = crl_td_get(b->buffers, "truncated");
     if (!act || !obs || !term || !trunc) {
-        crl_error_set(err, CRL_E_INVALID, "classic/%s declares no action, observation, terminated or truncated",
-                      id);
+        rc = crl_error_set(err, CRL_E_INVALID, "classic/%s declares no action, observation, terminated or truncated",
+                           id);
         goto fail;
     }
     b->action = crl_tensor_data(act);
@@ -181,7 +189,7 @@ static int bare_open(bare_env *b, const crl_host *host, const crl_config *cfg, c
     return CRL_OK;
 fail:
     bare_close(b, specs);
-    return err->code ? err->code : CRL_E_INVALID;
+    return rc;
 }
 
 /* One step with the bank's next actions; ended envs (terminated, or at the
@@ -191,8 +199,9 @@ static int bare_step(bare_env *b, crl_error *err)
     const action_bank *bank = b->bank;
     memcpy(b->action, bank->data + (size_t)(b->next % bank->k) * bank->step_bytes, bank->step_bytes);
     b->next++;
-    if (b->ops->step(b->env, err))
-        return err->code;
+    int rc = b->ops->step(b->env, err);
+    if (rc)
+        return rc;
     bool any = false;
     for (int64_t i = 0; i < b->num; i++) {
         bool ended = b->terminated[i] || b->truncated[i] || (b->max_steps > 0 && ++b->elapsed[i] >= b->max_steps);
@@ -252,10 +261,12 @@ static int host_open(host_env *h, crl_host *host, const char *id, int64_t num, c
                                        "\nauto_reset = same_step\n", id, (gint64)num)
                      : g_strdup_printf("[env]\nbackend = classic\nid = %s\nauto_reset = same_step\n", id);
     int rc = CRL_OK;
-    if (!(h->cfg = crl_config_new(err)) ||
-        crl_config_load_buffer(h->cfg, "crl bench envs", text, strlen(text), CRL_LAYER_FILE, err) ||
-        !(h->env = crl_env_from_config(host, h->cfg, "env", err)) || !(h->action_key = crl_td_key_new("action", err)))
-        rc = err->code ? err->code : CRL_E_INVALID;
+    crl_error e;
+    crl_error_clear(&e);
+    if (!(h->cfg = crl_config_new(&e)) ||
+        crl_config_load_buffer(h->cfg, "crl bench envs", text, strlen(text), CRL_LAYER_FILE, &e) ||
+        !(h->env = crl_env_from_config(host, h->cfg, "env", &e)) || !(h->action_key = crl_td_key_new("action", &e)))
+        rc = crl_error_pass(err, &e, CRL_E_INVALID);
     g_free(text);
     if (rc)
         host_close(h);
@@ -277,10 +288,12 @@ static int host_bind_bank(host_env *h, const action_bank *bank, crl_error *err)
                              crl_env_id(h->env), (size_t)numel * crl_dtype_size(dt), bank->step_bytes);
     h->k = bank->k;
     h->actions = g_new0(crl_tensor *, (gsize)bank->k);
+    crl_error e;
+    crl_error_clear(&e);
     for (int64_t i = 0; i < bank->k; i++)
         if (!(h->actions[i] = crl_tensor_wrap(bank->data + (size_t)i * bank->step_bytes, dt, crl_spec_ndim(leaf),
-                                              crl_spec_shape(leaf), NULL, NULL, NULL, err)))
-            return err->code;
+                                              crl_spec_shape(leaf), NULL, NULL, NULL, &e)))
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
     return CRL_OK;
 }
 
@@ -290,10 +303,12 @@ static int host_reset(host_env *h, crl_error *err)
     crl_td_unref(h->td[1]);
     h->td[1] = NULL;
     h->cur = 0;
-    if (!(h->td[0] = crl_env_reset(h->env, NULL, err)))
-        return err->code;
-    if (!(h->td[1] = crl_td_new(crl_env_batch_ndim(h->env), crl_env_batch_shape(h->env), err)))
-        return err->code;
+    crl_error e;
+    crl_error_clear(&e);
+    if (!(h->td[0] = crl_env_reset(h->env, NULL, &e)))
+        return crl_error_pass(err, &e, CRL_E_RUNTIME);
+    if (!(h->td[1] = crl_td_new(crl_env_batch_ndim(h->env), crl_env_batch_shape(h->env), &e)))
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     return CRL_OK;
 }
 
@@ -367,9 +382,11 @@ static int replay_policy(void *user, crl_env *env, crl_td *td, crl_error *err)
         memcpy(crl_tensor_data(dst), src, r->bank->step_bytes);
         return CRL_OK;
     }
-    crl_tensor *t = crl_spec_zero(leaf, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *t = crl_spec_zero(leaf, &e);
     if (!t)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     memcpy(crl_tensor_data(t), src, r->bank->step_bytes);
     int rc = crl_td_set_k(td, r->key, t, err);
     crl_tensor_unref(t);
@@ -451,14 +468,16 @@ static int bit_exact(crl_host *host, const crl_config *cfg, const char *id, bool
     }
     crl_env_set_seed(h.env, EXACT_SEED);
     replay r = { &bank, NULL, 0 };
-    if (!(r.key = crl_td_key_new("action", err))) {
-        rc = err->code;
+    crl_error e;
+    crl_error_clear(&e);
+    if (!(r.key = crl_td_key_new("action", &e))) {
+        rc = crl_error_pass(err, &e, CRL_E_INVALID);
         goto out;
     }
-    out = crl_env_rollout(h.env, EXACT_STEPS, replay_policy, &r, false, true, NULL, err);
+    out = crl_env_rollout(h.env, EXACT_STEPS, replay_policy, &r, false, true, NULL, &e);
     crl_td_key_free(r.key);
     if (!out) {
-        rc = err->code;
+        rc = crl_error_pass(err, &e, CRL_E_RUNTIME);
         goto out;
     }
     *exact = same_bits(crl_td_get(out, "next.observation"), obs, BATCH, EXACT_STEPS, obs_env, "next.observation",
@@ -509,8 +528,7 @@ static int compare(crl_host *host, const crl_config *cfg, const char *id, int64_
         goto out;
     crl_bench_result rb = crl__bench_measure(run_bare, &b, seconds, 100);
     if (b.failed) {
-        *err = b.err;
-        rc = err->code;
+        rc = crl_error_pass(err, &b.err, CRL_E_RUNTIME);
         goto out;
     }
     crl_bench_result rh = crl__bench_measure(run_host, &h, seconds, 100);
@@ -520,8 +538,7 @@ static int compare(crl_host *host, const crl_config *cfg, const char *id, int64_
     if (!h.failed)
         rs = crl__bench_measure(run_host_step_only, &h, seconds, 100);
     if (h.failed) {
-        *err = h.err;
-        rc = err->code;
+        rc = crl_error_pass(err, &h.err, CRL_E_RUNTIME);
         goto out;
     }
     printf("%s, %s:\n", id, num ? "1024 envs in one process" : "one env");

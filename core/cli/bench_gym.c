@@ -212,34 +212,34 @@ static int loop_open(gym_loop *g, crl_host *host, const char *entry_point, crl_e
     memset(g, 0, sizeof *g);
     char *ini = g_strdup_printf("[env]\nbackend = gym\nid = %s\nentry_point = %s\nauto_reset = same_step\n",
                                 strchr(entry_point, ':') + 1, entry_point);
-    int rc = (g->cfg = crl_config_new(err)) ? crl_config_load_buffer(g->cfg, "crl bench gym", ini, strlen(ini),
-                                                                      CRL_LAYER_FILE, err)
-                                            : err->code;
+    crl_error e;
+    crl_error_clear(&e);
+    int rc = (g->cfg = crl_config_new(&e)) ? crl_config_load_buffer(g->cfg, "crl bench gym", ini, strlen(ini),
+                                                                     CRL_LAYER_FILE, &e)
+                                           : CRL_E_NOMEM;
     g_free(ini);
-    if (rc || !(g->env = crl_env_from_config(host, g->cfg, "env", err)) ||
-        !(g->action_key = crl_td_key_new("action", err)))
-        return err->code ? err->code : CRL_E_INVALID;
+    if (rc || !(g->env = crl_env_from_config(host, g->cfg, "env", &e)) ||
+        !(g->action_key = crl_td_key_new("action", &e)))
+        return crl_error_pass(err, &e, CRL_E_INVALID);
     crl_rng rng;
     crl_rng_init(&rng, 1, 0);
     for (int i = 0; i < ACTIONS; i++) {
-        if (!(g->actions[i] = crl_tensor_new(CRL_I64, 0, NULL, err)))
-            return err->code;
+        if (!(g->actions[i] = crl_tensor_new(CRL_I64, 0, NULL, &e)))
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
         *(int64_t *)crl_tensor_data(g->actions[i]) = (int64_t)crl_rng_below(&rng, 2);
     }
     crl_env_set_seed(g->env, 0);
-    if (!(g->td[0] = crl_env_reset(g->env, NULL, err)) ||
-        !(g->td[1] = crl_td_new(crl_env_batch_ndim(g->env), crl_env_batch_shape(g->env), err)))
-        return err->code;
+    if (!(g->td[0] = crl_env_reset(g->env, NULL, &e)) ||
+        !(g->td[1] = crl_td_new(crl_env_batch_ndim(g->env), crl_env_batch_shape(g->env), &e)))
+        return crl_error_pass(err, &e, CRL_E_RUNTIME);
     return CRL_OK;
 }
 
 static int crl_figure(gym_loop *g, double seconds, double *ns, crl_error *err)
 {
     crl_bench_result r = crl__bench_measure(run_crl, g, seconds, 100);
-    if (g->failed) {
-        *err = g->err;
-        return err->code;
-    }
+    if (g->failed)
+        return crl_error_pass(err, &g->err, CRL_E_RUNTIME);
     *ns = r.ns_per_op;
     return CRL_OK;
 }

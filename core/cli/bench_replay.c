@@ -202,28 +202,29 @@ static void run_uniform_sample(void *p, uint64_t n)
  * storage; figures printed next to memcpy of the same bytes. */
 static int bench_buffer(double seconds, crl_error *err)
 {
-    crl_config *cfg = crl_config_new(err);
-    crl_host *host = cfg ? crl_host_new(cfg, err) : NULL;
+    crl_error e;
+    crl_error_clear(&e);
+    crl_config *cfg = crl_config_new(&e);
+    crl_host *host = cfg ? crl_host_new(cfg, &e) : NULL;
     buffer_state *b = g_new0(buffer_state, 1);
     int rc = CRL_OK;
     if (!host) {
-        rc = err->code;
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
         goto out;
     }
-    if (!crl_host_find(host, CRL_KIND_STORAGE, "tensor") && crl_host_load_name(host, "replay", err)) {
+    if (!crl_host_find(host, CRL_KIND_STORAGE, "tensor") && crl_host_load_name(host, "replay", &e)) {
         printf("  (extend and uniform sample skipped: the tensor storage of plugins/replay is not loadable: %s)\n",
-               err->message);
-        crl_error_clear(err);
+               e.message);
         goto out;
     }
     static const char *const kv[] = { "storage=tensor", "capacity=1000000", "sampler=random", NULL };
-    if (!(b->rb = crl_replay_new(host, kv, err))) {
-        rc = err->code;
+    if (!(b->rb = crl_replay_new(host, kv, &e))) {
+        rc = crl_error_pass(err, &e, CRL_E_CONFIG);
         goto out;
     }
     crl_rng_init(&b->rng, 1, 1);
-    if (!(b->batch = make_transitions(EXTEND_BATCH, &b->rng, err))) {
-        rc = err->code;
+    if (!(b->batch = make_transitions(EXTEND_BATCH, &b->rng, &e))) {
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
         goto out;
     }
     b->bytes = td_bytes(b->batch);
@@ -234,17 +235,14 @@ static int bench_buffer(double seconds, crl_error *err)
     memset(b->dst, 0, b->dst_size);   /* both sides write to touched memory */
     /* fill the buffer once: sampling then sees 1M transitions */
     for (int64_t i = 0; i < ITEMS / EXTEND_BATCH + 1; i++)
-        if (crl_replay_extend(b->rb, b->batch, NULL, err)) {
-            rc = err->code;
+        if ((rc = crl_replay_extend(b->rb, b->batch, NULL, err)))
             goto out;
-        }
     crl_bench_result ex = crl__bench_measure(run_extend, b, seconds, 4);
     crl_bench_result mc = crl__bench_measure(run_memcpy, b, seconds, 4);
     crl_bench_result ui = crl__bench_measure(run_uniform_index, b, seconds, 16);
     crl_bench_result us = crl__bench_measure(run_uniform_sample, b, seconds, 16);
     if (b->failed) {
-        *err = b->err;
-        rc = err->code;
+        rc = crl_error_pass(err, &b->err, CRL_E_RUNTIME);
         goto out;
     }
     double gb_ex = (double)b->bytes / ex.ns_per_op, gb_mc = (double)b->bytes / mc.ns_per_op;

@@ -78,30 +78,32 @@ static int run_one(size_t j, int seed, reach *r, double *secs, crl_error *err)
     char *text = g_strdup_printf("%s[train]\nseed = %d\nstop_return = %g\n", jobs[j].ini, seed, jobs[j].target);
     /* [train] appears twice: the config merges repeated sections */
     char *env = g_strdup_printf("env.seed=%d", seed);
-    crl_config *cfg = crl_config_new(err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_config *cfg = crl_config_new(&e);
     crl_host *host = NULL;
     crl_schema *schema = NULL;
     crl_trainer *t = NULL;
-    int rc = cfg ? CRL_OK : err->code;
+    int rc = cfg ? CRL_OK : crl_error_pass(err, &e, CRL_E_NOMEM);
     if (!rc)
         rc = crl_config_load_defaults(cfg, err);
     if (!rc)
         rc = crl_config_load_buffer(cfg, jobs[j].name, text, strlen(text), CRL_LAYER_FILE, err);
-    if (!rc && !(host = crl_host_new(cfg, err)))
-        rc = err->code;
+    if (!rc && !(host = crl_host_new(cfg, &e)))
+        rc = crl_error_pass(err, &e, CRL_E_PLUGIN);
     if (!rc)
         rc = crl__cli_load_builtins(host, err);
     if (!rc)
         rc = crl_host_load_configured(host, err);
-    if (!rc && !(schema = crl__cli_schema_new(host, err)))
-        rc = err->code;
+    if (!rc && !(schema = crl__cli_schema_new(host, &e)))
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
     if (!rc)
         rc = crl_config_override(cfg, schema, env, err);
     if (!rc)
         rc = crl_config_validate(cfg, schema, err);
     gint64 t0 = g_get_monotonic_time();
-    if (!rc && !(t = crl_trainer_from_config(host, cfg, err)))
-        rc = err->code;
+    if (!rc && !(t = crl_trainer_from_config(host, cfg, &e)))
+        rc = crl_error_pass(err, &e, CRL_E_CONFIG);
     if (!rc)
         rc = crl_trainer_run(t, watch, r, err);
     *secs = (double)(g_get_monotonic_time() - t0) / 1e6;

@@ -34,11 +34,14 @@ static const struct {
 
 int crl__bench_classic_host(crl_config **cfg, crl_host **host, crl_error *err)
 {
-    if (!(*cfg = crl_config_new(err)) || !(*host = crl_host_new(*cfg, err)) || crl__cli_load_builtins(*host, err))
-        return err->code ? err->code : CRL_E_NOMEM;
-    if (!crl_host_find(*host, CRL_KIND_ENV, "classic") && crl_host_load_name(*host, "classic", err)) {
+    crl_error e;
+    crl_error_clear(&e);
+    int rc;
+    if (!(*cfg = crl_config_new(&e)) || !(*host = crl_host_new(*cfg, &e)) || (rc = crl__cli_load_builtins(*host, &e)))
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
+    if (!crl_host_find(*host, CRL_KIND_ENV, "classic") && (rc = crl_host_load_name(*host, "classic", err))) {
         crl_error_prefix(err, "the classic env backend is neither built in nor on the plugin path: ");
-        return err->code;
+        return rc;
     }
     return CRL_OK;
 }

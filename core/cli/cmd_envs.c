@@ -119,24 +119,27 @@ int crl__cmd_envs(int argc, char **argv)
 int crl__cli_env_setup(crl_cli_ctx *ctx, int nargs, char **args, crl_env **env, crl_error *err)
 {
     *env = NULL;
-    if (crl__cli_setup(ctx, nargs, args, CRL_CLI_LOAD_PLUGINS | CRL_CLI_VALIDATE, err))
-        return err->code;
+    int rc = crl__cli_setup(ctx, nargs, args, CRL_CLI_LOAD_PLUGINS | CRL_CLI_VALIDATE, err);
+    if (rc)
+        return rc;
     if (!crl_config_has_section(ctx->cfg, "env")) {
-        crl_error_set(err, CRL_E_USAGE,
-                      "no [env] section: give an experiment file with one (e.g. "
-                      "conf/examples/cartpole-random.ini) or overrides such as env.backend=classic "
-                      "env.id=CartPole-v1 ('crl envs' lists the ids)");
+        rc = crl_error_set(err, CRL_E_USAGE,
+                           "no [env] section: give an experiment file with one (e.g. "
+                           "conf/examples/cartpole-random.ini) or overrides such as env.backend=classic "
+                           "env.id=CartPole-v1 ('crl envs' lists the ids)");
         crl__cli_teardown(ctx);
-        return err->code;
+        return rc;
     }
     /* The whole experiment first, as crl config check and crl run check it. */
-    if (crl_experiment_check(ctx->host, ctx->cfg, NULL, 0, err)) {
+    if ((rc = crl_experiment_check(ctx->host, ctx->cfg, NULL, 0, err))) {
         crl__cli_teardown(ctx);
-        return err->code;
+        return rc;
     }
-    if (!(*env = crl_env_from_config(ctx->host, ctx->cfg, "env", err))) {
+    crl_error e;
+    crl_error_clear(&e);
+    if (!(*env = crl_env_from_config(ctx->host, ctx->cfg, "env", &e))) {
         crl__cli_teardown(ctx);
-        return err->code ? err->code : CRL_E_INVALID;
+        return crl_error_pass(err, &e, CRL_E_INVALID);
     }
     return CRL_OK;
 }

@@ -101,9 +101,11 @@ static int parse_action_line(const action_file *af, int lineno, char *line, cons
     }
     const double *v = (const double *)(void *)vals->data;
     int64_t m = (int64_t)vals->len;
-    crl_tensor *t = crl_tensor_new(dt, ndim, shape, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *t = crl_tensor_new(dt, ndim, shape, &e);
     if (!t) {
-        rc = err->code;
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
         goto out;
     }
     if (onehot_index && m == 1 && per_env > 1) {
@@ -135,10 +137,10 @@ static int parse_action_line(const action_file *af, int lineno, char *line, cons
         crl_tensor_unref(t);
         goto out;
     }
-    if (check_domain && crl_spec_check(leaf, t, af->key, err)) {
-        crl_error_prefix(err, "%s:%d: ", af->path, lineno);
-        err->code = CRL_E_USAGE;
-        rc = CRL_E_USAGE;
+    if (check_domain && crl_spec_check(leaf, t, af->key, &e)) {
+        crl_error_prefix(&e, "%s:%d: ", af->path, lineno);
+        e.code = CRL_E_USAGE;
+        rc = crl_error_pass(err, &e, CRL_E_USAGE);
         crl_tensor_unref(t);
         goto out;
     }
@@ -163,8 +165,9 @@ static int action_file_load(action_file *af, const char *path, crl_env *env, con
                              "can only drive an env with one", path, crl_env_backend_name(env), crl_env_id(env),
                              count);
     bool project = false;
-    if (crl_config_get_bool(cfg, "env", "project_actions", false, &project, err))
-        return err->code;
+    int brc = crl_config_get_bool(cfg, "env", "project_actions", false, &project, err);
+    if (brc)
+        return brc;
     char *text = NULL;
     gsize len = 0;
     GError *gerr = NULL;
@@ -207,17 +210,18 @@ static int action_file_load(action_file *af, const char *path, crl_env *env, con
 
 static int save_frame(rollout_state *st, crl_error *err)
 {
-    if (crl_env_render(st->env, 0, st->frame, err)) {
-        if (err->code == CRL_E_UNSUPPORTED)
+    int rc = crl_env_render(st->env, 0, st->frame, err);
+    if (rc) {
+        if (rc == CRL_E_UNSUPPORTED)
             crl_error_prefix(err, "--save-frames: env %s/%s cannot render: ", crl_env_backend_name(st->env),
                              crl_env_id(st->env));
-        return err->code;
+        return rc;
     }
     char name[32];
     g_snprintf(name, sizeof name, "frame_%05" G_GINT64_FORMAT ".png", (gint64)st->frames_written);
     char *path = g_build_filename(st->frames_dir, name, NULL);
     const int64_t *shape = crl_tensor_shape(st->frame);
-    int rc = crl__png_write_rgb(path, crl_tensor_data(st->frame), (int)shape[1], (int)shape[0], err);
+    rc = crl__png_write_rgb(path, crl_tensor_data(st->frame), (int)shape[1], (int)shape[0], err);
     g_free(path);
     if (!rc)
         st->frames_written++;
@@ -227,8 +231,9 @@ static int save_frame(rollout_state *st, crl_error *err)
 static int policy(void *user, crl_env *env, crl_td *td, crl_error *err)
 {
     rollout_state *st = user;
-    if (st->frames_dir && save_frame(st, err))
-        return err->code;
+    int rc = st->frames_dir ? save_frame(st, err) : CRL_OK;
+    if (rc)
+        return rc;
     if (!st->actions)
         return crl_env_rand_action(env, td, err);
     action_file *af = st->actions;
@@ -237,9 +242,9 @@ static int policy(void *user, crl_env *env, crl_td *td, crl_error *err)
                              af->path, st->next_action + 1, af->n);
     crl_tensor *src = af->steps[st->next_action];
     crl_tensor *dst = crl_td_get(td, af->key);
-    int rc = (dst && crl_tensor_dtype(dst) == crl_tensor_dtype(src) && crl_tensor_same_shape(dst, src))
-                 ? crl_tensor_copy(dst, src, err)
-                 : crl_td_set(td, af->key, src, err);
+    rc = (dst && crl_tensor_dtype(dst) == crl_tensor_dtype(src) && crl_tensor_same_shape(dst, src))
+            ? crl_tensor_copy(dst, src, err)
+            : crl_td_set(td, af->key, src, err);
     if (rc)
         crl_error_prefix(err, "%s:%d: ", af->path, af->lines[st->next_action]);
     st->next_action++;
@@ -280,11 +285,13 @@ static int print_summary(const crl_env *env, const crl_td *td, crl_error *err)
     int bnd = crl_td_batch_ndim(td);
     const int64_t *bs = crl_td_batch_shape(td);
     int64_t T = bnd ? bs[bnd - 1] : 0, E = prod(bnd - 1, bs);
-    crl_tensor *r = crl_tensor_cast(reward, CRL_F64, err);
-    crl_tensor *d = r ? crl_tensor_cast(done, CRL_BOOL, err) : NULL;
+    crl_error ce;
+    crl_error_clear(&ce);
+    crl_tensor *r = crl_tensor_cast(reward, CRL_F64, &ce);
+    crl_tensor *d = r ? crl_tensor_cast(done, CRL_BOOL, &ce) : NULL;
     if (!d) {
         crl_tensor_unref(r);
-        return err->code;
+        return crl_error_pass(err, &ce, CRL_E_NOMEM);
     }
     const double *rv = crl_tensor_data(r);
     const uint8_t *dv = crl_tensor_data(d);

@@ -158,8 +158,9 @@ static int progress(void *user, crl_trainer *t, const crl_train_stats *s, crl_er
     if (!s->done && r->ckpt_interval > 0 && s->frames >= r->next_ckpt) {
         while (r->next_ckpt <= s->frames)
             r->next_ckpt += r->ckpt_interval;
-        if (checkpoint(r, t, err))
-            return err->code;
+        int rc = checkpoint(r, t, err);
+        if (rc)
+            return rc;
     }
     return CRL_OK;
 }

@@ -34,35 +34,45 @@ int crl__cli_setup(crl_cli_ctx *ctx, int nargs, char **args, unsigned flags, crl
     ctx->files = (char **)g_ptr_array_free(files, FALSE);
     ctx->overrides = (char **)g_ptr_array_free(ovr, FALSE);
 
+    int rc = CRL_OK;
+    crl_error e;
+    crl_error_clear(&e);
     if ((flags & CRL_CLI_REQUIRE_FILE) && !ctx->files[0]) {
-        crl_error_set(err, CRL_E_USAGE, "no experiment file given (e.g. conf/examples/plugins-check.ini)");
+        rc = crl_error_set(err, CRL_E_USAGE, "no experiment file given (e.g. conf/examples/plugins-check.ini)");
         goto fail;
     }
-    if (!(ctx->cfg = crl_config_new(err)))
+    if (!(ctx->cfg = crl_config_new(&e))) {
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
         goto fail;
-    if (crl_config_load_defaults(ctx->cfg, err))
+    }
+    if ((rc = crl_config_load_defaults(ctx->cfg, err)))
         goto fail;
     for (char **f = ctx->files; *f; f++) {
-        if (crl_config_load_file(ctx->cfg, *f, CRL_LAYER_FILE, err)) {
+        if ((rc = crl_config_load_file(ctx->cfg, *f, CRL_LAYER_FILE, &e))) {
             /* A file named on the command line that cannot be read is a
              * usage error (exit 2), not a runtime failure. */
-            if (err && err->code == CRL_E_IO)
-                err->code = CRL_E_USAGE;
+            if (e.code == CRL_E_IO)
+                e.code = CRL_E_USAGE;
+            rc = crl_error_pass(err, &e, rc);
             goto fail;
         }
     }
-    if (!(ctx->host = crl_host_new(ctx->cfg, err)))
+    if (!(ctx->host = crl_host_new(ctx->cfg, &e))) {
+        rc = crl_error_pass(err, &e, CRL_E_PLUGIN);
         goto fail;
+    }
     /* Before loading, the schema declares [plugin.*], which is what an
      * override like plugin.gym.python_path=... needs to resolve. */
-    if (!(ctx->schema = crl__cli_schema_new(ctx->host, err)))
+    if (!(ctx->schema = crl__cli_schema_new(ctx->host, &e))) {
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
         goto fail;
+    }
     for (char **o = ctx->overrides; *o; o++)
-        if (crl_config_override(ctx->cfg, ctx->schema, *o, err))
+        if ((rc = crl_config_override(ctx->cfg, ctx->schema, *o, err)))
             goto fail;
     if (flags & CRL_CLI_LOAD_PLUGINS) {
         crl_host_set_rescan(ctx->host, (flags & CRL_CLI_RESCAN) != 0);
-        int rc = crl__cli_load_builtins(ctx->host, err);
+        rc = crl__cli_load_builtins(ctx->host, err);
         if (rc == CRL_OK)
             rc = crl_host_load_configured(ctx->host, err);
         /* A mistake in a plugin's own section is the user's config error, never tolerated. */
@@ -70,17 +80,20 @@ int crl__cli_setup(crl_cli_ctx *ctx, int nargs, char **args, unsigned flags, crl
             goto fail;
         if (rc)
             crl_error_clear(err);
+        rc = CRL_OK;
         /* Now [plugin.NAME] for each plugin made known, and no other. */
         crl_schema_free(ctx->schema);
-        if (!(ctx->schema = crl__cli_schema_new(ctx->host, err)))
+        if (!(ctx->schema = crl__cli_schema_new(ctx->host, &e))) {
+            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
             goto fail;
+        }
     }
-    if ((flags & CRL_CLI_VALIDATE) && crl_config_validate(ctx->cfg, ctx->schema, err))
+    if ((flags & CRL_CLI_VALIDATE) && (rc = crl_config_validate(ctx->cfg, ctx->schema, err)))
         goto fail;
     return CRL_OK;
 fail:
     crl__cli_teardown(ctx);
-    return err ? err->code : CRL_E_INVALID;
+    return rc;
 }
 
 void crl__cli_teardown(crl_cli_ctx *ctx)

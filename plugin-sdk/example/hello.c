@@ -16,9 +16,11 @@ static int hello_init(crl_host *host, const crl_opts *section, crl_error *err)
 {
     const char *greeting;
     int64_t repeat;
-    if (crl_opts_string(section, "greeting", &greeting, err) ||
-        crl_opts_int(section, "repeat", &repeat, err))
-        return err->code;
+    int rc;
+    /* err may be NULL: carry the status in rc, never read it back from err */
+    if ((rc = crl_opts_string(section, "greeting", &greeting, err)) ||
+        (rc = crl_opts_int(section, "repeat", &repeat, err)))
+        return rc;
     for (int64_t i = 0; i < repeat; i++)
         crl_host_log(host, CRL_LOG_INFO, "%s", greeting);
     return CRL_OK;

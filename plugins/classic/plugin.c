@@ -254,18 +254,21 @@ static int params_from_opts(const classic_def *d, const crl_opts *opts, double *
         if (rc != CRL_OK)
             return rc;
     }
-    int rc = classic_params_check(d, params, err);
-    if (rc != CRL_OK && err) {
+    crl_error e;
+    crl_error_clear(&e);
+    int rc = classic_params_check(d, params, &e);
+    if (rc != CRL_OK) {
         /* Point at the line that set the offending value: a bad value in the
          * config is a config error (exit 2), whatever the range check said. */
         for (const crl_option *o = classic_options; o->type != CRL_OPT_END; o++) {
-            if (crl_opts_is_set(opts, o->name) && mentions(err->message, o->name)) {
-                crl_error_prefix(err, "%s: [%s] %s: ", crl_opts_origin(opts, o->name), section,
+            if (crl_opts_is_set(opts, o->name) && mentions(e.message, o->name)) {
+                crl_error_prefix(&e, "%s: [%s] %s: ", crl_opts_origin(opts, o->name), section,
                                  o->name);
-                err->code = rc = CRL_E_CONFIG;
+                e.code = rc = CRL_E_CONFIG;
                 break;
             }
         }
+        rc = crl_error_pass(err, &e, rc);
     }
     return rc;
 }
@@ -347,21 +350,23 @@ static int classic_make(const char *id, int64_t num, const crl_opts *opts, crl_e
     bool box = d->action_kind == CLASSIC_ACTION_BOX;
     d->bounds(d, params, obs_low, obs_high, box ? act_low : NULL, box ? act_high : NULL);
 
+    crl_error le;   /* the specs' calls take NULL from the one before and pass its failure on */
+    crl_error_clear(&le);
     crl_spec *observation = NULL, *action = NULL, *reward = NULL, *done = NULL, *state = NULL;
     int64_t col[2] = {num, 1}, st[2] = {num, d->state_dim};
-    observation = crl_spec_composite_of(num, "observation", bounded_rows(num, d->obs_dim, obs_low, obs_high, err),
-                               err);
+    observation = crl_spec_composite_of(num, "observation", bounded_rows(num, d->obs_dim, obs_low, obs_high, &le),
+                               &le);
     if (observation)
         action = crl_spec_composite_of(num, "action",
-                              box ? bounded_rows(num, d->action_dim, act_low, act_high, err)
-                                  : crl_spec_categorical(d->action_n, CRL_I64, 1, &num, err),
-                              err);
+                              box ? bounded_rows(num, d->action_dim, act_low, act_high, &le)
+                                  : crl_spec_categorical(d->action_n, CRL_I64, 1, &num, &le),
+                              &le);
     if (action)
-        reward = crl_spec_composite_of(num, "reward", crl_spec_unbounded(CRL_F32, 2, col, err), err);
+        reward = crl_spec_composite_of(num, "reward", crl_spec_unbounded(CRL_F32, 2, col, &le), &le);
     if (reward)
-        done = crl_env_backend_done_spec(num, err);
+        done = crl_env_backend_done_spec(num, &le);
     if (done)
-        state = crl_spec_composite_of(num, "state", crl_spec_unbounded(CRL_F64, 2, st, err), err);
+        state = crl_spec_composite_of(num, "state", crl_spec_unbounded(CRL_F64, 2, st, &le), &le);
 
     classic_env *e = state ? calloc(1, sizeof *e) : NULL;
     if (e) {
@@ -381,15 +386,15 @@ static int classic_make(const char *id, int64_t num, const crl_opts *opts, crl_e
         }
     }
     if (!e) {
-        if (state)
-            crl_error_set(err, CRL_E_NOMEM, "classic: %s: out of memory for %lld envs", d->id,
-                          (long long)num);
+        rc = state ? crl_error_set(err, CRL_E_NOMEM, "classic: %s: out of memory for %lld envs", d->id,
+                                   (long long)num)
+                   : crl_error_pass(err, &le, CRL_E_NOMEM);
         crl_spec_unref(observation);
         crl_spec_unref(action);
         crl_spec_unref(reward);
         crl_spec_unref(done);
         crl_spec_unref(state);
-        return err ? err->code : CRL_E_NOMEM;
+        return rc;
     }
     /* An env never seeded still gets streams of its own (seed 0; step
      * streams from the top half of the stream ids). */

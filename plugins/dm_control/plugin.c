@@ -213,9 +213,11 @@ static int dmc_make(const char *id, int64_t num, const crl_opts *opts, crl_env_s
                              "dm_control: the host's crl_env_specs (%u bytes) has no room for the "
                              "required specs; upgrade libcrl",
                              specs->struct_size);
-    const dmc_task *t = task_from(id, opts, err);
+    crl_error te;
+    crl_error_clear(&te);
+    const dmc_task *t = task_from(id, opts, &te);
     if (!t)
-        return err ? err->code : CRL_E_NOT_FOUND;
+        return crl_error_pass(err, &te, CRL_E_NOT_FOUND);
     if (num < 1)
         return crl_error_set(err, CRL_E_INVALID,
                              "dm_control: %s: cannot make %lld envs; num_envs must be at least 1",
@@ -265,20 +267,24 @@ static int dmc_make(const char *id, int64_t num, const crl_opts *opts, crl_env_s
                              (long long)num);
     }
     if (pixels) {
-        e->renderer = dmc_renderer_new(e->dm.m, e->width, e->height, err);
+        crl_error re;
+        crl_error_clear(&re);
+        e->renderer = dmc_renderer_new(e->dm.m, e->width, e->height, &re);
         if (!e->renderer) {
             dmc_close(e);
-            return err ? err->code : CRL_E_UNSUPPORTED;
+            return crl_error_pass(err, &re, CRL_E_UNSUPPORTED);
         }
     }
 
     int64_t col[2] = {num, 1}, st[2] = {num, e->state_dim};
-    crl_spec *observation = observation_spec(t, num, err);
-    crl_spec *action = observation ? crl_spec_composite_of(num, "action", action_spec(m, num, err), err) : NULL;
-    crl_spec *reward = action ? crl_spec_composite_of(num, "reward", crl_spec_unbounded(CRL_F64, 2, col, err), err)
+    crl_error se;   /* the specs' calls take NULL from the one before and pass its failure on */
+    crl_error_clear(&se);
+    crl_spec *observation = observation_spec(t, num, &se);
+    crl_spec *action = observation ? crl_spec_composite_of(num, "action", action_spec(m, num, &se), &se) : NULL;
+    crl_spec *reward = action ? crl_spec_composite_of(num, "reward", crl_spec_unbounded(CRL_F64, 2, col, &se), &se)
                               : NULL;
-    crl_spec *done = reward ? crl_env_backend_done_spec(num, err) : NULL;
-    crl_spec *state = done ? crl_spec_composite_of(num, "state", crl_spec_unbounded(CRL_F64, 2, st, err), err)
+    crl_spec *done = reward ? crl_env_backend_done_spec(num, &se) : NULL;
+    crl_spec *state = done ? crl_spec_composite_of(num, "state", crl_spec_unbounded(CRL_F64, 2, st, &se), &se)
                            : NULL;
     if (!state) {
         crl_spec_unref(observation);
@@ -286,7 +292,7 @@ static int dmc_make(const char *id, int64_t num, const crl_opts *opts, crl_env_s
         crl_spec_unref(reward);
         crl_spec_unref(done);
         dmc_close(e);
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &se, CRL_E_NOMEM);
     }
     specs->observation = observation;
     specs->action = action;
@@ -535,9 +541,11 @@ static int dmc_render(void *env, int64_t i, uint8_t *rgb, crl_error *err)
                              "dm_control: %s: render: env %lld was never reset; reset it first",
                              e->t->id, (long long)i);
     if (!e->renderer) {
-        e->renderer = dmc_renderer_new(e->dm.m, e->width, e->height, err);
+        crl_error re;
+        crl_error_clear(&re);
+        e->renderer = dmc_renderer_new(e->dm.m, e->width, e->height, &re);
         if (!e->renderer)
-            return err ? err->code : CRL_E_UNSUPPORTED;
+            return crl_error_pass(err, &re, CRL_E_UNSUPPORTED);
     }
     mjData *d = e->data[i];
     if (e->t->render_prep)
@@ -569,8 +577,9 @@ static const crl_component dmc_component = {
 static int dmc_init(crl_host *host, const crl_opts *section, crl_error *err)
 {
     const char *dir = "";
-    if (section && crl_opts_string(section, "suite_dir", &dir, err) != CRL_OK)
-        return err->code;
+    int rc = section ? crl_opts_string(section, "suite_dir", &dir, err) : CRL_OK;
+    if (rc != CRL_OK)
+        return rc;
     if (strlen(dir) >= sizeof dmc_suite_dir)
         return crl_error_set(err, CRL_E_CONFIG, "%s: [plugin.dm_control] suite_dir is too long",
                              crl_opts_origin(section, "suite_dir"));

@@ -196,18 +196,20 @@ static int write_value(gym_env *e, gym_leaf *l, int64_t i, PyObject *v, const ch
     if (v == Py_None)
         return crl_error_set(err, CRL_E_RUNTIME, "gym: %s: %s: env %lld: %s '%s' is None; the env must return a "
                              "value for every key of its space", e->id, what, (long long)i, role_of(l), l->key);
-    int r = store_scalar(e, l, i, v, dst, what, err);
+    crl_error le;   /* the helpers below return -1 with the error here */
+    crl_error_clear(&le);
+    int r = store_scalar(e, l, i, v, dst, what, &le);
     if (r)
-        return r < 0 ? err->code : CRL_OK;
+        return r < 0 ? crl_error_pass(err, &le, CRL_E_DTYPE) : CRL_OK;
     char got_fmt[16] = "";
     if (PyObject_CheckBuffer(v)) {
         Py_buffer view;
         if (PyObject_GetBuffer(v, &view, PyBUF_RECORDS_RO) == 0) {
-            r = copy_view(e, l, i, &view, dst, what, err);
+            r = copy_view(e, l, i, &view, dst, what, &le);
             g_strlcpy(got_fmt, view.format ? view.format : "B", sizeof got_fmt);
             PyBuffer_Release(&view);
             if (r < 0)
-                return err->code;
+                return crl_error_pass(err, &le, CRL_E_DTYPE);
             if (r > 0) {
                 unshift(l, dst);
                 return CRL_OK;
@@ -236,14 +238,14 @@ static int write_value(gym_env *e, gym_leaf *l, int64_t i, PyObject *v, const ch
         return pyembed_error(err, CRL_E_DTYPE, "gym: %s: %s: env %lld: %s '%s'", e->id, what, (long long)i,
                              role_of(l), l->key);
     }
-    r = copy_view(e, l, i, &view, dst, what, err);
+    r = copy_view(e, l, i, &view, dst, what, &le);
     PyBuffer_Release(&view);
     Py_DECREF(arr);
     if (r == 0)
         return crl_error_set(err, CRL_E_DTYPE, "gym: %s: %s: env %lld: %s '%s': numpy gave another dtype than %s",
                              e->id, what, (long long)i, role_of(l), l->key, crl_dtype_name(l->dt));
     if (r < 0)
-        return err->code;
+        return crl_error_pass(err, &le, CRL_E_DTYPE);
     unshift(l, dst);
     return CRL_OK;
 }

@@ -163,7 +163,7 @@ static PyObject *make_kwargs(gym_env *e, const crl_opts *opts, bool *has_render_
         Py_DECREF(v);
         Py_DECREF(pn);
     }
-    if (!kw && !(err && err->code))
+    if (!kw)   /* PyDict_New failed; the loop's failures returned above */
         pyembed_error(err, CRL_E_NOMEM, "kwargs");
     return kw;
 }
@@ -269,9 +269,11 @@ static int make_locked(gym_env *e, const char *id, const crl_opts *opts, const m
                        crl_error *err)
 {
     crl_spec **obs_spec = &specs_out[0], **act_spec = &specs_out[1], **info_spec = &specs_out[2];
-    e->support = pyembed_source_module(SUPPORT_NAME, gym_support_source, err);
+    crl_error le;   /* for the calls that return NULL on failure */
+    crl_error_clear(&le);
+    e->support = pyembed_source_module(SUPPORT_NAME, gym_support_source, &le);
     if (!e->support)
-        return err->code;
+        return crl_error_pass(err, &le, CRL_E_PLUGIN);
     PyObject *np = PyObject_CallMethod(e->support, "numpy", NULL);
     if (!np)
         return pyembed_error(err, CRL_E_PLUGIN, "gym");
@@ -284,9 +286,9 @@ static int make_locked(gym_env *e, const char *id, const crl_opts *opts, const m
         return pyembed_error(err, CRL_E_PLUGIN, "gym: %s", e->id);
 
     bool has_render_mode = false, render_rgb = false;
-    PyObject *kwargs = make_kwargs(e, opts, &has_render_mode, &render_rgb, err);
+    PyObject *kwargs = make_kwargs(e, opts, &has_render_mode, &render_rgb, &le);
     if (!kwargs)
-        return err->code;
+        return crl_error_pass(err, &le, CRL_E_CONFIG);
     bool sized = a->render_h > 0;
     bool want_render = a->from_pixels || sized || render_rgb;
     const char *render_mode = (a->from_pixels || sized) && !has_render_mode ? "rgb_array" : NULL;
@@ -420,12 +422,12 @@ static int make_locked(gym_env *e, const char *id, const crl_opts *opts, const m
                 return crl_error_set(err, CRL_E_EXISTS, "gym: %s: info_keys: '%s' is an observation key too; leave it "
                                      "out of info_keys", e->id, e->info[i].key);
 
-    *obs_spec = gym_composite(e->obs, e->nobs, e->num, false, err);
-    *act_spec = *obs_spec ? gym_composite(&e->action, 1, e->num, e->onehot, err) : NULL;
-    *info_spec = *act_spec && e->ninfo ? gym_composite(e->info, e->ninfo, e->num, false, err) : NULL;
+    *obs_spec = gym_composite(e->obs, e->nobs, e->num, false, &le);
+    *act_spec = *obs_spec ? gym_composite(&e->action, 1, e->num, e->onehot, &le) : NULL;
+    *info_spec = *act_spec && e->ninfo ? gym_composite(e->info, e->ninfo, e->num, false, &le) : NULL;
     if (!*act_spec || (e->ninfo && !*info_spec)) {
-        crl_error_prefix(err, "gym: %s: ", e->id);
-        return err->code ? err->code : CRL_E_INVALID;
+        crl_error_prefix(&le, "gym: %s: ", e->id);
+        return crl_error_pass(err, &le, CRL_E_INVALID);
     }
     return CRL_OK;
 }
@@ -464,11 +466,13 @@ static int gym_make(const char *id, int64_t num, const crl_opts *opts, crl_env_s
     }
     pyembed_gil_release(g);
     int64_t col[2] = { num, 1 };
-    crl_spec *reward = !rc ? crl_spec_composite_of(num, "reward", crl_spec_unbounded(CRL_F32, 2, col, err), err)
+    crl_error se;
+    crl_error_clear(&se);
+    crl_spec *reward = !rc ? crl_spec_composite_of(num, "reward", crl_spec_unbounded(CRL_F32, 2, col, &se), &se)
                            : NULL;
-    crl_spec *done = reward ? crl_env_backend_done_spec(num, err) : NULL;
+    crl_spec *done = reward ? crl_env_backend_done_spec(num, &se) : NULL;
     if (!rc && !done)
-        rc = err && err->code ? err->code : CRL_E_NOMEM;
+        rc = crl_error_pass(err, &se, CRL_E_NOMEM);
     if (rc) {
         crl_spec_unref(parts[0]);
         crl_spec_unref(parts[1]);

@@ -12,9 +12,11 @@ int ls_net_opts_read(const crl_opts *opts, const char *who, ls_net_opts *out, cr
     size_t n;
     const double *cells;
     const char *act, *key;
-    if (crl_opts_string(opts, "in_key", &key, err) || crl_opts_doubles(opts, "num_cells", &n, &cells, err) ||
-        crl_opts_string(opts, "activation", &act, err) || crl_activation_from_name(act, &out->act, err))
-        return err->code;
+    int rc;
+    if ((rc = crl_opts_string(opts, "in_key", &key, err)) ||
+        (rc = crl_opts_doubles(opts, "num_cells", &n, &cells, err)) ||
+        (rc = crl_opts_string(opts, "activation", &act, err)) || (rc = crl_activation_from_name(act, &out->act, err)))
+        return rc;
     if (!*key || strlen(key) >= sizeof out->in_key)
         return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] in_key: an observation key of 1 to %zu bytes", who,
                              crl_opts_section(opts), sizeof out->in_key - 1);
@@ -107,17 +109,21 @@ int ls_batch_f32(crl_td *batch, const char *key, int64_t rows, int64_t width, co
         *data = crl_tensor_data(t);
         return CRL_OK;
     }
-    if (!(*owned = crl_tensor_cast(t, CRL_F32, err)))
-        return err->code;
+    crl_error e;
+    crl_error_clear(&e);
+    if (!(*owned = crl_tensor_cast(t, CRL_F32, &e)))
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     *data = crl_tensor_data(*owned);
     return CRL_OK;
 }
 
 int ls_set_scalar(crl_td *losses, const char *key, double v, crl_error *err)
 {
-    crl_tensor *t = crl_tensor_new(CRL_F32, 0, NULL, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *t = crl_tensor_new(CRL_F32, 0, NULL, &e);
     if (!t)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     crl_tensor_flat_set(t, 0, v);
     int rc = crl_td_set(losses, key, t, err);
     crl_tensor_unref(t);
@@ -126,9 +132,11 @@ int ls_set_scalar(crl_td *losses, const char *key, double v, crl_error *err)
 
 int ls_set_rows(crl_td *batch, const char *key, const float *v, crl_error *err)
 {
-    crl_tensor *t = crl_tensor_new(CRL_F32, crl_td_batch_ndim(batch), crl_td_batch_shape(batch), err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *t = crl_tensor_new(CRL_F32, crl_td_batch_ndim(batch), crl_td_batch_shape(batch), &e);
     if (!t)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     memcpy(crl_tensor_data(t), v, crl_tensor_nbytes(t));
     int rc = crl_td_set(batch, key, t, err);
     crl_tensor_unref(t);
@@ -156,9 +164,11 @@ int ls_load_doubles(const crl_ckpt_reader *r, const char *prefix, const char *na
     char sec[CRL_CKPT_NAME_MAX + 1];
     snprintf(sec, sizeof sec, "%s/%s", prefix, name);
     size_t len;
-    const uint8_t *b = crl_ckpt_section(r, sec, &len, err);
+    crl_error e;
+    crl_error_clear(&e);
+    const uint8_t *b = crl_ckpt_section(r, sec, &len, &e);
     if (!b)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_CORRUPT);
     if (len != 8 * n)
         return crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s' holds %zu bytes; expected %zu (%zu doubles)",
                              crl_ckpt_path(r), sec, len, 8 * n, n);
@@ -197,9 +207,11 @@ int ls_load_rng(const crl_ckpt_reader *r, const char *prefix, crl_rng *rng, crl_
     char sec[CRL_CKPT_NAME_MAX + 1];
     snprintf(sec, sizeof sec, "%s/rng", prefix);
     size_t len;
-    const uint8_t *b = crl_ckpt_section(r, sec, &len, err);
+    crl_error e;
+    crl_error_clear(&e);
+    const uint8_t *b = crl_ckpt_section(r, sec, &len, &e);
     if (!b)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_CORRUPT);
     if (len != CRL_CKPT_RNG_BYTES)
         return crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s' holds %zu bytes; a random stream has %d",
                              crl_ckpt_path(r), sec, len, CRL_CKPT_RNG_BYTES);
@@ -274,17 +286,21 @@ int ls_action_index(crl_td *batch, int64_t rows, int64_t n, const char *who, int
 
 int ls_drop_keys(crl_td *td, const char *const *keys, crl_error *err)
 {
-    for (size_t i = 0; keys[i]; i++)
-        if (crl_td_has(td, keys[i]) && crl_td_del(td, keys[i], err))
-            return err->code;
+    for (size_t i = 0; keys[i]; i++) {
+        int rc = crl_td_has(td, keys[i]) ? crl_td_del(td, keys[i], err) : CRL_OK;
+        if (rc)
+            return rc;
+    }
     return CRL_OK;
 }
 
 int ls_discrete_n(const crl_spec *action_spec, const char *who, const char *instead, int64_t *n, crl_error *err)
 {
-    const crl_spec *act = ls_action_leaf(action_spec, who, err);
+    crl_error e;
+    crl_error_clear(&e);
+    const crl_spec *act = ls_action_leaf(action_spec, who, &e);
     if (!act)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_INVALID);
     crl_spec_kind k = crl_spec_get_kind(act);
     if (k != CRL_SPEC_CATEGORICAL && k != CRL_SPEC_ONEHOT)
         return crl_error_set(err, CRL_E_INVALID, "%s: needs a discrete action (Categorical or OneHot), the env's is "

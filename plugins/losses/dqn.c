@@ -69,40 +69,45 @@ static int dqn_create(const crl_opts *opts, const crl_spec *obs_spec, const crl_
     dqn *d = g_new0(dqn, 1);
     const char *lf;
     int64_t in;
-    if (ls_net_opts_read(opts, who, &d->no, err) || crl_opts_double(opts, "gamma", &d->gamma, err) ||
-        crl_opts_double(opts, "tau", &d->tau, err) || crl_opts_string(opts, "loss_function", &lf, err) ||
-        crl_opts_bool(opts, "double_dqn", &d->double_dqn, err) ||
-        crl_opts_int(opts, "hard_update_interval", &d->hard_interval, err) ||
-        crl_opts_double(opts, "eps_init", &d->eps_init, err) || crl_opts_double(opts, "eps_end", &d->eps_end, err) ||
-        crl_opts_int(opts, "annealing_num_steps", &d->eps_steps, err) ||
-        ls_obs_features(obs_spec, d->no.in_key, who, &in, err))
+    int rc;
+    crl_error e;   /* for the calls that return NULL on failure */
+    crl_error_clear(&e);
+    if ((rc = ls_net_opts_read(opts, who, &d->no, err)) || (rc = crl_opts_double(opts, "gamma", &d->gamma, err)) ||
+        (rc = crl_opts_double(opts, "tau", &d->tau, err)) || (rc = crl_opts_string(opts, "loss_function", &lf, err)) ||
+        (rc = crl_opts_bool(opts, "double_dqn", &d->double_dqn, err)) ||
+        (rc = crl_opts_int(opts, "hard_update_interval", &d->hard_interval, err)) ||
+        (rc = crl_opts_double(opts, "eps_init", &d->eps_init, err)) ||
+        (rc = crl_opts_double(opts, "eps_end", &d->eps_end, err)) ||
+        (rc = crl_opts_int(opts, "annealing_num_steps", &d->eps_steps, err)) ||
+        (rc = ls_obs_features(obs_spec, d->no.in_key, who, &in, err)))
         goto fail;
     d->smooth_l1 = !strcmp(lf, "smooth_l1");
-    if (ls_discrete_n(action_spec, who, "sac, td3 or ddpg", &d->n, err))
+    if ((rc = ls_discrete_n(action_spec, who, "sac, td3 or ddpg", &d->n, err)))
         goto fail;
     const crl_spec *act = ls_action_leaf(action_spec, who, err);
     crl_rng rng;
     crl_rng_init(&rng, seed, 0);
     const char *keys[] = { d->no.in_key, NULL };
-    if (!(d->q = ls_mlp("qvalue", in, d->n, &d->no, &rng, err)) ||
-        !(d->target = crl_mlp_clone(d->q, "qvalue_target", err)) ||
-        !(d->actor = crl_qvalue_actor_new(d->q, keys, act, err)) ||
-        crl_qvalue_actor_set_egreedy(d->actor, d->eps_init, d->eps_end, d->eps_steps, err) ||
-        !(d->mod = crl_tdmodule_new(d->q, keys, "action_value", err)))
+    if (!(d->q = ls_mlp("qvalue", in, d->n, &d->no, &rng, &e)) ||
+        !(d->target = crl_mlp_clone(d->q, "qvalue_target", &e)) ||
+        !(d->actor = crl_qvalue_actor_new(d->q, keys, act, &e)) ||
+        (rc = crl_qvalue_actor_set_egreedy(d->actor, d->eps_init, d->eps_end, d->eps_steps, err)) ||
+        !(d->mod = crl_tdmodule_new(d->q, keys, "action_value", &e)))
         goto fail;
     d->next_key = g_strconcat("next.", d->no.in_key, NULL);
     *st = d;
     return CRL_OK;
 fail:
     dqn_destroy(d);
-    return err->code ? err->code : CRL_E_INVALID;
+    return rc ? rc : crl_error_pass(err, &e, CRL_E_INVALID);
 }
 
 static int dqn_act(void *st, crl_td *td, crl_exploration e, crl_rng *rng, crl_error *err)
 {
     dqn *d = st;
-    if (crl_qvalue_actor_act(d->actor, td, e, rng, err))
-        return err->code;
+    int rc = crl_qvalue_actor_act(d->actor, td, e, rng, err);
+    if (rc)
+        return rc;
     static const char *const extra[] = { "action_value", "chosen_action_value", NULL };
     return ls_drop_keys(td, extra, err);
 }
@@ -136,9 +141,11 @@ static int dqn_param(void *st, size_t i, const char **name, crl_tensor **p, crl_
 /* Q-values of the next observations through net (no cache) into out [rows, n]. */
 static int next_values(dqn *d, crl_mlp *net, crl_tensor *next_obs, float *out, int64_t rows, crl_error *err)
 {
-    crl_tensor *o = crl_tensor_wrap(out, CRL_F32, 2, (const int64_t[]){ rows, d->n }, NULL, NULL, NULL, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *o = crl_tensor_wrap(out, CRL_F32, 2, (const int64_t[]){ rows, d->n }, NULL, NULL, NULL, &e);
     if (!o)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     int rc = crl_mlp_infer(net, next_obs, o, err);
     crl_tensor_unref(o);
     return rc;
@@ -153,11 +160,11 @@ static int dqn_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     const float *reward, *term, *weight = NULL, *nobs;
     int rc = CRL_OK;
     int64_t in = crl_mlp_in_features(d->q);
-    if (ls_batch_f32(batch, "next.reward", rows, 1, who, &reward, &tmp[0], err) ||
-        ls_batch_f32(batch, "next.terminated", rows, 1, who, &term, &tmp[1], err) ||
-        ls_batch_f32(batch, d->next_key, rows, in, who, &nobs, &tmp[2], err))
+    if ((rc = ls_batch_f32(batch, "next.reward", rows, 1, who, &reward, &tmp[0], err)) ||
+        (rc = ls_batch_f32(batch, "next.terminated", rows, 1, who, &term, &tmp[1], err)) ||
+        (rc = ls_batch_f32(batch, d->next_key, rows, in, who, &nobs, &tmp[2], err)))
         goto out;
-    if (crl_td_get(batch, "_weight") && ls_batch_f32(batch, "_weight", rows, 1, who, &weight, &tmp[3], err))
+    if (crl_td_get(batch, "_weight") && (rc = ls_batch_f32(batch, "_weight", rows, 1, who, &weight, &tmp[3], err)))
         goto out;
     if (rows > d->cap) {
         d->qt = g_renew(float, d->qt, rows * n);
@@ -167,17 +174,21 @@ static int dqn_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
         d->idx = g_renew(int64_t, d->idx, rows);
         d->cap = rows;
     }
-    if (ls_action_index(batch, rows, n, who, d->idx, err))
+    if ((rc = ls_action_index(batch, rows, n, who, d->idx, err)))
         goto out;
+    crl_error e;
+    crl_error_clear(&e);
     crl_tensor *nobs_t = crl_tensor_wrap((void *)nobs, CRL_F32, 2, (const int64_t[]){ rows, in }, NULL, NULL, NULL,
-                                         err);
-    if (!nobs_t)
+                                         &e);
+    if (!nobs_t) {
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
         goto out;
+    }
     rc = next_values(d, d->target, nobs_t, d->qt, rows, err);
     if (!rc && d->double_dqn)
         rc = next_values(d, d->q, nobs_t, d->qo, rows, err);
     crl_tensor_unref(nobs_t);
-    if (rc || crl_tdmodule_forward(d->mod, batch, err))
+    if (rc || (rc = crl_tdmodule_forward(d->mod, batch, err)))
         goto out;
     const float *q = crl_tensor_data(crl_td_get(batch, "action_value"));
     double loss = 0, wsum = 0;
@@ -204,9 +215,11 @@ static int dqn_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
                            "learning rate or clip gradients ([optim] max_grad_norm)", who, loss);
         goto out;
     }
-    crl_tensor *g = crl_tensor_wrap(d->grad, CRL_F32, 2, (const int64_t[]){ rows, n }, NULL, NULL, NULL, err);
-    if (!g)
+    crl_tensor *g = crl_tensor_wrap(d->grad, CRL_F32, 2, (const int64_t[]){ rows, n }, NULL, NULL, NULL, &e);
+    if (!g) {
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
         goto out;
+    }
     rc = crl_tdmodule_backward(d->mod, g, NULL, err);
     crl_tensor_unref(g);
     if (!rc && !(rc = ls_set_rows(batch, "td_error", d->td_err, err)))
@@ -214,7 +227,7 @@ static int dqn_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
 out:
     for (int i = 0; i < 4; i++)
         crl_tensor_unref(tmp[i]);
-    return rc ? rc : err->code;
+    return rc;
 }
 
 static int dqn_update(void *st, crl_error *err)
@@ -232,8 +245,10 @@ static int dqn_save(void *st, crl_ckpt_writer *w, const char *prefix, crl_error 
 {
     dqn *d = st;
     double c[4] = { d->counters[0], d->counters[1], d->counters[2], d->explore_frames_per_call };
-    if (ls_mlp_save(d->q, w, prefix, "qvalue", err) || ls_mlp_save(d->target, w, prefix, "qvalue_target", err))
-        return err->code;
+    int rc;
+    if ((rc = ls_mlp_save(d->q, w, prefix, "qvalue", err)) ||
+        (rc = ls_mlp_save(d->target, w, prefix, "qvalue_target", err)))
+        return rc;
     return ls_save_doubles(w, prefix, "counters", c, 4, err);
 }
 
@@ -243,17 +258,19 @@ static int dqn_load(void *st, const crl_ckpt_reader *r, const char *prefix, crl_
     double c[4];
     static const char *const fields[4] = { "optimizer steps", "explore frames", "explore calls",
                                            "frames per explore call" };
-    if (ls_load_doubles(r, prefix, "counters", c, 4, err))
-        return err->code;
-    for (int i = 0; i < 4; i++)
-        if (ls_check_count(r, prefix, "counters", fields[i], c[i], err))
-            return err->code;
-    if (ls_check_field(r, prefix, "counters", fields[2], c[2], c[2] * c[3] <= 0x1p53,
-                       "calls times frames per call at most 2^53", err))
-        return err->code;
+    int rc = ls_load_doubles(r, prefix, "counters", c, 4, err);
+    for (int i = 0; !rc && i < 4; i++)
+        rc = ls_check_count(r, prefix, "counters", fields[i], c[i], err);
+    if (!rc)
+        rc = ls_check_field(r, prefix, "counters", fields[2], c[2], c[2] * c[3] <= 0x1p53,
+                            "calls times frames per call at most 2^53", err);
+    if (rc)
+        return rc;
     /* Load into clones first: nothing changes on error. */
-    crl_mlp *q = crl_mlp_clone(d->q, "qvalue", err), *t = q ? crl_mlp_clone(d->target, "qvalue_target", err) : NULL;
-    int rc = (!q || !t) ? err->code : CRL_OK;
+    crl_error e;
+    crl_error_clear(&e);
+    crl_mlp *q = crl_mlp_clone(d->q, "qvalue", &e), *t = q ? crl_mlp_clone(d->target, "qvalue_target", &e) : NULL;
+    rc = (!q || !t) ? crl_error_pass(err, &e, CRL_E_NOMEM) : CRL_OK;
     if (!rc && !(rc = ls_mlp_load(q, r, prefix, "qvalue", err)))
         rc = ls_mlp_load(t, r, prefix, "qvalue_target", err);
     if (!rc) {

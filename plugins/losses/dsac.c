@@ -62,33 +62,36 @@ static int dsac_create(const crl_opts *opts, const crl_spec *obs_spec, const crl
     dsac *d = g_new0(dsac, 1);
     double alpha, w;
     int64_t one = 1;
-    if (ls_net_opts_read(opts, who, &d->no, err) || crl_opts_double(opts, "gamma", &d->gamma, err) ||
-        crl_opts_double(opts, "tau", &d->tau, err) || crl_opts_double(opts, "alpha_init", &alpha, err) ||
-        crl_opts_bool(opts, "fixed_alpha", &d->fixed_alpha, err) ||
-        crl_opts_double(opts, "target_entropy_weight", &w, err) ||
-        ls_obs_features(obs_spec, d->no.in_key, who, &d->o, err))
+    int rc;
+    crl_error e;   /* for the calls that return NULL on failure */
+    crl_error_clear(&e);
+    if ((rc = ls_net_opts_read(opts, who, &d->no, err)) || (rc = crl_opts_double(opts, "gamma", &d->gamma, err)) ||
+        (rc = crl_opts_double(opts, "tau", &d->tau, err)) || (rc = crl_opts_double(opts, "alpha_init", &alpha, err)) ||
+        (rc = crl_opts_bool(opts, "fixed_alpha", &d->fixed_alpha, err)) ||
+        (rc = crl_opts_double(opts, "target_entropy_weight", &w, err)) ||
+        (rc = ls_obs_features(obs_spec, d->no.in_key, who, &d->o, err)))
         goto fail;
-    if (ls_discrete_n(action_spec, who, "sac", &d->n, err))
+    if ((rc = ls_discrete_n(action_spec, who, "sac", &d->n, err)))
         goto fail;
     const crl_spec *act = ls_action_leaf(action_spec, who, err);
     d->target_entropy = w * log((double)d->n);
     crl_rng rng;
     crl_rng_init(&rng, seed, 0);
     const char *keys[] = { d->no.in_key, NULL };
-    if (!(d->actor_net = ls_mlp("actor", d->o, d->n, &d->no, &rng, err)) ||
-        !(d->actor = crl_prob_actor_new(d->actor_net, keys, CRL_DIST_CATEGORICAL, act, err)))
+    if (!(d->actor_net = ls_mlp("actor", d->o, d->n, &d->no, &rng, &e)) ||
+        !(d->actor = crl_prob_actor_new(d->actor_net, keys, CRL_DIST_CATEGORICAL, act, &e)))
         goto fail;
     for (int i = 0; i < 2; i++) {
         char name[24];
         snprintf(name, sizeof name, "qvalue%d", i);
-        if (!(d->q[i] = ls_mlp(name, d->o, d->n, &d->no, &rng, err)))
+        if (!(d->q[i] = ls_mlp(name, d->o, d->n, &d->no, &rng, &e)))
             goto fail;
         snprintf(name, sizeof name, "qvalue%d_target", i);
-        if (!(d->qt[i] = crl_mlp_clone(d->q[i], name, err)))
+        if (!(d->qt[i] = crl_mlp_clone(d->q[i], name, &e)))
             goto fail;
     }
-    if (!(d->log_alpha = crl_tensor_new(CRL_F32, 1, &one, err)) ||
-        !(d->log_alpha_grad = crl_tensor_new(CRL_F32, 1, &one, err)))
+    if (!(d->log_alpha = crl_tensor_new(CRL_F32, 1, &one, &e)) ||
+        !(d->log_alpha_grad = crl_tensor_new(CRL_F32, 1, &one, &e)))
         goto fail;
     crl_tensor_flat_set(d->log_alpha, 0, log(alpha));
     d->next_key = g_strconcat("next.", d->no.in_key, NULL);
@@ -96,14 +99,15 @@ static int dsac_create(const crl_opts *opts, const crl_spec *obs_spec, const crl
     return CRL_OK;
 fail:
     dsac_destroy(d);
-    return err->code ? err->code : CRL_E_INVALID;
+    return rc ? rc : crl_error_pass(err, &e, CRL_E_INVALID);
 }
 
 static int dsac_act(void *st, crl_td *td, crl_exploration e, crl_rng *rng, crl_error *err)
 {
     dsac *d = st;
-    if (crl_prob_actor_act(d->actor, td, e, rng, err))
-        return err->code;
+    int rc = crl_prob_actor_act(d->actor, td, e, rng, err);
+    if (rc)
+        return rc;
     static const char *const extra[] = { "logits", "sample_log_prob", NULL };
     return ls_drop_keys(td, extra, err);
 }
@@ -152,8 +156,10 @@ static void softmax(const float *z, int64_t B, int64_t n, float *p, float *logp)
 
 static int infer_into(crl_mlp *m, crl_tensor *in, float *out, int64_t B, int64_t n, crl_error *err)
 {
-    crl_tensor *o = crl_tensor_wrap(out, CRL_F32, 2, (const int64_t[]){ B, n }, NULL, NULL, NULL, err);
-    int rc = o ? crl_mlp_infer(m, in, o, err) : err->code;
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *o = crl_tensor_wrap(out, CRL_F32, 2, (const int64_t[]){ B, n }, NULL, NULL, NULL, &e);
+    int rc = o ? crl_mlp_infer(m, in, o, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
     crl_tensor_unref(o);
     return rc;
 }
@@ -166,25 +172,29 @@ static int dsac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     crl_tensor *own[5] = { 0 }, *obs_t = NULL, *nobs_t = NULL;
     const float *reward, *term, *obs, *nobs, *weight = NULL;
     int rc = CRL_OK;
-    if (ls_batch_f32(batch, "next.reward", B, 1, who, &reward, &own[0], err) ||
-        ls_batch_f32(batch, "next.terminated", B, 1, who, &term, &own[1], err) ||
-        ls_batch_f32(batch, d->no.in_key, B, o, who, &obs, &own[2], err) ||
-        ls_batch_f32(batch, d->next_key, B, o, who, &nobs, &own[3], err) ||
-        (crl_td_get(batch, "_weight") && ls_batch_f32(batch, "_weight", B, 1, who, &weight, &own[4], err)))
+    crl_error e;   /* for the calls that return NULL on failure */
+    crl_error_clear(&e);
+    if ((rc = ls_batch_f32(batch, "next.reward", B, 1, who, &reward, &own[0], err)) ||
+        (rc = ls_batch_f32(batch, "next.terminated", B, 1, who, &term, &own[1], err)) ||
+        (rc = ls_batch_f32(batch, d->no.in_key, B, o, who, &obs, &own[2], err)) ||
+        (rc = ls_batch_f32(batch, d->next_key, B, o, who, &nobs, &own[3], err)) ||
+        (crl_td_get(batch, "_weight") && (rc = ls_batch_f32(batch, "_weight", B, 1, who, &weight, &own[4], err))))
         goto out;
     if (B > d->cap) {
         d->idx = g_renew(int64_t, d->idx, B);
         d->buf = g_renew(float, d->buf, 7 * B * n + 2 * B);
         d->cap = B;
     }
-    if (ls_action_index(batch, B, n, who, d->idx, err))
+    if ((rc = ls_action_index(batch, B, n, who, d->idx, err)))
         goto out;
     float *q0 = d->buf, *q1 = q0 + B * n, *pn = q1 + B * n, *lpn = pn + B * n, *p = lpn + B * n, *lp = p + B * n,
           *g = lp + B * n, *y = g + B * n, *tde = y + B;
     double alpha = exp(crl_tensor_flat_get(d->log_alpha, 0));
-    if (!(obs_t = crl_tensor_wrap((void *)obs, CRL_F32, 2, (const int64_t[]){ B, o }, NULL, NULL, NULL, err)) ||
-        !(nobs_t = crl_tensor_wrap((void *)nobs, CRL_F32, 2, (const int64_t[]){ B, o }, NULL, NULL, NULL, err)))
+    if (!(obs_t = crl_tensor_wrap((void *)obs, CRL_F32, 2, (const int64_t[]){ B, o }, NULL, NULL, NULL, &e)) ||
+        !(nobs_t = crl_tensor_wrap((void *)nobs, CRL_F32, 2, (const int64_t[]){ B, o }, NULL, NULL, NULL, &e))) {
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
         goto out;
+    }
     /* target: y = r + gamma (1 - terminated) sum_a pi(a|s') (min_i Q'_i(s', a) - alpha log pi(a|s')) */
     if ((rc = infer_into(d->actor_net, nobs_t, g, B, n, err)) || (rc = infer_into(d->qt[0], nobs_t, q0, B, n, err)) ||
         (rc = infer_into(d->qt[1], nobs_t, q1, B, n, err)))
@@ -199,9 +209,9 @@ static int dsac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     /* critics: sum_i mean (w/2) (Q_i(s, a) - y)^2; their values (detached) feed the actor's loss */
     double loss_q = 0;
     for (int i = 0; i < 2 && !rc; i++) {
-        crl_tensor *qv = crl_mlp_forward(d->q[i], obs_t, err);
+        crl_tensor *qv = crl_mlp_forward(d->q[i], obs_t, &e);
         if (!qv) {
-            rc = err->code;
+            rc = crl_error_pass(err, &e, CRL_E_INVALID);
             break;
         }
         memcpy(i ? q1 : q0, crl_tensor_data(qv), (size_t)(B * n) * sizeof(float));
@@ -214,17 +224,19 @@ static int dsac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
             if (i == 0)
                 tde[b] = (float)fabs(diff);
         }
-        crl_tensor *gt = crl_tensor_wrap(g, CRL_F32, 2, (const int64_t[]){ B, n }, NULL, NULL, NULL, err);
-        rc = gt ? crl_mlp_backward(d->q[i], gt, NULL, err) : err->code;
+        crl_tensor *gt = crl_tensor_wrap(g, CRL_F32, 2, (const int64_t[]){ B, n }, NULL, NULL, NULL, &e);
+        rc = gt ? crl_mlp_backward(d->q[i], gt, NULL, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
         crl_tensor_unref(gt);
     }
     if (rc)
         goto out;
     loss_q /= (double)B;
     /* actor: mean_b sum_a pi(a|s) (alpha log pi(a|s) - min_i Q_i(s, a)); dL/dz_j = pi_j (c_j - E_pi[c]) / B */
-    crl_tensor *z = crl_mlp_forward(d->actor_net, obs_t, err);
-    if (!z)
+    crl_tensor *z = crl_mlp_forward(d->actor_net, obs_t, &e);
+    if (!z) {
+        rc = crl_error_pass(err, &e, CRL_E_INVALID);
         goto out;
+    }
     softmax(crl_tensor_data(z), B, n, p, lp);
     double loss_actor = 0, logpi_sum = 0;
     for (int64_t b = 0; b < B; b++) {
@@ -241,8 +253,8 @@ static int dsac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
         }
     }
     loss_actor /= (double)B;
-    crl_tensor *gz = crl_tensor_wrap(g, CRL_F32, 2, (const int64_t[]){ B, n }, NULL, NULL, NULL, err);
-    rc = gz ? crl_mlp_backward(d->actor_net, gz, NULL, err) : err->code;
+    crl_tensor *gz = crl_tensor_wrap(g, CRL_F32, 2, (const int64_t[]){ B, n }, NULL, NULL, NULL, &e);
+    rc = gz ? crl_mlp_backward(d->actor_net, gz, NULL, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
     crl_tensor_unref(gz);
     if (rc)
         goto out;
@@ -269,15 +281,17 @@ out:
     crl_tensor_unref(nobs_t);
     for (int i = 0; i < 5; i++)
         crl_tensor_unref(own[i]);
-    return rc ? rc : err->code;
+    return rc;
 }
 
 static int dsac_update(void *st, crl_error *err)
 {
     dsac *d = st;
-    for (int i = 0; i < 2; i++)
-        if (crl_params_soft_update(crl_mlp_params_get(d->qt[i]), crl_mlp_params_get(d->q[i]), d->tau, err))
-            return err->code;
+    for (int i = 0; i < 2; i++) {
+        int rc = crl_params_soft_update(crl_mlp_params_get(d->qt[i]), crl_mlp_params_get(d->q[i]), d->tau, err);
+        if (rc)
+            return rc;
+    }
     return CRL_OK;
 }
 
@@ -285,9 +299,11 @@ static int dsac_save(void *st, crl_ckpt_writer *w, const char *prefix, crl_error
 {
     dsac *d = st;
     crl_mlp *m[5] = { d->actor_net, d->q[0], d->qt[0], d->q[1], d->qt[1] };
-    for (int i = 0; i < 5; i++)
-        if (ls_mlp_save(m[i], w, prefix, crl_mlp_name(m[i]), err))
-            return err->code;
+    for (int i = 0; i < 5; i++) {
+        int rc = ls_mlp_save(m[i], w, prefix, crl_mlp_name(m[i]), err);
+        if (rc)
+            return rc;
+    }
     double la = crl_tensor_flat_get(d->log_alpha, 0);
     return ls_save_doubles(w, prefix, "log_alpha", &la, 1, err);
 }
@@ -298,9 +314,11 @@ static int dsac_load(void *st, const crl_ckpt_reader *r, const char *prefix, crl
     crl_mlp *m[5] = { d->actor_net, d->q[0], d->qt[0], d->q[1], d->qt[1] }, *c[5] = { 0 };
     double la;
     int rc = ls_load_doubles(r, prefix, "log_alpha", &la, 1, err);
+    crl_error e;
+    crl_error_clear(&e);
     for (int i = 0; i < 5 && !rc; i++) {
-        if (!(c[i] = crl_mlp_clone(m[i], crl_mlp_name(m[i]), err)))
-            rc = err->code;
+        if (!(c[i] = crl_mlp_clone(m[i], crl_mlp_name(m[i]), &e)))
+            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
         else
             rc = ls_mlp_load(c[i], r, prefix, crl_mlp_name(m[i]), err);
     }

@@ -105,11 +105,13 @@ static int read_noise(ac *a, const crl_opts *opts, crl_error *err)
 {
     double sigma, sigma_end;
     int64_t steps;
-    if (crl_opts_double(opts, "sigma", &sigma, err) || crl_opts_int(opts, "annealing_num_steps", &steps, err))
-        return err->code;
+    int rc;
+    if ((rc = crl_opts_double(opts, "sigma", &sigma, err)) ||
+        (rc = crl_opts_int(opts, "annealing_num_steps", &steps, err)))
+        return rc;
     sigma_end = sigma;
-    if (crl_opts_is_set(opts, "sigma_end") && crl_opts_double(opts, "sigma_end", &sigma_end, err))
-        return err->code;
+    if (crl_opts_is_set(opts, "sigma_end") && (rc = crl_opts_double(opts, "sigma_end", &sigma_end, err)))
+        return rc;
     a->sigma[0] = sigma;
     a->sigma[1] = sigma_end;
     a->sigma[2] = (double)steps;
@@ -126,20 +128,24 @@ static int ac_create(ac_mode mode, const crl_opts *opts, const crl_spec *obs_spe
     a->seed = seed;
     a->nq = mode == AC_DDPG ? 1 : 2;
     a->delay = 1;
-    if (ls_net_opts_read(opts, a->who, &a->no, err) || crl_opts_double(opts, "gamma", &a->gamma, err) ||
-        crl_opts_double(opts, "tau", &a->tau, err) || ls_obs_features(obs_spec, a->no.in_key, a->who, &a->o, err))
+    int rc;
+    crl_error e;   /* for the calls that return NULL on failure */
+    crl_error_clear(&e);
+    if ((rc = ls_net_opts_read(opts, a->who, &a->no, err)) || (rc = crl_opts_double(opts, "gamma", &a->gamma, err)) ||
+        (rc = crl_opts_double(opts, "tau", &a->tau, err)) ||
+        (rc = ls_obs_features(obs_spec, a->no.in_key, a->who, &a->o, err)))
         goto fail;
-    if (mode == AC_TD3 && (crl_opts_int(opts, "policy_delay", &a->delay, err) ||
-                           crl_opts_double(opts, "policy_noise", &a->policy_noise, err) ||
-                           crl_opts_double(opts, "noise_clip", &a->noise_clip, err)))
+    if (mode == AC_TD3 && ((rc = crl_opts_int(opts, "policy_delay", &a->delay, err)) ||
+                           (rc = crl_opts_double(opts, "policy_noise", &a->policy_noise, err)) ||
+                           (rc = crl_opts_double(opts, "noise_clip", &a->noise_clip, err))))
         goto fail;
-    const crl_spec *act = ls_action_leaf(action_spec, a->who, err);
+    const crl_spec *act = ls_action_leaf(action_spec, a->who, &e);
     if (!act)
         goto fail;
     crl_spec_kind k = crl_spec_get_kind(act);
     if (k != CRL_SPEC_BOUNDED && k != CRL_SPEC_UNBOUNDED) {
-        crl_error_set(err, CRL_E_INVALID, "%s: needs a continuous action (Bounded or Unbounded), the env's is %s; "
-                      "use dqn or ppo for discrete actions", a->who, crl_spec_kind_name(k));
+        rc = crl_error_set(err, CRL_E_INVALID, "%s: needs a continuous action (Bounded or Unbounded), the env's is "
+                           "%s; use dqn or ppo for discrete actions", a->who, crl_spec_kind_name(k));
         goto fail;
     }
     a->d = crl_spec_shape(act)[crl_spec_ndim(act) - 1];
@@ -154,41 +160,43 @@ static int ac_create(ac_mode mode, const crl_opts *opts, const crl_spec *obs_spe
     const char *keys[] = { a->no.in_key, NULL };
     a->next_key = g_strconcat("next.", a->no.in_key, NULL);
     int64_t out = mode == AC_SAC ? 2 * a->d : a->d;
-    if (!(a->actor_net = ls_mlp("actor", a->o, out, &a->no, &rng, err)))
+    if (!(a->actor_net = ls_mlp("actor", a->o, out, &a->no, &rng, &e)))
         goto fail;
     for (int i = 0; i < a->nq; i++) {
         char name[16];
         snprintf(name, sizeof name, "qvalue%d", i);
-        if (!(a->q[i] = ls_mlp(name, a->o + a->d, 1, &a->no, &rng, err)))
+        if (!(a->q[i] = ls_mlp(name, a->o + a->d, 1, &a->no, &rng, &e)))
             goto fail;
         snprintf(name, sizeof name, "qvalue%d_target", i);
-        if (!(a->qt[i] = crl_mlp_clone(a->q[i], name, err)))
+        if (!(a->qt[i] = crl_mlp_clone(a->q[i], name, &e)))
             goto fail;
     }
     if (mode == AC_SAC) {
         double alpha;
-        if (!(a->prob = crl_prob_actor_new(a->actor_net, keys, CRL_DIST_TANH_NORMAL, act, err)) ||
-            crl_opts_double(opts, "alpha_init", &alpha, err) || crl_opts_bool(opts, "fixed_alpha", &a->fixed_alpha, err))
+        if (!(a->prob = crl_prob_actor_new(a->actor_net, keys, CRL_DIST_TANH_NORMAL, act, &e)) ||
+            (rc = crl_opts_double(opts, "alpha_init", &alpha, err)) ||
+            (rc = crl_opts_bool(opts, "fixed_alpha", &a->fixed_alpha, err)))
             goto fail;
         a->target_entropy = -(double)a->d;
-        if (crl_opts_is_set(opts, "target_entropy") && crl_opts_double(opts, "target_entropy", &a->target_entropy, err))
+        if (crl_opts_is_set(opts, "target_entropy") &&
+            (rc = crl_opts_double(opts, "target_entropy", &a->target_entropy, err)))
             goto fail;
         int64_t one = 1;
-        if (!(a->log_alpha = crl_tensor_new(CRL_F32, 1, &one, err)) ||
-            !(a->log_alpha_grad = crl_tensor_new(CRL_F32, 1, &one, err)))
+        if (!(a->log_alpha = crl_tensor_new(CRL_F32, 1, &one, &e)) ||
+            !(a->log_alpha_grad = crl_tensor_new(CRL_F32, 1, &one, &e)))
             goto fail;
         crl_tensor_flat_set(a->log_alpha, 0, log(alpha));
     } else {
-        if (!(a->actor_target_net = crl_mlp_clone(a->actor_net, "actor_target", err)) ||
-            !(a->det = crl_det_actor_new(a->actor_net, keys, act, err)) ||
-            !(a->det_target = crl_det_actor_new(a->actor_target_net, keys, act, err)) || read_noise(a, opts, err))
+        if (!(a->actor_target_net = crl_mlp_clone(a->actor_net, "actor_target", &e)) ||
+            !(a->det = crl_det_actor_new(a->actor_net, keys, act, &e)) ||
+            !(a->det_target = crl_det_actor_new(a->actor_target_net, keys, act, &e)) || (rc = read_noise(a, opts, err)))
             goto fail;
     }
     *st = a;
     return CRL_OK;
 fail:
     ac_destroy(a);
-    return err->code ? err->code : CRL_E_INVALID;
+    return rc ? rc : crl_error_pass(err, &e, CRL_E_INVALID);
 }
 
 static int ddpg_create(const crl_opts *o, const crl_spec *obs, const crl_spec *act, uint64_t seed, void **st,
@@ -212,8 +220,9 @@ static int ac_act(void *st, crl_td *td, crl_exploration e, crl_rng *rng, crl_err
     ac *a = st;
     if (a->mode != AC_SAC)
         return crl_det_actor_act(a->det, td, e, rng, err);
-    if (crl_prob_actor_act(a->prob, td, e, rng, err))
-        return err->code;
+    int rc = crl_prob_actor_act(a->prob, td, e, rng, err);
+    if (rc)
+        return rc;
     static const char *const extra[] = { "loc", "scale", "sample_log_prob", NULL };
     return ls_drop_keys(td, extra, err);
 }
@@ -313,8 +322,10 @@ static int f32_rows(crl_tensor *t, int64_t B, int64_t w, const char *who, const 
         *out = crl_tensor_data(t);
         return CRL_OK;
     }
-    if (!(*owned = crl_tensor_cast(t, CRL_F32, err)))
-        return err->code;
+    crl_error e;
+    crl_error_clear(&e);
+    if (!(*owned = crl_tensor_cast(t, CRL_F32, &e)))
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     *out = crl_tensor_data(*owned);
     return CRL_OK;
 }
@@ -331,9 +342,11 @@ static int critic_action_grad(ac *a, crl_mlp *q, const float *grad_q, int64_t B,
         a->gsave_cap = n;
     }
     memcpy(a->gsave, crl_tensor_data(g), (size_t)n * sizeof(float));
-    crl_tensor *go = crl_tensor_wrap((void *)grad_q, CRL_F32, 2, (const int64_t[]){ B, 1 }, NULL, NULL, NULL, err),
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *go = crl_tensor_wrap((void *)grad_q, CRL_F32, 2, (const int64_t[]){ B, 1 }, NULL, NULL, NULL, &e),
                *gin = NULL;
-    int rc = go ? crl_mlp_backward(q, go, &gin, err) : err->code;
+    int rc = go ? crl_mlp_backward(q, go, &gin, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
     crl_tensor_unref(go);
     memcpy(crl_tensor_data(g), a->gsave, (size_t)n * sizeof(float));
     if (rc)
@@ -354,6 +367,8 @@ static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     crl_td *cur = NULL, *nxt = NULL;
     const float *reward, *term, *obs, *nobs, *act, *weight = NULL;
     int rc = CRL_OK;
+    crl_error e;   /* for the calls that return NULL on failure */
+    crl_error_clear(&e);
     crl_tensor *obs_t = crl_td_get(batch, a->no.in_key), *nobs_t = crl_td_get(batch, a->next_key),
                *act_t = crl_td_get(batch, "action");
     if (!obs_t || !nobs_t || !act_t) {
@@ -361,12 +376,12 @@ static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
                            !obs_t ? a->no.in_key : !nobs_t ? a->next_key : "action");
         goto out;
     }
-    if (ls_batch_f32(batch, "next.reward", B, 1, who, &reward, &own[0], err) ||
-        ls_batch_f32(batch, "next.terminated", B, 1, who, &term, &own[1], err) ||
-        f32_rows(obs_t, B, o, who, a->no.in_key, &obs, &own[2], err) ||
-        f32_rows(nobs_t, B, o, who, a->next_key, &nobs, &own[3], err) ||
-        f32_rows(act_t, B, d, who, "action", &act, &own[4], err) ||
-        (crl_td_get(batch, "_weight") && ls_batch_f32(batch, "_weight", B, 1, who, &weight, &own[5], err)))
+    if ((rc = ls_batch_f32(batch, "next.reward", B, 1, who, &reward, &own[0], err)) ||
+        (rc = ls_batch_f32(batch, "next.terminated", B, 1, who, &term, &own[1], err)) ||
+        (rc = f32_rows(obs_t, B, o, who, a->no.in_key, &obs, &own[2], err)) ||
+        (rc = f32_rows(nobs_t, B, o, who, a->next_key, &nobs, &own[3], err)) ||
+        (rc = f32_rows(act_t, B, d, who, "action", &act, &own[4], err)) ||
+        (crl_td_get(batch, "_weight") && (rc = ls_batch_f32(batch, "_weight", B, 1, who, &weight, &own[5], err))))
         goto out;
     reserve(a, B);
     /* Noise of this update: the same for every forward until the next
@@ -374,19 +389,21 @@ static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     crl_rng noise;
     crl_rng_init(&noise, a->seed, 1000 + (uint64_t)a->steps);
     double alpha = a->mode == AC_SAC ? exp(crl_tensor_flat_get(a->log_alpha, 0)) : 0;
-    crl_tensor *o_c = crl_tensor_contiguous(obs_t, err), *n_c = o_c ? crl_tensor_contiguous(nobs_t, err) : NULL;
+    crl_tensor *o_c = crl_tensor_contiguous(obs_t, &e), *n_c = o_c ? crl_tensor_contiguous(nobs_t, &e) : NULL;
     if (o_c && n_c) {
-        cur = obs_td(a, o_c, B, err);
-        nxt = cur ? obs_td(a, n_c, B, err) : NULL;
+        cur = obs_td(a, o_c, B, &e);
+        nxt = cur ? obs_td(a, n_c, B, &e) : NULL;
     }
     crl_tensor_unref(o_c);
     crl_tensor_unref(n_c);
-    if (!cur || !nxt)
+    if (!cur || !nxt) {
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
         goto out;
+    }
 
     /* ---- target: y = r + gamma (1 - terminated) (min_i Q'_i(s', a') [- alpha log pi(a'|s')]) */
-    if (a->mode == AC_SAC ? crl_prob_actor_act(a->prob, nxt, CRL_EXPLORE_RANDOM, &noise, err)
-                          : crl_det_actor_act(a->det_target, nxt, CRL_EXPLORE_MODE, NULL, err))
+    if ((rc = a->mode == AC_SAC ? crl_prob_actor_act(a->prob, nxt, CRL_EXPLORE_RANDOM, &noise, err)
+                                : crl_det_actor_act(a->det_target, nxt, CRL_EXPLORE_MODE, NULL, err)))
         goto out;
     const float *na = crl_tensor_data(crl_td_get(nxt, "action"));
     concat(a->x2, nobs, na, B, o, d);
@@ -399,13 +416,13 @@ static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
                 a->x2[b * w + o + j] = (float)fmin(fmax(v, a->low[j]), a->high[j]);
             }
     }
-    crl_tensor *x2 = wrap(a->x2, B, w, err), *qo = NULL;
+    crl_tensor *x2 = wrap(a->x2, B, w, &e), *qo = NULL;
     float *qn = g_new(float, 2 * B);
-    if (!x2 || !(qo = wrap(qn, B, 1, err)))
-        rc = err->code;
+    if (!x2 || !(qo = wrap(qn, B, 1, &e)))
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
     for (int i = 0; i < a->nq && !rc; i++) {
-        crl_tensor *dst = wrap(qn + i * B, B, 1, err);
-        rc = dst ? crl_mlp_infer(a->qt[i], x2, dst, err) : err->code;
+        crl_tensor *dst = wrap(qn + i * B, B, 1, &e);
+        rc = dst ? crl_mlp_infer(a->qt[i], x2, dst, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
         crl_tensor_unref(dst);
     }
     crl_tensor_unref(x2);
@@ -424,23 +441,25 @@ static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
         goto out;
 
     /* ---- actor: DDPG/TD3 -Q_0(s, mu(s)); SAC alpha log pi(a|s) - min_i Q_i(s, a), a ~ pi(s) */
-    if (a->mode == AC_SAC ? crl_prob_actor_forward(a->prob, cur, CRL_EXPLORE_RANDOM, &noise, err)
-                          : crl_det_actor_forward(a->det, cur, err))
+    if ((rc = a->mode == AC_SAC ? crl_prob_actor_forward(a->prob, cur, CRL_EXPLORE_RANDOM, &noise, err)
+                                : crl_det_actor_forward(a->det, cur, err)))
         goto out;
     const float *pa = crl_tensor_data(crl_td_get(cur, "action"));
     const float *lp = a->mode == AC_SAC ? crl_tensor_data(crl_prob_actor_log_prob_get(a->prob)) : NULL;
     concat(a->x, obs, pa, B, o, d);
     memset(a->ga, 0, (size_t)(B * d) * sizeof(float));
-    crl_tensor *xp = wrap(a->x, B, w, err);
-    if (!xp)
+    crl_tensor *xp = wrap(a->x, B, w, &e);
+    if (!xp) {
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
         goto out;
+    }
     float *qv = g_new(float, 2 * B), *gq = g_new(float, B);
     double loss_actor = 0, lp_sum = 0;
     /* Each critic keeps its own forward cache: run them all, then backward. */
     for (int i = 0; i < a->nq && !rc; i++) {
-        crl_tensor *y = crl_mlp_forward(a->q[i], xp, err);
+        crl_tensor *y = crl_mlp_forward(a->q[i], xp, &e);
         if (!y)
-            rc = err->code;
+            rc = crl_error_pass(err, &e, CRL_E_INVALID);
         else
             memcpy(qv + i * B, crl_tensor_data(y), (size_t)B * sizeof(float));
     }
@@ -466,15 +485,17 @@ static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
         goto out;
     loss_actor /= (double)B;
     {
-        crl_tensor *ga = wrap(a->ga, B, d, err);
-        if (!ga)
+        crl_tensor *ga = wrap(a->ga, B, d, &e);
+        if (!ga) {
+            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
             goto out;
+        }
         if (a->mode == AC_SAC) {
             float *glp = g_new(float, B);
             for (int64_t b = 0; b < B; b++)
                 glp[b] = (float)(alpha / (double)B);
-            crl_tensor *g = crl_tensor_wrap(glp, CRL_F32, 1, &B, NULL, NULL, NULL, err);
-            rc = g ? crl_prob_actor_backward(a->prob, ga, g, NULL, NULL, err) : err->code;
+            crl_tensor *g = crl_tensor_wrap(glp, CRL_F32, 1, &B, NULL, NULL, NULL, &e);
+            rc = g ? crl_prob_actor_backward(a->prob, ga, g, NULL, NULL, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
             crl_tensor_unref(g);
             g_free(glp);
         } else {
@@ -487,15 +508,17 @@ static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
 
     /* ---- critics: sum_i mean (w/2) (Q_i(s, a) - y)^2 (DDPG: one critic) */
     concat(a->x, obs, act, B, o, d);
-    crl_tensor *xb = wrap(a->x, B, w, err);
-    if (!xb)
+    crl_tensor *xb = wrap(a->x, B, w, &e);
+    if (!xb) {
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
         goto out;
+    }
     double loss_q = 0;
     float *g1 = g_new(float, B);
     for (int i = 0; i < a->nq && !rc; i++) {
-        crl_tensor *y = crl_mlp_forward(a->q[i], xb, err);
+        crl_tensor *y = crl_mlp_forward(a->q[i], xb, &e);
         if (!y) {
-            rc = err->code;
+            rc = crl_error_pass(err, &e, CRL_E_INVALID);
             break;
         }
         const float *pred = crl_tensor_data(y);
@@ -506,8 +529,8 @@ static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
             if (i == 0)
                 a->td_err[b] = (float)fabs(diff);
         }
-        crl_tensor *g = wrap(g1, B, 1, err);
-        rc = g ? crl_mlp_backward(a->q[i], g, NULL, err) : err->code;
+        crl_tensor *g = wrap(g1, B, 1, &e);
+        rc = g ? crl_mlp_backward(a->q[i], g, NULL, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
         crl_tensor_unref(g);
     }
     g_free(g1);
@@ -544,7 +567,7 @@ out:
     crl_td_unref(nxt);
     for (int i = 0; i < 6; i++)
         crl_tensor_unref(own[i]);
-    return rc ? rc : err->code;
+    return rc;
 }
 
 static int ac_update(void *st, crl_error *err)
@@ -553,9 +576,11 @@ static int ac_update(void *st, crl_error *err)
     a->steps += 1;
     if ((int64_t)a->steps % a->delay != 0)
         return CRL_OK;
-    for (int i = 0; i < a->nq; i++)
-        if (crl_params_soft_update(crl_mlp_params_get(a->qt[i]), crl_mlp_params_get(a->q[i]), a->tau, err))
-            return err->code;
+    for (int i = 0; i < a->nq; i++) {
+        int rc = crl_params_soft_update(crl_mlp_params_get(a->qt[i]), crl_mlp_params_get(a->q[i]), a->tau, err);
+        if (rc)
+            return rc;
+    }
     if (a->actor_target_net)
         return crl_params_soft_update(crl_mlp_params_get(a->actor_target_net), crl_mlp_params_get(a->actor_net),
                                       a->tau, err);
@@ -588,9 +613,11 @@ static int ac_save(void *st, crl_ckpt_writer *w, const char *prefix, crl_error *
     crl_mlp *m[6];
     const char *names[6];
     int n = nets(a, m, names);
-    for (int i = 0; i < n; i++)
-        if (ls_mlp_save(m[i], w, prefix, names[i], err))
-            return err->code;
+    for (int i = 0; i < n; i++) {
+        int rc = ls_mlp_save(m[i], w, prefix, names[i], err);
+        if (rc)
+            return rc;
+    }
     double s[5] = { a->steps, a->explore[0], a->explore[1], a->explore[2],
                     a->log_alpha ? crl_tensor_flat_get(a->log_alpha, 0) : 0 };
     return ls_save_doubles(w, prefix, "state", s, 5, err);
@@ -605,18 +632,20 @@ static int ac_load(void *st, const crl_ckpt_reader *r, const char *prefix, crl_e
     double s[5];
     static const char *const fields[4] = { "optimizer steps", "explore frames", "explore calls",
                                            "frames per explore call" };
-    if (ls_load_doubles(r, prefix, "state", s, 5, err))
-        return err->code;
-    for (int i = 0; i < 4; i++)
-        if (ls_check_count(r, prefix, "state", fields[i], s[i], err))
-            return err->code;
-    if (ls_check_field(r, prefix, "state", fields[2], s[2], s[2] * s[3] <= 0x1p53,
-                       "calls times frames per call at most 2^53", err))
-        return err->code;
+    rc = ls_load_doubles(r, prefix, "state", s, 5, err);
+    for (int i = 0; !rc && i < 4; i++)
+        rc = ls_check_count(r, prefix, "state", fields[i], s[i], err);
+    if (!rc)
+        rc = ls_check_field(r, prefix, "state", fields[2], s[2], s[2] * s[3] <= 0x1p53,
+                            "calls times frames per call at most 2^53", err);
+    if (rc)
+        return rc;
     /* into clones first: nothing changes on error */
+    crl_error e;
+    crl_error_clear(&e);
     for (int i = 0; i < n && !rc; i++) {
-        if (!(c[i] = crl_mlp_clone(m[i], names[i], err)))
-            rc = err->code;
+        if (!(c[i] = crl_mlp_clone(m[i], names[i], &e)))
+            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
         else
             rc = ls_mlp_load(c[i], r, prefix, names[i], err);
     }

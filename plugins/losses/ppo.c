@@ -97,25 +97,35 @@ static int pg_create(pg_mode mode, const crl_opts *opts, const crl_spec *obs_spe
     p->who = names[mode];
     const char *ct, *est, *init;
     int64_t in;
-    if (ls_net_opts_read(opts, p->who, &p->no, err) || crl_opts_double(opts, "gamma", &p->gamma, err) ||
-        crl_opts_double(opts, "lmbda", &p->lmbda, err) || crl_opts_double(opts, "entropy_coef", &p->ent_coef, err) ||
-        crl_opts_double(opts, "critic_coef", &p->critic_coef, err) ||
-        crl_opts_string(opts, "loss_critic_type", &ct, err) ||
-        crl_opts_bool(opts, "normalize_advantage", &p->normalize, err) ||
-        crl_opts_string(opts, "estimator", &est, err) || crl_value_estimator_from_name(est, &p->est, err) ||
-        crl_opts_string(opts, "init", &init, err) || ls_obs_features(obs_spec, p->no.in_key, p->who, &in, err))
+    int rc;
+    crl_error e;   /* for the calls that return NULL on failure */
+    crl_error_clear(&e);
+    if ((rc = ls_net_opts_read(opts, p->who, &p->no, err)) || (rc = crl_opts_double(opts, "gamma", &p->gamma, err)) ||
+        (rc = crl_opts_double(opts, "lmbda", &p->lmbda, err)) ||
+        (rc = crl_opts_double(opts, "entropy_coef", &p->ent_coef, err)) ||
+        (rc = crl_opts_double(opts, "critic_coef", &p->critic_coef, err)) ||
+        (rc = crl_opts_string(opts, "loss_critic_type", &ct, err)) ||
+        (rc = crl_opts_bool(opts, "normalize_advantage", &p->normalize, err)) ||
+        (rc = crl_opts_string(opts, "estimator", &est, err)) ||
+        (rc = crl_value_estimator_from_name(est, &p->est, err)) ||
+        (rc = crl_opts_string(opts, "init", &init, err)) ||
+        (rc = ls_obs_features(obs_spec, p->no.in_key, p->who, &in, err)))
         goto fail;
     if (mode == PG_PPO) {
         const char *variant;
-        if (crl_opts_string(opts, "variant", &variant, err) || crl_opts_double(opts, "clip_epsilon", &p->clip, err) ||
-            crl_opts_double(opts, "kl_target", &p->kl_target, err) || crl_opts_double(opts, "kl_beta", &p->beta, err))
+        if ((rc = crl_opts_string(opts, "variant", &variant, err)) ||
+            (rc = crl_opts_double(opts, "clip_epsilon", &p->clip, err)) ||
+            (rc = crl_opts_double(opts, "kl_target", &p->kl_target, err)) ||
+            (rc = crl_opts_double(opts, "kl_beta", &p->beta, err)))
             goto fail;
         p->kl = !strcmp(variant, "kl");
     }
     p->smooth_l1 = !strcmp(ct, "smooth_l1");
-    const crl_spec *act = ls_action_leaf(action_spec, p->who, err);
-    if (!act)
+    const crl_spec *act = ls_action_leaf(action_spec, p->who, &e);
+    if (!act) {
+        rc = crl_error_pass(err, &e, CRL_E_INVALID);
         goto fail;
+    }
     crl_spec_kind k = crl_spec_get_kind(act);
     p->categorical = k == CRL_SPEC_CATEGORICAL || k == CRL_SPEC_ONEHOT;
     int64_t out;
@@ -124,8 +134,8 @@ static int pg_create(pg_mode mode, const crl_opts *opts, const crl_spec *obs_spe
     else if (k == CRL_SPEC_BOUNDED || k == CRL_SPEC_UNBOUNDED)
         out = 2 * crl_spec_shape(act)[crl_spec_ndim(act) - 1];
     else {
-        crl_error_set(err, CRL_E_INVALID, "%s: the env's action is %s; this loss needs Categorical, OneHot, "
-                      "Bounded or Unbounded", p->who, crl_spec_kind_name(k));
+        rc = crl_error_set(err, CRL_E_INVALID, "%s: the env's action is %s; this loss needs Categorical, OneHot, "
+                           "Bounded or Unbounded", p->who, crl_spec_kind_name(k));
         goto fail;
     }
     crl_rng rng;
@@ -134,18 +144,18 @@ static int pg_create(pg_mode mode, const crl_opts *opts, const crl_spec *obs_spe
     const char *keys[] = { p->no.in_key, NULL };
     char *next_key = g_strconcat("next.", p->no.in_key, NULL);
     const char *nkeys[] = { next_key, NULL };
-    int rc = CRL_OK;
-    if (!(p->actor_net = ls_mlp("actor", in, out, &p->no, &rng, err)) ||
-        !(p->critic = ls_mlp("critic", in, 1, &p->no, &rng, err)) ||
+    rc = CRL_OK;
+    if (!(p->actor_net = ls_mlp("actor", in, out, &p->no, &rng, &e)) ||
+        !(p->critic = ls_mlp("critic", in, 1, &p->no, &rng, &e)) ||
         (!strcmp(init, "orthogonal") &&
-         (crl_mlp_init(p->actor_net, CRL_INIT_ORTHOGONAL, sqrt(2.0), 0.01, &rng, err) ||
-          crl_mlp_init(p->critic, CRL_INIT_ORTHOGONAL, sqrt(2.0), 1.0, &rng, err))) ||
+         ((rc = crl_mlp_init(p->actor_net, CRL_INIT_ORTHOGONAL, sqrt(2.0), 0.01, &rng, err)) ||
+          (rc = crl_mlp_init(p->critic, CRL_INIT_ORTHOGONAL, sqrt(2.0), 1.0, &rng, err)))) ||
         !(p->actor = crl_prob_actor_new(p->actor_net, keys,
-                                        p->categorical ? CRL_DIST_CATEGORICAL : CRL_DIST_TANH_NORMAL, act, err)) ||
-        !(p->v_now = crl_tdmodule_new(p->critic, keys, "state_value", err)) ||
-        !(p->v_next = crl_tdmodule_new(p->critic, nkeys, "next.state_value", err)) ||
-        !(p->v_train = crl_tdmodule_new(p->critic, keys, "state_value", err)))
-        rc = err->code ? err->code : CRL_E_INVALID;
+                                        p->categorical ? CRL_DIST_CATEGORICAL : CRL_DIST_TANH_NORMAL, act, &e)) ||
+        !(p->v_now = crl_tdmodule_new(p->critic, keys, "state_value", &e)) ||
+        !(p->v_next = crl_tdmodule_new(p->critic, nkeys, "next.state_value", &e)) ||
+        !(p->v_train = crl_tdmodule_new(p->critic, keys, "state_value", &e)))
+        rc = rc ? rc : crl_error_pass(err, &e, CRL_E_INVALID);
     g_free(next_key);
     if (rc)
         goto fail;
@@ -153,7 +163,7 @@ static int pg_create(pg_mode mode, const crl_opts *opts, const crl_spec *obs_spe
     return CRL_OK;
 fail:
     pg_destroy(p);
-    return err->code ? err->code : CRL_E_INVALID;
+    return rc;
 }
 
 static int ppo_create(const crl_opts *o, const crl_spec *obs, const crl_spec *act, uint64_t seed, void **st,
@@ -203,9 +213,10 @@ static int pg_prepare(void *st, crl_td *batch, crl_error *err)
     if (!crl_td_get(batch, "sample_log_prob"))
         return crl_error_set(err, CRL_E_NOT_FOUND, "%s: the batch has no 'sample_log_prob' (collect it with this "
                              "loss's policy, without init_random_frames)", p->who);
-    if (crl_tdmodule_infer(p->v_now, batch, err) || crl_tdmodule_infer(p->v_next, batch, err) ||
-        crl_value_estimate_td(p->est, p->gamma, p->lmbda, batch, err))
-        return crl_error_prefix(err, "%s: ", p->who), err->code;
+    int rc;
+    if ((rc = crl_tdmodule_infer(p->v_now, batch, err)) || (rc = crl_tdmodule_infer(p->v_next, batch, err)) ||
+        (rc = crl_value_estimate_td(p->est, p->gamma, p->lmbda, batch, err)))
+        return crl_error_prefix(err, "%s: ", p->who), rc;
     if (p->kl && p->kl_n > 0) {
         /* KLPENPPOLoss: adapt beta to the mean KL of the previous batch. */
         double kl = p->kl_sum / (double)p->kl_n;
@@ -238,9 +249,9 @@ static int pg_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     const float *adv, *vt, *old = NULL;
     int rc = CRL_OK;
     reserve(p, M);
-    if (ls_batch_f32(batch, "advantage", M, 1, p->who, &adv, &tmp[0], err) ||
-        ls_batch_f32(batch, "value_target", M, 1, p->who, &vt, &tmp[1], err) ||
-        (p->mode == PG_PPO && ls_batch_f32(batch, "sample_log_prob", M, 1, p->who, &old, &tmp[2], err)))
+    if ((rc = ls_batch_f32(batch, "advantage", M, 1, p->who, &adv, &tmp[0], err)) ||
+        (rc = ls_batch_f32(batch, "value_target", M, 1, p->who, &vt, &tmp[1], err)) ||
+        (p->mode == PG_PPO && (rc = ls_batch_f32(batch, "sample_log_prob", M, 1, p->who, &old, &tmp[2], err))))
         goto out;
     double mean = 0, sd = 1;
     if (p->normalize && M > 1) {
@@ -255,7 +266,7 @@ static int pg_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     for (int64_t i = 0; i < M; i++)
         p->adv[i] = (float)((adv[i] - mean) / sd);
     /* The critic first (its own network); then the actor. */
-    if (crl_tdmodule_forward(p->v_train, batch, err))
+    if ((rc = crl_tdmodule_forward(p->v_train, batch, err)))
         goto out;
     const float *v = crl_tensor_data(crl_td_get(batch, "state_value"));
     double lc = 0;
@@ -265,7 +276,7 @@ static int pg_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
         p->gv[i] = (float)(p->critic_coef * g / (double)M);
     }
     lc *= p->critic_coef / (double)M;
-    if (crl_prob_actor_evaluate(p->actor, batch, &p->rng, err))
+    if ((rc = crl_prob_actor_evaluate(p->actor, batch, &p->rng, err)))
         goto out;
     const float *lp = crl_tensor_data(crl_prob_actor_log_prob_get(p->actor)),
                 *ent = crl_tensor_data(crl_prob_actor_entropy_get(p->actor));
@@ -300,11 +311,13 @@ static int pg_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
                            p->who, lo, lc, le);
         goto out;
     }
-    crl_tensor *gv = crl_tensor_wrap(p->gv, CRL_F32, 2, (const int64_t[]){ M, 1 }, NULL, NULL, NULL, err),
-               *glp = crl_tensor_wrap(p->glp, CRL_F32, 1, &M, NULL, NULL, NULL, err),
-               *gent = crl_tensor_wrap(p->gent, CRL_F32, 1, &M, NULL, NULL, NULL, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *gv = crl_tensor_wrap(p->gv, CRL_F32, 2, (const int64_t[]){ M, 1 }, NULL, NULL, NULL, &e),
+               *glp = crl_tensor_wrap(p->glp, CRL_F32, 1, &M, NULL, NULL, NULL, &e),
+               *gent = crl_tensor_wrap(p->gent, CRL_F32, 1, &M, NULL, NULL, NULL, &e);
     if (!gv || !glp || !gent)
-        rc = err->code;
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
     if (!rc)
         rc = crl_tdmodule_backward(p->v_train, gv, NULL, err);
     if (!rc)
@@ -326,16 +339,18 @@ static int pg_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
 out:
     for (int i = 0; i < 3; i++)
         crl_tensor_unref(tmp[i]);
-    return rc ? rc : err->code;
+    return rc;
 }
 
 static int pg_save(void *st, crl_ckpt_writer *w, const char *prefix, crl_error *err)
 {
     pg *p = st;
     double s[3] = { p->beta, p->kl_sum, (double)p->kl_n };
-    if (ls_mlp_save(p->actor_net, w, prefix, "actor", err) || ls_mlp_save(p->critic, w, prefix, "critic", err) ||
-        ls_save_doubles(w, prefix, "state", s, 3, err))
-        return err->code;
+    int rc;
+    if ((rc = ls_mlp_save(p->actor_net, w, prefix, "actor", err)) ||
+        (rc = ls_mlp_save(p->critic, w, prefix, "critic", err)) ||
+        (rc = ls_save_doubles(w, prefix, "state", s, 3, err)))
+        return rc;
     return ls_save_rng(w, prefix, &p->rng, err);
 }
 
@@ -344,12 +359,15 @@ static int pg_load(void *st, const crl_ckpt_reader *r, const char *prefix, crl_e
     pg *p = st;
     double s[3];
     crl_rng rng;
-    if (ls_load_doubles(r, prefix, "state", s, 3, err) ||
-        ls_check_field(r, prefix, "state", "beta", s[0], s[0] >= 0, "a number >= 0", err) ||
-        ls_check_count(r, prefix, "state", "KL samples", s[2], err) || ls_load_rng(r, prefix, &rng, err))
-        return err->code;
-    crl_mlp *a = crl_mlp_clone(p->actor_net, "actor", err), *c = a ? crl_mlp_clone(p->critic, "critic", err) : NULL;
-    int rc = (!a || !c) ? err->code : CRL_OK;
+    int rc;
+    if ((rc = ls_load_doubles(r, prefix, "state", s, 3, err)) ||
+        (rc = ls_check_field(r, prefix, "state", "beta", s[0], s[0] >= 0, "a number >= 0", err)) ||
+        (rc = ls_check_count(r, prefix, "state", "KL samples", s[2], err)) || (rc = ls_load_rng(r, prefix, &rng, err)))
+        return rc;
+    crl_error e;
+    crl_error_clear(&e);
+    crl_mlp *a = crl_mlp_clone(p->actor_net, "actor", &e), *c = a ? crl_mlp_clone(p->critic, "critic", &e) : NULL;
+    rc = (!a || !c) ? crl_error_pass(err, &e, CRL_E_NOMEM) : CRL_OK;
     if (!rc && !(rc = ls_mlp_load(a, r, prefix, "actor", err)))
         rc = ls_mlp_load(c, r, prefix, "critic", err);
     if (!rc) {

@@ -220,9 +220,11 @@ static PyObject *support_module(crl_error *err)
 /* Call support.fn(*args) and log the warnings it returns. */
 static int call_setup(crl_host *host, const char *who, const char *fn, PyObject *args, crl_error *err)
 {
-    PyObject *m = support_module(err);
+    crl_error e;
+    crl_error_clear(&e);
+    PyObject *m = support_module(&e);
     if (!m)
-        return err ? err->code : CRL_E_PLUGIN;
+        return crl_error_pass(err, &e, CRL_E_PLUGIN);
     PyObject *f = PyObject_GetAttrString(m, fn);
     PyObject *warnings = f ? PyObject_CallObject(f, args) : NULL;
     Py_XDECREF(f);

@@ -33,10 +33,12 @@ int rp_dense_dump(const char *who, const char *dir, const rp_dense *d, crl_error
     char *path = ckpt_path(dir);
     if (!path)
         return crl_error_set(err, CRL_E_NOMEM, "%s: out of memory", who);
-    crl_ckpt_writer *w = crl_ckpt_writer_new(path, RP_DENSE_KIND, RP_DENSE_KIND_VERSION, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_ckpt_writer *w = crl_ckpt_writer_new(path, RP_DENSE_KIND, RP_DENSE_KIND_VERSION, &e);
     free(path);
     if (!w)
-        return err ? err->code : CRL_E_IO;
+        return crl_error_pass(err, &e, CRL_E_IO);
     uint8_t meta[META_BYTES] = { 0 };
     rp_put_u64(meta, (uint64_t)d->capacity);
     rp_put_u64(meta + 8, (uint64_t)d->len);
@@ -68,11 +70,15 @@ int rp_dense_load(const char *who, const char *dir, int64_t capacity, rp_dense *
         return crl_error_set(err, CRL_E_NOMEM, "%s: out of memory", who);
     int rc = CRL_OK;
     uint8_t meta[META_BYTES];
-    crl_ckpt_reader *r = crl_ckpt_reader_open(path, RP_DENSE_KIND, RP_DENSE_KIND_VERSION, err);
-    if (!r || crl_ckpt_read(r, "meta", meta, sizeof meta, err)) {
-        rc = err ? err->code : CRL_E_CORRUPT;
+    crl_error e;   /* for the calls that return NULL on failure */
+    crl_error_clear(&e);
+    crl_ckpt_reader *r = crl_ckpt_reader_open(path, RP_DENSE_KIND, RP_DENSE_KIND_VERSION, &e);
+    if (!r) {
+        rc = crl_error_pass(err, &e, CRL_E_IO);
         goto out;
     }
+    if ((rc = crl_ckpt_read(r, "meta", meta, sizeof meta, err)))
+        goto out;
     uint64_t cap = rp_get_u64(meta), len = rp_get_u64(meta + 8), wc = rp_get_u64(meta + 16);
     uint32_t has_layout = rp_get_u32(meta + 24), pad = rp_get_u32(meta + 28);
     if (cap != (uint64_t)capacity) {
@@ -96,10 +102,8 @@ int rp_dense_load(const char *who, const char *dir, int64_t capacity, rp_dense *
         rc = crl_error_set(err, CRL_E_NOMEM, "%s: out of memory", who);
         goto out;
     }
-    if (crl_ckpt_read(r, "filled", d->filled, (size_t)capacity, err)) {
-        rc = err ? err->code : CRL_E_CORRUPT;
+    if ((rc = crl_ckpt_read(r, "filled", d->filled, (size_t)capacity, err)))
         goto out;
-    }
     uint64_t count = 0;
     for (int64_t i = 0; i < capacity; i++) {
         if (d->filled[i] > 1 || (d->filled[i] && (uint64_t)i >= len)) {
@@ -123,21 +127,21 @@ int rp_dense_load(const char *who, const char *dir, int64_t capacity, rp_dense *
         goto out;
     }
     size_t llen = 0;
-    const void *lb = crl_ckpt_section(r, "layout", &llen, err);
+    const void *lb = crl_ckpt_section(r, "layout", &llen, &e);
     if (!lb) {
-        rc = err ? err->code : CRL_E_CORRUPT;
+        rc = crl_error_pass(err, &e, CRL_E_CORRUPT);
         goto out;
     }
     char what[512];
     snprintf(what, sizeof what, "%s: section 'layout'", path);
-    if (!(d->layout = rp_layout_decode(what, lb, llen, 0, false, err))) {
-        rc = err ? err->code : CRL_E_CORRUPT;
+    if (!(d->layout = rp_layout_decode(what, lb, llen, 0, false, &e))) {
+        rc = crl_error_pass(err, &e, CRL_E_CORRUPT);
         goto out;
     }
     if (len == 0)
         goto out;
-    if (!(d->data = crl_ckpt_read_td(r, "data", err))) {
-        rc = err ? err->code : CRL_E_CORRUPT;
+    if (!(d->data = crl_ckpt_read_td(r, "data", &e))) {
+        rc = crl_error_pass(err, &e, CRL_E_CORRUPT);
         goto out;
     }
     crl_error lerr;

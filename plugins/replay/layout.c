@@ -410,10 +410,12 @@ int rp_layout_match(const char *who, const rp_layout *l, const crl_td *items, cr
             return crl_error_set(err, CRL_E_UNSUPPORTED, "%s: key '%s' is not on the cpu; move the item to cpu first",
                                  who, l->leaves[i].key);
         }
-        cols[i] = crl_tensor_contiguous(t, err);
+        crl_error e;
+        crl_error_clear(&e);
+        cols[i] = crl_tensor_contiguous(t, &e);
         if (!cols[i]) {
             rp_cols_release(cols, i);
-            return err ? err->code : CRL_E_NOMEM;
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
         }
     }
     return CRL_OK;

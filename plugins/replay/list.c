@@ -44,8 +44,9 @@ static void free_tds(crl_td **tds, size_t n)
 static int list_set(void *st, const int64_t *idx, size_t n, const crl_td *items, crl_error *err)
 {
     list_store *s = st;
-    if (rp_check_items(WHO, items, n, err) || rp_check_indices(WHO ": set", idx, n, s->capacity, err))
-        return err ? err->code : CRL_E_INVALID;
+    int rc;
+    if ((rc = rp_check_items(WHO, items, n, err)) || (rc = rp_check_indices(WHO ": set", idx, n, s->capacity, err)))
+        return rc;
     if (n == 0)
         return CRL_OK;
     /* Clone everything first: a failure writes nothing. */
@@ -53,14 +54,16 @@ static int list_set(void *st, const int64_t *idx, size_t n, const crl_td *items,
     if (!clones)
         return crl_error_set(err, CRL_E_NOMEM, WHO ": out of memory");
     for (size_t k = 0; k < n; k++) {
-        crl_td *view = crl_td_index((crl_td *)items, 0, (int64_t)k, err);
-        clones[k] = view ? crl_td_clone(view, err) : NULL;
+        crl_error e;
+        crl_error_clear(&e);
+        crl_td *view = crl_td_index((crl_td *)items, 0, (int64_t)k, &e);
+        clones[k] = view ? crl_td_clone(view, &e) : NULL;
         crl_td_unref(view);
         if (!clones[k]) {
-            crl_error_prefix(err, WHO ": set: item %zu: ", k);
+            crl_error_prefix(&e, WHO ": set: item %zu: ", k);
             free_tds(clones, k);
             free(clones);
-            return err ? err->code : CRL_E_NOMEM;
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
         }
     }
     for (size_t k = 0; k < n; k++) {
@@ -216,9 +219,11 @@ static bool gb_add_le(growbuf *b, const void *data, size_t len, size_t elem_size
 
 static int encode_item(growbuf *b, int64_t slot, const crl_td *item, crl_error *err)
 {
-    rp_layout *l = rp_layout_from_item(WHO, item, err);
+    crl_error e;
+    crl_error_clear(&e);
+    rp_layout *l = rp_layout_from_item(WHO, item, &e);
     if (!l)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     size_t llen;
     uint8_t *lb = rp_layout_encode(l, &llen);
     uint8_t hdr[16];
@@ -227,10 +232,10 @@ static int encode_item(growbuf *b, int64_t slot, const crl_td *item, crl_error *
     bool ok = lb && gb_add(b, hdr, sizeof hdr) && gb_add(b, lb, llen);
     free(lb);
     for (size_t i = 0; ok && i < l->nleaves; i++) {
-        crl_tensor *t = crl_tensor_contiguous(crl_td_get_k(item, l->leaves[i].handle), err);
+        crl_tensor *t = crl_tensor_contiguous(crl_td_get_k(item, l->leaves[i].handle), &e);
         if (!t) {
             rp_layout_free(l);
-            return err ? err->code : CRL_E_NOMEM;
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
         }
         ok = gb_add_le(b, crl_tensor_data(t), l->leaves[i].row_bytes, crl_dtype_size(l->leaves[i].dtype));
         crl_tensor_unref(t);
@@ -254,18 +259,20 @@ static int list_dump(void *st, const char *dir, crl_error *err)
             count++;
         }
     }
-    crl_ckpt_writer *w = rc ? NULL : crl_ckpt_writer_new(path, RP_LIST_KIND, RP_LIST_KIND_VERSION, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_ckpt_writer *w = rc ? NULL : crl_ckpt_writer_new(path, RP_LIST_KIND, RP_LIST_KIND_VERSION, &e);
     if (!rc && !w)
-        rc = err ? err->code : CRL_E_IO;
+        rc = crl_error_pass(err, &e, CRL_E_IO);
     if (w) {
         uint8_t meta[32];
         rp_put_u64(meta, (uint64_t)s->capacity);
         rp_put_u64(meta + 8, (uint64_t)s->len);
         rp_put_u64(meta + 16, s->write_count);
         rp_put_u64(meta + 24, count);
-        if (crl_ckpt_write(w, "meta", meta, sizeof meta, err) || crl_ckpt_write(w, "items", b.p, b.len, err)) {
+        if ((rc = crl_ckpt_write(w, "meta", meta, sizeof meta, err)) ||
+            (rc = crl_ckpt_write(w, "items", b.p, b.len, err))) {
             crl_ckpt_writer_abort(w);
-            rc = err ? err->code : CRL_E_IO;
         } else {
             rc = crl_ckpt_writer_close(w, err);
         }
@@ -343,14 +350,18 @@ static int list_load(void *st, const char *dir, crl_error *err)
     char *path = ckpt_path(dir);
     if (!path)
         return crl_error_set(err, CRL_E_NOMEM, WHO ": out of memory");
-    crl_ckpt_reader *r = crl_ckpt_reader_open(path, RP_LIST_KIND, RP_LIST_KIND_VERSION, err);
+    crl_error e;   /* for the calls that return NULL on failure */
+    crl_error_clear(&e);
+    crl_ckpt_reader *r = crl_ckpt_reader_open(path, RP_LIST_KIND, RP_LIST_KIND_VERSION, &e);
     crl_td **slots = NULL;
     int rc = CRL_OK;
     uint8_t meta[32];
-    if (!r || crl_ckpt_read(r, "meta", meta, sizeof meta, err)) {
-        rc = err ? err->code : CRL_E_CORRUPT;
+    if (!r) {
+        rc = crl_error_pass(err, &e, CRL_E_IO);
         goto out;
     }
+    if ((rc = crl_ckpt_read(r, "meta", meta, sizeof meta, err)))
+        goto out;
     uint64_t cap = rp_get_u64(meta), len = rp_get_u64(meta + 8), wc = rp_get_u64(meta + 16),
              count = rp_get_u64(meta + 24);
     if (cap != (uint64_t)s->capacity) {
@@ -372,9 +383,9 @@ static int list_load(void *st, const char *dir, crl_error *err)
         goto out;
     }
     size_t ilen = 0;
-    const uint8_t *items = crl_ckpt_section(r, "items", &ilen, err);
+    const uint8_t *items = crl_ckpt_section(r, "items", &ilen, &e);
     if (!items && ilen != 0) {
-        rc = err ? err->code : CRL_E_CORRUPT;
+        rc = crl_error_pass(err, &e, CRL_E_CORRUPT);
         goto out;
     }
     if (!items)
@@ -389,9 +400,9 @@ static int list_load(void *st, const char *dir, crl_error *err)
     for (uint64_t k = 0; k < count; k++) {
         size_t at = pos;
         int64_t slot;
-        crl_td *item = decode_item(path, items, ilen, &pos, &slot, err);
+        crl_td *item = decode_item(path, items, ilen, &pos, &slot, &e);
         if (!item) {
-            rc = err ? err->code : CRL_E_CORRUPT;
+            rc = crl_error_pass(err, &e, CRL_E_CORRUPT);
             goto out;
         }
         if (slot <= prev || (uint64_t)slot >= len) {

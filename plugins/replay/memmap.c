@@ -269,8 +269,10 @@ static int header_read(const mm_store *s, int64_t *capacity, rp_layout **layout,
     *capacity = (int64_t)rp_get_u64(h + 16);
     char what[1024];
     snprintf(what, sizeof what, WHO ": %s", path);
-    if (!(*layout = rp_layout_decode(what, h + HDR_FIXED, n - HDR_FIXED - 4, HDR_FIXED, false, err)))
-        rc = err ? err->code : CRL_E_CORRUPT;
+    crl_error e;
+    crl_error_clear(&e);
+    if (!(*layout = rp_layout_decode(what, h + HDR_FIXED, n - HDR_FIXED - 4, HDR_FIXED, false, &e)))
+        rc = crl_error_pass(err, &e, CRL_E_CORRUPT);
 out:
     if (fd >= 0)
         close(fd);
@@ -425,8 +427,10 @@ static int files_open(mm_store *s, rp_layout *l, bool create, crl_error *err)
         int64_t shape[CRL_MAX_DIMS];
         shape[0] = s->capacity;
         memcpy(shape + 1, f->shape, sizeof(int64_t) * (size_t)f->ndim);
-        if (!(s->cols[i] = crl_tensor_wrap(s->base[i], f->dtype, f->ndim + 1, shape, NULL, NULL, NULL, err))) {
-            rc = err ? err->code : CRL_E_NOMEM;
+        crl_error e;
+        crl_error_clear(&e);
+        if (!(s->cols[i] = crl_tensor_wrap(s->base[i], f->dtype, f->ndim + 1, shape, NULL, NULL, NULL, &e))) {
+            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
             goto fail;
         }
     }
@@ -570,11 +574,12 @@ static void mm_close(void *st);
 static int mm_open(const crl_opts *opts, int64_t capacity, void **out, crl_error *err)
 {
     const char *dir, *sync, *verify;
+    int rc;
     if (!out)
         return crl_error_set(err, CRL_E_INVALID, WHO ": open: out pointer is NULL");
-    if (crl_opts_string(opts, "dir", &dir, err) || crl_opts_string(opts, "sync", &sync, err) ||
-        crl_opts_string(opts, "verify", &verify, err))
-        return err ? err->code : CRL_E_CONFIG;
+    if ((rc = crl_opts_string(opts, "dir", &dir, err)) || (rc = crl_opts_string(opts, "sync", &sync, err)) ||
+        (rc = crl_opts_string(opts, "verify", &verify, err)))
+        return rc;
     if (!dir || !*dir)
         return crl_error_set(err, CRL_E_CONFIG, WHO ": option 'dir' is empty; set dir = a directory for the storage");
     if (capacity < 1)
@@ -589,7 +594,7 @@ static int mm_open(const crl_opts *opts, int64_t capacity, void **out, crl_error
     s->capacity = capacity;
     s->commit = strcmp(sync, "commit") == 0;
     s->verify_full = strcmp(verify, "full") == 0;
-    int rc = CRL_OK;
+    rc = CRL_OK;
     if (!(s->dir = strdup(dir)) || !(s->filled = calloc((size_t)capacity, 1)) ||
         !(s->mark = calloc((size_t)capacity, 1))) {
         rc = crl_error_set(err, CRL_E_NOMEM, WHO ": out of memory");
@@ -672,15 +677,18 @@ static int resumed_mismatch(mm_store *s, rp_layout *item, int code, crl_error *e
 static int mm_set(void *st, const int64_t *idx, size_t n, const crl_td *items, crl_error *err)
 {
     mm_store *s = st;
-    if (rp_check_items(WHO, items, n, err) || rp_check_indices(WHO ": set", idx, n, s->capacity, err))
-        return err ? err->code : CRL_E_INVALID;
+    int rc;
+    if ((rc = rp_check_items(WHO, items, n, err)) || (rc = rp_check_indices(WHO ": set", idx, n, s->capacity, err)))
+        return rc;
     if (n == 0)
         return CRL_OK;
     if (!s->layout) {
-        rp_layout *l = rp_layout_from_items(WHO, items, err);
+        crl_error e;
+        crl_error_clear(&e);
+        rp_layout *l = rp_layout_from_items(WHO, items, &e);
         if (!l)
-            return err ? err->code : CRL_E_INVALID;
-        int rc = files_create(s, l, err);
+            return crl_error_pass(err, &e, CRL_E_INVALID);
+        rc = files_create(s, l, err);
         if (rc)
             return rc;
         s->resumed = false;
@@ -692,7 +700,7 @@ static int mm_set(void *st, const int64_t *idx, size_t n, const crl_td *items, c
     if (!src)
         return crl_error_set(err, CRL_E_NOMEM, WHO ": out of memory");
     rp_layout *item = NULL;
-    int rc = rp_layout_match(WHO ": set", l, items, src, s->resumed ? &item : NULL, err);
+    rc = rp_layout_match(WHO ": set", l, items, src, s->resumed ? &item : NULL, err);
     if (rc) {
         if (s->resumed)
             rc = resumed_mismatch(s, item, rc, err);
@@ -790,9 +798,7 @@ sync_failed:
     rp_cols_release(src, nl);
     if (src != stackcols)
         free(src);
-    if (err)
-        *err = serr;
-    return serr.code;
+    return crl_error_pass(err, &serr, CRL_E_IO);
 }
 
 static crl_td *mm_get(void *st, const int64_t *idx, size_t n, crl_error *err)
@@ -820,18 +826,20 @@ static uint64_t mm_write_count(void *st)
 static int mm_sync(void *st, crl_error *err)
 {
     mm_store *s = st;
-    if (sync_leaves(s, err) || sync_records(s, err))
-        return err ? err->code : CRL_E_IO;
+    int rc;
+    if ((rc = sync_leaves(s, err)) || (rc = sync_records(s, err)))
+        return rc;
     return CRL_OK;
 }
 
 static int mm_clear(void *st, crl_error *err)
 {
     mm_store *s = st;
+    int rc;
     if (s->slots) {
         memset(s->slots, 0, (size_t)s->capacity * REC_BYTES);
-        if (s->commit && sync_records(s, err))
-            return err ? err->code : CRL_E_IO;
+        if (s->commit && (rc = sync_records(s, err)))
+            return rc;
     }
     memset(s->filled, 0, (size_t)s->capacity);
     s->len = 0;
@@ -857,8 +865,10 @@ static int mm_dump(void *st, const char *dir, crl_error *err)
 {
     mm_store *s = st;
     rp_dense d = { s->capacity, s->len, s->write_count, s->layout, s->filled, NULL };
-    if (s->layout && s->len > 0 && !(d.data = rp_layout_view_td(s->layout, s->len, s->cols, err)))
-        return err ? err->code : CRL_E_NOMEM;
+    crl_error e;
+    crl_error_clear(&e);
+    if (s->layout && s->len > 0 && !(d.data = rp_layout_view_td(s->layout, s->len, s->cols, &e)))
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     int rc = rp_dense_dump(WHO, dir, &d, err);
     crl_td_unref(d.data);
     return rc;
@@ -882,10 +892,12 @@ static int mm_load(void *st, const char *dir, crl_error *err)
         return rc;
     }
     if (d.layout && !s->layout) {
-        rp_layout *l = rp_layout_dup(d.layout, err);
+        crl_error e;
+        crl_error_clear(&e);
+        rp_layout *l = rp_layout_dup(d.layout, &e);
         if (!l || (rc = files_create(s, l, err))) {
             rp_dense_clear(&d);
-            return l ? rc : (err ? err->code : CRL_E_NOMEM);
+            return l ? rc : crl_error_pass(err, &e, CRL_E_NOMEM);
         }
     }
     /* Back every row to be written before touching anything. */
@@ -901,13 +913,15 @@ static int mm_load(void *st, const char *dir, crl_error *err)
         return crl_error_set(err, CRL_E_NOMEM, WHO ": out of memory");
     }
     for (size_t i = 0; d.len > 0 && i < nl; i++) {
-        src[i] = crl_tensor_contiguous(crl_td_get_k(d.data, d.layout->leaves[i].handle), err);
+        crl_error e;
+        crl_error_clear(&e);
+        src[i] = crl_tensor_contiguous(crl_td_get_k(d.data, d.layout->leaves[i].handle), &e);
         if (!src[i]) {
             rp_cols_release(src, i);
             if (src != stackcols)
                 free(src);
             rp_dense_clear(&d);
-            return err ? err->code : CRL_E_NOMEM;
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
         }
     }
     /* Validated and backed: replace the contents. */
@@ -935,8 +949,8 @@ static int mm_load(void *st, const char *dir, crl_error *err)
     s->write_count = d.layout ? d.write_count : 0;
     s->resumed = false;
     rp_dense_clear(&d);
-    if (sync_leaves(s, err) || sync_records(s, err))
-        return err ? err->code : CRL_E_IO;
+    if ((rc = sync_leaves(s, err)) || (rc = sync_records(s, err)))
+        return rc;
     return CRL_OK;
 }
 

@@ -65,11 +65,13 @@ static int alloc_cols(int64_t capacity, const rp_layout *l, crl_tensor ***cols_o
             return crl_error_set(err, CRL_E_NOMEM, WHO ": key '%s': %" PRId64 " rows of %zu bytes do not fit in memory",
                                  f->key, capacity, f->row_bytes);
         }
-        cols[i] = crl_tensor_new(f->dtype, f->ndim + 1, shape, err);
+        crl_error e;
+        crl_error_clear(&e);
+        cols[i] = crl_tensor_new(f->dtype, f->ndim + 1, shape, &e);
         if (!cols[i]) {
-            crl_error_prefix(err, WHO ": key '%s' (%" PRIu64 " bytes): ", f->key, total);
+            crl_error_prefix(&e, WHO ": key '%s' (%" PRIu64 " bytes): ", f->key, total);
             free_cols(cols, base, l->nleaves);
-            return err ? err->code : CRL_E_NOMEM;
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
         }
         base[i] = crl_tensor_data(cols[i]);
     }
@@ -81,17 +83,20 @@ static int alloc_cols(int64_t capacity, const rp_layout *l, crl_tensor ***cols_o
 static int tensor_set(void *st, const int64_t *idx, size_t n, const crl_td *items, crl_error *err)
 {
     tensor_store *s = st;
-    if (rp_check_items(WHO, items, n, err) || rp_check_indices(WHO ": set", idx, n, s->capacity, err))
-        return err ? err->code : CRL_E_INVALID;
+    int rc;
+    if ((rc = rp_check_items(WHO, items, n, err)) || (rc = rp_check_indices(WHO ": set", idx, n, s->capacity, err)))
+        return rc;
     if (n == 0)
         return CRL_OK;
     if (!s->layout) {
-        rp_layout *l = rp_layout_from_items(WHO, items, err);
+        crl_error e;
+        crl_error_clear(&e);
+        rp_layout *l = rp_layout_from_items(WHO, items, &e);
         if (!l)
-            return err ? err->code : CRL_E_INVALID;
-        if (alloc_cols(s->capacity, l, &s->cols, &s->base, err)) {
+            return crl_error_pass(err, &e, CRL_E_INVALID);
+        if ((rc = alloc_cols(s->capacity, l, &s->cols, &s->base, err))) {
             rp_layout_free(l);
-            return err ? err->code : CRL_E_NOMEM;
+            return rc;
         }
         s->layout = l;
     }
@@ -100,7 +105,7 @@ static int tensor_set(void *st, const int64_t *idx, size_t n, const crl_td *item
     crl_tensor **src = l->nleaves <= 16 ? stackcols : calloc(l->nleaves, sizeof *src);
     if (!src)
         return crl_error_set(err, CRL_E_NOMEM, WHO ": out of memory");
-    int rc = rp_layout_match(WHO ": set", l, items, src, NULL, err);
+    rc = rp_layout_match(WHO ": set", l, items, src, NULL, err);
     if (rc == CRL_OK) {
         /* One copy per leaf per run of consecutive slots (a round-robin
          * extend is one or two runs). */
@@ -174,8 +179,10 @@ static int tensor_dump(void *st, const char *dir, crl_error *err)
 {
     tensor_store *s = st;
     rp_dense d = { s->capacity, s->len, s->write_count, s->layout, s->filled, NULL };
-    if (s->layout && s->len > 0 && !(d.data = rp_layout_view_td(s->layout, s->len, s->cols, err)))
-        return err ? err->code : CRL_E_NOMEM;
+    crl_error e;
+    crl_error_clear(&e);
+    if (s->layout && s->len > 0 && !(d.data = rp_layout_view_td(s->layout, s->len, s->cols, &e)))
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     int rc = rp_dense_dump(WHO, dir, &d, err);
     crl_td_unref(d.data);
     return rc;
@@ -185,21 +192,24 @@ static int tensor_load(void *st, const char *dir, crl_error *err)
 {
     tensor_store *s = st;
     rp_dense d;
-    if (rp_dense_load(WHO, dir, s->capacity, &d, err))
-        return err ? err->code : CRL_E_CORRUPT;
+    int rc;
+    if ((rc = rp_dense_load(WHO, dir, s->capacity, &d, err)))
+        return rc;
     crl_tensor **cols = NULL;
     uint8_t **base = NULL;
     if (d.layout) {
-        if (alloc_cols(s->capacity, d.layout, &cols, &base, err)) {
+        if ((rc = alloc_cols(s->capacity, d.layout, &cols, &base, err))) {
             rp_dense_clear(&d);
-            return err ? err->code : CRL_E_NOMEM;
+            return rc;
         }
         for (size_t i = 0; d.len > 0 && i < d.layout->nleaves; i++) {
-            crl_tensor *t = crl_tensor_contiguous(crl_td_get_k(d.data, d.layout->leaves[i].handle), err);
+            crl_error e;
+            crl_error_clear(&e);
+            crl_tensor *t = crl_tensor_contiguous(crl_td_get_k(d.data, d.layout->leaves[i].handle), &e);
             if (!t) {
                 free_cols(cols, base, d.layout->nleaves);
                 rp_dense_clear(&d);
-                return err ? err->code : CRL_E_NOMEM;
+                return crl_error_pass(err, &e, CRL_E_NOMEM);
             }
             memcpy(base[i], crl_tensor_data(t), (size_t)d.len * d.layout->leaves[i].row_bytes);
             crl_tensor_unref(t);

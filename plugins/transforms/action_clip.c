@@ -91,11 +91,16 @@ static crl_spec *clipped_spec(const clip *t, const crl_spec *leaf, const char *k
 static int clip_specs(void *p, crl_transform_specs *s, crl_error *err)
 {
     clip *t = p;
+    int rc;
     for (size_t i = 0; i < t->keys.n; i++) {
-        crl_spec *leaf = tf_specs_need(s, t->keys.in[i], "ClipTransform", err);
-        crl_spec *c = leaf ? clipped_spec(t, leaf, t->keys.in[i], err) : NULL;
-        if (!c || tf_specs_put(s, t->keys.out[i], c, err))
-            return err->code;
+        crl_error e;
+        crl_error_clear(&e);
+        crl_spec *leaf = tf_specs_need(s, t->keys.in[i], "ClipTransform", &e);
+        crl_spec *c = leaf ? clipped_spec(t, leaf, t->keys.in[i], &e) : NULL;
+        if (!c)
+            return crl_error_pass(err, &e, CRL_E_INVALID);
+        if ((rc = tf_specs_put(s, t->keys.out[i], c, err)))
+            return rc;
     }
     for (size_t i = 0; i < t->inv.n; i++) {
         crl_spec *leaf = crl_spec_composite_get(s->action, t->inv.in[i]);
@@ -106,9 +111,9 @@ static int clip_specs(void *p, crl_transform_specs *s, crl_error *err)
                                  t->inv.in[i]);
         if (strcmp(t->inv.in[i], t->inv.out[i]) != 0) {
             /* The policy writes out_key, the parent reads in_key: the outer spec moves. */
-            if (crl_spec_composite_set(s->action, t->inv.out[i], leaf, err) ||
-                crl_spec_composite_del(s->action, t->inv.in[i], err))
-                return err->code;
+            if ((rc = crl_spec_composite_set(s->action, t->inv.out[i], leaf, err)) ||
+                (rc = crl_spec_composite_del(s->action, t->inv.in[i], err)))
+                return rc;
         }
     }
     return CRL_OK;
@@ -117,28 +122,31 @@ static int clip_specs(void *p, crl_transform_specs *s, crl_error *err)
 /* dst = clamp(src); dst may be src's own key (then written through crl_transform_output). */
 static int clip_entry(const clip *t, crl_td *td, const char *src, const char *dst, bool fresh, crl_error *err)
 {
-    crl_tensor *x = tf_td_need(td, src, "ClipTransform", err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *x = tf_td_need(td, src, "ClipTransform", &e);
     if (!x)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
     crl_dtype dt = crl_tensor_dtype(x);
     if (dt == CRL_BOOL)
         return crl_error_set(err, CRL_E_DTYPE, "ClipTransform: key '%s' is bool; clip a numeric key", src);
     crl_tensor_ref(x);
     crl_tensor *y;
+    int rc = CRL_OK;
     if (fresh) {
         /* The inverse never writes into the caller's tensors. */
-        y = crl_tensor_new(dt, crl_tensor_ndim(x), crl_tensor_shape(x), err);
-        if (y && crl_td_set(td, dst, y, err)) {
+        y = crl_tensor_new(dt, crl_tensor_ndim(x), crl_tensor_shape(x), &e);
+        if (y && (rc = crl_td_set(td, dst, y, err))) {
             crl_tensor_unref(y);
             y = NULL;
         }
         crl_tensor_unref(y); /* td holds it */
     } else {
-        y = crl_transform_output(td, dst, dt, crl_tensor_ndim(x), crl_tensor_shape(x), err);
+        y = crl_transform_output(td, dst, dt, crl_tensor_ndim(x), crl_tensor_shape(x), &e);
     }
     if (!y) {
         crl_tensor_unref(x);
-        return err->code;
+        return rc ? rc : crl_error_pass(err, &e, CRL_E_NOMEM);
     }
     int64_t n = crl_tensor_numel(x);
     if (dt == CRL_F32 && crl_tensor_is_contiguous(x) && crl_tensor_is_contiguous(y)) {
@@ -158,20 +166,22 @@ static int clip_entry(const clip *t, crl_td *td, const char *src, const char *ds
 static int clip_call(void *p, crl_td *td, crl_error *err)
 {
     clip *t = p;
+    int rc;
     for (size_t i = 0; i < t->keys.n; i++)
-        if (clip_entry(t, td, t->keys.in[i], t->keys.out[i], false, err))
-            return err->code;
+        if ((rc = clip_entry(t, td, t->keys.in[i], t->keys.out[i], false, err)))
+            return rc;
     return CRL_OK;
 }
 
 static int clip_inv(void *p, crl_td *td, crl_error *err)
 {
     clip *t = p;
+    int rc;
     for (size_t i = 0; i < t->inv.n; i++) {
-        if (clip_entry(t, td, t->inv.out[i], t->inv.in[i], true, err))
-            return err->code;
-        if (strcmp(t->inv.in[i], t->inv.out[i]) != 0 && crl_td_del(td, t->inv.out[i], err))
-            return err->code;
+        if ((rc = clip_entry(t, td, t->inv.out[i], t->inv.in[i], true, err)))
+            return rc;
+        if (strcmp(t->inv.in[i], t->inv.out[i]) != 0 && (rc = crl_td_del(td, t->inv.out[i], err)))
+            return rc;
     }
     return CRL_OK;
 }

@@ -32,10 +32,12 @@ static int dap_create(const crl_opts *o, void **out, crl_error *err)
     int64_t eff = 0, max = 0;
     const char *key = NULL, *proj = NULL;
     bool fwd = true;
-    if (crl_opts_int(o, "num_actions_effective", &eff, err) || crl_opts_int(o, "max_actions", &max, err) ||
-        crl_opts_string(o, "action_key", &key, err) || crl_opts_bool(o, "include_forward", &fwd, err) ||
-        crl_opts_string(o, "projection", &proj, err))
-        return err->code;
+    int rc;
+    if ((rc = crl_opts_int(o, "num_actions_effective", &eff, err)) ||
+        (rc = crl_opts_int(o, "max_actions", &max, err)) ||
+        (rc = crl_opts_string(o, "action_key", &key, err)) || (rc = crl_opts_bool(o, "include_forward", &fwd, err)) ||
+        (rc = crl_opts_string(o, "projection", &proj, err)))
+        return rc;
     if (max < eff)
         return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] max_actions = %lld is below num_actions_effective = %lld "
                              "(%s); max_actions must be >= num_actions_effective", crl_opts_origin(o, "max_actions"),
@@ -77,14 +79,16 @@ static int dap_specs(void *p, crl_transform_specs *s, crl_error *err)
     int64_t sh[CRL_MAX_DIMS];
     memcpy(sh, crl_spec_shape(leaf), sizeof(int64_t) * (size_t)nd);
     crl_spec *outer;
+    crl_error e;
+    crl_error_clear(&e);
     if (t->onehot) {
         sh[nd - 1] = t->max;
-        outer = crl_spec_onehot(t->max, t->dt, nd, sh, err);
+        outer = crl_spec_onehot(t->max, t->dt, nd, sh, &e);
     } else {
-        outer = crl_spec_categorical(t->max, t->dt, nd, sh, err);
+        outer = crl_spec_categorical(t->max, t->dt, nd, sh, &e);
     }
     if (!outer)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_INVALID);
     int rc = crl_spec_composite_set(s->action, t->key, outer, err);
     crl_spec_unref(outer);
     return rc;
@@ -115,9 +119,11 @@ static int64_t argmax_row(const crl_tensor *x, int64_t base, int64_t n)
 static int dap_inv(void *p, crl_td *td, crl_error *err)
 {
     dap *t = p;
-    crl_tensor *x = tf_td_need(td, t->key, "DiscreteActionProjection", err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *x = tf_td_need(td, t->key, "DiscreteActionProjection", &e);
     if (!x)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
     crl_rng *rng = t->ctx ? crl_transform_ctx_rng(t->ctx) : &t->rng;
     int nd = crl_tensor_ndim(x);
     int64_t sh[CRL_MAX_DIMS];
@@ -131,9 +137,9 @@ static int dap_inv(void *p, crl_td *td, crl_error *err)
         rows /= t->max;
         sh[nd - 1] = t->eff;
     }
-    crl_tensor *y = crl_tensor_new(t->dt, nd, sh, err);
+    crl_tensor *y = crl_tensor_new(t->dt, nd, sh, &e);
     if (!y)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     for (int64_t r = 0; r < rows; r++) {
         int64_t a = t->onehot ? argmax_row(x, r * t->max, t->max) : (int64_t)crl_tensor_flat_get(x, r);
         if (a < 0 || a >= t->max) {
@@ -159,18 +165,20 @@ static int dap_call(void *p, crl_td *td, crl_error *err)
     dap *t = p;
     if (!t->include_forward || (t->have_kind && !t->onehot))
         return CRL_OK;
-    crl_tensor *x = tf_td_need(td, t->key, "DiscreteActionProjection", err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *x = tf_td_need(td, t->key, "DiscreteActionProjection", &e);
     if (!x)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
     int nd = crl_tensor_ndim(x);
     if (nd == 0 || crl_tensor_shape(x)[nd - 1] != t->eff || t->eff == t->max)
         return CRL_OK;
     int64_t sh[CRL_MAX_DIMS];
     memcpy(sh, crl_tensor_shape(x), sizeof(int64_t) * (size_t)nd);
     sh[nd - 1] = t->max;
-    crl_tensor *y = crl_tensor_new(crl_tensor_dtype(x), nd, sh, err);
+    crl_tensor *y = crl_tensor_new(crl_tensor_dtype(x), nd, sh, &e);
     if (!y)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     int64_t rows = crl_tensor_numel(x) / t->eff;
     for (int64_t r = 0; r < rows; r++)
         crl_tensor_flat_set(y, r * t->max + argmax_row(x, r * t->eff, t->eff), 1.0);
@@ -240,8 +248,9 @@ static void amask_destroy(void *p)
 static int amask_create(const crl_opts *o, void **out, crl_error *err)
 {
     const char *a = NULL, *m = NULL;
-    if (crl_opts_string(o, "action_key", &a, err) || crl_opts_string(o, "mask_key", &m, err))
-        return err->code;
+    int rc;
+    if ((rc = crl_opts_string(o, "action_key", &a, err)) || (rc = crl_opts_string(o, "mask_key", &m, err)))
+        return rc;
     amask *t = calloc(1, sizeof *t);
     if (!t || !(t->akey = tf_strdup(a)) || !(t->mkey = tf_strdup(m))) {
         amask_destroy(t);
@@ -261,9 +270,11 @@ static int amask_specs(void *p, crl_transform_specs *s, crl_error *err)
     if (k != CRL_SPEC_ONEHOT && k != CRL_SPEC_CATEGORICAL)
         return crl_error_set(err, CRL_E_DTYPE, "ActionMask: action '%s' is %s; masks apply to OneHot or "
                              "Categorical actions", t->akey, crl_spec_kind_name(k));
-    crl_spec *m = tf_specs_need(s, t->mkey, "ActionMask", err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_spec *m = tf_specs_need(s, t->mkey, "ActionMask", &e);
     if (!m)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
     t->onehot = k == CRL_SPEC_ONEHOT;
     t->n = crl_spec_n(act);
     int and = crl_spec_ndim(act), mnd = crl_spec_ndim(m);
@@ -279,12 +290,12 @@ static int amask_specs(void *p, crl_transform_specs *s, crl_error *err)
         memcpy(w, ash, sizeof(int64_t) * (size_t)and);
         w[and] = t->n;
         want = crl_shape_repr(t->onehot ? and : and + 1, w);
-        crl_error_set(err, crl_spec_dtype(m) == CRL_BOOL ? CRL_E_SHAPE : CRL_E_DTYPE,
-                      "ActionMask: mask '%s' is %s %s; it must be bool of shape %s (one flag per action)", t->mkey,
-                      crl_dtype_name(crl_spec_dtype(m)), got ? got : "?", want ? want : "?");
+        int rc = crl_error_set(err, crl_spec_dtype(m) == CRL_BOOL ? CRL_E_SHAPE : CRL_E_DTYPE,
+                               "ActionMask: mask '%s' is %s %s; it must be bool of shape %s (one flag per action)",
+                               t->mkey, crl_dtype_name(crl_spec_dtype(m)), got ? got : "?", want ? want : "?");
         crl_free(want);
         crl_free(got);
-        return err->code;
+        return rc;
     }
     return CRL_OK;
 }
@@ -310,25 +321,26 @@ static int amask_publish(amask *t, crl_error *err)
     int rc = crl_transform_ctx_update_action_mask(t->ctx, t->akey, t->mask, &e);
     if (rc == CRL_E_NOT_FOUND)
         return CRL_OK;
-    if (rc && err)
-        *err = e;
-    return rc;
+    return rc ? crl_error_pass(err, &e, rc) : CRL_OK;
 }
 
 /* Keep a copy of the mask the env just produced. */
 static int amask_keep(amask *t, crl_td *td, crl_error *err)
 {
-    crl_tensor *m = tf_td_need(td, t->mkey, "ActionMask", err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *m = tf_td_need(td, t->mkey, "ActionMask", &e);
+    int rc;
     if (!m)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
     if (t->mask && crl_tensor_same_shape(t->mask, m) && crl_tensor_dtype(m) == CRL_BOOL) {
-        if (crl_tensor_copy(t->mask, m, err))
-            return err->code;
+        if ((rc = crl_tensor_copy(t->mask, m, err)))
+            return rc;
         return amask_publish(t, err);
     }
-    crl_tensor *c = crl_tensor_clone(m, err);
+    crl_tensor *c = crl_tensor_clone(m, &e);
     if (!c)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     crl_tensor_unref(t->mask);
     t->mask = c;
     return amask_publish(t, err);
@@ -349,9 +361,11 @@ static int amask_step(void *p, crl_transform_ctx *ctx, crl_td *td, crl_td *next,
 static int amask_inv(void *p, crl_td *td, crl_error *err)
 {
     amask *t = p;
-    crl_tensor *a = tf_td_need(td, t->akey, "ActionMask", err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *a = tf_td_need(td, t->akey, "ActionMask", &e);
     if (!a)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
     /* The mask next to the action (the policy's input) if the td holds it, else the env's latest. */
     const crl_tensor *m = crl_td_get(td, t->mkey);
     if (!m)
@@ -397,10 +411,11 @@ static const crl_option amask_options[] = {
 
 int tfa_register_discrete(crl_host *host, crl_error *err)
 {
-    if (tf_register(host, "DiscreteActionProjection",
-                    "a policy over max_actions actions on an env with fewer; extra actions are projected",
-                    dap_options, &dap_ops, err))
-        return err->code;
+    int rc;
+    if ((rc = tf_register(host, "DiscreteActionProjection",
+                          "a policy over max_actions actions on an env with fewer; extra actions are projected",
+                          dap_options, &dap_ops, err)))
+        return rc;
     return tf_register(host, "ActionMask", "refuse actions the env's action mask forbids", amask_options, &amask_ops,
                        err);
 }

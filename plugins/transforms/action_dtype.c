@@ -37,10 +37,11 @@ static int dtc_create_common(const crl_opts *o, const char *type, crl_dtype din,
                              "different dtypes", crl_opts_origin(o, "dtype_out"), crl_opts_section(o),
                              crl_dtype_name(din), type);
     }
-    if (tf_keys_read(o, "in_keys", "out_keys", true, type, &t->keys, err) ||
-        tf_keys_read(o, "in_keys_inv", "out_keys_inv", true, type, &t->inv, err)) {
+    int rc;
+    if ((rc = tf_keys_read(o, "in_keys", "out_keys", true, type, &t->keys, err)) ||
+        (rc = tf_keys_read(o, "in_keys_inv", "out_keys_inv", true, type, &t->inv, err))) {
         dtc_destroy(t);
-        return err->code;
+        return rc;
     }
     t->auto_keys = t->keys.n == 0;
     t->auto_inv = t->inv.n == 0;
@@ -56,8 +57,9 @@ static int d2f_create(const crl_opts *o, void **out, crl_error *err)
 static int cast_create(const crl_opts *o, void **out, crl_error *err)
 {
     crl_dtype din, dout;
-    if (tfa_opt_dtype(o, "dtype_in", &din, err) || tfa_opt_dtype(o, "dtype_out", &dout, err))
-        return err->code;
+    int rc;
+    if ((rc = tfa_opt_dtype(o, "dtype_in", &din, err)) || (rc = tfa_opt_dtype(o, "dtype_out", &dout, err)))
+        return rc;
     return dtc_create_common(o, "DTypeCastTransform", din, dout, out, err);
 }
 
@@ -84,23 +86,28 @@ static int auto_keys(const crl_spec *comp, crl_dtype dt, tf_keys *k, const char 
 static int dtc_specs(void *p, crl_transform_specs *s, crl_error *err)
 {
     dtc *t = p;
-    if (t->auto_keys && auto_keys(s->observation, t->din, &t->keys, t->type, err))
-        return err->code;
-    if (t->auto_inv && auto_keys(s->action, t->din, &t->inv, t->type, err))
-        return err->code;
+    int rc;
+    crl_error e;   /* for the calls that return NULL on failure */
+    crl_error_clear(&e);
+    if (t->auto_keys && (rc = auto_keys(s->observation, t->din, &t->keys, t->type, err)))
+        return rc;
+    if (t->auto_inv && (rc = auto_keys(s->action, t->din, &t->inv, t->type, err)))
+        return rc;
     t->resolved = true;
     for (size_t i = 0; i < t->keys.n; i++) {
-        crl_spec *leaf = tf_specs_need(s, t->keys.in[i], t->type, err);
+        crl_spec *leaf = tf_specs_need(s, t->keys.in[i], t->type, &e);
         if (!leaf)
-            return err->code;
+            return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
         if (crl_spec_dtype(leaf) != t->din)
             return crl_error_set(err, CRL_E_DTYPE, "%s: key '%s' is %s, but this transform casts %s to %s; "
                                  "name a %s key in in_keys", t->type, t->keys.in[i],
                                  crl_dtype_name(crl_spec_dtype(leaf)), crl_dtype_name(t->din),
                                  crl_dtype_name(t->dout), crl_dtype_name(t->din));
-        crl_spec *c = tfa_spec_cast(leaf, t->dout, err);
-        if (!c || tf_specs_put(s, t->keys.out[i], c, err))
-            return err->code;
+        crl_spec *c = tfa_spec_cast(leaf, t->dout, &e);
+        if (!c)
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
+        if ((rc = tf_specs_put(s, t->keys.out[i], c, err)))
+            return rc;
     }
     for (size_t i = 0; i < t->inv.n; i++) {
         crl_spec *leaf = crl_spec_composite_get(s->action, t->inv.in[i]);
@@ -111,15 +118,15 @@ static int dtc_specs(void *p, crl_transform_specs *s, crl_error *err)
                                  "to %s; name a %s action in in_keys_inv", t->type, t->inv.in[i],
                                  crl_dtype_name(crl_spec_dtype(leaf)), crl_dtype_name(t->dout),
                                  crl_dtype_name(t->din), crl_dtype_name(t->din));
-        crl_spec *c = tfa_spec_cast(leaf, t->dout, err);
+        crl_spec *c = tfa_spec_cast(leaf, t->dout, &e);
         if (!c)
-            return err->code;
-        int rc = crl_spec_composite_set(s->action, t->inv.out[i], c, err);
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
+        rc = crl_spec_composite_set(s->action, t->inv.out[i], c, err);
         crl_spec_unref(c);
         if (rc)
             return rc;
-        if (strcmp(t->inv.in[i], t->inv.out[i]) != 0 && crl_spec_composite_del(s->action, t->inv.in[i], err))
-            return err->code;
+        if (strcmp(t->inv.in[i], t->inv.out[i]) != 0 && (rc = crl_spec_composite_del(s->action, t->inv.in[i], err)))
+            return rc;
     }
     return CRL_OK;
 }
@@ -128,15 +135,17 @@ static int dtc_specs(void *p, crl_transform_specs *s, crl_error *err)
 static int cast_entry(crl_td *td, const char *src, const char *dst, crl_dtype from, crl_dtype to, const char *who,
                       crl_error *err)
 {
-    crl_tensor *x = tf_td_need(td, src, who, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *x = tf_td_need(td, src, who, &e);
     if (!x)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
     if (crl_tensor_dtype(x) != from)
         return crl_error_set(err, CRL_E_DTYPE, "%s: key '%s' is %s, expected %s", who, src,
                              crl_dtype_name(crl_tensor_dtype(x)), crl_dtype_name(from));
-    crl_tensor *y = crl_tensor_cast(x, to, err);
+    crl_tensor *y = crl_tensor_cast(x, to, &e);
     if (!y)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     int rc = crl_td_set(td, dst, y, err);
     crl_tensor_unref(y);
     return rc;
@@ -145,12 +154,14 @@ static int cast_entry(crl_td *td, const char *src, const char *dst, crl_dtype fr
 static int dtc_call(void *p, crl_td *td, crl_error *err)
 {
     dtc *t = p;
+    int rc = CRL_OK;
     if (t->auto_keys && !t->resolved) {
         /* Standalone without specs: every leaf of dtype_in, as TorchRL does with in_keys=None. */
-        char **keys = crl_td_leaf_keys(td, err);
+        crl_error e;
+        crl_error_clear(&e);
+        char **keys = crl_td_leaf_keys(td, &e);
         if (!keys)
-            return err->code;
-        int rc = CRL_OK;
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
         for (size_t i = 0; keys[i] && !rc; i++)
             if (crl_tensor_dtype(crl_td_get(td, keys[i])) == t->din)
                 rc = cast_entry(td, keys[i], keys[i], t->din, t->dout, t->type, err);
@@ -158,19 +169,20 @@ static int dtc_call(void *p, crl_td *td, crl_error *err)
         return rc;
     }
     for (size_t i = 0; i < t->keys.n; i++)
-        if (cast_entry(td, t->keys.in[i], t->keys.out[i], t->din, t->dout, t->type, err))
-            return err->code;
+        if ((rc = cast_entry(td, t->keys.in[i], t->keys.out[i], t->din, t->dout, t->type, err)))
+            return rc;
     return CRL_OK;
 }
 
 static int dtc_inv(void *p, crl_td *td, crl_error *err)
 {
     dtc *t = p;
+    int rc;
     for (size_t i = 0; i < t->inv.n; i++) {
-        if (cast_entry(td, t->inv.out[i], t->inv.in[i], t->dout, t->din, t->type, err))
-            return err->code;
-        if (strcmp(t->inv.in[i], t->inv.out[i]) != 0 && crl_td_del(td, t->inv.out[i], err))
-            return err->code;
+        if ((rc = cast_entry(td, t->inv.out[i], t->inv.in[i], t->dout, t->din, t->type, err)))
+            return rc;
+        if (strcmp(t->inv.in[i], t->inv.out[i]) != 0 && (rc = crl_td_del(td, t->inv.out[i], err)))
+            return rc;
     }
     return CRL_OK;
 }
@@ -210,9 +222,11 @@ static const crl_option cast_options[] = {
 
 int tfa_register_dtype(crl_host *host, crl_error *err)
 {
-    if (tf_register(host, "DoubleToFloat", "cast float64 observations to float32, and float32 actions back to float64",
-                    d2f_options, &dtc_ops, err))
-        return err->code;
+    int rc = tf_register(host, "DoubleToFloat",
+                         "cast float64 observations to float32, and float32 actions back to float64", d2f_options,
+                         &dtc_ops, err);
+    if (rc)
+        return rc;
     return tf_register(host, "DTypeCastTransform",
                        "cast leaves from dtype_in to dtype_out (actions back on the inverse)", cast_options, &cast_ops,
                        err);

@@ -8,8 +8,10 @@ int tf_register_action(crl_host *host, crl_error *err)
         tfa_register_dtype, tfa_register_clip,   tfa_register_scaling, tfa_register_discrete,
         tfa_register_keys,  tfa_register_primer, tfa_register_episode, tfa_register_checks,
     };
-    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
-        if (groups[i](host, err))
-            return err ? err->code : CRL_E_INVALID;
+    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) {
+        int rc = groups[i](host, err);
+        if (rc)
+            return rc;
+    }
     return CRL_OK;
 }

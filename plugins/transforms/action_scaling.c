@@ -96,10 +96,12 @@ static int scaling_specs(void *p, crl_transform_specs *s, crl_error *err)
     t->scale = scale;
     t->numel = n;
     t->dt = crl_spec_dtype(leaf);
+    crl_error e;
+    crl_error_clear(&e);
     crl_spec *outer = crl_spec_bounded(t->dt, crl_spec_ndim(leaf), crl_spec_shape(leaf),
-                                       t->standard_normal ? -1.0 : 0.0, 1.0, err);
+                                       t->standard_normal ? -1.0 : 0.0, 1.0, &e);
     if (!outer)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_INVALID);
     int rc = crl_spec_composite_set(s->action, t->inv.out[0], outer, err);
     crl_spec_unref(outer);
     if (!rc && strcmp(t->inv.in[0], t->inv.out[0]) != 0)
@@ -113,18 +115,20 @@ static int scale_entry(scaling *t, crl_td *td, const char *src, const char *dst,
     if (!t->loc)
         return crl_error_set(err, CRL_E_INVALID, "ActionScaling: the action bounds are not known yet; use it in "
                              "an env's chain (or after its specs were transformed)");
-    crl_tensor *x = tf_td_need(td, src, "ActionScaling", err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *x = tf_td_need(td, src, "ActionScaling", &e);
     if (!x)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
     if (!crl_dtype_is_float(crl_tensor_dtype(x)))
         return crl_error_set(err, CRL_E_DTYPE, "ActionScaling: '%s' is %s; it needs a float action", src,
                              crl_dtype_name(crl_tensor_dtype(x)));
     if (crl_tensor_numel(x) != t->numel)
         return crl_error_set(err, CRL_E_SHAPE, "ActionScaling: '%s' has %lld elements, the action spec %lld", src,
                              (long long)crl_tensor_numel(x), (long long)t->numel);
-    crl_tensor *y = crl_tensor_new(t->dt, crl_tensor_ndim(x), crl_tensor_shape(x), err);
+    crl_tensor *y = crl_tensor_new(t->dt, crl_tensor_ndim(x), crl_tensor_shape(x), &e);
     if (!y)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     for (int64_t i = 0; i < t->numel; i++) {
         double v = crl_tensor_flat_get(x, i);
         crl_tensor_flat_set(y, i, forward ? (v - t->loc[i]) / t->scale[i] : v * t->scale[i] + t->loc[i]);
@@ -137,19 +141,21 @@ static int scale_entry(scaling *t, crl_td *td, const char *src, const char *dst,
 static int scaling_call(void *p, crl_td *td, crl_error *err)
 {
     scaling *t = p;
+    int rc;
     for (size_t i = 0; i < t->keys.n; i++)
-        if (scale_entry(t, td, t->keys.in[i], t->keys.out[i], true, err))
-            return err->code;
+        if ((rc = scale_entry(t, td, t->keys.in[i], t->keys.out[i], true, err)))
+            return rc;
     return CRL_OK;
 }
 
 static int scaling_inv(void *p, crl_td *td, crl_error *err)
 {
     scaling *t = p;
-    if (scale_entry(t, td, t->inv.out[0], t->inv.in[0], false, err))
-        return err->code;
-    if (strcmp(t->inv.in[0], t->inv.out[0]) != 0 && crl_td_del(td, t->inv.out[0], err))
-        return err->code;
+    int rc;
+    if ((rc = scale_entry(t, td, t->inv.out[0], t->inv.in[0], false, err)))
+        return rc;
+    if (strcmp(t->inv.in[0], t->inv.out[0]) != 0 && (rc = crl_td_del(td, t->inv.out[0], err)))
+        return rc;
     return CRL_OK;
 }
 

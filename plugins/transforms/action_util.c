@@ -129,8 +129,9 @@ int tfa_keys_from(tf_keys *k, char *const *v, const char *who, crl_error *err)
 int tfa_opt_dtype(const crl_opts *o, const char *name, crl_dtype *out, crl_error *err)
 {
     const char *s = NULL;
-    if (crl_opts_string(o, name, &s, err))
-        return err ? err->code : CRL_E_INVALID;
+    int rc;
+    if ((rc = crl_opts_string(o, name, &s, err)))
+        return rc;
     if (!crl_dtype_from_name(s, out))
         return crl_error_set(err, CRL_E_CONFIG,
                              "%s: [%s] %s = '%s' is not a dtype; use one of bool, uint8, int8, int16, int32, "

@@ -33,12 +33,13 @@ int tf_keys_read(const crl_opts *o, const char *in_name, const char *out_name, b
                  tf_keys *k, crl_error *err)
 {
     size_t nin = 0, nout = 0;
+    int rc;
     const char *const *in = NULL, *const *out = NULL;
     memset(k, 0, sizeof *k);
-    if (crl_opts_list(o, in_name, &nin, &in, err))
-        return err->code;
-    if (out_name && crl_opts_list(o, out_name, &nout, &out, err))
-        return err->code;
+    if ((rc = crl_opts_list(o, in_name, &nin, &in, err)))
+        return rc;
+    if (out_name && (rc = crl_opts_list(o, out_name, &nout, &out, err)))
+        return rc;
     if (nin == 0 && !allow_empty)
         return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] %s: %s is empty; name at least one key", crl_opts_origin(o, in_name),
                              crl_opts_section(o), in_name, who);

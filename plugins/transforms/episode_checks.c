@@ -25,9 +25,10 @@ static void finite_destroy(void *p)
 static int finite_create(const crl_opts *o, void **out, crl_error *err)
 {
     size_t n = 0;
+    int rc;
     const char *const *items = NULL;
-    if (crl_opts_list(o, "in_keys", &n, &items, err))
-        return err->code;
+    if ((rc = crl_opts_list(o, "in_keys", &n, &items, err)))
+        return rc;
     finite_t *t = calloc(1, sizeof *t);
     if (t)
         t->keys = calloc(n + 1, sizeof *t->keys);
@@ -47,9 +48,11 @@ static int finite_create(const crl_opts *o, void **out, crl_error *err)
 static int finite_specs(void *p, crl_transform_specs *s, crl_error *err)
 {
     finite_t *t = p;
+    crl_error e;
+    crl_error_clear(&e);
     for (size_t i = 0; t->keys[i]; i++)
-        if (!tf_specs_need(s, t->keys[i], "FiniteTensorDictCheck", err))
-            return err->code;
+        if (!tf_specs_need(s, t->keys[i], "FiniteTensorDictCheck", &e))
+            return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
     return CRL_OK;
 }
 
@@ -77,17 +80,22 @@ static int check_tensor(const crl_tensor *x, const crl_td *td, const char *prefi
 
 static int finite_check(finite_t *t, crl_td *td, const char *prefix, crl_error *err)
 {
+    crl_error e;
+    crl_error_clear(&e);
     if (t->keys[0]) {
         for (size_t i = 0; t->keys[i]; i++) {
-            crl_tensor *x = tf_td_need(td, t->keys[i], "FiniteTensorDictCheck", err);
-            if (!x || check_tensor(x, td, prefix, t->keys[i], err))
-                return err->code;
+            crl_tensor *x = tf_td_need(td, t->keys[i], "FiniteTensorDictCheck", &e);
+            if (!x)
+                return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
+            int rc = check_tensor(x, td, prefix, t->keys[i], err);
+            if (rc)
+                return rc;
         }
         return CRL_OK;
     }
-    char **keys = crl_td_leaf_keys(td, err);
+    char **keys = crl_td_leaf_keys(td, &e);
     if (!keys)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     int rc = CRL_OK;
     for (size_t i = 0; keys[i] && !rc; i++)
         rc = check_tensor(crl_td_get(td, keys[i]), td, prefix, keys[i], err);
@@ -154,10 +162,11 @@ static int term_create(const crl_opts *o, void **out, crl_error *err)
     term *t = calloc(1, sizeof *t);
     if (!t)
         return crl_error_set(err, CRL_E_NOMEM, "TerminateTransform: out of memory");
-    if (crl_opts_string(o, "key", &key, err) || crl_opts_int(o, "index", &t->index, err) ||
-        crl_opts_string(o, "op", &op, err) || crl_opts_double(o, "value", &t->value, err)) {
+    int rc;
+    if ((rc = crl_opts_string(o, "key", &key, err)) || (rc = crl_opts_int(o, "index", &t->index, err)) ||
+        (rc = crl_opts_string(o, "op", &op, err)) || (rc = crl_opts_double(o, "value", &t->value, err))) {
         free(t);
-        return err->code;
+        return rc;
     }
     static const char *const ops[] = { "gt", "lt", "ge", "le", "abs_gt" };
     for (int i = 0; i < 5; i++)
@@ -185,9 +194,12 @@ static int need_flag(crl_transform_specs *s, const char *k, const char *who, crl
 static int term_specs(void *p, crl_transform_specs *s, crl_error *err)
 {
     term *t = p;
-    crl_spec *leaf = tf_specs_need(s, t->key, "TerminateTransform", err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_spec *leaf = tf_specs_need(s, t->key, "TerminateTransform", &e);
+    int rc;
     if (!leaf)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
     if (crl_spec_dtype(leaf) == CRL_BOOL)
         return crl_error_set(err, CRL_E_DTYPE, "TerminateTransform: key '%s' is bool; compare a numeric key",
                              t->key);
@@ -202,8 +214,9 @@ static int term_specs(void *p, crl_transform_specs *s, crl_error *err)
         return crl_error_set(err, CRL_E_RANGE, "TerminateTransform: index = %lld is out of range for key '%s', "
                              "which has %lld values per env; give 0..%lld", (long long)t->index, t->key,
                              (long long)row, (long long)(row - 1));
-    if (need_flag(s, "terminated", "TerminateTransform", err) || need_flag(s, "done", "TerminateTransform", err))
-        return err->code;
+    if ((rc = need_flag(s, "terminated", "TerminateTransform", err)) ||
+        (rc = need_flag(s, "done", "TerminateTransform", err)))
+        return rc;
     return CRL_OK;
 }
 
@@ -233,14 +246,16 @@ static int term_step(void *p, crl_transform_ctx *ctx, crl_td *td, crl_td *next, 
     term *t = p;
     const char *who = crl_transform_ctx_name(ctx);
     int64_t num = crl_transform_ctx_num(ctx);
-    crl_tensor *x = tf_td_need(next, t->key, who, err);
+    crl_error le;
+    crl_error_clear(&le);
+    crl_tensor *x = tf_td_need(next, t->key, who, &le);
     if (!x)
-        return err->code;
+        return crl_error_pass(err, &le, CRL_E_NOT_FOUND);
     int64_t r = tfa_row_elems(x, num);
-    crl_tensor *termf = flag_out(next, "terminated", who, err);
-    crl_tensor *done = termf ? flag_out(next, "done", who, err) : NULL;
+    crl_tensor *termf = flag_out(next, "terminated", who, &le);
+    crl_tensor *done = termf ? flag_out(next, "done", who, &le) : NULL;
     if (!done)
-        return err->code;
+        return crl_error_pass(err, &le, CRL_E_INVALID);
     for (int64_t e = 0; e < num; e++)
         if (holds(t, crl_tensor_flat_get(x, e * r + t->index))) {
             tfa_set_flag(termf, e, true);
@@ -281,9 +296,10 @@ static int rtrunc_create(const crl_opts *o, void **out, crl_error *err)
     rtrunc *t = calloc(1, sizeof *t);
     if (!t)
         return crl_error_set(err, CRL_E_NOMEM, "RandomTruncationTransform: out of memory");
-    if (crl_opts_double(o, "p", &t->p, err)) {
+    int rc = crl_opts_double(o, "p", &t->p, err);
+    if (rc) {
         free(t);
-        return err->code;
+        return rc;
     }
     *out = t;
     return CRL_OK;
@@ -291,10 +307,11 @@ static int rtrunc_create(const crl_opts *o, void **out, crl_error *err)
 
 static int rtrunc_specs(void *p, crl_transform_specs *s, crl_error *err)
 {
+    int rc;
     (void)p;
-    if (need_flag(s, "truncated", "RandomTruncationTransform", err) ||
-        need_flag(s, "done", "RandomTruncationTransform", err))
-        return err->code;
+    if ((rc = need_flag(s, "truncated", "RandomTruncationTransform", err)) ||
+        (rc = need_flag(s, "done", "RandomTruncationTransform", err)))
+        return rc;
     return CRL_OK;
 }
 
@@ -305,10 +322,12 @@ static int rtrunc_step(void *p, crl_transform_ctx *ctx, crl_td *td, crl_td *next
     const char *who = crl_transform_ctx_name(ctx);
     int64_t num = crl_transform_ctx_num(ctx);
     crl_rng *rng = crl_transform_ctx_rng(ctx);
-    crl_tensor *tr = flag_out(next, "truncated", who, err);
-    crl_tensor *done = tr ? flag_out(next, "done", who, err) : NULL;
+    crl_error le;
+    crl_error_clear(&le);
+    crl_tensor *tr = flag_out(next, "truncated", who, &le);
+    crl_tensor *done = tr ? flag_out(next, "done", who, &le) : NULL;
     if (!done)
-        return err->code;
+        return crl_error_pass(err, &le, CRL_E_INVALID);
     /* One draw per env and step, whatever its state, so the stream depends on the seed alone. */
     for (int64_t e = 0; e < num; e++) {
         bool cut = crl_rng_uniform(rng) < t->p;
@@ -336,11 +355,12 @@ static const crl_option rtrunc_options[] = {
 
 int tfa_register_checks(crl_host *host, crl_error *err)
 {
-    if (tf_register(host, "FiniteTensorDictCheck", "fail on NaN or Inf in the env's output", finite_options,
-                    &finite_ops, err) ||
-        tf_register(host, "TerminateTransform", "set terminated when key[index] OP value holds", term_options,
-                    &term_ops, err))
-        return err->code;
+    int rc;
+    if ((rc = tf_register(host, "FiniteTensorDictCheck", "fail on NaN or Inf in the env's output", finite_options,
+                          &finite_ops, err)) ||
+        (rc = tf_register(host, "TerminateTransform", "set terminated when key[index] OP value holds", term_options,
+                          &term_ops, err)))
+        return rc;
     return tf_register(host, "RandomTruncationTransform", "truncate each step with probability p", rtrunc_options,
                        &rtrunc_ops, err);
 }

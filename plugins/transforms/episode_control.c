@@ -41,9 +41,10 @@ static int noop_create(const crl_opts *o, void **out, crl_error *err)
     noop *t = calloc(1, sizeof *t);
     if (!t)
         return crl_error_set(err, CRL_E_NOMEM, "NoopResetEnv: out of memory");
-    if (crl_opts_int(o, "noops", &t->noops, err) || crl_opts_bool(o, "random", &t->random, err)) {
+    int rc;
+    if ((rc = crl_opts_int(o, "noops", &t->noops, err)) || (rc = crl_opts_bool(o, "random", &t->random, err))) {
         free(t);
-        return err->code;
+        return rc;
     }
     if (t->random && t->noops < 1) {
         free(t);
@@ -64,7 +65,8 @@ static int noop_bind(void *p, crl_transform_ctx *ctx, crl_error *err)
     if (!e || !rk) {
         free(e);
         tfa_strv_free(rk);
-        return err && err->code ? err->code : crl_error_set(err, CRL_E_NOMEM, "NoopResetEnv: out of memory");
+        /* reward_keys fails only for memory too, with the same message */
+        return crl_error_set(err, CRL_E_NOMEM, "NoopResetEnv: out of memory");
     }
     free(t->ended);
     tfa_strv_free(t->rkeys);
@@ -115,9 +117,11 @@ static int noop_reset(void *p, crl_transform_ctx *ctx, crl_td *td, const bool *m
                                  (long long)k, (long long)num);
     }
     /* Work on a shallow copy so the caller's "next" and "action" stay as they were. */
-    crl_td *w = crl_td_new(crl_td_batch_ndim(td), crl_td_batch_shape(td), err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_td *w = crl_td_new(crl_td_batch_ndim(td), crl_td_batch_shape(td), &e);
     if (!w)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     int rc = CRL_OK;
     for (size_t i = 0; i < crl_td_len(td) && !rc; i++) {
         const char *k = crl_td_key_at(td, i);
@@ -135,9 +139,9 @@ static int noop_reset(void *p, crl_transform_ctx *ctx, crl_td *td, const bool *m
         if (rc)
             break;
         /* An env that ended during the no-ops starts again. */
-        crl_tensor *done = tf_td_need(w, "done", crl_transform_ctx_name(ctx), err);
+        crl_tensor *done = tf_td_need(w, "done", crl_transform_ctx_name(ctx), &e);
         if (!done) {
-            rc = err->code;
+            rc = crl_error_pass(err, &e, CRL_E_NOT_FOUND);
             break;
         }
         bool any = false;
@@ -196,9 +200,10 @@ static int fskip_create(const crl_opts *o, void **out, crl_error *err)
     fskip *t = calloc(1, sizeof *t);
     if (!t)
         return crl_error_set(err, CRL_E_NOMEM, "FrameSkipTransform: out of memory");
-    if (crl_opts_int(o, "frame_skip", &t->k, err)) {
+    int rc = crl_opts_int(o, "frame_skip", &t->k, err);
+    if (rc) {
         free(t);
-        return err->code;
+        return rc;
     }
     *out = t;
     return CRL_OK;
@@ -215,7 +220,8 @@ static int fskip_bind(void *p, crl_transform_ctx *ctx, crl_error *err)
         free(a);
         free(d);
         tfa_strv_free(rk);
-        return err && err->code ? err->code : crl_error_set(err, CRL_E_NOMEM, "FrameSkipTransform: out of memory");
+        /* reward_keys fails only for memory too, with the same message */
+        return crl_error_set(err, CRL_E_NOMEM, "FrameSkipTransform: out of memory");
     }
     free(t->active);
     free(t->ended);
@@ -235,16 +241,19 @@ static int merge(fskip *t, crl_td *acc, const crl_td *src, const char *prefix, c
         snprintf(key, sizeof key, "%s%s%s", prefix, *prefix ? "." : "", crl_td_key_at(src, i));
         crl_td *sub = crl_td_td_at(src, i);
         if (sub) {
-            if (merge(t, acc, sub, key, err))
-                return err->code;
+            int rc = merge(t, acc, sub, key, err);
+            if (rc)
+                return rc;
             continue;
         }
         crl_tensor *x = crl_td_tensor_at(src, i);
         crl_tensor *a = crl_td_get(acc, key);
         if (!a || !crl_tensor_same_shape(a, x) || crl_tensor_dtype(a) != crl_tensor_dtype(x)) {
             /* A key the first frame did not write: take it whole. */
-            crl_tensor *c = crl_tensor_clone(x, err);
-            int rc = c ? crl_td_set(acc, key, c, err) : err->code;
+            crl_error e;
+            crl_error_clear(&e);
+            crl_tensor *c = crl_tensor_clone(x, &e);
+            int rc = c ? crl_td_set(acc, key, c, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
             crl_tensor_unref(c);
             if (rc)
                 return rc;
@@ -272,16 +281,18 @@ static int fskip_step(void *p, crl_transform_ctx *ctx, crl_td *td, crl_td *next,
     if (t->k <= 1)
         return CRL_OK;
     const char *who = crl_transform_ctx_name(ctx);
-    crl_td *acc = crl_td_clone(next, err);
+    crl_error le;
+    crl_error_clear(&le);
+    crl_td *acc = crl_td_clone(next, &le);
     if (!acc)
-        return err->code;
+        return crl_error_pass(err, &le, CRL_E_NOMEM);
     crl_td_ref(next);
     int rc = CRL_OK;
     for (int64_t s = 1; s < t->k && !rc; s++) {
         /* Envs that ended keep the outputs of the frame that ended them. */
-        crl_tensor *done = tf_td_need(acc, "done", who, err);
+        crl_tensor *done = tf_td_need(acc, "done", who, &le);
         if (!done) {
-            rc = err->code;
+            rc = crl_error_pass(err, &le, CRL_E_NOT_FOUND);
             break;
         }
         bool any = false, ended = false;
@@ -294,8 +305,9 @@ static int fskip_step(void *p, crl_transform_ctx *ctx, crl_td *td, crl_td *next,
         /* The parent steps every env, and a done env may not be stepped: the envs that ended restart now (their
          * outputs stay those of the frame that ended them; the caller still sees done and resets them again). */
         if (ended) {
-            crl_td *scratch = crl_td_new(crl_td_batch_ndim(td), crl_td_batch_shape(td), err);
-            rc = scratch ? crl_transform_ctx_parent_reset(ctx, scratch, t->ended, err) : err->code;
+            crl_td *scratch = crl_td_new(crl_td_batch_ndim(td), crl_td_batch_shape(td), &le);
+            rc = scratch ? crl_transform_ctx_parent_reset(ctx, scratch, t->ended, err)
+                         : crl_error_pass(err, &le, CRL_E_NOMEM);
             crl_td_unref(scratch);
             if (rc)
                 break;
@@ -340,9 +352,10 @@ static const crl_option fskip_options[] = {
 
 int tfa_register_episode(crl_host *host, crl_error *err)
 {
-    if (tf_register(host, "NoopResetEnv", "random steps of the env after every reset (Atari no-op starts)",
-                    noop_options, &noop_ops, err))
-        return err->code;
+    int rc;
+    if ((rc = tf_register(host, "NoopResetEnv", "random steps of the env after every reset (Atari no-op starts)",
+                          noop_options, &noop_ops, err)))
+        return rc;
     return tf_register(host, "FrameSkipTransform", "repeat each action frame_skip times, summing the rewards",
                        fskip_options, &fskip_ops, err);
 }

@@ -56,26 +56,28 @@ int img_tf_call(void *vt, crl_td *td, crl_error *err)
     img_tf *t = vt;
     for (size_t i = 0; i < t->keys.n; i++) {
         const char *ik = t->keys.in[i], *ok = t->keys.out[i];
-        crl_tensor *in = tf_td_need(td, ik, t->who, err);
+        crl_error e;
+        crl_error_clear(&e);
+        crl_tensor *in = tf_td_need(td, ik, t->who, &e);
         if (!in)
-            return err ? err->code : CRL_E_NOT_FOUND;
+            return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
         img_plan p;
         memset(&p, 0, sizeof p);
-        if (t->plan(t, crl_tensor_dtype(in), crl_tensor_ndim(in), crl_tensor_shape(in), crl_td_batch_ndim(td), ik, &p,
-                    err))
-            return err ? err->code : CRL_E_INVALID;
+        int rc = t->plan(t, crl_tensor_dtype(in), crl_tensor_ndim(in), crl_tensor_shape(in), crl_td_batch_ndim(td), ik,
+                         &p, err);
+        if (rc)
+            return rc;
         /* The input may be replaced in td by the output (same key): keep it
          * alive, contiguous, until the work is done. */
-        crl_tensor *c = crl_tensor_contiguous(in, err);
+        crl_tensor *c = crl_tensor_contiguous(in, &e);
         if (!c)
-            return err ? err->code : CRL_E_NOMEM;
-        crl_tensor *out = crl_transform_output(td, ok, p.out_dt, p.ndim, p.shape, err);
-        int rc;
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
+        crl_tensor *out = crl_transform_output(td, ok, p.out_dt, p.ndim, p.shape, &e);
         if (!out) {
-            rc = err ? err->code : CRL_E_NOMEM;
+            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
         } else if (overlaps(out, c)) {
-            crl_tensor *tmp = crl_tensor_new(p.out_dt, p.ndim, p.shape, err);
-            rc = tmp ? t->run(t, &p, c, tmp, err) : (err ? err->code : CRL_E_NOMEM);
+            crl_tensor *tmp = crl_tensor_new(p.out_dt, p.ndim, p.shape, &e);
+            rc = tmp ? t->run(t, &p, c, tmp, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
             if (!rc)
                 rc = crl_tensor_copy(out, tmp, err);
             crl_tensor_unref(tmp);
@@ -146,17 +148,21 @@ int img_tf_specs(void *vt, crl_transform_specs *s, crl_error *err)
     img_tf *t = vt;
     for (size_t i = 0; i < t->keys.n; i++) {
         const char *ik = t->keys.in[i], *ok = t->keys.out[i];
-        crl_spec *leaf = tf_specs_need(s, ik, t->who, err);
+        crl_error e;
+        crl_error_clear(&e);
+        crl_spec *leaf = tf_specs_need(s, ik, t->who, &e);
         if (!leaf)
-            return err ? err->code : CRL_E_NOT_FOUND;
+            return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
         img_plan p;
         memset(&p, 0, sizeof p);
-        if (t->plan(t, crl_spec_dtype(leaf), crl_spec_ndim(leaf), crl_spec_shape(leaf), s->batch_ndim, ik, &p, err))
-            return err ? err->code : CRL_E_INVALID;
-        crl_spec *ns = transform_leaf(t, &p, leaf, ik, err);
+        int rc = t->plan(t, crl_spec_dtype(leaf), crl_spec_ndim(leaf), crl_spec_shape(leaf), s->batch_ndim, ik, &p,
+                         err);
+        if (rc)
+            return rc;
+        crl_spec *ns = transform_leaf(t, &p, leaf, ik, &e);
         if (!ns)
-            return err ? err->code : CRL_E_INVALID;
-        int rc = tf_specs_put(s, ok, ns, err);
+            return crl_error_pass(err, &e, CRL_E_INVALID);
+        rc = tf_specs_put(s, ok, ns, err);
         if (rc)
             return rc;
     }

@@ -57,13 +57,14 @@ static int tti_plan(img_tf *t, crl_dtype dt, int ndim, const int64_t *shape, int
                     img_plan *p, crl_error *err)
 {
     const tti_params *q = t->extra;
+    int rc;
     if (dt == CRL_BOOL || dt >= CRL_DTYPE_COUNT)
         return crl_error_set(err, CRL_E_DTYPE,
                              "%s: key '%s' is %s; it needs a uint8 image (or an integer or float one)", t->who, key,
                              crl_dtype_name(dt) ? crl_dtype_name(dt) : "of an unknown dtype");
     p->permute = !q->shape_tolerant || (ndim > 0 && (shape[ndim - 1] == 1 || shape[ndim - 1] == 3));
-    if (p->permute && feat_check(t, ndim, shape, batch_ndim, 3, key, "[..., H, W, C]", err))
-        return err->code;
+    if (p->permute && (rc = feat_check(t, ndim, shape, batch_ndim, 3, key, "[..., H, W, C]", err)))
+        return rc;
     p->scale = q->from_int == 1 || (q->from_int < 0 && !crl_dtype_is_float(dt));
     p->out_dt = q->dtype;
     p->ndim = ndim;
@@ -90,6 +91,8 @@ static int tti_run(img_tf *t, const img_plan *p, const crl_tensor *in, crl_tenso
     /* Any other dtype pair: permute, divide as torch does (in float32 for
      * a float32/float16 result, else in double), cast into out. */
     crl_tensor *view = NULL;
+    crl_error e;
+    crl_error_clear(&e);
     if (p->permute) {
         int dims[CRL_MAX_DIMS];
         for (int i = 0; i < nd - 3; i++)
@@ -97,14 +100,14 @@ static int tti_run(img_tf *t, const img_plan *p, const crl_tensor *in, crl_tenso
         dims[nd - 3] = nd - 1;
         dims[nd - 2] = nd - 3;
         dims[nd - 1] = nd - 2;
-        view = crl_tensor_permute((crl_tensor *)in, dims, err);
+        view = crl_tensor_permute((crl_tensor *)in, dims, &e);
     } else {
         view = crl_tensor_ref((crl_tensor *)in);
     }
-    crl_tensor *tmp = view ? crl_tensor_cast(view, CRL_F64, err) : NULL;
+    crl_tensor *tmp = view ? crl_tensor_cast(view, CRL_F64, &e) : NULL;
     crl_tensor_unref(view);
     if (!tmp)
-        return err ? err->code : nomem(t, err);
+        return e.code ? crl_error_pass(err, &e, CRL_E_NOMEM) : nomem(t, err);
     if (p->scale) {
         double *v = crl_tensor_data(tmp);
         int64_t n = crl_tensor_numel(tmp);
@@ -122,9 +125,11 @@ static int tti_run(img_tf *t, const img_plan *p, const crl_tensor *in, crl_tenso
 
 static int tti_create(const crl_opts *o, void **out, crl_error *err)
 {
-    img_tf *t = img_tf_new(o, "ToTensorImage", false, err);
+    crl_error e;
+    crl_error_clear(&e);
+    img_tf *t = img_tf_new(o, "ToTensorImage", false, &e);
     if (!t)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     tti_params *q = calloc(1, sizeof *q);
     const char *fi = NULL, *dt = NULL;
     int rc = q ? CRL_OK : nomem(t, err);
@@ -187,8 +192,10 @@ static int resize_plan(img_tf *t, crl_dtype dt, int ndim, const int64_t *shape, 
                        img_plan *p, crl_error *err)
 {
     const resize_params *q = t->extra;
-    if (dtype_check(t, dt, key, err) || feat_check(t, ndim, shape, batch_ndim, 2, key, "[..., C, H, W]", err))
-        return err->code;
+    int rc;
+    if ((rc = dtype_check(t, dt, key, err)) ||
+        (rc = feat_check(t, ndim, shape, batch_ndim, 2, key, "[..., C, H, W]", err)))
+        return rc;
     for (int i = 0; i < 2; i++)
         if (shape[ndim - 2 + i] < 1)
             return crl_error_set(err, CRL_E_SHAPE, "%s: key '%s' is an empty image; nothing to resize", t->who, key);
@@ -237,19 +244,22 @@ static int resize_run(img_tf *t, const img_plan *p, const crl_tensor *in, crl_te
  * (height, width), so w is the output's rows and h its columns. */
 static int read_wh(const crl_opts *o, int64_t *w, int64_t *h, crl_error *err)
 {
-    if (crl_opts_int(o, "w", w, err))
-        return err->code;
+    int rc;
+    if ((rc = crl_opts_int(o, "w", w, err)))
+        return rc;
     *h = *w;
-    if (crl_opts_is_set(o, "h") && crl_opts_int(o, "h", h, err))
-        return err->code;
+    if (crl_opts_is_set(o, "h") && (rc = crl_opts_int(o, "h", h, err)))
+        return rc;
     return CRL_OK;
 }
 
 static int resize_create(const crl_opts *o, void **out, crl_error *err)
 {
-    img_tf *t = img_tf_new(o, "Resize", false, err);
+    crl_error e;
+    crl_error_clear(&e);
+    img_tf *t = img_tf_new(o, "Resize", false, &e);
     if (!t)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     resize_params *q = calloc(1, sizeof *q);
     t->extra = q;
     t->free_extra = resize_free;
@@ -290,10 +300,11 @@ typedef struct {
 static int crop_plan(img_tf *t, crl_dtype dt, int ndim, const int64_t *shape, int batch_ndim, const char *key,
                      img_plan *p, crl_error *err)
 {
+    int rc;
     (void)dt;
     const crop_params *q = t->extra;
-    if (feat_check(t, ndim, shape, batch_ndim, 2, key, "[..., H, W]", err))
-        return err->code;
+    if ((rc = feat_check(t, ndim, shape, batch_ndim, 2, key, "[..., H, W]", err)))
+        return rc;
     int64_t H = shape[ndim - 2], W = shape[ndim - 1];
     char b[160];
     if (q->center) {
@@ -341,9 +352,11 @@ static int crop_run(img_tf *t, const img_plan *p, const crl_tensor *in, crl_tens
 
 static int crop_create_common(const crl_opts *o, void **out, bool center, crl_error *err)
 {
-    img_tf *t = img_tf_new(o, center ? "CenterCrop" : "Crop", false, err);
+    crl_error e;
+    crl_error_clear(&e);
+    img_tf *t = img_tf_new(o, center ? "CenterCrop" : "Crop", false, &e);
     if (!t)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     crop_params *q = calloc(1, sizeof *q);
     t->extra = q;
     t->free_extra = free_extra_plain;
@@ -352,8 +365,8 @@ static int crop_create_common(const crl_opts *o, void **out, bool center, crl_er
         q->center = center;
         rc = read_wh(o, &q->w, &q->h, err);
     }
-    if (!rc && !center)
-        rc = crl_opts_int(o, "top", &q->top, err) || crl_opts_int(o, "left", &q->left, err) ? err->code : CRL_OK;
+    if (!rc && !center && !(rc = crl_opts_int(o, "top", &q->top, err)))
+        rc = crl_opts_int(o, "left", &q->left, err);
     if (rc) {
         img_tf_destroy(t);
         return rc;
@@ -397,8 +410,10 @@ static const crl_option crop_options[] = {
 static int gray_plan(img_tf *t, crl_dtype dt, int ndim, const int64_t *shape, int batch_ndim, const char *key,
                      img_plan *p, crl_error *err)
 {
-    if (dtype_check(t, dt, key, err) || feat_check(t, ndim, shape, batch_ndim, 3, key, "[..., C, H, W]", err))
-        return err->code;
+    int rc;
+    if ((rc = dtype_check(t, dt, key, err)) ||
+        (rc = feat_check(t, ndim, shape, batch_ndim, 3, key, "[..., C, H, W]", err)))
+        return rc;
     int64_t c = shape[ndim - 3];
     if (c != 3 && c != 1) {
         char b[160];
@@ -437,9 +452,11 @@ static int gray_run(img_tf *t, const img_plan *p, const crl_tensor *in, crl_tens
 
 static int gray_create(const crl_opts *o, void **out, crl_error *err)
 {
-    img_tf *t = img_tf_new(o, "GrayScale", false, err);
+    crl_error e;
+    crl_error_clear(&e);
+    img_tf *t = img_tf_new(o, "GrayScale", false, &e);
     if (!t)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     t->plan = gray_plan;
     t->run = gray_run;
     *out = t;
@@ -464,16 +481,17 @@ static const crl_transform_ops gray_ops = IMG_OPS(gray_create);
 
 int tf_register_image_pixels(crl_host *host, crl_error *err)
 {
-    if (tf_register(host, "ToTensorImage", "uint8 images [..., H, W, C] to float [..., C, H, W] in [0, 1]",
-                    tti_options, &tti_ops, err) ||
-        tf_register(host, "Resize", "resize images [..., C, H, W] to [..., C, w, h] (bilinear or nearest)",
-                    resize_options, &resize_ops, err) ||
-        tf_register(host, "CenterCrop", "crop the centre w x h of images [..., H, W]", ccrop_options, &ccrop_ops,
-                    err) ||
-        tf_register(host, "Crop", "crop a w x h window at (top, left) of images [..., H, W]", crop_options, &crop_ops,
-                    err) ||
-        tf_register(host, "GrayScale", "RGB images [..., 3, H, W] to luma [..., 1, H, W] (ITU-R 601-2)", gray_options,
-                    &gray_ops, err))
-        return err ? err->code : CRL_E_INVALID;
+    int rc;
+    if ((rc = tf_register(host, "ToTensorImage", "uint8 images [..., H, W, C] to float [..., C, H, W] in [0, 1]",
+                          tti_options, &tti_ops, err)) ||
+        (rc = tf_register(host, "Resize", "resize images [..., C, H, W] to [..., C, w, h] (bilinear or nearest)",
+                          resize_options, &resize_ops, err)) ||
+        (rc = tf_register(host, "CenterCrop", "crop the centre w x h of images [..., H, W]", ccrop_options, &ccrop_ops,
+                          err)) ||
+        (rc = tf_register(host, "Crop", "crop a w x h window at (top, left) of images [..., H, W]", crop_options,
+                          &crop_ops, err)) ||
+        (rc = tf_register(host, "GrayScale", "RGB images [..., 3, H, W] to luma [..., 1, H, W] (ITU-R 601-2)",
+                          gray_options, &gray_ops, err)))
+        return rc;
     return CRL_OK;
 }

@@ -4,7 +4,8 @@
 
 int tf_register_image(crl_host *host, crl_error *err)
 {
-    if (tf_register_image_pixels(host, err) || tf_register_image_shape(host, err))
-        return err ? err->code : CRL_E_INVALID;
+    int rc;
+    if ((rc = tf_register_image_pixels(host, err)) || (rc = tf_register_image_shape(host, err)))
+        return rc;
     return CRL_OK;
 }

@@ -75,9 +75,11 @@ static int permute_run(img_tf *t, const img_plan *p, const crl_tensor *in, crl_t
         dims[i] = i;
     for (int i = 0; i < q->k; i++)
         dims[nd - q->k + i] = nd + q->dims[i];
-    crl_tensor *v = crl_tensor_permute((crl_tensor *)in, dims, err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *v = crl_tensor_permute((crl_tensor *)in, dims, &e);
     if (!v)
-        return err ? err->code : CRL_E_INVALID;
+        return crl_error_pass(err, &e, CRL_E_INVALID);
     int rc = crl_tensor_copy(out, v, err);
     crl_tensor_unref(v);
     return rc;
@@ -85,9 +87,11 @@ static int permute_run(img_tf *t, const img_plan *p, const crl_tensor *in, crl_t
 
 static int permute_create(const crl_opts *o, void **out, crl_error *err)
 {
-    img_tf *t = img_tf_new(o, "PermuteTransform", true, err);
+    crl_error e;
+    crl_error_clear(&e);
+    img_tf *t = img_tf_new(o, "PermuteTransform", true, &e);
     if (!t)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     shape_params *q = calloc(1, sizeof *q);
     t->extra = q;
     t->free_extra = free_extra;
@@ -126,8 +130,9 @@ static int permute_create(const crl_opts *o, void **out, crl_error *err)
 static int read_dim(const crl_opts *o, const char *who, const char *name, shape_params *q, crl_error *err)
 {
     int64_t d;
-    if (crl_opts_int(o, name, &d, err) || crl_opts_bool(o, "allow_positive_dim", &q->allow_positive, err))
-        return err->code;
+    int rc;
+    if ((rc = crl_opts_int(o, name, &d, err)) || (rc = crl_opts_bool(o, "allow_positive_dim", &q->allow_positive, err)))
+        return rc;
     if (d >= 0 && !q->allow_positive)
         return crl_error_set(err, CRL_E_CONFIG,
                              "%s: [%s] %s = %lld: %s takes negative dims (counted from the end) so that any batch "
@@ -187,9 +192,11 @@ static int squeeze_plan(img_tf *t, crl_dtype dt, int ndim, const int64_t *shape,
 
 static int sq_create(const crl_opts *o, void **out, bool unsqueeze, crl_error *err)
 {
-    img_tf *t = img_tf_new(o, unsqueeze ? "UnsqueezeTransform" : "SqueezeTransform", true, err);
+    crl_error e;
+    crl_error_clear(&e);
+    img_tf *t = img_tf_new(o, unsqueeze ? "UnsqueezeTransform" : "SqueezeTransform", true, &e);
     if (!t)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     shape_params *q = calloc(1, sizeof *q);
     t->extra = q;
     t->free_extra = free_extra;
@@ -244,9 +251,11 @@ static int flatten_plan(img_tf *t, crl_dtype dt, int ndim, const int64_t *shape,
 
 static int flatten_create(const crl_opts *o, void **out, crl_error *err)
 {
-    img_tf *t = img_tf_new(o, "FlattenObservation", false, err);
+    crl_error e;
+    crl_error_clear(&e);
+    img_tf *t = img_tf_new(o, "FlattenObservation", false, &e);
     if (!t)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     shape_params *q = calloc(1, sizeof *q);
     t->extra = q;
     t->free_extra = free_extra;
@@ -446,31 +455,34 @@ static int cat_specs(void *vt, crl_transform_specs *s, crl_error *err)
     crl_dtype dts[64];
     int ndims[64];
     const int64_t *shapes[64];
+    int rc;
+    crl_error e;   /* for the calls that return NULL on failure */
+    crl_error_clear(&e);
     if (t->n > 64)
         return crl_error_set(err, CRL_E_RANGE, "%s: more than 64 in_keys", t->who);
     for (size_t i = 0; i < t->n; i++) {
-        crl_spec *leaf = tf_specs_need(s, t->in[i], t->who, err);
+        crl_spec *leaf = tf_specs_need(s, t->in[i], t->who, &e);
         if (!leaf)
-            return err ? err->code : CRL_E_NOT_FOUND;
+            return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
         dts[i] = crl_spec_dtype(leaf);
         ndims[i] = crl_spec_ndim(leaf);
         shapes[i] = crl_spec_shape(leaf);
     }
     int nd;
     int64_t shape[CRL_MAX_DIMS], pos;
-    if (cat_plan(t, t->n, dts, ndims, shapes, s->batch_ndim, &nd, shape, &pos, err))
-        return err->code;
-    crl_spec *out = crl_spec_unbounded(dts[0], nd, shape, err);
+    if ((rc = cat_plan(t, t->n, dts, ndims, shapes, s->batch_ndim, &nd, shape, &pos, err)))
+        return rc;
+    crl_spec *out = crl_spec_unbounded(dts[0], nd, shape, &e);
     if (!out)
-        return err ? err->code : CRL_E_INVALID;
+        return crl_error_pass(err, &e, CRL_E_INVALID);
     if (t->del_keys)
         for (size_t i = 0; i < t->n; i++) {
             if (!strcmp(t->in[i], t->out))
                 continue;
             crl_spec **owner = tf_specs_owner(s, t->in[i], NULL);
-            if (owner && crl_spec_composite_del(*owner, t->in[i], err)) {
+            if (owner && (rc = crl_spec_composite_del(*owner, t->in[i], err))) {
                 crl_spec_unref(out);
-                return err->code;
+                return rc;
             }
         }
     return tf_specs_put(s, t->out, out, err);
@@ -485,12 +497,14 @@ static int cat_call(void *vt, crl_td *td, crl_error *err)
     const int64_t *shapes[64];
     if (t->n > 64)
         return crl_error_set(err, CRL_E_RANGE, "%s: more than 64 in_keys", t->who);
+    crl_error e;   /* for the calls that return NULL on failure */
+    crl_error_clear(&e);
     for (size_t i = 0; i < t->n; i++) {
-        crl_tensor *x = tf_td_need(td, t->in[i], t->who, err);
+        crl_tensor *x = tf_td_need(td, t->in[i], t->who, &e);
         if (!x) {
             for (size_t j = 0; j < i; j++)
                 crl_tensor_unref(ins[j]);
-            return err ? err->code : CRL_E_NOT_FOUND;
+            return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
         }
         ins[i] = crl_tensor_ref(x); /* the output may replace one of them */
         dts[i] = crl_tensor_dtype(x);
@@ -502,26 +516,26 @@ static int cat_call(void *vt, crl_td *td, crl_error *err)
     int rc = cat_plan(t, t->n, dts, ndims, shapes, crl_td_batch_ndim(td), &nd, shape, &pos, err);
     crl_tensor *out = NULL, *tmp = NULL;
     if (!rc) {
-        out = crl_transform_output(td, t->out, dts[0], nd, shape, err);
+        out = crl_transform_output(td, t->out, dts[0], nd, shape, &e);
         if (!out)
-            rc = err ? err->code : CRL_E_NOMEM;
+            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
     }
     /* out is an input itself only when a single key is concatenated into
      * its own place: write into a scratch tensor then. */
     crl_tensor *dst = out;
     for (size_t i = 0; !rc && i < t->n; i++)
         if (ins[i] == out) {
-            dst = tmp = crl_tensor_new(dts[0], nd, shape, err);
+            dst = tmp = crl_tensor_new(dts[0], nd, shape, &e);
             if (!tmp)
-                rc = err ? err->code : CRL_E_NOMEM;
+                rc = crl_error_pass(err, &e, CRL_E_NOMEM);
             break;
         }
     int64_t off = 0;
     for (size_t i = 0; !rc && i < t->n; i++) {
-        crl_tensor *src = ndims[i] < nd ? crl_tensor_unsqueeze(ins[i], -1, err) : crl_tensor_ref(ins[i]);
+        crl_tensor *src = ndims[i] < nd ? crl_tensor_unsqueeze(ins[i], -1, &e) : crl_tensor_ref(ins[i]);
         int64_t len = src ? crl_tensor_shape(src)[pos] : 0;
-        crl_tensor *slice = src ? crl_tensor_slice(dst, (int)pos, off, off + len, 1, err) : NULL;
-        rc = slice ? crl_tensor_copy(slice, src, err) : (err ? err->code : CRL_E_NOMEM);
+        crl_tensor *slice = src ? crl_tensor_slice(dst, (int)pos, off, off + len, 1, &e) : NULL;
+        rc = slice ? crl_tensor_copy(slice, src, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
         crl_tensor_unref(slice);
         crl_tensor_unref(src);
         off += len;
@@ -563,13 +577,14 @@ static const crl_transform_ops cat_ops = {
 
 int tf_register_image_shape(crl_host *host, crl_error *err)
 {
-    if (tf_register(host, "PermuteTransform", "reorder the trailing dims of tensors", permute_options, &permute_ops,
-                    err) ||
-        tf_register(host, "UnsqueezeTransform", "insert a size-1 dim", unsqueeze_options, &unsqueeze_ops, err) ||
-        tf_register(host, "SqueezeTransform", "remove a size-1 dim", squeeze_options, &squeeze_ops, err) ||
-        tf_register(host, "FlattenObservation", "merge the dims first_dim .. last_dim into one", flatten_options,
-                    &flatten_ops, err) ||
-        tf_register(host, "CatTensors", "concatenate keys into one along a dim", cat_options, &cat_ops, err))
-        return err ? err->code : CRL_E_INVALID;
+    int rc;
+    if ((rc = tf_register(host, "PermuteTransform", "reorder the trailing dims of tensors", permute_options,
+                          &permute_ops, err)) ||
+        (rc = tf_register(host, "UnsqueezeTransform", "insert a size-1 dim", unsqueeze_options, &unsqueeze_ops, err)) ||
+        (rc = tf_register(host, "SqueezeTransform", "remove a size-1 dim", squeeze_options, &squeeze_ops, err)) ||
+        (rc = tf_register(host, "FlattenObservation", "merge the dims first_dim .. last_dim into one", flatten_options,
+                          &flatten_ops, err)) ||
+        (rc = tf_register(host, "CatTensors", "concatenate keys into one along a dim", cat_options, &cat_ops, err)))
+        return rc;
     return CRL_OK;
 }

@@ -167,9 +167,11 @@ static int primers_specs(void *v, crl_transform_specs *s, crl_error *err)
         if (tf_specs_owner(s, p->key, NULL))
             return crl_error_set(err, CRL_E_EXISTS, "TensorDictPrimer: the env already has a key '%s'; give the "
                                  "primer another name", p->key);
-        crl_spec *sp = primer_spec(p, s->batch_ndim, s->batch_shape, err);
+        crl_error e;
+        crl_error_clear(&e);
+        crl_spec *sp = primer_spec(p, s->batch_ndim, s->batch_shape, &e);
         if (!sp)
-            return err->code;
+            return crl_error_pass(err, &e, CRL_E_INVALID);
         crl_spec_unref(p->spec);
         p->spec = crl_spec_ref(sp);
         int rc = crl_spec_composite_set(s->observation, p->key, sp, err);
@@ -199,11 +201,13 @@ static int fill_rows(primers *t, const primer *p, crl_tensor *x, const bool *mas
         return CRL_OK;
     }
     crl_rng *rng = t->ctx ? crl_transform_ctx_rng(t->ctx) : &t->rng;
-    crl_spec *sp = primer_spec(p, crl_tensor_ndim(x) - p->ndim, crl_tensor_shape(x), err);
-    crl_tensor *tmp = sp ? crl_spec_rand(sp, rng, err) : NULL;
+    crl_error e;
+    crl_error_clear(&e);
+    crl_spec *sp = primer_spec(p, crl_tensor_ndim(x) - p->ndim, crl_tensor_shape(x), &e);
+    crl_tensor *tmp = sp ? crl_spec_rand(sp, rng, &e) : NULL;
     crl_spec_unref(sp);
     if (!tmp)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     for (int64_t i = 0; i < num; i++)
         if (!mask || mask[i])
             tfa_row_copy(x, tmp, i, num);
@@ -239,9 +243,14 @@ static int primers_reset(void *v, crl_transform_ctx *ctx, crl_td *td, const bool
     int64_t num = td_num(td);
     for (size_t i = 0; i < t->n; i++) {
         bool fresh = false;
-        crl_tensor *x = primer_tensor(&t->p[i], td, &fresh, err);
-        if (!x || fill_rows(t, &t->p[i], x, fresh ? NULL : mask, num, err))
-            return err->code;
+        crl_error e;
+        crl_error_clear(&e);
+        crl_tensor *x = primer_tensor(&t->p[i], td, &fresh, &e);
+        if (!x)
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
+        int rc = fill_rows(t, &t->p[i], x, fresh ? NULL : mask, num, err);
+        if (rc)
+            return rc;
     }
     return CRL_OK;
 }
@@ -251,27 +260,32 @@ static int primers_step(void *v, crl_transform_ctx *ctx, crl_td *td, crl_td *nex
     primers *t = v;
     int64_t num = td_num(next);
     const bool *restarted = crl_transform_ctx_step_resets(ctx);
+    int rc;
+    crl_error e;   /* for the calls that return NULL on failure */
+    crl_error_clear(&e);
     for (size_t i = 0; i < t->n; i++) {
         primer *p = &t->p[i];
         if (!crl_td_has(next, p->key)) {
             /* Carried from the step input, as TorchRL does when the policy did not write next's value. */
             crl_tensor *src = crl_td_get(td, p->key);
             bool fresh = false;
-            crl_tensor *x = primer_tensor(p, next, &fresh, err);
+            crl_tensor *x = primer_tensor(p, next, &fresh, &e);
             if (!x)
-                return err->code;
+                return crl_error_pass(err, &e, CRL_E_NOMEM);
             if (src && crl_tensor_same_shape(src, x)) {
-                if (crl_tensor_copy(x, src, err))
-                    return err->code;
-            } else if (fill_rows(t, p, x, NULL, num, err)) {
-                return err->code;
+                if ((rc = crl_tensor_copy(x, src, err)))
+                    return rc;
+            } else if ((rc = fill_rows(t, p, x, NULL, num, err))) {
+                return rc;
             }
         }
         if (restarted) {
             bool fresh = false;
-            crl_tensor *x = primer_tensor(p, next, &fresh, err);
-            if (!x || fill_rows(t, p, x, fresh ? NULL : restarted, num, err))
-                return err->code;
+            crl_tensor *x = primer_tensor(p, next, &fresh, &e);
+            if (!x)
+                return crl_error_pass(err, &e, CRL_E_NOMEM);
+            if ((rc = fill_rows(t, p, x, fresh ? NULL : restarted, num, err)))
+                return rc;
         }
     }
     return CRL_OK;
@@ -284,9 +298,14 @@ static int primers_call(void *v, crl_td *td, crl_error *err)
         if (crl_td_has(td, t->p[i].key))
             continue;
         bool fresh = false;
-        crl_tensor *x = primer_tensor(&t->p[i], td, &fresh, err);
-        if (!x || fill_rows(t, &t->p[i], x, NULL, td_num(td), err))
-            return err->code;
+        crl_error e;
+        crl_error_clear(&e);
+        crl_tensor *x = primer_tensor(&t->p[i], td, &fresh, &e);
+        if (!x)
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
+        int rc = fill_rows(t, &t->p[i], x, NULL, td_num(td), err);
+        if (rc)
+            return rc;
     }
     return CRL_OK;
 }

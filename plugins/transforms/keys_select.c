@@ -37,9 +37,10 @@ static void keyset_destroy(void *p)
 static int keyset_create(const crl_opts *o, const char *opt, const char *who, void **out, crl_error *err)
 {
     size_t n = 0;
+    int rc;
     const char *const *items = NULL;
-    if (crl_opts_list(o, opt, &n, &items, err))
-        return err->code;
+    if ((rc = crl_opts_list(o, opt, &n, &items, err)))
+        return rc;
     if (n == 0)
         return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] %s is empty; name at least one key (%s)",
                              crl_opts_origin(o, opt), crl_opts_section(o), opt, who);
@@ -67,18 +68,21 @@ static int exclude_create(const crl_opts *o, void **out, crl_error *err)
 static int exclude_specs(void *p, crl_transform_specs *s, crl_error *err)
 {
     keyset *t = p;
+    int rc;
     for (size_t i = 0; t->keys[i]; i++) {
         crl_spec **owner = tf_specs_owner(s, t->keys[i], NULL);
         if (!owner) {
-            tf_specs_need(s, t->keys[i], "ExcludeTransform", err);
-            return err->code;
+            crl_error e;
+            crl_error_clear(&e);
+            tf_specs_need(s, t->keys[i], "ExcludeTransform", &e);   /* for its message */
+            return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
         }
         if (is_env_member(s, owner))
             return crl_error_set(err, CRL_E_CONFIG, "ExcludeTransform: '%s' is the env's %s; only observation "
                                  "and state keys can be excluded", t->keys[i],
                                  owner == &s->reward ? "reward" : owner == &s->done ? "done flag" : "action");
-        if (crl_spec_composite_del(*owner, t->keys[i], err))
-            return err->code;
+        if ((rc = crl_spec_composite_del(*owner, t->keys[i], err)))
+            return rc;
     }
     return CRL_OK;
 }
@@ -86,9 +90,10 @@ static int exclude_specs(void *p, crl_transform_specs *s, crl_error *err)
 static int exclude_call(void *p, crl_td *td, crl_error *err)
 {
     keyset *t = p;
+    int rc;
     for (size_t i = 0; t->keys[i]; i++)
-        if (crl_td_has(td, t->keys[i]) && crl_td_del(td, t->keys[i], err))
-            return err->code;
+        if (crl_td_has(td, t->keys[i]) && (rc = crl_td_del(td, t->keys[i], err)))
+            return rc;
     return CRL_OK;
 }
 
@@ -143,11 +148,14 @@ static int select_prune(const keyset *t, crl_spec *comp, crl_error *err)
 static int select_specs(void *p, crl_transform_specs *s, crl_error *err)
 {
     keyset *t = p;
+    int rc;
     for (size_t i = 0; t->keys[i]; i++) {
         crl_spec *leaf = NULL;
         if (!tf_specs_owner(s, t->keys[i], &leaf)) {
-            tf_specs_need(s, t->keys[i], "SelectTransform", err);
-            return err->code;
+            crl_error e;
+            crl_error_clear(&e);
+            tf_specs_need(s, t->keys[i], "SelectTransform", &e);   /* for its message */
+            return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
         }
     }
     /* Every reward, done and action leaf stays, whatever its name (TorchRL keeps them). */
@@ -168,17 +176,19 @@ static int select_specs(void *p, crl_transform_specs *s, crl_error *err)
     }
     tfa_strv_free(t->keep);
     t->keep = keep;
-    if (select_prune(t, s->observation, err) || (s->state && select_prune(t, s->state, err)))
-        return err->code;
+    if ((rc = select_prune(t, s->observation, err)) || (s->state && (rc = select_prune(t, s->state, err))))
+        return rc;
     return CRL_OK;
 }
 
 static int select_call(void *p, crl_td *td, crl_error *err)
 {
     keyset *t = p;
-    char **leaves = crl_td_leaf_keys(td, err);
+    crl_error e;
+    crl_error_clear(&e);
+    char **leaves = crl_td_leaf_keys(td, &e);
     if (!leaves)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     int rc = CRL_OK;
     for (size_t i = 0; leaves[i] && !rc; i++)
         if (!selected(t, leaves[i]))
@@ -252,8 +262,10 @@ static int rename_specs(void *p, crl_transform_specs *s, crl_error *err)
         crl_spec *leaf = NULL;
         crl_spec **owner = tf_specs_owner(s, t->keys.in[i], &leaf);
         if (!owner) {
-            tf_specs_need(s, t->keys.in[i], "RenameTransform", err);
-            return err->code;
+            crl_error e;
+            crl_error_clear(&e);
+            tf_specs_need(s, t->keys.in[i], "RenameTransform", &e);   /* for its message */
+            return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
         }
         if (owner == &s->action)
             return crl_error_set(err, CRL_E_CONFIG, "RenameTransform: '%s' is an action; rename actions with "
@@ -290,12 +302,14 @@ static int rename_specs(void *p, crl_transform_specs *s, crl_error *err)
 /* td[dst] = td[src] (a copy with create_copy); src dropped unless copying. */
 static int move_entry(crl_td *td, const char *src, const char *dst, bool copy, crl_error *err)
 {
-    crl_tensor *x = tf_td_need(td, src, "RenameTransform", err);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *x = tf_td_need(td, src, "RenameTransform", &e);
     if (!x)
-        return err->code;
-    crl_tensor *y = copy ? crl_tensor_clone(x, err) : crl_tensor_ref(x);
+        return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
+    crl_tensor *y = copy ? crl_tensor_clone(x, &e) : crl_tensor_ref(x);
     if (!y)
-        return err->code;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     int rc = crl_td_set(td, dst, y, err);
     crl_tensor_unref(y);
     if (!rc && !copy && strcmp(src, dst) != 0)
@@ -306,29 +320,32 @@ static int move_entry(crl_td *td, const char *src, const char *dst, bool copy, c
 static int rename_call(void *p, crl_td *td, crl_error *err)
 {
     rename_t *t = p;
+    int rc;
     for (size_t i = 0; i < t->keys.n; i++)
-        if (move_entry(td, t->keys.in[i], t->keys.out[i], t->copy, err))
-            return err->code;
+        if ((rc = move_entry(td, t->keys.in[i], t->keys.out[i], t->copy, err)))
+            return rc;
     return CRL_OK;
 }
 
 /* A reset output has no reward: keys it lacks are skipped (TorchRL's missing-key tolerance on reset). */
 static int rename_reset(void *p, crl_transform_ctx *ctx, crl_td *td, const bool *mask, crl_error *err)
 {
+    int rc;
     (void)ctx, (void)mask;
     rename_t *t = p;
     for (size_t i = 0; i < t->keys.n; i++)
-        if (crl_td_has(td, t->keys.in[i]) && move_entry(td, t->keys.in[i], t->keys.out[i], t->copy, err))
-            return err->code;
+        if (crl_td_has(td, t->keys.in[i]) && (rc = move_entry(td, t->keys.in[i], t->keys.out[i], t->copy, err)))
+            return rc;
     return CRL_OK;
 }
 
 static int rename_inv(void *p, crl_td *td, crl_error *err)
 {
     rename_t *t = p;
+    int rc;
     for (size_t i = 0; i < t->inv.n; i++)
-        if (move_entry(td, t->inv.out[i], t->inv.in[i], t->copy, err))
-            return err->code;
+        if ((rc = move_entry(td, t->inv.out[i], t->inv.in[i], t->copy, err)))
+            return rc;
     return CRL_OK;
 }
 
@@ -354,10 +371,12 @@ static const crl_option rename_options[] = {
 
 int tfa_register_keys(crl_host *host, crl_error *err)
 {
-    if (tf_register(host, "ExcludeTransform", "drop observation or state keys", exclude_options, &exclude_ops, err) ||
-        tf_register(host, "SelectTransform", "keep only the named observation or state keys", select_options,
-                    &select_ops, err))
-        return err->code;
+    int rc;
+    if ((rc = tf_register(host, "ExcludeTransform", "drop observation or state keys", exclude_options, &exclude_ops,
+                          err)) ||
+        (rc = tf_register(host, "SelectTransform", "keep only the named observation or state keys", select_options,
+                          &select_ops, err)))
+        return rc;
     return tf_register(host, "RenameTransform", "rename output keys (and action keys on the inverse)",
                        rename_options, &rename_ops, err);
 }

@@ -4,9 +4,11 @@
 
 static int transforms_init(crl_host *host, const crl_opts *section, crl_error *err)
 {
+    int rc;
     (void)section;
-    if (tf_register_image(host, err) || tf_register_state(host, err) || tf_register_action(host, err))
-        return err ? err->code : CRL_E_INVALID;
+    if ((rc = tf_register_image(host, err)) || (rc = tf_register_state(host, err)) ||
+        (rc = tf_register_action(host, err)))
+        return rc;
     return CRL_OK;
 }
 

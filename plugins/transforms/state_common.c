@@ -106,10 +106,10 @@ crl_spec *st_spec_map(const crl_spec *leaf, int batch_ndim, crl_dtype out_dt, st
     return crl_spec_ref((crl_spec *)leaf);
 }
 
-int st_spec_set(crl_transform_specs *s, const char *key, crl_spec *spec, crl_error *err)
+int st_spec_set(crl_transform_specs *s, const char *key, crl_spec *spec, const crl_error *made, crl_error *err)
 {
     if (!spec)
-        return err ? err->code : CRL_E_INVALID;
+        return crl_error_pass(err, made, CRL_E_INVALID);
     return tf_specs_put(s, key, spec, err);
 }
 
@@ -296,9 +296,7 @@ int st_apply_elementwise(void *t, const tf_keys *k, crl_td *td, const char *who,
         if (!in) {
             if (e.code == CRL_OK)
                 continue;
-            if (err)
-                *err = e;
-            return e.code;
+            return crl_error_pass(err, &e, e.code);
         }
         crl_dtype dt = out_dt == CRL_DTYPE_COUNT ? crl_tensor_dtype(in) : out_dt;
         int64_t n = crl_tensor_numel(in), rows = st_rows(td);
@@ -314,9 +312,11 @@ int st_apply_elementwise(void *t, const tf_keys *k, crl_td *td, const char *who,
         memcpy(shape, crl_tensor_shape(in), (size_t)nd * sizeof(int64_t));
         crl_tensor_unref(in);
         fn(t, v, n, F);
-        crl_tensor *out = crl_transform_output(td, k->out[i], dt, nd, shape, err);
+        crl_error le;
+        crl_error_clear(&le);
+        crl_tensor *out = crl_transform_output(td, k->out[i], dt, nd, shape, &le);
         if (!out)
-            return err ? err->code : CRL_E_INVALID;
+            return crl_error_pass(err, &le, CRL_E_INVALID);
         st_store(crl_tensor_data(out), dt, 0, n, v);
     }
     return CRL_OK;

@@ -48,8 +48,9 @@ int64_t st_numel_from(int ndim, const int64_t *shape, int from);
 typedef double (*st_map_fn)(double x, int64_t j, void *user);
 crl_spec *st_spec_map(const crl_spec *leaf, int batch_ndim, crl_dtype out_dt, st_map_fn f, void *user,
                       crl_error *err);
-/* Put spec under key (steals the reference). */
-int st_spec_set(crl_transform_specs *s, const char *key, crl_spec *spec, crl_error *err);
+/* Put spec under key (steals the reference).  spec NULL: the call that made
+ * it failed and recorded why in `made` (a local crl_error), handed on here. */
+int st_spec_set(crl_transform_specs *s, const char *key, crl_spec *spec, const crl_error *made, crl_error *err);
 
 /* The tensor at key in td as a contiguous new reference, checked to have
  * td's batch shape followed by F elements when F > 0 (CRL_E_SHAPE) and a

@@ -95,10 +95,11 @@ static int rsum_create(const crl_opts *o, void **out, crl_error *err)
         return crl_error_set(err, CRL_E_NOMEM, "RewardSum: out of memory");
     size_t nout = 0;
     const char *const *outs = NULL;
-    if (tf_keys_read(o, "in_keys", "out_keys", false, "RewardSum", &t->k, err) ||
-        crl_opts_list(o, "out_keys", &nout, &outs, err)) {
+    int rc;
+    if ((rc = tf_keys_read(o, "in_keys", "out_keys", false, "RewardSum", &t->k, err)) ||
+        (rc = crl_opts_list(o, "out_keys", &nout, &outs, err))) {
         rsum_destroy(t);
-        return err ? err->code : CRL_E_CONFIG;
+        return rc;
     }
     for (size_t i = 0; nout == 0 && i < t->k.n; i++) {
         char *e = episode_key(t->k.in[i]);
@@ -133,20 +134,27 @@ static int rsum_create(const crl_opts *o, void **out, crl_error *err)
 static int rsum_specs(void *p, crl_transform_specs *s, crl_error *err)
 {
     rsum *t = p;
+    int rc;
     for (size_t i = 0; i < t->k.n; i++) {
-        crl_spec *leaf = st_spec_leaf(s, t->k.in[i], "RewardSum", err);
-        if (!leaf || st_need_numeric(leaf, t->k.in[i], "RewardSum", err))
-            return err ? err->code : CRL_E_INVALID;
+        crl_error e;
+        crl_error_clear(&e);
+        crl_spec *leaf = st_spec_leaf(s, t->k.in[i], "RewardSum", &e);
+        if (!leaf)
+            return crl_error_pass(err, &e, CRL_E_INVALID);
+        if ((rc = st_need_numeric(leaf, t->k.in[i], "RewardSum", err)))
+            return rc;
         int nd = crl_spec_ndim(leaf);
         t->dt[i] = crl_spec_dtype(leaf);
         t->fnd[i] = nd - s->batch_ndim;
         memcpy(t->fshape[i], crl_spec_shape(leaf) + s->batch_ndim, (size_t)t->fnd[i] * sizeof(int64_t));
         t->F[i] = st_numel_from(nd, crl_spec_shape(leaf), s->batch_ndim);
         /* TorchRL registers episode_reward in the observation spec, unbounded, with the reward's shape. */
-        crl_spec *ns = crl_spec_unbounded(t->dt[i], nd, crl_spec_shape(leaf), err);
-        if (!ns || crl_spec_composite_set(s->observation, t->k.out[i], ns, err)) {
+        crl_spec *ns = crl_spec_unbounded(t->dt[i], nd, crl_spec_shape(leaf), &e);
+        if (!ns)
+            return crl_error_pass(err, &e, CRL_E_INVALID);
+        if ((rc = crl_spec_composite_set(s->observation, t->k.out[i], ns, err))) {
             crl_spec_unref(ns);
-            return err ? err->code : CRL_E_INVALID;
+            return rc;
         }
         crl_spec_unref(ns);
     }
@@ -190,9 +198,11 @@ static int rsum_reset(void *p, crl_transform_ctx *ctx, crl_td *td, const bool *m
         for (int64_t e = 0; e < t->num; e++)
             if (!mask || mask[e])
                 memset(t->sum[i] + e * F, 0, (size_t)F * sizeof(double));
-        crl_tensor *out = rsum_out(t, i, td, err);
+        crl_error le;
+        crl_error_clear(&le);
+        crl_tensor *out = rsum_out(t, i, td, &le);
         if (!out)
-            return err ? err->code : CRL_E_INVALID;
+            return crl_error_pass(err, &le, CRL_E_INVALID);
         st_store(crl_tensor_data(out), t->dt[i], 0, t->num * F, t->sum[i]);
     }
     return CRL_OK;
@@ -207,9 +217,11 @@ static int rsum_step(void *p, crl_transform_ctx *ctx, crl_td *td, crl_td *next, 
         return CRL_E_SHAPE;
     for (size_t i = 0; i < t->k.n; i++) {
         int64_t F = t->F[i], n = t->num * F;
-        crl_tensor *r = st_input(next, t->k.in[i], who, false, false, err);
+        crl_error le;
+        crl_error_clear(&le);
+        crl_tensor *r = st_input(next, t->k.in[i], who, false, false, &le);
         if (!r)
-            return err ? err->code : CRL_E_NOT_FOUND;
+            return crl_error_pass(err, &le, CRL_E_NOT_FOUND);
         double *rv = st_scratch_get(&t->a, (size_t)n, who, err);
         if (!rv || crl_tensor_numel(r) != n) {
             crl_tensor_unref(r);
@@ -223,11 +235,11 @@ static int rsum_step(void *p, crl_transform_ctx *ctx, crl_td *td, crl_td *next, 
         const double *prev = t->sum[i];
         crl_tensor *root = crl_td_get(td, t->k.out[i]);
         if (root && crl_tensor_numel(root) == n) {
-            crl_tensor *c = crl_tensor_contiguous(root, err);
-            double *pv = c ? st_scratch_get(&t->b, (size_t)n, who, err) : NULL;
+            crl_tensor *c = crl_tensor_contiguous(root, &le);
+            double *pv = c ? st_scratch_get(&t->b, (size_t)n, who, &le) : NULL;
             if (!pv) {
                 crl_tensor_unref(c);
-                return err ? err->code : CRL_E_NOMEM;
+                return crl_error_pass(err, &le, CRL_E_NOMEM);
             }
             st_load(crl_tensor_data(c), crl_tensor_dtype(c), 0, n, pv);
             crl_tensor_unref(c);
@@ -238,9 +250,9 @@ static int rsum_step(void *p, crl_transform_ctx *ctx, crl_td *td, crl_td *next, 
                 int64_t q = e * F + j;
                 t->sum[i][q] = (restarted && restarted[e]) ? rv[q] : prev[q] + rv[q];
             }
-        crl_tensor *out = rsum_out(t, i, next, err);
+        crl_tensor *out = rsum_out(t, i, next, &le);
         if (!out)
-            return err ? err->code : CRL_E_INVALID;
+            return crl_error_pass(err, &le, CRL_E_INVALID);
         st_store(crl_tensor_data(out), t->dt[i], 0, n, t->sum[i]);
     }
     return CRL_OK;
@@ -292,11 +304,12 @@ static int stepc_create(const crl_opts *o, void **out, crl_error *err)
     if (!t)
         return crl_error_set(err, CRL_E_NOMEM, "StepCounter: out of memory");
     const char *ck = NULL, *tk = NULL;
-    if (crl_opts_string(o, "step_count_key", &ck, err) || crl_opts_string(o, "truncated_key", &tk, err) ||
-        crl_opts_bool(o, "update_done", &t->update_done, err) ||
-        (crl_opts_is_set(o, "max_steps") && crl_opts_int(o, "max_steps", &t->max_steps, err))) {
+    int rc;
+    if ((rc = crl_opts_string(o, "step_count_key", &ck, err)) || (rc = crl_opts_string(o, "truncated_key", &tk, err)) ||
+        (rc = crl_opts_bool(o, "update_done", &t->update_done, err)) ||
+        (crl_opts_is_set(o, "max_steps") && (rc = crl_opts_int(o, "max_steps", &t->max_steps, err)))) {
         stepc_destroy(t);
-        return err ? err->code : CRL_E_CONFIG;
+        return rc;
     }
     if (crl_opts_is_set(o, "max_steps") && t->max_steps < 1) {
         char v[32];
@@ -332,9 +345,11 @@ static int ensure_flag(crl_transform_specs *s, const char *key, crl_error *err)
 {
     if (crl_spec_composite_get(s->done, key))
         return CRL_OK;
-    crl_spec *f = flag_spec(s, err);
+    crl_error le;
+    crl_error_clear(&le);
+    crl_spec *f = flag_spec(s, &le);
     if (!f)
-        return err ? err->code : CRL_E_INVALID;
+        return crl_error_pass(err, &le, CRL_E_INVALID);
     int rc = crl_spec_composite_set(s->done, key, f, err);
     crl_spec_unref(f);
     return rc;
@@ -344,17 +359,22 @@ static int stepc_specs(void *p, crl_transform_specs *s, crl_error *err)
 {
     stepc *t = p;
     int64_t shape[CRL_MAX_DIMS];
+    int rc;
     memcpy(shape, s->batch_shape, (size_t)s->batch_ndim * sizeof(int64_t));
     shape[s->batch_ndim] = 1;
-    crl_spec *c = crl_spec_bounded(CRL_I64, s->batch_ndim + 1, shape, 0, (double)INT64_MAX, err);
-    if (!c || crl_spec_composite_set(s->observation, t->count_key, c, err)) {
+    crl_error e;
+    crl_error_clear(&e);
+    crl_spec *c = crl_spec_bounded(CRL_I64, s->batch_ndim + 1, shape, 0, (double)INT64_MAX, &e);
+    if (!c)
+        return crl_error_pass(err, &e, CRL_E_INVALID);
+    if ((rc = crl_spec_composite_set(s->observation, t->count_key, c, err))) {
         crl_spec_unref(c);
-        return err ? err->code : CRL_E_INVALID;
+        return rc;
     }
     crl_spec_unref(c);
     if (t->max_steps > 0) {
-        if (ensure_flag(s, t->trunc_key, err) || (t->update_done && ensure_flag(s, "done", err)))
-            return err ? err->code : CRL_E_INVALID;
+        if ((rc = ensure_flag(s, t->trunc_key, err)) || (t->update_done && (rc = ensure_flag(s, "done", err))))
+            return rc;
     }
     return CRL_OK;
 }
@@ -384,9 +404,11 @@ static int or_flags(crl_td *td, const char *key, const uint8_t *flags, uint8_t *
     for (int64_t e = 0; e < num; e++)
         pv[e] = old ? crl_tensor_flat_get(old, e) != 0 : 0;
     crl_tensor_unref(old);
-    crl_tensor *out = col_out(td, key, CRL_BOOL, err);
+    crl_error le;
+    crl_error_clear(&le);
+    crl_tensor *out = col_out(td, key, CRL_BOOL, &le);
     if (!out)
-        return err ? err->code : CRL_E_INVALID;
+        return crl_error_pass(err, &le, CRL_E_INVALID);
     uint8_t *d = crl_tensor_data(out);
     for (int64_t e = 0; e < num; e++)
         d[e] = pv[e] | flags[e];
@@ -401,14 +423,16 @@ static int stepc_reset(void *p, crl_transform_ctx *ctx, crl_td *td, const bool *
     for (int64_t e = 0; e < t->num; e++)
         if (!mask || mask[e])
             t->count[e] = 0;
-    crl_tensor *out = col_out(td, t->count_key, CRL_I64, err);
+    crl_error le;
+    crl_error_clear(&le);
+    crl_tensor *out = col_out(td, t->count_key, CRL_I64, &le);
     if (!out)
-        return err ? err->code : CRL_E_INVALID;
+        return crl_error_pass(err, &le, CRL_E_INVALID);
     memcpy(crl_tensor_data(out), t->count, (size_t)t->num * sizeof(int64_t));
     if (t->max_steps > 0 && !crl_td_get(td, t->trunc_key)) {
-        crl_tensor *tr = col_out(td, t->trunc_key, CRL_BOOL, err);
+        crl_tensor *tr = col_out(td, t->trunc_key, CRL_BOOL, &le);
         if (!tr)
-            return err ? err->code : CRL_E_INVALID;
+            return crl_error_pass(err, &le, CRL_E_INVALID);
         crl_tensor_fill(tr, 0);
     }
     return CRL_OK;
@@ -426,9 +450,11 @@ static int stepc_step(void *p, crl_transform_ctx *ctx, crl_td *td, crl_td *next,
         t->count[e] = (restarted && restarted[e]) ? 0 : prev + 1;
     }
     crl_tensor_unref(root);
-    crl_tensor *out = col_out(next, t->count_key, CRL_I64, err);
+    crl_error le;
+    crl_error_clear(&le);
+    crl_tensor *out = col_out(next, t->count_key, CRL_I64, &le);
     if (!out)
-        return err ? err->code : CRL_E_INVALID;
+        return crl_error_pass(err, &le, CRL_E_INVALID);
     memcpy(crl_tensor_data(out), t->count, (size_t)t->num * sizeof(int64_t));
     if (t->max_steps <= 0)
         return CRL_OK;
@@ -477,8 +503,9 @@ static void initt_destroy(void *p)
 static int initt_create(const crl_opts *o, void **out, crl_error *err)
 {
     const char *k = NULL;
-    if (crl_opts_string(o, "init_key", &k, err))
-        return err ? err->code : CRL_E_CONFIG;
+    int rc;
+    if ((rc = crl_opts_string(o, "init_key", &k, err)))
+        return rc;
     if (!*k)
         return st_bad_option(err, o, "init_key", "''", "name a key");
     initt *t = calloc(1, sizeof *t);
@@ -493,10 +520,15 @@ static int initt_create(const crl_opts *o, void **out, crl_error *err)
 static int initt_specs(void *p, crl_transform_specs *s, crl_error *err)
 {
     initt *t = p;
-    crl_spec *f = flag_spec(s, err);
-    if (!f || crl_spec_composite_set(s->observation, t->key, f, err)) {
+    crl_error e;
+    crl_error_clear(&e);
+    crl_spec *f = flag_spec(s, &e);
+    if (!f)
+        return crl_error_pass(err, &e, CRL_E_INVALID);
+    int rc = crl_spec_composite_set(s->observation, t->key, f, err);
+    if (rc) {
         crl_spec_unref(f);
-        return err ? err->code : CRL_E_INVALID;
+        return rc;
     }
     crl_spec_unref(f);
     return CRL_OK;
@@ -513,9 +545,11 @@ static int initt_write(initt *t, crl_td *td, const bool *which, const char *who,
 {
     if (check_rows(td, t->num, who, err))
         return CRL_E_SHAPE;
-    crl_tensor *out = col_out(td, t->key, CRL_BOOL, err);
+    crl_error le;
+    crl_error_clear(&le);
+    crl_tensor *out = col_out(td, t->key, CRL_BOOL, &le);
     if (!out)
-        return err ? err->code : CRL_E_INVALID;
+        return crl_error_pass(err, &le, CRL_E_INVALID);
     uint8_t *d = crl_tensor_data(out);
     for (int64_t e = 0; e < t->num; e++)
         d[e] = which ? which[e] : 0;
@@ -579,8 +613,9 @@ static void trajc_destroy(void *p)
 static int trajc_create(const crl_opts *o, void **out, crl_error *err)
 {
     const char *k = NULL;
-    if (crl_opts_string(o, "out_key", &k, err))
-        return err ? err->code : CRL_E_CONFIG;
+    int rc;
+    if ((rc = crl_opts_string(o, "out_key", &k, err)))
+        return rc;
     if (!*k)
         return st_bad_option(err, o, "out_key", "''", "name a key");
     trajc *t = calloc(1, sizeof *t);
@@ -598,10 +633,15 @@ static int trajc_specs(void *p, crl_transform_specs *s, crl_error *err)
     int64_t shape[CRL_MAX_DIMS];
     memcpy(shape, s->batch_shape, (size_t)s->batch_ndim * sizeof(int64_t));
     shape[s->batch_ndim] = 1;
-    crl_spec *c = crl_spec_unbounded(CRL_I64, s->batch_ndim + 1, shape, err);
-    if (!c || crl_spec_composite_set(s->observation, t->key, c, err)) {
+    crl_error e;
+    crl_error_clear(&e);
+    crl_spec *c = crl_spec_unbounded(CRL_I64, s->batch_ndim + 1, shape, &e);
+    if (!c)
+        return crl_error_pass(err, &e, CRL_E_INVALID);
+    int rc = crl_spec_composite_set(s->observation, t->key, c, err);
+    if (rc) {
         crl_spec_unref(c);
-        return err ? err->code : CRL_E_INVALID;
+        return rc;
     }
     crl_spec_unref(c);
     return CRL_OK;
@@ -631,9 +671,11 @@ static int trajc_write(trajc *t, crl_td *td, const bool *which, bool all, const 
             t->id[e] = t->next_id++;
             t->primed[e] = true;
         }
-    crl_tensor *out = col_out(td, t->key, CRL_I64, err);
+    crl_error le;
+    crl_error_clear(&le);
+    crl_tensor *out = col_out(td, t->key, CRL_I64, &le);
     if (!out)
-        return err ? err->code : CRL_E_INVALID;
+        return crl_error_pass(err, &le, CRL_E_INVALID);
     memcpy(crl_tensor_data(out), t->id, (size_t)t->num * sizeof(int64_t));
     return CRL_OK;
 }

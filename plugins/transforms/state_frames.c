@@ -58,11 +58,14 @@ static int catf_create(const crl_opts *o, void **out, crl_error *err)
     if (!t)
         return crl_error_set(err, CRL_E_NOMEM, "CatFrames: out of memory");
     const char *padding = NULL;
-    if (st_require(o, "N", "CatFrames", err) || tf_keys_read(o, "in_keys", "out_keys", false, "CatFrames", &t->k, err) || crl_opts_int(o, "N", &t->N, err) ||
-        crl_opts_int(o, "dim", &t->dim, err) || crl_opts_string(o, "padding", &padding, err) ||
-        crl_opts_double(o, "padding_value", &t->pad_value, err)) {
+    int rc;
+    if ((rc = st_require(o, "N", "CatFrames", err)) ||
+        (rc = tf_keys_read(o, "in_keys", "out_keys", false, "CatFrames", &t->k, err)) ||
+        (rc = crl_opts_int(o, "N", &t->N, err)) || (rc = crl_opts_int(o, "dim", &t->dim, err)) ||
+        (rc = crl_opts_string(o, "padding", &padding, err)) ||
+        (rc = crl_opts_double(o, "padding_value", &t->pad_value, err))) {
         catf_destroy(t);
-        return err ? err->code : CRL_E_CONFIG;
+        return rc;
     }
     if (t->N < 1) {
         char v[32];
@@ -158,11 +161,14 @@ static crl_spec *catf_spec(const catf *t, const cf_key *ck, const crl_spec *leaf
 static int catf_specs(void *p, crl_transform_specs *s, crl_error *err)
 {
     catf *t = p;
+    int rc;
     for (size_t i = 0; i < t->k.n; i++) {
         const char *key = t->k.in[i];
-        crl_spec *leaf = st_spec_leaf(s, key, "CatFrames", err);
+        crl_error le;
+        crl_error_clear(&le);
+        crl_spec *leaf = st_spec_leaf(s, key, "CatFrames", &le);
         if (!leaf)
-            return err ? err->code : CRL_E_INVALID;
+            return crl_error_pass(err, &le, CRL_E_INVALID);
         cf_key *ck = &t->keys[i];
         ck->dt = crl_spec_dtype(leaf);
         ck->fnd = crl_spec_ndim(leaf) - s->batch_ndim;
@@ -182,8 +188,8 @@ static int catf_specs(void *p, crl_transform_specs *s, crl_error *err)
         size_t es = crl_dtype_size(ck->dt);
         ck->chunk = (size_t)st_numel_from(ck->fnd, ck->fshape, ck->d) * es;
         ck->frame = (size_t)ck->outer * ck->chunk;
-        if (st_spec_set(s, t->k.out[i], catf_spec(t, ck, leaf, s, err), err))
-            return err ? err->code : CRL_E_INVALID;
+        if ((rc = st_spec_set(s, t->k.out[i], catf_spec(t, ck, leaf, s, &le), &le, err)))
+            return rc;
     }
     t->specs_known = true;
     return CRL_OK;
@@ -251,9 +257,11 @@ static int catf_run(catf *t, crl_transform_ctx *ctx, crl_td *td, const bool *whi
                              who, (long long)st_rows(td), (long long)t->num);
     for (size_t i = 0; i < t->k.n; i++) {
         cf_key *ck = &t->keys[i];
-        crl_tensor *in = st_input(td, t->k.in[i], who, false, false, err);
+        crl_error le;
+        crl_error_clear(&le);
+        crl_tensor *in = st_input(td, t->k.in[i], who, false, false, &le);
         if (!in)
-            return err ? err->code : CRL_E_NOT_FOUND;
+            return crl_error_pass(err, &le, CRL_E_NOT_FOUND);
         if (crl_tensor_dtype(in) != ck->dt || crl_tensor_nbytes(in) != (size_t)t->num * ck->frame) {
             char *r = crl_shape_repr(crl_tensor_ndim(in), crl_tensor_shape(in));
             crl_error_set(err, crl_tensor_dtype(in) != ck->dt ? CRL_E_DTYPE : CRL_E_SHAPE,
@@ -280,9 +288,9 @@ static int catf_run(catf *t, crl_transform_ctx *ctx, crl_td *td, const bool *whi
         memcpy(shape, crl_td_batch_shape(td), (size_t)bn * sizeof(int64_t));
         memcpy(shape + bn, ck->fshape, (size_t)ck->fnd * sizeof(int64_t));
         shape[bn + ck->d] *= t->N;
-        crl_tensor *out = crl_transform_output(td, t->k.out[i], ck->dt, bn + ck->fnd, shape, err);
+        crl_tensor *out = crl_transform_output(td, t->k.out[i], ck->dt, bn + ck->fnd, shape, &le);
         if (!out)
-            return err ? err->code : CRL_E_INVALID;
+            return crl_error_pass(err, &le, CRL_E_INVALID);
         memcpy(crl_tensor_data(out), ck->buf, (size_t)t->num * (size_t)t->N * ck->frame);
     }
     for (int64_t e = 0; e < t->num; e++)
@@ -368,9 +376,11 @@ static int tmaxp_create(const crl_opts *o, void **out, crl_error *err)
     tmaxp *t = calloc(1, sizeof *t);
     if (!t)
         return crl_error_set(err, CRL_E_NOMEM, "TimeMaxPool: out of memory");
-    if (tf_keys_read(o, "in_keys", "out_keys", false, "TimeMaxPool", &t->k, err) || crl_opts_int(o, "T", &t->T, err)) {
+    int rc;
+    if ((rc = tf_keys_read(o, "in_keys", "out_keys", false, "TimeMaxPool", &t->k, err)) ||
+        (rc = crl_opts_int(o, "T", &t->T, err))) {
         tmaxp_destroy(t);
-        return err ? err->code : CRL_E_CONFIG;
+        return rc;
     }
     if (t->T < 1) {
         char v[32];
@@ -390,15 +400,20 @@ static int tmaxp_create(const crl_opts *o, void **out, crl_error *err)
 static int tmaxp_specs(void *p, crl_transform_specs *s, crl_error *err)
 {
     tmaxp *t = p;
+    int rc;
     for (size_t i = 0; i < t->k.n; i++) {
-        crl_spec *leaf = st_spec_leaf(s, t->k.in[i], "TimeMaxPool", err);
-        if (!leaf || st_need_numeric(leaf, t->k.in[i], "TimeMaxPool", err))
-            return err ? err->code : CRL_E_INVALID;
+        crl_error e;
+        crl_error_clear(&e);
+        crl_spec *leaf = st_spec_leaf(s, t->k.in[i], "TimeMaxPool", &e);
+        if (!leaf)
+            return crl_error_pass(err, &e, CRL_E_INVALID);
+        if ((rc = st_need_numeric(leaf, t->k.in[i], "TimeMaxPool", err)))
+            return rc;
         t->keys[i].dt = crl_spec_dtype(leaf);
         t->keys[i].F = st_numel_from(crl_spec_ndim(leaf), crl_spec_shape(leaf), s->batch_ndim);
         /* A max of values inside the domain stays inside it: the spec carries over. */
-        if (strcmp(t->k.in[i], t->k.out[i]) != 0 && st_spec_set(s, t->k.out[i], crl_spec_ref(leaf), err))
-            return err ? err->code : CRL_E_INVALID;
+        if (strcmp(t->k.in[i], t->k.out[i]) != 0 && (rc = st_spec_set(s, t->k.out[i], crl_spec_ref(leaf), &e, err)))
+            return rc;
     }
     t->specs_known = true;
     return CRL_OK;
@@ -435,9 +450,11 @@ static int tmaxp_run(tmaxp *t, crl_transform_ctx *ctx, crl_td *td, const bool *w
     for (size_t i = 0; i < t->k.n; i++) {
         tmp_key *kk = &t->keys[i];
         int64_t F = kk->F, n = t->num * F;
-        crl_tensor *in = st_input(td, t->k.in[i], who, false, false, err);
+        crl_error le;
+        crl_error_clear(&le);
+        crl_tensor *in = st_input(td, t->k.in[i], who, false, false, &le);
         if (!in)
-            return err ? err->code : CRL_E_NOT_FOUND;
+            return crl_error_pass(err, &le, CRL_E_NOT_FOUND);
         if (crl_tensor_numel(in) != n) {
             crl_tensor_unref(in);
             return crl_error_set(err, CRL_E_SHAPE, "%s: key '%s' holds %lld values, the specs say %lld", who,
@@ -471,9 +488,9 @@ static int tmaxp_run(tmaxp *t, crl_transform_ctx *ctx, crl_td *td, const bool *w
                     if (ring[s * F + j] > ye[j] || isnan(ring[s * F + j]))
                         ye[j] = ring[s * F + j];
         }
-        crl_tensor *out = crl_transform_output(td, t->k.out[i], kk->dt, nd, shape, err);
+        crl_tensor *out = crl_transform_output(td, t->k.out[i], kk->dt, nd, shape, &le);
         if (!out)
-            return err ? err->code : CRL_E_INVALID;
+            return crl_error_pass(err, &le, CRL_E_INVALID);
         st_store(crl_tensor_data(out), kk->dt, 0, n, y);
     }
     /* Advance every ring once per step (all keys share the position). */

@@ -59,12 +59,14 @@ static int onorm_create(const crl_opts *o, void **out, crl_error *err)
     if (!t)
         return crl_error_set(err, CRL_E_NOMEM, "ObservationNorm: out of memory");
     const double *lv = NULL, *sv = NULL;
-    if (tf_keys_read(o, "in_keys", "out_keys", false, "ObservationNorm", &t->k, err) ||
-        crl_opts_doubles(o, "loc", &t->nloc, &lv, err) || crl_opts_doubles(o, "scale", &t->nscale, &sv, err) ||
-        crl_opts_bool(o, "standard_normal", &t->standard_normal, err) || crl_opts_double(o, "eps", &t->eps, err) ||
-        crl_opts_int(o, "init_stats", &t->init_stats, err)) {
+    int rc;
+    if ((rc = tf_keys_read(o, "in_keys", "out_keys", false, "ObservationNorm", &t->k, err)) ||
+        (rc = crl_opts_doubles(o, "loc", &t->nloc, &lv, err)) ||
+        (rc = crl_opts_doubles(o, "scale", &t->nscale, &sv, err)) ||
+        (rc = crl_opts_bool(o, "standard_normal", &t->standard_normal, err)) ||
+        (rc = crl_opts_double(o, "eps", &t->eps, err)) || (rc = crl_opts_int(o, "init_stats", &t->init_stats, err))) {
         onorm_destroy(t);
-        return err ? err->code : CRL_E_CONFIG;
+        return rc;
     }
     if (t->nloc == 0 || t->nscale == 0) {
         const char *name = t->nloc == 0 ? "loc" : "scale";
@@ -136,12 +138,13 @@ static int resolve(onorm *t, size_t i, int64_t F, int64_t last, crl_error *err)
         return crl_error_set(err, CRL_E_NOMEM, "ObservationNorm: out of memory");
     kk->scale = s;
     kk->F = F;
-    if (broadcast(t->loc_opt, t->nloc, F, last, kk->loc, "loc", t->loc_origin, t->k.in[i], err) ||
-        broadcast(t->scale_opt, t->nscale, F, last, kk->scale, "scale", t->scale_origin, t->k.in[i], err)) {
+    int rc;
+    if ((rc = broadcast(t->loc_opt, t->nloc, F, last, kk->loc, "loc", t->loc_origin, t->k.in[i], err)) ||
+        (rc = broadcast(t->scale_opt, t->nscale, F, last, kk->scale, "scale", t->scale_origin, t->k.in[i], err))) {
         free(kk->loc);
         free(kk->scale);
         kk->loc = kk->scale = NULL;
-        return err ? err->code : CRL_E_SHAPE;
+        return rc;
     }
     return CRL_OK;
 }
@@ -165,10 +168,15 @@ static double onorm_map(double x, int64_t j, void *u)
 static int onorm_specs(void *p, crl_transform_specs *s, crl_error *err)
 {
     onorm *t = p;
+    int rc;
     for (size_t i = 0; i < t->k.n; i++) {
-        crl_spec *leaf = st_spec_leaf(s, t->k.in[i], "ObservationNorm", err);
-        if (!leaf || st_need_float(leaf, t->k.in[i], "ObservationNorm", err))
-            return err ? err->code : CRL_E_INVALID;
+        crl_error e;
+        crl_error_clear(&e);
+        crl_spec *leaf = st_spec_leaf(s, t->k.in[i], "ObservationNorm", &e);
+        if (!leaf)
+            return crl_error_pass(err, &e, CRL_E_INVALID);
+        if ((rc = st_need_float(leaf, t->k.in[i], "ObservationNorm", err)))
+            return rc;
         int nd = crl_spec_ndim(leaf);
         const int64_t *shape = crl_spec_shape(leaf);
         int64_t F = st_numel_from(nd, shape, s->batch_ndim);
@@ -176,15 +184,15 @@ static int onorm_specs(void *p, crl_transform_specs *s, crl_error *err)
         crl_spec *ns;
         if (t->init_stats > 0 && !t->stats_done) {
             /* loc and scale come from the rollout at bind, after the specs: the bounds are unknown. */
-            ns = crl_spec_unbounded(crl_spec_dtype(leaf), nd, shape, err);
+            ns = crl_spec_unbounded(crl_spec_dtype(leaf), nd, shape, &e);
         } else {
-            if (resolve(t, i, F, last, err))
-                return err ? err->code : CRL_E_SHAPE;
+            if ((rc = resolve(t, i, F, last, err)))
+                return rc;
             map_ctx m = { t, &t->keys[i] };
-            ns = st_spec_map(leaf, s->batch_ndim, crl_spec_dtype(leaf), onorm_map, &m, err);
+            ns = st_spec_map(leaf, s->batch_ndim, crl_spec_dtype(leaf), onorm_map, &m, &e);
         }
-        if (st_spec_set(s, t->k.out[i], ns, err))
-            return err ? err->code : CRL_E_INVALID;
+        if ((rc = st_spec_set(s, t->k.out[i], ns, &e, err)))
+            return rc;
     }
     return CRL_OK;
 }
@@ -211,16 +219,18 @@ static int collect(onorm *t, welford *w, const crl_td *td, const char *who, crl_
 {
     int64_t rows = st_rows(td);
     for (size_t i = 0; i < t->k.n; i++) {
-        crl_tensor *x = st_input(td, t->k.in[i], who, true, false, err);
+        crl_error le;
+        crl_error_clear(&le);
+        crl_tensor *x = st_input(td, t->k.in[i], who, true, false, &le);
         if (!x)
-            return err ? err->code : CRL_E_NOT_FOUND;
+            return crl_error_pass(err, &le, CRL_E_NOT_FOUND);
         int64_t n = crl_tensor_numel(x);
-        double *v = n == rows * t->keys[i].F ? st_scratch_get(&t->sc, (size_t)n, who, err) : NULL;
+        double *v = n == rows * t->keys[i].F ? st_scratch_get(&t->sc, (size_t)n, who, &le) : NULL;
         if (!v) {
             crl_tensor_unref(x);
-            return (err && err->code) ? err->code
-                                      : crl_error_set(err, CRL_E_SHAPE, "%s: key '%s' holds %lld values, expected %lld",
-                                                      who, t->k.in[i], (long long)n, (long long)(rows * t->keys[i].F));
+            return le.code ? crl_error_pass(err, &le, CRL_E_NOMEM)
+                           : crl_error_set(err, CRL_E_SHAPE, "%s: key '%s' holds %lld values, expected %lld", who,
+                                           t->k.in[i], (long long)n, (long long)(rows * t->keys[i].F));
         }
         st_load(crl_tensor_data(x), crl_tensor_dtype(x), 0, n, v);
         crl_tensor_unref(x);
@@ -253,10 +263,12 @@ static int onorm_init_stats(onorm *t, crl_transform_ctx *ctx, crl_error *err)
         if (!w[i].mean || !w[i].m2)
             rc = crl_error_set(err, CRL_E_NOMEM, "%s: out of memory", who);
     }
-    crl_td *td = rc == CRL_OK ? crl_td_new(bn, bs, err) : NULL;
+    crl_error le;
+    crl_error_clear(&le);
+    crl_td *td = rc == CRL_OK ? crl_td_new(bn, bs, &le) : NULL;
     bool *mask = rc == CRL_OK ? calloc((size_t)num, sizeof *mask) : NULL;
     if (rc == CRL_OK && (!td || !mask))
-        rc = err && err->code ? err->code : crl_error_set(err, CRL_E_NOMEM, "%s: out of memory", who);
+        rc = !td ? crl_error_pass(err, &le, CRL_E_NOMEM) : crl_error_set(err, CRL_E_NOMEM, "%s: out of memory", who);
     if (rc == CRL_OK)
         rc = crl_transform_ctx_parent_reset(ctx, td, NULL, err);
     for (int64_t it = 0; rc == CRL_OK && it < t->init_stats; it++) {
@@ -269,9 +281,9 @@ static int onorm_init_stats(onorm *t, crl_transform_ctx *ctx, crl_error *err)
         if (rc)
             break;
         crl_td *next = crl_td_get_td(td, "next");
-        crl_td *root = next ? crl_td_clone(next, err) : NULL;
+        crl_td *root = next ? crl_td_clone(next, &le) : NULL;
         if (!root) {
-            rc = next ? (err ? err->code : CRL_E_NOMEM)
+            rc = next ? crl_error_pass(err, &le, CRL_E_NOMEM)
                       : crl_error_set(err, CRL_E_RUNTIME, "%s: the parent's step wrote no 'next'", who);
             break;
         }
@@ -318,18 +330,21 @@ static int onorm_init_stats(onorm *t, crl_transform_ctx *ctx, crl_error *err)
 static int onorm_bind(void *p, crl_transform_ctx *ctx, crl_error *err)
 {
     onorm *t = p;
+    int rc;
     if (t->init_stats == 0 || t->stats_done)
         return CRL_OK;
     /* The rollout needs each key's size: take it from the parent's specs. */
     const crl_transform_specs *ps = crl_transform_ctx_parent_specs(ctx);
     for (size_t i = 0; i < t->k.n; i++) {
-        crl_spec *leaf = st_spec_leaf((crl_transform_specs *)ps, t->k.in[i], crl_transform_ctx_name(ctx), err);
+        crl_error le;
+        crl_error_clear(&le);
+        crl_spec *leaf = st_spec_leaf((crl_transform_specs *)ps, t->k.in[i], crl_transform_ctx_name(ctx), &le);
         if (!leaf)
-            return err ? err->code : CRL_E_NOT_FOUND;
+            return crl_error_pass(err, &le, CRL_E_NOT_FOUND);
         int nd = crl_spec_ndim(leaf);
         int64_t F = st_numel_from(nd, crl_spec_shape(leaf), ps->batch_ndim);
-        if (resolve(t, i, F, nd > ps->batch_ndim ? crl_spec_shape(leaf)[nd - 1] : 1, err))
-            return err ? err->code : CRL_E_SHAPE;
+        if ((rc = resolve(t, i, F, nd > ps->batch_ndim ? crl_spec_shape(leaf)[nd - 1] : 1, err)))
+            return rc;
     }
     return onorm_init_stats(t, ctx, err);
 }
@@ -344,9 +359,11 @@ static int onorm_call(void *p, crl_td *td, crl_error *err)
                              (long long)t->init_stats);
     int64_t rows = st_rows(td);
     for (size_t i = 0; i < t->k.n; i++) {
-        crl_tensor *x = st_input(td, t->k.in[i], "ObservationNorm", true, false, err);
+        crl_error le;
+        crl_error_clear(&le);
+        crl_tensor *x = st_input(td, t->k.in[i], "ObservationNorm", true, false, &le);
         if (!x)
-            return err ? err->code : CRL_E_NOT_FOUND;
+            return crl_error_pass(err, &le, CRL_E_NOT_FOUND);
         int64_t n = crl_tensor_numel(x), F = rows ? n / rows : 0;
         int nd = crl_tensor_ndim(x);
         int64_t shape[CRL_MAX_DIMS];
@@ -354,20 +371,21 @@ static int onorm_call(void *p, crl_td *td, crl_error *err)
         crl_dtype dt = crl_tensor_dtype(x);
         int bn = crl_td_batch_ndim(td);
         double *v = NULL;
-        if (resolve(t, i, F, nd > bn ? shape[nd - 1] : 1, err) == CRL_OK)
-            v = st_scratch_get(&t->sc, (size_t)n, "ObservationNorm", err);
-        if (!v) {
+        int rc = resolve(t, i, F, nd > bn ? shape[nd - 1] : 1, err);
+        if (!rc && !(v = st_scratch_get(&t->sc, (size_t)n, "ObservationNorm", err)))
+            rc = CRL_E_NOMEM;   /* st_scratch_get's only failure */
+        if (rc) {
             crl_tensor_unref(x);
-            return err ? err->code : CRL_E_NOMEM;
+            return rc;
         }
         st_load(crl_tensor_data(x), dt, 0, n, v);
         crl_tensor_unref(x);
         const on_key *kk = &t->keys[i];
         for (int64_t q = 0; q < n; q++)
             v[q] = norm_one(t, kk, q % (F ? F : 1), v[q]);
-        crl_tensor *out = crl_transform_output(td, t->k.out[i], dt, nd, shape, err);
+        crl_tensor *out = crl_transform_output(td, t->k.out[i], dt, nd, shape, &le);
         if (!out)
-            return err ? err->code : CRL_E_INVALID;
+            return crl_error_pass(err, &le, CRL_E_INVALID);
         st_store(crl_tensor_data(out), dt, 0, n, v);
     }
     return CRL_OK;

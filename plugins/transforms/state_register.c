@@ -4,6 +4,7 @@
 
 int tf_register_state(crl_host *host, crl_error *err)
 {
+    int rc;
     static const struct {
         const char *name, *doc;
         const crl_option *options;
@@ -30,7 +31,7 @@ int tf_register_state(crl_host *host, crl_error *err)
           &st_timemaxpool_ops },
     };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (tf_register(host, all[i].name, all[i].doc, all[i].options, all[i].ops, err))
-            return err ? err->code : CRL_E_INVALID;
+        if ((rc = tf_register(host, all[i].name, all[i].doc, all[i].options, all[i].ops, err)))
+            return rc;
     return CRL_OK;
 }

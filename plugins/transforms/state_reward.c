@@ -79,14 +79,17 @@ static double rscale_map(double x, int64_t j, void *p)
 
 static int rscale_create(const crl_opts *o, void **out, crl_error *err)
 {
-    rw *t = rw_new(o, "RewardScaling", err);
+    crl_error e;
+    crl_error_clear(&e);
+    rw *t = rw_new(o, "RewardScaling", &e);
     if (!t)
-        return err ? err->code : CRL_E_NOMEM;
-    if (st_require(o, "loc", t->who, err) || st_require(o, "scale", t->who, err) ||
-        crl_opts_double(o, "loc", &t->loc, err) || crl_opts_double(o, "scale", &t->scale, err) ||
-        crl_opts_bool(o, "standard_normal", &t->standard_normal, err)) {
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
+    int rc;
+    if ((rc = st_require(o, "loc", t->who, err)) || (rc = st_require(o, "scale", t->who, err)) ||
+        (rc = crl_opts_double(o, "loc", &t->loc, err)) || (rc = crl_opts_double(o, "scale", &t->scale, err)) ||
+        (rc = crl_opts_bool(o, "standard_normal", &t->standard_normal, err))) {
         rw_destroy(t);
-        return err ? err->code : CRL_E_CONFIG;
+        return rc;
     }
     if (t->scale == 0) {
         rw_destroy(t);
@@ -100,13 +103,18 @@ static int rscale_create(const crl_opts *o, void **out, crl_error *err)
 static int rscale_specs(void *p, crl_transform_specs *s, crl_error *err)
 {
     rw *t = p;
+    int rc;
     for (size_t i = 0; i < t->k.n; i++) {
-        crl_spec *leaf = st_spec_leaf(s, t->k.in[i], t->who, err);
-        if (!leaf || st_need_float(leaf, t->k.in[i], t->who, err))
-            return err ? err->code : CRL_E_INVALID;
-        crl_spec *ns = st_spec_map(leaf, s->batch_ndim, crl_spec_dtype(leaf), rscale_map, t, err);
-        if (st_spec_set(s, t->k.out[i], ns, err))
-            return err ? err->code : CRL_E_INVALID;
+        crl_error e;
+        crl_error_clear(&e);
+        crl_spec *leaf = st_spec_leaf(s, t->k.in[i], t->who, &e);
+        if (!leaf)
+            return crl_error_pass(err, &e, CRL_E_INVALID);
+        if ((rc = st_need_float(leaf, t->k.in[i], t->who, err)))
+            return rc;
+        crl_spec *ns = st_spec_map(leaf, s->batch_ndim, crl_spec_dtype(leaf), rscale_map, t, &e);
+        if ((rc = st_spec_set(s, t->k.out[i], ns, &e, err)))
+            return rc;
     }
     return CRL_OK;
 }
@@ -156,15 +164,18 @@ static double rclip_map(double x, int64_t j, void *p)
 
 static int rclip_create(const crl_opts *o, void **out, crl_error *err)
 {
-    rw *t = rw_new(o, "RewardClipping", err);
+    crl_error e;
+    crl_error_clear(&e);
+    rw *t = rw_new(o, "RewardClipping", &e);
     if (!t)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     t->lo = -INFINITY;
     t->hi = INFINITY;
-    if ((crl_opts_is_set(o, "clamp_min") && crl_opts_double(o, "clamp_min", &t->lo, err)) ||
-        (crl_opts_is_set(o, "clamp_max") && crl_opts_double(o, "clamp_max", &t->hi, err))) {
+    int rc = CRL_OK;
+    if ((crl_opts_is_set(o, "clamp_min") && (rc = crl_opts_double(o, "clamp_min", &t->lo, err))) ||
+        (crl_opts_is_set(o, "clamp_max") && (rc = crl_opts_double(o, "clamp_max", &t->hi, err)))) {
         rw_destroy(t);
-        return err ? err->code : CRL_E_CONFIG;
+        return rc;
     }
     if (t->lo > t->hi) {
         char v[64];
@@ -182,19 +193,24 @@ static int rclip_create(const crl_opts *o, void **out, crl_error *err)
 static int rclip_specs(void *p, crl_transform_specs *s, crl_error *err)
 {
     rw *t = p;
+    int rc;
     for (size_t i = 0; i < t->k.n; i++) {
-        crl_spec *leaf = st_spec_leaf(s, t->k.in[i], t->who, err);
-        if (!leaf || st_need_numeric(leaf, t->k.in[i], t->who, err))
-            return err ? err->code : CRL_E_INVALID;
+        crl_error e;
+        crl_error_clear(&e);
+        crl_spec *leaf = st_spec_leaf(s, t->k.in[i], t->who, &e);
+        if (!leaf)
+            return crl_error_pass(err, &e, CRL_E_INVALID);
+        if ((rc = st_need_numeric(leaf, t->k.in[i], t->who, err)))
+            return rc;
         crl_spec *ns;
         if (crl_spec_get_kind(leaf) == CRL_SPEC_BOUNDED)
-            ns = st_spec_map(leaf, s->batch_ndim, crl_spec_dtype(leaf), rclip_map, t, err);
+            ns = st_spec_map(leaf, s->batch_ndim, crl_spec_dtype(leaf), rclip_map, t, &e);
         else if (isinf(t->lo) && isinf(t->hi))
             ns = crl_spec_ref(leaf);
         else /* TorchRL: the clipped reward is Bounded(clamp_min, clamp_max) */
-            ns = crl_spec_bounded(crl_spec_dtype(leaf), crl_spec_ndim(leaf), crl_spec_shape(leaf), t->lo, t->hi, err);
-        if (st_spec_set(s, t->k.out[i], ns, err))
-            return err ? err->code : CRL_E_INVALID;
+            ns = crl_spec_bounded(crl_spec_dtype(leaf), crl_spec_ndim(leaf), crl_spec_shape(leaf), t->lo, t->hi, &e);
+        if ((rc = st_spec_set(s, t->k.out[i], ns, &e, err)))
+            return rc;
     }
     return CRL_OK;
 }
@@ -231,9 +247,11 @@ static void binarize_fn(void *p, double *v, int64_t n, int64_t F)
 
 static int binarize_create(const crl_opts *o, void **out, crl_error *err)
 {
-    rw *t = rw_new(o, "BinarizeReward", err);
+    crl_error e;
+    crl_error_clear(&e);
+    rw *t = rw_new(o, "BinarizeReward", &e);
     if (!t)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     *out = t;
     return CRL_OK;
 }
@@ -241,10 +259,13 @@ static int binarize_create(const crl_opts *o, void **out, crl_error *err)
 static int binarize_specs(void *p, crl_transform_specs *s, crl_error *err)
 {
     rw *t = p;
+    int rc;
     for (size_t i = 0; i < t->k.n; i++) {
-        crl_spec *leaf = st_spec_leaf(s, t->k.in[i], t->who, err);
+        crl_error e;
+        crl_error_clear(&e);
+        crl_spec *leaf = st_spec_leaf(s, t->k.in[i], t->who, &e);
         if (!leaf)
-            return err ? err->code : CRL_E_INVALID;
+            return crl_error_pass(err, &e, CRL_E_INVALID);
         int nd = crl_spec_ndim(leaf);
         const int64_t *shape = crl_spec_shape(leaf);
         if (nd <= s->batch_ndim || shape[nd - 1] != 1) {
@@ -256,8 +277,8 @@ static int binarize_specs(void *p, crl_transform_specs *s, crl_error *err)
             crl_free(r);
             return CRL_E_SHAPE;
         }
-        if (st_spec_set(s, t->k.out[i], crl_spec_binary(1, CRL_I64, nd, shape, err), err))
-            return err ? err->code : CRL_E_INVALID;
+        if ((rc = st_spec_set(s, t->k.out[i], crl_spec_binary(1, CRL_I64, nd, shape, &e), &e, err)))
+            return rc;
     }
     return CRL_OK;
 }
@@ -292,9 +313,11 @@ static void sign_fn(void *p, double *v, int64_t n, int64_t F)
 
 static int sign_create(const crl_opts *o, void **out, crl_error *err)
 {
-    rw *t = rw_new(o, "SignTransform", err);
+    crl_error e;
+    crl_error_clear(&e);
+    rw *t = rw_new(o, "SignTransform", &e);
     if (!t)
-        return err ? err->code : CRL_E_NOMEM;
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
     *out = t;
     return CRL_OK;
 }
@@ -302,13 +325,18 @@ static int sign_create(const crl_opts *o, void **out, crl_error *err)
 static int sign_specs(void *p, crl_transform_specs *s, crl_error *err)
 {
     rw *t = p;
+    int rc;
     for (size_t i = 0; i < t->k.n; i++) {
-        crl_spec *leaf = st_spec_leaf(s, t->k.in[i], t->who, err);
-        if (!leaf || st_need_numeric(leaf, t->k.in[i], t->who, err))
-            return err ? err->code : CRL_E_INVALID;
-        crl_spec *ns = crl_spec_bounded(crl_spec_dtype(leaf), crl_spec_ndim(leaf), crl_spec_shape(leaf), -1.0, 1.0, err);
-        if (st_spec_set(s, t->k.out[i], ns, err))
-            return err ? err->code : CRL_E_INVALID;
+        crl_error e;
+        crl_error_clear(&e);
+        crl_spec *leaf = st_spec_leaf(s, t->k.in[i], t->who, &e);
+        if (!leaf)
+            return crl_error_pass(err, &e, CRL_E_INVALID);
+        if ((rc = st_need_numeric(leaf, t->k.in[i], t->who, err)))
+            return rc;
+        crl_spec *ns = crl_spec_bounded(crl_spec_dtype(leaf), crl_spec_ndim(leaf), crl_spec_shape(leaf), -1.0, 1.0, &e);
+        if ((rc = st_spec_set(s, t->k.out[i], ns, &e, err)))
+            return rc;
     }
     return CRL_OK;
 }

@@ -91,12 +91,13 @@ static int vnorm_create(const crl_opts *o, void **out, crl_error *err)
     if (!t)
         return crl_error_set(err, CRL_E_NOMEM, "VecNorm: out of memory");
     const char *name = NULL;
-    if (tf_keys_read(o, "in_keys", "out_keys", false, "VecNorm", &t->k, err) ||
-        crl_opts_double(o, "decay", &t->decay, err) || crl_opts_double(o, "eps", &t->eps, err) ||
-        crl_opts_bool(o, "shared", &t->shared, err) || crl_opts_bool(o, "frozen", &t->frozen, err) ||
-        (crl_opts_is_set(o, "shm_name") && crl_opts_string(o, "shm_name", &name, err))) {
+    int rc;
+    if ((rc = tf_keys_read(o, "in_keys", "out_keys", false, "VecNorm", &t->k, err)) ||
+        (rc = crl_opts_double(o, "decay", &t->decay, err)) || (rc = crl_opts_double(o, "eps", &t->eps, err)) ||
+        (rc = crl_opts_bool(o, "shared", &t->shared, err)) || (rc = crl_opts_bool(o, "frozen", &t->frozen, err)) ||
+        (crl_opts_is_set(o, "shm_name") && (rc = crl_opts_string(o, "shm_name", &name, err)))) {
         vnorm_destroy(t);
-        return err ? err->code : CRL_E_CONFIG;
+        return rc;
     }
     char v[64];
     if (!(t->decay >= 0 && t->decay <= 1)) {
@@ -208,10 +209,11 @@ static int open_named(vnorm *t, size_t i, int64_t F, const char *who, crl_error 
         r->magic = VN_MAGIC;
         r->version = 1;
         r->F = F;
-        if (init_lock(r, who, err)) {
+        int rc = init_lock(r, who, err);
+        if (rc) {
             munmap(m, map_bytes);
             shm_unlink(path);
-            return err ? err->code : CRL_E_RUNTIME;
+            return rc;
         }
         atomic_store_explicit(&r->ready, 1, memory_order_release);
     } else {
@@ -283,9 +285,10 @@ static int ensure_region(vnorm *t, size_t i, int64_t F, const char *who, crl_err
     r->magic = VN_MAGIC;
     r->version = 1;
     r->F = F;
-    if (init_lock(r, who, err)) {
+    int rc = init_lock(r, who, err);
+    if (rc) {
         munmap(m, bytes);
-        return err ? err->code : CRL_E_RUNTIME;
+        return rc;
     }
     atomic_store(&r->ready, 1);
     kk->r = r;
@@ -313,14 +316,19 @@ static void region_unlock(vn_region *r, bool shared)
 static int vnorm_specs(void *p, crl_transform_specs *s, crl_error *err)
 {
     vnorm *t = p;
+    int rc;
     for (size_t i = 0; i < t->k.n; i++) {
-        crl_spec *leaf = st_spec_leaf(s, t->k.in[i], "VecNorm", err);
-        if (!leaf || st_need_float(leaf, t->k.in[i], "VecNorm", err))
-            return err ? err->code : CRL_E_INVALID;
+        crl_error e;
+        crl_error_clear(&e);
+        crl_spec *leaf = st_spec_leaf(s, t->k.in[i], "VecNorm", &e);
+        if (!leaf)
+            return crl_error_pass(err, &e, CRL_E_INVALID);
+        if ((rc = st_need_float(leaf, t->k.in[i], "VecNorm", err)))
+            return rc;
         t->keys[i].spec_F = st_numel_from(crl_spec_ndim(leaf), crl_spec_shape(leaf), s->batch_ndim);
-        crl_spec *ns = crl_spec_unbounded(crl_spec_dtype(leaf), crl_spec_ndim(leaf), crl_spec_shape(leaf), err);
-        if (st_spec_set(s, t->k.out[i], ns, err))
-            return err ? err->code : CRL_E_INVALID;
+        crl_spec *ns = crl_spec_unbounded(crl_spec_dtype(leaf), crl_spec_ndim(leaf), crl_spec_shape(leaf), &e);
+        if ((rc = st_spec_set(s, t->k.out[i], ns, &e, err)))
+            return rc;
     }
     return CRL_OK;
 }
@@ -329,9 +337,10 @@ static int vnorm_specs(void *p, crl_transform_specs *s, crl_error *err)
 static int vnorm_bind(void *p, crl_transform_ctx *ctx, crl_error *err)
 {
     vnorm *t = p;
+    int rc;
     for (size_t i = 0; i < t->k.n; i++)
-        if (t->keys[i].spec_F >= 0 && ensure_region(t, i, t->keys[i].spec_F, crl_transform_ctx_name(ctx), err))
-            return err ? err->code : CRL_E_INVALID;
+        if (t->keys[i].spec_F >= 0 && (rc = ensure_region(t, i, t->keys[i].spec_F, crl_transform_ctx_name(ctx), err)))
+            return rc;
     return CRL_OK;
 }
 
@@ -347,9 +356,7 @@ static int vnorm_run(vnorm *t, crl_td *td, const bool *mask, bool allow_none, co
         if (!x) {
             if (e.code == CRL_OK)
                 continue;
-            if (err)
-                *err = e;
-            return e.code;
+            return crl_error_pass(err, &e, e.code);
         }
         present++;
         int64_t n = crl_tensor_numel(x), F = rows ? n / rows : 0;
@@ -358,11 +365,14 @@ static int vnorm_run(vnorm *t, crl_td *td, const bool *mask, bool allow_none, co
         memcpy(shape, crl_tensor_shape(x), (size_t)nd * sizeof(int64_t));
         crl_dtype dt = crl_tensor_dtype(x);
         double *v = NULL, *st = NULL;
-        if (ensure_region(t, i, F, who, err) == CRL_OK && (v = st_scratch_get(&t->x, (size_t)n, who, err)))
+        int rc = ensure_region(t, i, F, who, err);
+        if (!rc && (v = st_scratch_get(&t->x, (size_t)n, who, err)))
             st = st_scratch_get(&t->stats, (size_t)(2 * F), who, err);
-        if (!st) {
+        if (!rc && !st)
+            rc = CRL_E_NOMEM;   /* st_scratch_get's only failure */
+        if (rc) {
             crl_tensor_unref(x);
-            return err ? err->code : CRL_E_NOMEM;
+            return rc;
         }
         st_load(crl_tensor_data(x), dt, 0, n, v);
         crl_tensor_unref(x);
@@ -404,9 +414,10 @@ static int vnorm_run(vnorm *t, crl_td *td, const bool *mask, bool allow_none, co
             int64_t j = q % (F ? F : 1);
             v[q] = (v[q] - st[j]) / st[F + j];
         }
-        crl_tensor *out = crl_transform_output(td, t->k.out[i], dt, nd, shape, err);
+        crl_error_clear(&e);
+        crl_tensor *out = crl_transform_output(td, t->k.out[i], dt, nd, shape, &e);
         if (!out)
-            return err ? err->code : CRL_E_INVALID;
+            return crl_error_pass(err, &e, CRL_E_INVALID);
         st_store(crl_tensor_data(out), dt, 0, n, v);
     }
     if (present == 0 && !allow_none) {

@@ -63,7 +63,8 @@ CRL_API crl_collector *crl_collector_from_config(crl_host *host, const crl_confi
  * failed (policy, step, reset, replay buffer).  After an error every later
  * call returns the same error.  With a replay buffer set, the batch is
  * also written to it (flattened to [frames]) before it is returned; a
- * buffer error is the collector's error. */
+ * buffer error is the collector's error (recorded even when err is NULL;
+ * pass an err to tell the end from a failure). */
 CRL_API crl_td *crl_collector_next(crl_collector *c, crl_error *err);
 
 /* Write every batch into rb as well (NULL: stop).  rb is borrowed and must

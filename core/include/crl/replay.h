@@ -86,7 +86,8 @@ CRL_API int crl_replay_empty(crl_replay *rb, crl_error *err);
 
 /* Iterate as TorchRL's `for batch in rb`: batches of batch_size until the
  * sampler's epoch ends (without_replacement), else forever.  Returns NULL
- * with CRL_OK in err->code at the end of the epoch. */
+ * with CRL_OK in err->code at the end of the epoch (pass an err to tell
+ * the end from a failure). */
 CRL_API crl_td *crl_replay_next(crl_replay *rb, crl_error *err);
 
 /* The buffer takes ownership of t (also on failure).  Applied to every

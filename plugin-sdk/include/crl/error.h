@@ -64,6 +64,17 @@ CRL_API int crl_error_set(crl_error *err, int code, const char *fmt, ...) CRL_PR
  * No-op when `err` is NULL or holds no error. */
 CRL_API void crl_error_prefix(crl_error *err, const char *fmt, ...) CRL_PRINTF(2, 3);
 
+/* Hand on an error a callee recorded in a local crl_error.  Because `err`
+ * may be NULL, code that needs a failing call's code (after a call that
+ * returns NULL, say) gives that call a local crl_error instead of its own
+ * `err`, then returns crl_error_pass(err, &local, CRL_E_...): this copies
+ * `src` into `err` (when `err` is non-NULL) and returns src's code.  When
+ * `src` is NULL or holds CRL_OK (the callee failed without recording why),
+ * it records `fallback` with a generic message and returns `fallback`, so a
+ * failure is never reported as CRL_OK unless `fallback` is CRL_OK (then
+ * `err` is cleared).  Never reads `err`; `err` may be NULL. */
+CRL_API int crl_error_pass(crl_error *err, const crl_error *src, int fallback);
+
 /* Reset to CRL_OK with an empty message.  `err` may be NULL. */
 CRL_API void crl_error_clear(crl_error *err);
 
