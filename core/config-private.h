@@ -120,5 +120,9 @@ bool crl__read_file(const char *path, char **data, size_t *len, int *errnum) CRL
  * (CRL_E_CONFIG with file:line and a did-you-mean otherwise). */
 CRL_INTERNAL int crl__config_check_keys(const crl_config *cfg, const char *section, const crl_option *const *tables,
                                         size_t nt, crl_error *err);
+/* [section] against one table: its keys (crl__config_check_keys), then its values (crl_config_opts).
+ * *out is the new option set (crl_opts_free), NULL on failure. */
+CRL_INTERNAL int crl__config_section_opts(const crl_config *cfg, const char *section, const crl_option *table,
+                                          crl_opts **out, crl_error *err);
 
 #endif

@@ -384,3 +384,17 @@ int crl__config_check_keys(const crl_config *cfg, const char *section, const crl
     }
     return CRL_OK;
 }
+
+int crl__config_section_opts(const crl_config *cfg, const char *section, const crl_option *table, crl_opts **out,
+                             crl_error *err)
+{
+    const crl_option *tables[1] = { table };
+    *out = NULL;
+    int rc = crl__config_check_keys(cfg, section, tables, 1, err);
+    if (rc)
+        return rc;
+    crl_error e;
+    crl_error_clear(&e);
+    *out = crl_config_opts(cfg, section, tables, 1, &e);
+    return *out ? CRL_OK : crl_error_pass(err, &e, CRL_E_CONFIG);
+}

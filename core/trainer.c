@@ -135,19 +135,6 @@ int crl_loss_from_config(crl_host *host, const crl_config *cfg, const char *sect
     return rc;
 }
 
-static int opts_of(const crl_config *cfg, const char *section, const crl_option *table, crl_opts **out,
-                   crl_error *err)
-{
-    const crl_option *tables[1] = { table };
-    int rc = crl__config_check_keys(cfg, section, tables, 1, err);
-    if (rc)
-        return rc;
-    crl_error e;
-    crl_error_clear(&e);
-    *out = crl_config_opts(cfg, section, tables, 1, &e);
-    return *out ? CRL_OK : crl_error_pass(err, &e, CRL_E_CONFIG);
-}
-
 static int read_train(crl_trainer *t, const crl_opts *o, crl_error *err)
 {
     int64_t seed;
@@ -238,11 +225,11 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
     crl_opts *otrain = NULL, *ooptim = NULL, *ocoll = NULL;
     /* Each part checks the sections it reads against its own tables; the whole config (unknown sections)
      * is the application's to validate against the schema it assembles. */
-    int rc = opts_of(cfg, "train", train_options, &otrain, err);
+    int rc = crl__config_section_opts(cfg, "train", train_options, &otrain, err);
     if (!rc)
         rc = read_train(t, otrain, err);
     if (!rc)
-        rc = opts_of(cfg, "collector", crl_collector_options(), &ocoll, err);
+        rc = crl__config_section_opts(cfg, "collector", crl_collector_options(), &ocoll, err);
     if (!rc)
         rc = crl__trainer_check_collector(ocoll, &t->init_random, err);
     crl_error e;
@@ -265,7 +252,7 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
         t->prioritized = s && !strcmp(s, "prioritized");
         t->batch_size = (int64_t)crl_replay_batch_size(t->rb);  /* the buffer owns its default */
     }
-    if (!rc && !(rc = opts_of(cfg, "optim", optim_options, &ooptim, err)))
+    if (!rc && !(rc = crl__config_section_opts(cfg, "optim", optim_options, &ooptim, err)))
         rc = build_optim(t, ooptim, err);
     if (!rc && t->eval_episodes > 0) {
         if (!(t->eval_env = crl_env_from_config(host, cfg, "env", &e)))

@@ -141,21 +141,6 @@ static int config_error(const crl_config *cfg, const char *section, const char *
     return CRL_E_CONFIG;
 }
 
-/* Keys, types and ranges of a section with one table of its own (err set). */
-static int section_opts(const crl_config *cfg, const char *section, const crl_option *table, crl_opts **out,
-                        crl_error *err)
-{
-    const crl_option *tables[1] = { table };
-    *out = NULL;
-    int rc = crl__config_check_keys(cfg, section, tables, 1, err);
-    if (rc)
-        return rc;
-    crl_error e;
-    crl_error_clear(&e);
-    *out = crl_config_opts(cfg, section, tables, 1, &e);
-    return *out ? CRL_OK : crl_error_pass(err, &e, CRL_E_CONFIG);
-}
-
 /* The env's description (every config rule of [env] and its transforms), then the env itself, dry, for the
  * transformed specs the loss's networks are sized from. */
 static crl_env *check_env(crl_host *host, const crl_config *cfg, const char *section, crl_error *err)
@@ -190,12 +175,12 @@ int crl_experiment_check(crl_host *host, const crl_config *cfg, const crl_schema
     if (train) {
         const char *type;
         crl_optim_kind kind;
-        if ((rc = section_opts(cfg, "train", crl_train_options(), &otrain, &e)) ||
+        if ((rc = crl__config_section_opts(cfg, "train", crl_train_options(), &otrain, &e)) ||
             (rc = crl_opts_int(otrain, "seed", &seed, &e)) ||
-            (rc = section_opts(cfg, "optim", crl_optim_section_options(), &ooptim, &e)) ||
+            (rc = crl__config_section_opts(cfg, "optim", crl_optim_section_options(), &ooptim, &e)) ||
             (rc = crl_opts_string(ooptim, "type", &type, &e)) ||
             (rc = config_error(cfg, "optim", "type", crl_optim_kind_from_name(type, &kind, &e), &e, &e)) ||
-            (rc = section_opts(cfg, "collector", crl_collector_options(), &ocoll, &e)) ||
+            (rc = crl__config_section_opts(cfg, "collector", crl_collector_options(), &ocoll, &e)) ||
             (rc = crl__trainer_check_collector(ocoll, &init_random, &e)))
             goto out;
     }

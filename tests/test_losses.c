@@ -423,7 +423,7 @@ START_TEST(ppo_rng_checked)
     assert_msg_has(&e, "section 'loss/rng': word index 9");
     ckpt_edit_replace(path, bad, "test", "loss/rng", rb, 40);
     ck_assert_int_eq(load_loss(&f, bad, &e), CRL_E_CORRUPT);
-    assert_msg_has(&e, "holds 40 bytes; a random stream has 48");
+    assert_msg_has(&e, "holds 40 bytes; expected 48 (a random stream)");
     uint8_t st[24];
     const double sv[3] = { -1, 0, 0 };
     for (int i = 0; i < 3; i++)

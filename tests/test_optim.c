@@ -202,23 +202,39 @@ START_TEST(test_clip_and_nonfinite)
 }
 END_TEST
 
-/* Saving after 2 steps and loading into a fresh optimizer continues exactly. */
-START_TEST(test_state_save_load)
+/* Two Adams over p (gradient g) and q (gq); a has taken two steps and is saved to path in a new temporary
+ * dir (both g_free), b is fresh. */
+static void saved_adam(crl_tensor **p, crl_tensor **g, crl_tensor **q, crl_tensor **gq, crl_optim **a,
+                       crl_optim **b, char **dir, char **path)
 {
     hp h = { .lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8 };
-    crl_tensor *p = t_new(CRL_F32, 1, SHAPE(N)), *g = t_new(CRL_F32, 1, SHAPE(N));
-    crl_tensor *q = t_new(CRL_F32, 1, SHAPE(N)), *gq = t_new(CRL_F32, 1, SHAPE(N));
-    crl_optim *a = mk(CRL_OPTIM_ADAM, &h, p, g), *b = mk(CRL_OPTIM_ADAM, &h, q, gq);
+    *p = t_new(CRL_F32, 1, SHAPE(N));
+    *g = t_new(CRL_F32, 1, SHAPE(N));
+    *q = t_new(CRL_F32, 1, SHAPE(N));
+    *gq = t_new(CRL_F32, 1, SHAPE(N));
+    *a = mk(CRL_OPTIM_ADAM, &h, *p, *g);
+    *b = mk(CRL_OPTIM_ADAM, &h, *q, *gq);
     crl_error err;
     for (int s = 1; s <= 2; s++) {
         for (int i = 0; i < N; i++)
-            crl_tensor_flat_set(g, i, grad_at(s, i));
-        ck_assert_int_eq(crl_optim_step(a, &err), CRL_OK);
+            crl_tensor_flat_set(*g, i, grad_at(s, i));
+        ck_assert_int_eq(crl_optim_step(*a, &err), CRL_OK);
     }
-    char *dir = g_dir_make_tmp("crl-optim-XXXXXX", NULL), *path = g_build_filename(dir, "o.ckpt", NULL);
-    crl_ckpt_writer *w = crl_ckpt_writer_new(path, "crl.test.optim", 1, &err);
-    ck_assert_int_eq(crl_optim_save(a, w, "optim", &err), CRL_OK);
+    *dir = g_dir_make_tmp("crl-optim-XXXXXX", NULL);
+    *path = g_build_filename(*dir, "o.ckpt", NULL);
+    crl_ckpt_writer *w = crl_ckpt_writer_new(*path, "crl.test.optim", 1, &err);
+    ck_assert_int_eq(crl_optim_save(*a, w, "optim", &err), CRL_OK);
     ck_assert_int_eq(crl_ckpt_writer_close(w, &err), CRL_OK);
+}
+
+/* Saving after 2 steps and loading into a fresh optimizer continues exactly. */
+START_TEST(test_state_save_load)
+{
+    crl_tensor *p, *g, *q, *gq;
+    crl_optim *a, *b;
+    char *dir, *path;
+    saved_adam(&p, &g, &q, &gq, &a, &b, &dir, &path);
+    crl_error err;
     crl_ckpt_reader *r = crl_ckpt_reader_open(path, "crl.test.optim", 1, &err);
     ck_assert_ptr_nonnull(r);
     crl_optim *wrong = crl_optim_new(CRL_OPTIM_SGD, 0.1, &err);
@@ -251,21 +267,12 @@ END_TEST
  * a moment that is NaN or a negative square average is CRL_E_CORRUPT at its offset, nothing changed. */
 START_TEST(test_state_little_endian_checked)
 {
-    hp h = { .lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8 };
-    crl_tensor *p = t_new(CRL_F32, 1, SHAPE(N)), *g = t_new(CRL_F32, 1, SHAPE(N));
-    crl_tensor *q = t_new(CRL_F32, 1, SHAPE(N)), *gq = t_new(CRL_F32, 1, SHAPE(N));
-    crl_optim *a = mk(CRL_OPTIM_ADAM, &h, p, g), *b = mk(CRL_OPTIM_ADAM, &h, q, gq);
+    crl_tensor *p, *g, *q, *gq;
+    crl_optim *a, *b;
+    char *dir, *path;
+    saved_adam(&p, &g, &q, &gq, &a, &b, &dir, &path);
     crl_error err;
-    for (int s = 1; s <= 2; s++) {
-        for (int i = 0; i < N; i++)
-            crl_tensor_flat_set(g, i, grad_at(s, i));
-        ck_assert_int_eq(crl_optim_step(a, &err), CRL_OK);
-    }
-    char *dir = g_dir_make_tmp("crl-optim-XXXXXX", NULL), *path = g_build_filename(dir, "o.ckpt", NULL);
     char *bad = g_build_filename(dir, "bad.ckpt", NULL);
-    crl_ckpt_writer *w = crl_ckpt_writer_new(path, "crl.test.optim", 1, &err);
-    ck_assert_int_eq(crl_optim_save(a, w, "optim", &err), CRL_OK);
-    ck_assert_int_eq(crl_ckpt_writer_close(w, &err), CRL_OK);
 
     size_t len;
     uint8_t *meta = ckpt_edit_section(path, "crl.test.optim", "optim/meta", &len), want[32];

@@ -158,20 +158,37 @@ int ls_save_doubles(crl_ckpt_writer *w, const char *prefix, const char *name, co
     return rc;
 }
 
-int ls_load_doubles(const crl_ckpt_reader *r, const char *prefix, const char *name, double *v, size_t n,
-                    crl_error *err)
+/* Section PREFIX/NAME (its name into sec) holding exactly `want` bytes (`what` says of what, for the
+ * message), or NULL with *rc set. */
+static const uint8_t *sized_section(const crl_ckpt_reader *r, const char *prefix, const char *name, size_t want,
+                                    const char *what, char sec[CRL_CKPT_NAME_MAX + 1], int *rc, crl_error *err)
 {
-    char sec[CRL_CKPT_NAME_MAX + 1];
-    snprintf(sec, sizeof sec, "%s/%s", prefix, name);
+    snprintf(sec, CRL_CKPT_NAME_MAX + 1, "%s/%s", prefix, name);
     size_t len;
     crl_error e;
     crl_error_clear(&e);
     const uint8_t *b = crl_ckpt_section(r, sec, &len, &e);
+    if (!b) {
+        *rc = crl_error_pass(err, &e, CRL_E_CORRUPT);
+        return NULL;
+    }
+    if (len != want) {
+        *rc = crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s' holds %zu bytes; expected %zu (%s)",
+                            crl_ckpt_path(r), sec, len, want, what);
+        return NULL;
+    }
+    return b;
+}
+
+int ls_load_doubles(const crl_ckpt_reader *r, const char *prefix, const char *name, double *v, size_t n,
+                    crl_error *err)
+{
+    char sec[CRL_CKPT_NAME_MAX + 1], what[48];
+    snprintf(what, sizeof what, "%zu doubles", n);
+    int rc;
+    const uint8_t *b = sized_section(r, prefix, name, 8 * n, what, sec, &rc, err);
     if (!b)
-        return crl_error_pass(err, &e, CRL_E_CORRUPT);
-    if (len != 8 * n)
-        return crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s' holds %zu bytes; expected %zu (%zu doubles)",
-                             crl_ckpt_path(r), sec, len, 8 * n, n);
+        return rc;
     for (size_t i = 0; i < n; i++)
         v[i] = crl_ckpt_get_f64(b + 8 * i);
     return CRL_OK;
@@ -205,16 +222,10 @@ int ls_save_rng(crl_ckpt_writer *w, const char *prefix, const crl_rng *rng, crl_
 int ls_load_rng(const crl_ckpt_reader *r, const char *prefix, crl_rng *rng, crl_error *err)
 {
     char sec[CRL_CKPT_NAME_MAX + 1];
-    snprintf(sec, sizeof sec, "%s/rng", prefix);
-    size_t len;
-    crl_error e;
-    crl_error_clear(&e);
-    const uint8_t *b = crl_ckpt_section(r, sec, &len, &e);
+    int rc;
+    const uint8_t *b = sized_section(r, prefix, "rng", CRL_CKPT_RNG_BYTES, "a random stream", sec, &rc, err);
     if (!b)
-        return crl_error_pass(err, &e, CRL_E_CORRUPT);
-    if (len != CRL_CKPT_RNG_BYTES)
-        return crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s' holds %zu bytes; a random stream has %d",
-                             crl_ckpt_path(r), sec, len, CRL_CKPT_RNG_BYTES);
+        return rc;
     if (!crl_ckpt_get_rng(b, rng))
         return crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s': word index %u or reserved word %u (bytes 40-47) "
                              "is no stream's (index 0..4, reserved 0)", crl_ckpt_path(r), sec,

@@ -13,13 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c) \
-    do { \
-        if (!(c)) \
-            __builtin_trap(); \
-    } while (0)
 
 #ifndef FUZZ_REPLAY_PLUGIN
 #define FUZZ_REPLAY_PLUGIN "replay.so"
