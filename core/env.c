@@ -1988,9 +1988,10 @@ int crl__env_step_fused(crl_env *env, const crl__smr_slot *p, crl_error *err)
         return crl__env_smr_fail(rc, err);
     uint8_t *done = env->done_p, *term = env->term_p, *trunc = env->trunc_p;
     int64_t *steps = env->steps;
-    bool *done_now = env->done_now, *just_reset = env->just_reset;
+    bool *done_now = env->done_now;
     const int64_t max = env->max_steps, num = env->num;
     uint8_t anyd = 0;
+    /* just_reset is read only while any_just_reset holds: left alone. */
     for (int64_t i = 0; i < num; i++) {
         int64_t st = steps[i] + 1;
         uint8_t tr = (uint8_t)((trunc[i] != 0) | (max > 0 && st >= max));
@@ -1999,7 +2000,6 @@ int crl__env_step_fused(crl_env *env, const crl__smr_slot *p, crl_error *err)
         trunc[i] = tr;
         done[i] = dn;
         done_now[i] = dn;
-        just_reset[i] = false;
         anyd |= dn;
     }
     /* Each output into td's "next" and next_root, a loop per size class. */
