@@ -138,11 +138,11 @@ typedef struct crl__smr_slot {
     crl__mdp_op *ops;         /* step_mdp's puts from td into next_root */
     size_t nops, ops_cap;
     /* Made from io and ops: each output moved into both tds at once, by
-     * size class (n1 of one byte, then n4 of 4..7, n8 of 8..16, n32 of
-     * 17..32, then the rest), and the puts that do not come from an output
-     * (their indices in ops). */
+     * size class (one byte up to ends[0], then 4..7 bytes up to ends[1],
+     * 8..16 up to ends[2], 17..32 up to ends[3], the rest up to ends[4]),
+     * and the puts that do not come from an output (their indices in ops). */
     crl__smr_move *moves;     /* env->nout */
-    size_t n1, n4, n8, n32;
+    const crl__smr_move *ends[5];
     size_t *xops, nx;
 } crl__smr_slot;
 

@@ -2003,8 +2003,8 @@ int crl__env_step_fused(crl_env *env, const crl__smr_slot *p, crl_error *err)
         anyd |= dn;
     }
     /* Each output into td's "next" and next_root, a loop per size class. */
-    const crl__smr_move *m = p->moves, *e1 = m + p->n1, *e4 = e1 + p->n4, *e8 = e4 + p->n8, *e32 = e8 + p->n32;
-    const crl__smr_move *m_end = p->moves + env->nout;
+    const crl__smr_move *m = p->moves, *e1 = p->ends[0], *e4 = p->ends[1], *e8 = p->ends[2], *e32 = p->ends[3];
+    const crl__smr_move *m_end = p->ends[4];
     for (; m < e1; m++) {
         char c = *m->s;
         *m->d1 = c;

@@ -71,10 +71,10 @@ static bool derive(crl_env *env, crl__smr_slot *p)
             p->xops[j] = 0;
         }
     }
-    p->n1 = count[0];
-    p->n4 = count[1];
-    p->n8 = count[2];
-    p->n32 = count[3];
+    const crl__smr_move *end = p->moves;
+    for (size_t c = 0; c < 4; c++)
+        p->ends[c] = end += count[c];
+    p->ends[4] = p->moves + n;
     p->nx = 0;
     for (size_t j = 0; j < p->nops; j++)
         if (p->xops[j])
