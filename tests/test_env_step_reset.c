@@ -241,6 +241,18 @@ START_TEST(pendulum_truncates)
 }
 END_TEST
 
+START_TEST(executors)
+{
+    /* The backend behind an executor: the cached path steps it the same. */
+    equivalence_case("backend = classic\nid = CartPole-v1\nnum_envs = 4\nexecutor = serial\nnum_workers = 2", true,
+                     true);
+    equivalence_case("backend = classic\nid = CartPole-v1\nnum_envs = 4\nexecutor = threads\nnum_workers = 2", true,
+                     true);
+    equivalence_case("backend = classic\nid = Pendulum-v1\nnum_envs = 3\nmax_episode_steps = 5\n"
+                     "executor = processes\nnum_workers = 2", true, true);
+}
+END_TEST
+
 START_TEST(frame_skip_general)
 {
     equivalence_case("backend = classic\nid = CartPole-v1\nnum_envs = 4\nframe_skip = 3", false, true);
@@ -639,6 +651,7 @@ static Suite *suite(void)
     tcase_add_test(tc, cartpole_single);
     tcase_add_test(tc, cartpole_batched);
     tcase_add_test(tc, pendulum_truncates);
+    tcase_add_test(tc, executors);
     tcase_add_test(tc, frame_skip_general);
     tcase_add_test(tc, pixels_general);
     tcase_add_test(tc, countenv_state_and_projection);
