@@ -117,6 +117,35 @@ typedef struct crl__mdp_slot {
     size_t nops, cap;
 } crl__mdp_slot;
 
+/* crl_env_step_and_maybe_reset on one (td, next_root) pair
+ * (env_step_reset.c): the step slot's and the step_mdp plan's validated
+ * pointers, copied into one slot so one check covers both.  Pins are the
+ * step slot's, then the plan's not already there (parents first). */
+typedef struct crl__smr_move {
+    char *d1, *d2;            /* the output's entry in td's "next" and in next_root (d1 again for a reward) */
+    const char *s;            /* the leaf's udata */
+    const crl__env_leaf *l;
+    size_t n;
+    uint8_t cls;
+} crl__smr_move;
+
+typedef struct crl__smr_slot {
+    const crl_td *td, *root;
+    struct crl__smr_slot *partner;  /* the slot of (root, td), if any: the likely next call */
+    size_t npins;             /* 0: empty */
+    crl__td_pin pins[CRL__ENV_PINS + CRL__MDP_PINS];
+    crl__step_io *io;         /* as a step slot's: actions (env->nact), outputs (env->nout) */
+    crl__mdp_op *ops;         /* step_mdp's puts from td into next_root */
+    size_t nops, ops_cap;
+    /* Made from io and ops: each output moved into both tds at once, by
+     * size class (one byte up to ends[0], then 4..7 bytes up to ends[1],
+     * 8..16 up to ends[2], 17..32 up to ends[3], the rest up to ends[4]),
+     * and the puts that do not come from an output (their indices in ops). */
+    crl__smr_move *moves;     /* env->nout */
+    const crl__smr_move *ends[5];
+    size_t *xops, nx;
+} crl__smr_slot;
+
 struct crl_env {
     crl_host *host;
     char *section;
@@ -182,6 +211,10 @@ struct crl_env {
 
     /* How often the cached paths were taken (tests read these). */
     uint64_t step_fast, step_slow, mdp_fast, mdp_slow;
+    /* crl_env_step_and_maybe_reset's slots (made on first use) and counters. */
+    crl__smr_slot *smr_slots, *smr_next;
+    unsigned smr_rr;
+    uint64_t smr_fast, smr_slow;
 
     /* Set by what an executor puts below the base env (exec.c), so env.c knows no executor: called after
      * every backend step (processes: end the episodes of envs whose worker restarted), and the batch of an
@@ -323,6 +356,34 @@ static inline void crl__env_copy_rows(char *dst, const char *src, size_t row_byt
     }
 }
 
+/* The tensor can stand for the leaf's user buffer in a memmove: the dtype
+ * and shape load_actions and put_leaf ask for, and contiguous. */
+static inline bool crl__env_fits_contig(const crl_tensor *t, const crl__env_leaf *l)
+{
+    const crl_tensor *u = l->ubuf;
+    if (!l->ucontig || t->dtype != u->dtype || t->ndim != u->ndim)
+        return false;
+    for (int i = 0; i < u->ndim; i++)
+        if (t->shape[i] != u->shape[i])
+            return false;
+    return crl__tensor_contiguous(t);
+}
+
+/* Make the puts of a step_mdp plan. */
+static inline int crl__env_mdp_run(const crl__mdp_op *ops, size_t n, crl_error *err)
+{
+    for (size_t j = 0; j < n; j++) {
+        const crl__mdp_op *op = &ops[j];
+        if (op->mode == CRL__MDP_MOVE) {
+            crl__env_move_c(op->dd, op->sd, op->n, op->cls);
+        } else if (op->mode == CRL__MDP_COPY) {
+            int rc = crl_tensor_copy(op->dt, op->st, err);
+            if (rc)
+                return rc;
+        }
+    }
+    return CRL_OK;
+}
 
 /* env.c */
 /* Reset the envs in mask (NULL: all) and bring td's root entries up to
@@ -360,7 +421,31 @@ CRL_INTERNAL const char *crl__env_name(const crl_env *env, char *buf, size_t n);
  * reference or NULL with err set. */
 CRL_INTERNAL crl_spec *crl__spec_drop_batch(const crl_spec *s, crl_error *err);
 
+/* The step slot for td when it still describes td (stamps brought up to
+ * date), else NULL. */
+CRL_INTERNAL crl__step_slot *crl__env_step_slot(crl_env *env, const crl_td *td);
+/* crl_env_step_and_maybe_reset's cached path, once env_step_reset.c has
+ * found p valid (no chain, no pixels, frame_skip 1, no env waiting for a
+ * reset): crl__env_step_base writing each output into td's "next" and
+ * next_root at once, then crl__env_smr_finish when needed.  Errors are
+ * prefixed as the public call's. */
+CRL_INTERNAL int crl__env_step_fused(crl_env *env, const crl__smr_slot *p, crl_error *err);
+
 /* env_mdp.c: step_mdp's core, td and dst non-NULL (may be the same). */
 CRL_INTERNAL int crl__env_step_mdp_into(crl_env *env, const crl_td *td, crl_td *dst, crl_error *err);
+/* The plan for step_mdp_into(src, dst) when it still describes them
+ * (stamps and puts brought up to date), else NULL. */
+CRL_INTERNAL crl__mdp_slot *crl__env_mdp_plan(crl_env *env, const crl_td *src, const crl_td *dst);
+/* Decide a put as step_mdp does, given both tensors; false when it would
+ * store a copy (a structural change). */
+CRL_INTERNAL bool crl__env_mdp_decide(crl__mdp_op *op, crl_tensor *d, const crl_tensor *s);
+
+/* env_step_reset.c */
+CRL_INTERNAL void crl__env_smr_free(crl_env *env);
+/* The rest of crl__env_step_fused after the moves: step_mdp's other puts,
+ * then the reset of the envs that ended (any_done).  Returns rc. */
+CRL_INTERNAL int crl__env_smr_finish(crl_env *env, const crl__smr_slot *p, bool any_done, crl_error *err);
+/* Prefix err as crl_env_step_and_maybe_reset's errors; returns rc. */
+CRL_INTERNAL int crl__env_smr_fail(int rc, crl_error *err);
 
 #endif

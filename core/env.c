@@ -609,6 +609,7 @@ void crl_env_free(crl_env *env)
 {
     if (!env)
         return;
+    crl__env_smr_free(env);
     if (env->chain_ops)
         env->chain_ops->free(env);
     if (env->benv && env->ops.close)
@@ -1333,19 +1334,6 @@ static __attribute__((noinline)) int load_actions(crl_env *env, const crl_td *td
  * their layout the entries stay (see env-private.h); an entry whose stamp
  * moved holds another tensor now, which is checked again. */
 
-/* The tensor can stand for the leaf's user buffer in a memmove: the dtype
- * and shape load_actions and put_leaf ask for, and contiguous. */
-static inline bool fits_contig(const crl_tensor *t, const crl__env_leaf *l)
-{
-    const crl_tensor *u = l->ubuf;
-    if (!l->ucontig || t->dtype != u->dtype || t->ndim != u->ndim)
-        return false;
-    for (int i = 0; i < u->ndim; i++)
-        if (t->shape[i] != u->shape[i])
-            return false;
-    return crl__tensor_contiguous(t);
-}
-
 /* Index of td among the pins, appending it (with its stamps); -1 when full. */
 static int pin_of(crl__td_pin *pins, size_t *n, size_t cap, const crl_td *td)
 {
@@ -1386,7 +1374,7 @@ static __attribute__((noinline)) void step_fill(crl_env *env, const crl_td *td)
         crl__env_leaf *l = &env->leaves[k < env->nact ? env->act_idx[k] : env->out_idx[k - env->nact]];
         crl__step_io *io = &s->io[k];
         crl__td_entry *e = pin_entry(s, td, k < env->nact ? l->k : l->nk);
-        if (!e || !fits_contig(e->tensor, l))
+        if (!e || !crl__env_fits_contig(e->tensor, l))
             return;
         io->e = e;
         io->stamp = e->stamp;
@@ -1434,7 +1422,7 @@ static crl__step_slot *step_lookup(crl_env *env, const crl_td *td)
         if (io->e->stamp == io->stamp)
             continue;
         const crl_tensor *t = io->e->tensor;
-        if (!fits_contig(t, io->l))
+        if (!crl__env_fits_contig(t, io->l))
             return NULL;
         io->data = t->data;
         io->stamp = io->e->stamp;
@@ -1442,6 +1430,11 @@ static crl__step_slot *step_lookup(crl_env *env, const crl_td *td)
     for (size_t i = 0; i < s->npins; i++)
         s->pins[i].stamp = crl__td_stamp(s->pins[i].td);
     return s;
+}
+
+crl__step_slot *crl__env_step_slot(crl_env *env, const crl_td *td)
+{
+    return step_lookup(env, td);
 }
 
 /* load_actions through a slot: the same copies and checks. */
@@ -1759,6 +1752,108 @@ int crl__env_step_base(crl_env *env, crl_td *td, crl_error *err)
     if (!slot)
         step_fill(env, td);
     return CRL_OK;
+}
+
+int crl__env_step_fused(crl_env *env, const crl__smr_slot *p, crl_error *err)
+{
+    /* crl__env_step_base with nothing pending, one frame and no pixels:
+     * the same copies, checks and flags, without the loops those need. */
+    int rc;
+    const crl__step_io *io = p->io, *io_end = io + env->nact;
+    for (; io < io_end; io++) {
+        crl__env_move_c(io->udata, io->data, io->n, io->cls);
+        /* The common domains inline; anything else, or a value outside
+         * (NaN fails the bounds), through check_action for the error or
+         * the projection. */
+        const crl__env_leaf *l = io->l;
+        bool ok = false;
+        if (l->dom == DOM_CAT_I64) {
+            const int64_t *v = (const int64_t *)(const void *)l->bdata;
+            uint64_t hi = (uint64_t)l->dom_ni;
+            uint8_t bad = 0;
+            for (int64_t i = 0; i < l->numel; i++)
+                bad |= (uint64_t)v[i] >= hi;
+            ok = !bad;
+        } else if (l->dom == DOM_BOX_F32) {
+            const float *v = (const float *)(const void *)l->bdata;
+            const float *lo = l->dom_flo, *hi = l->dom_fhi;
+            uint8_t in = 1;
+            for (int64_t i = 0; i < l->numel; i++)
+                in &= (uint8_t)((v[i] >= lo[i]) & (v[i] <= hi[i]));
+            ok = in;
+        }
+        if (!ok && (rc = check_action(env, io->l, err)))
+            return crl__env_smr_fail(rc, err);
+    }
+    if ((rc = env->ops.step(env->benv, err)))
+        return crl__env_smr_fail(backend_step_error(env, rc, err), err);
+    if (__builtin_expect(env->after_backend_step != NULL, 0))
+        env->after_backend_step(env);
+    if ((rc = check_buffers(env, "step", err)))
+        return crl__env_smr_fail(rc, err);
+    const frame_book fb = book_of(env);
+    bool *done_now = env->done_now;
+    const int64_t num = env->num;
+    uint8_t anyd = 0;
+    /* just_reset is read only while any_just_reset holds: left alone. */
+    for (int64_t i = 0; i < num; i++) {
+        bool dn = frame_row(&fb, i);
+        done_now[i] = dn;
+        anyd |= (uint8_t)dn;
+    }
+    /* Each output into td's "next" and next_root, a loop per size class. */
+    const crl__smr_move *m = p->moves, *e1 = p->ends[0], *e4 = p->ends[1], *e8 = p->ends[2], *e32 = p->ends[3];
+    const crl__smr_move *m_end = p->ends[4];
+    for (; m < e1; m++) {
+        char c = *m->s;
+        *m->d1 = c;
+        *m->d2 = c;
+    }
+    for (; m < e4; m++) {
+        uint32_t a, b;
+        size_t n = m->n;
+        __builtin_memcpy(&a, m->s, 4);
+        __builtin_memcpy(&b, m->s + n - 4, 4);
+        __builtin_memcpy(m->d1, &a, 4);
+        __builtin_memcpy(m->d1 + n - 4, &b, 4);
+        __builtin_memcpy(m->d2, &a, 4);
+        __builtin_memcpy(m->d2 + n - 4, &b, 4);
+    }
+    for (; m < e8; m++) {
+        uint64_t a, b;
+        size_t n = m->n;
+        __builtin_memcpy(&a, m->s, 8);
+        __builtin_memcpy(&b, m->s + n - 8, 8);
+        __builtin_memcpy(m->d1, &a, 8);
+        __builtin_memcpy(m->d1 + n - 8, &b, 8);
+        __builtin_memcpy(m->d2, &a, 8);
+        __builtin_memcpy(m->d2 + n - 8, &b, 8);
+    }
+    for (; m < e32; m++) {
+        uint64_t w[4];
+        size_t n = m->n;
+        __builtin_memcpy(w, m->s, 16);
+        __builtin_memcpy(&w[2], m->s + n - 16, 16);
+        __builtin_memcpy(m->d1, w, 16);
+        __builtin_memcpy(m->d1 + n - 16, &w[2], 16);
+        __builtin_memcpy(m->d2, w, 16);
+        __builtin_memcpy(m->d2 + n - 16, &w[2], 16);
+    }
+    for (; m < m_end; m++) {
+        crl__env_move_c(m->d1, m->s, m->n, m->cls);
+        crl__env_move_c(m->d2, m->s, m->n, m->cls);
+    }
+    env->any_just_reset = false;
+    /* Nothing was pending, so needs_reset is all false unless an env ended. */
+    if (__builtin_expect(!anyd && !p->nx, 1))
+        return CRL_OK;
+    if (anyd && env->autoreset == CRL_AUTORESET_SAME_STEP) {
+        if ((rc = reset_same_step(env, err)))
+            return crl__env_smr_fail(rc, err);
+    } else if (anyd) {
+        memcpy(env->needs_reset, done_now, sizeof(bool) * (size_t)num);
+    }
+    return crl__env_smr_finish(env, p, anyd != 0, err);
 }
 
 /* ---- render ---------------------------------------------------------------------------------- */

@@ -82,9 +82,8 @@ static int rec_pin(mdp_walk *w, const crl_td *td)
     return (int)p->npins++;
 }
 
-/* Decide a put as put_tensor does, given both tensors; false when it
- * would store a copy (a structural change). */
-static bool decide(crl__mdp_op *op, crl_tensor *d, const crl_tensor *s)
+/* Decide a put as put_tensor does (see env-private.h). */
+bool crl__env_mdp_decide(crl__mdp_op *op, crl_tensor *d, const crl_tensor *s)
 {
     op->dt = d;
     op->st = s;
@@ -123,7 +122,7 @@ static void rec_op(mdp_walk *w, const crl__td_entry *se, crl__td_entry *de)
     op->de = de;
     op->ss = se->stamp;
     op->ds = de->stamp;
-    decide(op, de->tensor, se->tensor);
+    crl__env_mdp_decide(op, de->tensor, se->tensor);
 }
 
 /* ---- the general walk ---------------------------------------------------------------- */
@@ -283,7 +282,7 @@ static crl__mdp_slot *mdp_lookup(crl_env *env, const crl_td *src, const crl_td *
         crl__mdp_op *op = &p->ops[j];
         if (op->se->stamp == op->ss && op->de->stamp == op->ds)
             continue;
-        if (!decide(op, op->de->tensor, op->se->tensor))
+        if (!crl__env_mdp_decide(op, op->de->tensor, op->se->tensor))
             return NULL;
         op->ss = op->se->stamp;
         op->ds = op->de->stamp;
@@ -293,19 +292,9 @@ static crl__mdp_slot *mdp_lookup(crl_env *env, const crl_td *src, const crl_td *
     return p;
 }
 
-static int mdp_run(const crl__mdp_slot *p, crl_error *err)
+crl__mdp_slot *crl__env_mdp_plan(crl_env *env, const crl_td *src, const crl_td *dst)
 {
-    for (size_t j = 0; j < p->nops; j++) {
-        const crl__mdp_op *op = &p->ops[j];
-        if (op->mode == CRL__MDP_MOVE) {
-            crl__env_move_c(op->dd, op->sd, op->n, op->cls);
-        } else if (op->mode == CRL__MDP_COPY) {
-            int rc = crl_tensor_copy(op->dt, op->st, err);
-            if (rc)
-                return rc;
-        }
-    }
-    return CRL_OK;
+    return mdp_lookup(env, src, dst);
 }
 
 /* After a walk that recorded into scratch: keep the plan if no td it
@@ -393,7 +382,7 @@ int crl__env_step_mdp_into(crl_env *env, const crl_td *td, crl_td *dst, crl_erro
     int rc;
     if (plan) {
         env->mdp_fast++;
-        if ((rc = mdp_run(plan, err))) {
+        if ((rc = crl__env_mdp_run(plan->ops, plan->nops, err))) {
             crl_error_prefix(err, "step_mdp: ");
             return rc;
         }

@@ -172,6 +172,41 @@ CRL_API crl_td *crl_env_step_mdp(crl_env *env, const crl_td *td, crl_error *err)
  * latest step, so call it on the td that step wrote. */
 CRL_API int crl_env_step_mdp_into(crl_env *env, const crl_td *td, crl_td *dst, crl_error *err);
 
+/* TorchRL's step_and_maybe_reset: step td (as crl_env_step: td gets
+ * "next"), write the root of the next step into next_root (as
+ * crl_env_step_mdp_into(td, next_root)), then reset into next_root the envs
+ * whose episode ended in this step (as crl_env_reset with a "_reset" mask
+ * of them, through the transforms; no "_reset" entry is left anywhere).
+ * So a loop never resets by hand:
+ *     td = crl_env_reset(env, NULL, err);
+ *     loop: policy(td); crl_env_step_and_maybe_reset(env, td, next, err); swap td and next
+ * or, in place, crl_env_step_and_maybe_reset(env, td, td, err) (td's root
+ * takes the next values, its "next" stays).  td keeps the step as it
+ * happened ("next" holds the final values of an ended episode); next_root
+ * holds only envs that are running or fresh, none done.  Every auto_reset
+ * mode gives the same: off and next_step reset the ended envs here (so
+ * next_step ignores no action, unless a plain crl_env_step left an env
+ * waiting: this call's step resets it, as crl_env_step would), same_step
+ * resets them in the step and step_mdp brings the reset values.
+ *
+ * Both TensorDicts are borrowed and must have the env's batch shape
+ * (CRL_E_SHAPE; next_root's is checked before anything runs).  next_root
+ * may be td itself, a fresh crl_td_new of that batch shape, or the other
+ * td of a pair used in turn; its tensors of the right dtype and shape are
+ * reused (entries it lacks are made on the first call), so a loop over the
+ * same tds allocates nothing (transforms aside).  Without transforms,
+ * pixels or frame_skip > 1, such a loop takes a cached path from its
+ * second or third call on: one check of the stamps of both tds, then the
+ * step writing each output into td's "next" and next_root at once.
+ * Entries of next_root step_mdp does not write (an older "action" or
+ * "next") are left as they are.  NULL arguments are CRL_E_INVALID.  Errors
+ * are those of the step (a missing or bad action, an env never reset, a
+ * done env with auto_reset = off that a plain step left), of step_mdp, or
+ * of the reset, prefixed "step_and_maybe_reset: "; td and next_root are
+ * then as far as the call got, and an env whose reset failed still waits
+ * for one (crl_env_reset). */
+CRL_API int crl_env_step_and_maybe_reset(crl_env *env, crl_td *td, crl_td *next_root, crl_error *err);
+
 /* A policy writes "action" into td (it may read anything in td). */
 typedef int (*crl_policy_fn)(void *user, crl_env *env, crl_td *td, crl_error *err);
 
