@@ -16,6 +16,7 @@
 
 #include "alloc-count.h"
 #include "host-fixture.h"
+#include "keep-cairo.h"
 
 #define PLUGINS "classic, countenv, transforms"
 
@@ -678,6 +679,7 @@ static Suite *suite(void)
 
 int main(void)
 {
+    crl_test_keep_cairo();
     SRunner *sr = srunner_create(suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
