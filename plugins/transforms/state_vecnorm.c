@@ -300,9 +300,10 @@ static int open_named(vnorm *t, size_t i, int64_t F, const char *who, crl_error 
     bool has_head = (size_t)st.st_size >= offsetof(vn_region, lock) &&
                     pread(fd, &head, offsetof(vn_region, lock), 0) == (ssize_t)offsetof(vn_region, lock);
     if (ofd_lock(fd, F_WRLCK, VN_USERS, false) == 0) {
-        /* Nobody uses it: new, or left by processes that are gone. */
+        /* Nobody uses it: new, or left by processes that are gone (all zero:
+         * one killed while starting it; start_named sizes it 0, then whole). */
         static const uint8_t zero[offsetof(vn_region, lock)];
-        if (has_head && head.magic != VN_MAGIC && memcmp(&head, zero, sizeof zero) != 0) {
+        if (st.st_size > 0 && (!has_head || (head.magic != VN_MAGIC && memcmp(&head, zero, sizeof zero) != 0))) {
             rc = crl_error_set(err, CRL_E_CORRUPT,
                                "%s: shared memory '%s' does not hold VecNorm statistics; remove it (/dev/shm%s) "
                                "or use another shm_name",
@@ -311,16 +312,17 @@ static int open_named(vnorm *t, size_t i, int64_t F, const char *who, crl_error 
         }
         if (has_head && head.magic == VN_MAGIC) {
             double count = 0;
-            if (head.version == VN_VERSION && atomic_load(&head.ready) &&
-                (size_t)st.st_size >= offsetof(vn_region, data))
-                (void)!pread(fd, &count, sizeof count, (off_t)offsetof(vn_region, count));
-            char by[64] = "";
-            if (head.version == VN_VERSION)
-                snprintf(by, sizeof by, " of process %d", (int)head.creator);
+            char by[96] = " of an older crl";
+            if (head.version == VN_VERSION) {
+                if (!atomic_load(&head.ready) || (size_t)st.st_size < offsetof(vn_region, data) ||
+                    pread(fd, &count, sizeof count, (off_t)offsetof(vn_region, count)) != (ssize_t)sizeof count)
+                    count = 0;
+                snprintf(by, sizeof by, " of process %d (%.0f samples)", (int)head.creator, count);
+            }
             crl_host_log(__atomic_load_n(&vn_host, __ATOMIC_ACQUIRE), CRL_LOG_WARNING,
-                         "%s: shared memory '%s' holds VecNorm statistics%s (%.0f samples) that no running process "
-                         "uses (their processes were killed or never closed them); starting fresh statistics in it",
-                         who, path, by, count);
+                         "%s: shared memory '%s' holds VecNorm statistics%s that no running process uses (their "
+                         "processes were killed or never closed them); starting fresh statistics in it",
+                         who, path, by);
         }
         if ((rc = start_named(fd, path, F, bytes, &r, who, err)))
             goto out;
