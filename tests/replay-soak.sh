@@ -13,6 +13,7 @@ build=$(pwd)
     exit 1
 }
 CRL_PLUGIN_PATH="$build/plugins/replay/.libs"; export CRL_PLUGIN_PATH
+CRL_PLUGIN_SCANNER="$build/core/crl-plugin-scanner"; export CRL_PLUGIN_SCANNER
 CRL_SYSCONFDIR="$build/tests/no-sysconf"; export CRL_SYSCONFDIR
 XDG_CONFIG_HOME="$build/tests/no-xdg-config"; export XDG_CONFIG_HOME
 CRL_PLUGINSDIR=; export CRL_PLUGINSDIR

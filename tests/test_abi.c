@@ -224,7 +224,7 @@ END_TEST
 
 START_TEST(storage_ops_layout)
 {
-    PIN_SIZE(crl_storage_ops, 96);
+    PIN_SIZE(crl_storage_ops, 104);
     PIN_OFF(crl_storage_ops, struct_size, 0);
     PIN_OFF(crl_storage_ops, reserved, 4);
     PIN_OFF(crl_storage_ops, open, 8);
@@ -238,6 +238,23 @@ START_TEST(storage_ops_layout)
     PIN_OFF(crl_storage_ops, dump, 72);
     PIN_OFF(crl_storage_ops, load, 80);
     PIN_OFF(crl_storage_ops, close, 88);
+    PIN_OFF(crl_storage_ops, check, 96);
+    PIN_SIZE(crl_storage_finding, 32);
+    PIN_OFF(crl_storage_finding, file, 0);
+    PIN_OFF(crl_storage_finding, slot, 8);
+    PIN_OFF(crl_storage_finding, offset, 16);
+    PIN_OFF(crl_storage_finding, reason, 24);
+    PIN_SIZE(crl_storage_report, 64);
+    PIN_OFF(crl_storage_report, struct_size, 0);
+    PIN_OFF(crl_storage_report, reserved, 4);
+    PIN_OFF(crl_storage_report, finding, 8);
+    PIN_OFF(crl_storage_report, user, 16);
+    PIN_OFF(crl_storage_report, capacity, 24);
+    PIN_OFF(crl_storage_report, items, 32);
+    PIN_OFF(crl_storage_report, bad_slots, 40);
+    PIN_OFF(crl_storage_report, bad_files, 48);
+    PIN_OFF(crl_storage_report, dropped, 56);
+    ck_assert_int_eq(CRL_STORAGE_REPAIR, 1);
 }
 END_TEST
 

@@ -1,4 +1,4 @@
-/* Check suite for plugins/replay: list, tensor and memmap storages, layouts, resume, kill -9 durability, ENOSPC, dump/load. */
+/* Check suite for plugins/replay: list, tensor and memmap storages, layouts, resume, damage and check/repair, kill -9 durability, ENOSPC, dump/load. */
 #define _GNU_SOURCE /* nftw, RTLD_DEFAULT */
 #include "config.h"
 
@@ -566,42 +566,313 @@ static void flip_byte(const char *path, off_t at)
     close(fd);
 }
 
+/* Bytes per slot of DIR/leaf-NNN.bin in a storage of `cap` slots. */
+static off_t leaf_row(const char *dir, int leaf, int64_t cap)
+{
+    char path[600];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/leaf-%03d.bin", dir, leaf);
+    ck_assert_msg(stat(path, &sb) == 0, "%s: %s", path, strerror(errno));
+    return sb.st_size / cap;
+}
+
+/* A whole file, to show that something left it alone (free it). */
+static uint8_t *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+    struct stat sb;
+    ck_assert_int_eq(fstat(fileno(f), &sb), 0);
+    uint8_t *b = malloc((size_t)sb.st_size + 1);
+    ck_assert_ptr_nonnull(b);
+    *n = fread(b, 1, (size_t)sb.st_size, f);
+    ck_assert_uint_eq(*n, (size_t)sb.st_size);
+    fclose(f);
+    return b;
+}
+
+static void assert_same_file(const char *path, const uint8_t *before, size_t n)
+{
+    size_t m;
+    uint8_t *now = slurp(path, &m);
+    ck_assert_msg(m == n && memcmp(now, before, n) == 0, "%s changed", path);
+    free(now);
+}
+
+/* What a check reported through its callback. */
+#define MAX_FOUND 16
+static struct {
+    int n;
+    char file[MAX_FOUND][700];
+    int64_t slot[MAX_FOUND], offset[MAX_FOUND];
+    char reason[MAX_FOUND][1600];
+} g_found;
+
+static void on_finding(void *user, const crl_storage_finding *f)
+{
+    ck_assert_ptr_eq(user, &g_found);
+    if (g_found.n < MAX_FOUND) {
+        snprintf(g_found.file[g_found.n], sizeof g_found.file[0], "%s", f->file);
+        snprintf(g_found.reason[g_found.n], sizeof g_found.reason[0], "%s", f->reason);
+        g_found.slot[g_found.n] = f->slot;
+        g_found.offset[g_found.n] = f->offset;
+    }
+    g_found.n++;
+}
+
+static int run_check(const char *dir, unsigned flags, crl_storage_report *r, crl_error *err)
+{
+    memset(&g_found, 0, sizeof g_found);
+    memset(r, 0, sizeof *r);
+    r->struct_size = sizeof *r;
+    r->finding = on_finding;
+    r->user = &g_found;
+    const crl_storage_ops *ops = ops_of("memmap");
+    ck_assert_uint_ge(ops->struct_size, offsetof(crl_storage_ops, check) + sizeof ops->check);
+    return ops->check(dir, flags, r, err);
+}
+
+/* verify = full: a flipped byte is an error naming the dir, slot, file and
+ * byte, never a slot dropped in silence; check lists, repair drops. */
 START_TEST(test_memmap_damage)
 {
     const crl_storage_ops *ops = ops_of("memmap");
     const char *dir = subdir("damage");
-    char path[600];
+    char path[600], want[900];
     void *st;
     crl_error err;
+    crl_storage_report r;
     ck_assert_int_eq(open_memmap(dir, NULL, 8, &st, &err), CRL_OK);
     int64_t idx[] = { 0, 1, 2, 3, 4, 5 };
     uint64_t seq[] = { 1, 2, 3, 4, 5, 6 };
     ck_assert_int_eq(set_seqs(ops, st, idx, seq, 6, &err), CRL_OK);
     ops->close(st);
-    /* A torn row of slot 3 (leaf-000.bin is "action", the first key) and a
-     * torn record of slot 5. */
-    snprintf(path, sizeof path, "%s/leaf-000.bin", dir);
-    struct stat sb;
-    ck_assert_int_eq(stat(path, &sb), 0);
-    flip_byte(path, (off_t)(sb.st_size / 8 * 3));
+    ck_assert_int_eq(run_check(dir, 0, &r, &err), CRL_OK);
+    ck_assert(r.capacity == 8 && r.items == 6 && r.bad_slots == 0 && r.bad_files == 0 && g_found.n == 0);
+
+    /* One byte of slot 3's row in leaf-001.bin (its last). */
+    off_t row1 = leaf_row(dir, 1, 8), at = 3 * row1 + row1 - 1;
+    snprintf(path, sizeof path, "%s/leaf-001.bin", dir);
+    flip_byte(path, at);
+    for (int v = 0; v < 2; v++) {
+        ck_assert_int_eq(open_memmap(dir, v ? "verify = full" : NULL, 8, &st, &err), CRL_E_CORRUPT);
+        snprintf(want, sizeof want, "%s: slot 3 is damaged: %s: byte %lld (key '", dir, path, (long long)at);
+        ck_assert_msg(strstr(err.message, want) && strstr(err.message, "1 damaged slot in all") &&
+                          strstr(err.message, "nothing was dropped") && strstr(err.message, "crl replay check") &&
+                          strstr(err.message, "crl replay repair"),
+                      "%s", err.message);
+    }
+    /* verify = records trusts the records (a fast open, as documented). */
+    ck_assert_int_eq(open_memmap(dir, "verify = records", 8, &st, &err), CRL_OK);
+    ck_assert(ops->has(st, 3));
+    ops->close(st);
+
+    /* A damaged commit record (slot 5), and slot 1 with a byte changed in
+     * each of two files (one byte cannot explain it). */
     snprintf(path, sizeof path, "%s/slots.bin", dir);
-    flip_byte(path, 5 * 16 + 3);
-    ck_assert_int_eq(open_memmap(dir, NULL, 8, &st, &err), CRL_OK);
-    ck_assert(!ops->has(st, 3));
-    ck_assert(!ops->has(st, 5));
+    flip_byte(path, 5 * 16 + 13);
+    snprintf(path, sizeof path, "%s/leaf-000.bin", dir);
+    flip_byte(path, leaf_row(dir, 0, 8));
+    snprintf(path, sizeof path, "%s/leaf-002.bin", dir);
+    flip_byte(path, leaf_row(dir, 2, 8));
+    ck_assert_int_eq(open_memmap(dir, NULL, 8, &st, &err), CRL_E_CORRUPT);
+    snprintf(want, sizeof want, "%s: slot 1 is damaged: %s: its rows in leaf-000.bin..leaf-007.bin", dir, dir);
+    ck_assert_msg(strstr(err.message, want) && strstr(err.message, "more than one byte") &&
+                      strstr(err.message, "3 damaged slots in all"),
+                  "%s", err.message);
+    /* verify = records finds the damaged record too. */
+    ck_assert_int_eq(open_memmap(dir, "verify = records", 8, &st, &err), CRL_E_CORRUPT);
+    snprintf(want, sizeof want, "slot 5 is damaged: %s/slots.bin: its commit record (16 bytes at offset 80)", dir);
+    ck_assert_msg(strstr(err.message, want), "%s", err.message);
+
+    /* check: each slot, in slot order, with its file, offset and reason. */
+    ck_assert_int_eq(run_check(dir, 0, &r, &err), CRL_OK);
+    ck_assert_int_eq(r.capacity, 8);
+    ck_assert_int_eq(r.items, 3);
+    ck_assert_int_eq(r.bad_slots, 3);
+    ck_assert_int_eq(r.bad_files, 0);
+    ck_assert_int_eq(r.dropped, 0);
+    ck_assert_int_eq(g_found.n, 3);
+    ck_assert_int_eq(g_found.slot[0], 1);
+    ck_assert_str_eq(g_found.file[0], dir);
+    ck_assert_int_eq(g_found.offset[0], -1);
+    ck_assert_msg(strstr(g_found.reason[0], "more than one byte"), "%s", g_found.reason[0]);
+    snprintf(path, sizeof path, "%s/leaf-001.bin", dir);
+    ck_assert_int_eq(g_found.slot[1], 3);
+    ck_assert_str_eq(g_found.file[1], path);
+    ck_assert_int_eq(g_found.offset[1], (int64_t)at);
+    ck_assert_msg(strstr(g_found.reason[1], "differs from what was committed"), "%s", g_found.reason[1]);
+    snprintf(path, sizeof path, "%s/slots.bin", dir);
+    ck_assert_int_eq(g_found.slot[2], 5);
+    ck_assert_str_eq(g_found.file[2], path);
+    ck_assert_int_eq(g_found.offset[2], 80);
+    ck_assert_int_eq(open_memmap(dir, NULL, 8, &st, &err), CRL_E_CORRUPT); /* a check changes nothing */
+
+    /* repair: the three slots are emptied, no data file changes. */
+    size_t n1;
+    snprintf(path, sizeof path, "%s/leaf-001.bin", dir);
+    uint8_t *leaf1 = slurp(path, &n1);
+    ck_assert_int_eq(run_check(dir, CRL_STORAGE_REPAIR, &r, &err), CRL_OK);
+    ck_assert(r.bad_slots == 3 && r.dropped == 3 && r.items == 3 && g_found.n == 3);
+    assert_same_file(path, leaf1, n1);
+    free(leaf1);
+    ck_assert_msg(open_memmap(dir, NULL, 8, &st, &err) == CRL_OK, "%s", err.message);
+    for (int64_t j = 0; j < 8; j++)
+        ck_assert_int_eq(ops->has(st, j), j == 0 || j == 2 || j == 4);
+    assert_slot(ops, st, 0, 1);
+    assert_slot(ops, st, 2, 3);
+    assert_slot(ops, st, 4, 5);
     ck_assert_int_eq(ops->len(st), 5);
     ck_assert_uint_eq(ops->write_count(st), 5);
-    assert_slot(ops, st, 4, 5);
-    int64_t three = 3;
-    ck_assert_ptr_null(ops->get(st, &three, 1, &err));
-    ck_assert_int_eq(err.code, CRL_E_RANGE);
     ops->close(st);
+    ck_assert_int_eq(run_check(dir, CRL_STORAGE_REPAIR, &r, &err), CRL_OK);
+    ck_assert(r.items == 3 && r.bad_slots == 0 && r.dropped == 0 && g_found.n == 0);
+}
+END_TEST
+
+/* A missing header over committed items: refused on open, reported by
+ * check, never guessed by repair; with the header back everything is there. */
+START_TEST(test_memmap_missing_header)
+{
+    const crl_storage_ops *ops = ops_of("memmap");
+    const char *dir = subdir("headless");
+    char path[600], hdr[600], bak[600], want[900];
+    void *st;
+    crl_error err;
+    crl_storage_report r;
+    ck_assert_int_eq(open_memmap(dir, NULL, 8, &st, &err), CRL_OK);
+    int64_t idx[] = { 2, 3, 4, 5, 6, 7 };
+    uint64_t seq[] = { 3, 4, 5, 6, 7, 8 };
+    ck_assert_int_eq(set_seqs(ops, st, idx, seq, 6, &err), CRL_OK);
+    ops->close(st);
+    snprintf(hdr, sizeof hdr, "%s/header", dir);
+    snprintf(bak, sizeof bak, "%s/header.bak", dir);
+    ck_assert_int_eq(rename(hdr, bak), 0);
+    size_t ns, nl;
+    snprintf(path, sizeof path, "%s/slots.bin", dir);
+    uint8_t *slots = slurp(path, &ns);
+    char lpath[600];
+    snprintf(lpath, sizeof lpath, "%s/leaf-007.bin", dir);
+    uint8_t *leaf = slurp(lpath, &nl);
+
+    ck_assert_int_eq(open_memmap(dir, NULL, 8, &st, &err), CRL_E_CORRUPT);
+    snprintf(want, sizeof want, "%s/header is missing but %s/slots.bin holds 6 committed items (the first in slot 2)",
+             dir, dir);
+    ck_assert_msg(strstr(err.message, want) && strstr(err.message, "nothing was opened") &&
+                      strstr(err.message, "copy it"),
+                  "%s", err.message);
+    ck_assert_int_eq(open_memmap(dir, "verify = records", 8, &st, &err), CRL_E_CORRUPT);
+    assert_same_file(path, slots, ns);
+    assert_same_file(lpath, leaf, nl);
+
+    ck_assert_int_eq(run_check(dir, 0, &r, &err), CRL_OK);
+    ck_assert(r.capacity == -1 && r.items == 0 && r.bad_files == 1 && r.bad_slots == 0);
+    ck_assert_int_eq(g_found.n, 1);
+    ck_assert_str_eq(g_found.file[0], hdr);
+    ck_assert_int_eq(g_found.slot[0], -1);
+    ck_assert_msg(strstr(g_found.reason[0], "missing, and slots.bin holds 6 committed items (the first in slot 2)"),
+                  "%s", g_found.reason[0]);
+    ck_assert_int_eq(run_check(dir, CRL_STORAGE_REPAIR, &r, &err), CRL_E_CORRUPT);
+    ck_assert_msg(strstr(err.message, "refusing to repair") && strstr(err.message, dir) &&
+                      strstr(err.message, "cannot be rebuilt") && strstr(err.message, "nothing was changed"),
+                  "%s", err.message);
+    ck_assert_int_eq(r.dropped, 0);
+    ck_assert_int_ne(access(hdr, F_OK), 0);
+    assert_same_file(path, slots, ns);
+    assert_same_file(lpath, leaf, nl);
+    free(slots);
+    free(leaf);
+
+    /* The header back (a copy from a storage of the same settings would do): all there. */
+    ck_assert_int_eq(rename(bak, hdr), 0);
+    ck_assert_int_eq(run_check(dir, 0, &r, &err), CRL_OK);
+    ck_assert(r.capacity == 8 && r.items == 6 && r.bad_files == 0 && r.bad_slots == 0);
+    ck_assert_msg(open_memmap(dir, NULL, 8, &st, &err) == CRL_OK, "%s", err.message);
+    for (int64_t j = 2; j < 8; j++)
+        assert_slot(ops, st, j, (uint64_t)j + 1);
+    ck_assert_uint_eq(ops->write_count(st), 6);
+    /* No committed record and no header (as a first set cut short before
+     * its header leaves it): an empty storage, no error. */
+    ck_assert_int_eq(ops->clear(st, &err), CRL_OK);
+    ops->close(st);
+    ck_assert_int_eq(unlink(hdr), 0);
+    ck_assert_int_eq(run_check(dir, CRL_STORAGE_REPAIR, &r, &err), CRL_OK);
+    ck_assert(r.capacity == -1 && r.items == 0 && r.bad_files == 0 && r.dropped == 0 && g_found.n == 0);
+    ck_assert_msg(open_memmap(dir, NULL, 8, &st, &err) == CRL_OK, "%s", err.message);
+    ck_assert_int_eq(ops->len(st), 0);
+    int64_t one = 1;
+    uint64_t s1 = 42;
+    ck_assert_int_eq(set_seqs(ops, st, &one, &s1, 1, &err), CRL_OK);
+    ops->close(st);
+    ck_assert_int_eq(open_memmap(dir, NULL, 8, &st, &err), CRL_OK);
+    assert_slot(ops, st, 1, 42);
+    ops->close(st);
+}
+END_TEST
+
+/* What open and check refuse, and what they do not call damage. */
+START_TEST(test_memmap_check_refusals)
+{
+    const crl_storage_ops *ops = ops_of("memmap");
+    const char *dir = subdir("refusals");
+    char path[600];
+    void *st;
+    crl_error err;
+    crl_storage_report r;
+    /* No storage there: nothing is touched, not even a lock file. */
+    ck_assert_int_eq(run_check(subdir("nowhere"), 0, &r, &err), CRL_E_NOT_FOUND);
+    ck_assert_msg(strstr(err.message, "does not exist"), "%s", err.message);
+    ck_assert_int_eq(mkdir(subdir("empty"), 0755), 0);
+    ck_assert_int_eq(run_check(subdir("empty"), CRL_STORAGE_REPAIR, &r, &err), CRL_E_NOT_FOUND);
+    ck_assert_msg(strstr(err.message, "holds no memmap storage"), "%s", err.message);
+    snprintf(path, sizeof path, "%s/lock", subdir("empty"));
+    ck_assert_int_ne(access(path, F_OK), 0);
+    ck_assert_int_eq(ops->check(NULL, 0, &r, &err), CRL_E_INVALID);
+    ck_assert_int_eq(ops->check(dir, 0, NULL, &err), CRL_E_INVALID);
+
+    ck_assert_int_eq(open_memmap(dir, NULL, 8, &st, &err), CRL_OK);
+    int64_t idx[] = { 0, 1, 2 };
+    uint64_t seq[] = { 1, 2, 3 };
+    ck_assert_int_eq(set_seqs(ops, st, idx, seq, 3, &err), CRL_OK);
+    /* Never under a writer. */
+    ck_assert_int_eq(run_check(dir, 0, &r, &err), CRL_E_IO);
+    ck_assert_msg(strstr(err.message, "open in another process") && strstr(err.message, dir), "%s", err.message);
+    ops->close(st);
+
+    /* A record whose sequence number is 0 is empty whatever else it holds
+     * (a kill between writing its checksums and its sequence number). */
+    snprintf(path, sizeof path, "%s/slots.bin", dir);
+    flip_byte(path, 6 * 16 + 9);
+    flip_byte(path, 6 * 16 + 14);
+    ck_assert_msg(open_memmap(dir, NULL, 8, &st, &err) == CRL_OK, "%s", err.message);
+    ck_assert(!ops->has(st, 6));
+    ops->close(st);
+    ck_assert_int_eq(run_check(dir, 0, &r, &err), CRL_OK);
+    ck_assert(r.items == 3 && r.bad_slots == 0 && g_found.n == 0);
+
+    /* A caller that knows a shorter report gets only that much written. */
+    memset(&r, 0x77, sizeof r);
+    r.struct_size = (uint32_t)offsetof(crl_storage_report, bad_slots);
+    r.finding = NULL;
+    ck_assert_int_eq(ops->check(dir, 0, &r, &err), CRL_OK);
+    ck_assert(r.capacity == 8 && r.items == 3);
+    int64_t poison;
+    memset(&poison, 0x77, sizeof poison);
+    ck_assert(r.bad_slots == poison && r.bad_files == poison && r.dropped == poison);
 
     /* A damaged header. */
     snprintf(path, sizeof path, "%s/header", dir);
     flip_byte(path, 20);
     ck_assert_int_eq(open_memmap(dir, NULL, 8, &st, &err), CRL_E_CORRUPT);
     ck_assert_msg(strstr(err.message, path) && strstr(err.message, "offset"), "%s", err.message);
+    ck_assert_int_eq(run_check(dir, 0, &r, &err), CRL_OK);
+    ck_assert(r.bad_files == 1 && g_found.n == 1 && r.capacity == -1);
+    ck_assert_str_eq(g_found.file[0], path);
+    ck_assert_msg(!strncmp(g_found.reason[0], "offset ", 7) && strstr(g_found.reason[0], "3 committed items"), "%s",
+                  g_found.reason[0]);
+    ck_assert_int_eq(run_check(dir, CRL_STORAGE_REPAIR, &r, &err), CRL_E_CORRUPT);
+    ck_assert_msg(strstr(err.message, "header is damaged") && strstr(err.message, "nothing was changed"), "%s",
+                  err.message);
     flip_byte(path, 20);
     ck_assert_int_eq(open_memmap(dir, NULL, 8, &st, &err), CRL_OK);
     ops->close(st);
@@ -611,9 +882,18 @@ START_TEST(test_memmap_damage)
     ck_assert_int_eq(truncate(path, 10), 0);
     ck_assert_int_eq(open_memmap(dir, NULL, 8, &st, &err), CRL_E_CORRUPT);
     ck_assert_msg(strstr(err.message, path), "%s", err.message);
+    ck_assert_int_eq(run_check(dir, 0, &r, &err), CRL_OK);
+    ck_assert(r.bad_files == 1 && r.bad_slots == 0 && r.items == 0 && g_found.n == 1);
+    ck_assert_str_eq(g_found.file[0], path);
+    ck_assert_msg(strstr(g_found.reason[0], "holds 10 bytes, but the header says"), "%s", g_found.reason[0]);
     ck_assert_int_eq(unlink(path), 0);
     ck_assert_int_eq(open_memmap(dir, NULL, 8, &st, &err), CRL_E_IO);
     ck_assert_msg(strstr(err.message, path), "%s", err.message);
+    ck_assert_int_eq(run_check(dir, CRL_STORAGE_REPAIR, &r, &err), CRL_E_CORRUPT);
+    ck_assert_msg(strstr(err.message, "refusing to repair") && strstr(err.message, "1 of its files is missing"), "%s",
+                  err.message);
+    ck_assert(g_found.n == 1 && strstr(g_found.reason[0], "missing"));
+    ck_assert_str_eq(g_found.file[0], path);
 }
 END_TEST
 
@@ -1254,6 +1534,8 @@ static Suite *replay_storage_suite(void)
     tcase_add_test(tc, test_memmap_resume);
     tcase_add_test(tc, test_memmap_refuse_other_capacity_or_layout);
     tcase_add_test(tc, test_memmap_damage);
+    tcase_add_test(tc, test_memmap_missing_header);
+    tcase_add_test(tc, test_memmap_check_refusals);
     tcase_add_test(tc, test_memmap_kill9);
     tcase_add_test(tc, test_memmap_enospc);
     tcase_add_test(tc, test_dump_load_roundtrip);

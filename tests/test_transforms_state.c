@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,7 +32,7 @@ static int state_group_init(crl_host *host, const crl_opts *section, crl_error *
     return tf_register_state(host, err);
 }
 CRL_PLUGIN_DEFINE(tf_state_test, "transforms", PACKAGE_VERSION, "MIT", "the state group of the transforms plugin",
-                  NULL, state_group_init, NULL)
+                  NULL, state_group_init, tf_state_forget_host)
 
 #define N_ENVS 4
 
@@ -649,6 +651,272 @@ START_TEST(test_vecnorm_shared_named)
 }
 END_TEST
 
+/* What a process writes to stderr between cap_begin and cap_end (no Check
+ * calls: forked children use it too).  cap_end returns a g_malloc'd string,
+ * or NULL when the capture could not be set up. */
+typedef struct cap {
+    int saved;
+    FILE *f;
+} cap;
+
+static bool cap_begin(cap *c)
+{
+    fflush(stderr);
+    c->f = tmpfile();
+    c->saved = c->f ? dup(2) : -1;
+    if (c->saved < 0 || dup2(fileno(c->f), 2) < 0) {
+        if (c->f)
+            fclose(c->f);
+        c->f = NULL;
+        return false;
+    }
+    return true;
+}
+
+static char *cap_end(cap *c)
+{
+    if (!c->f)
+        return NULL;
+    fflush(stderr);
+    dup2(c->saved, 2);
+    close(c->saved);
+    char *text = NULL;
+    long n = ftell(c->f);
+    if (n >= 0 && fseek(c->f, 0, SEEK_SET) == 0 && (text = g_malloc((size_t)n + 1)))
+        text[fread(text, 1, (size_t)n, c->f)] = '\0';
+    fclose(c->f);
+    c->f = NULL;
+    return text;
+}
+
+/* Apply one batch of 3 envs x 4 values to t, capturing stderr into *log. */
+static void apply_captured(crl_transform *t, crl_td *td, char **log)
+{
+    cap c;
+    ck_assert(cap_begin(&c));
+    crl_error e = { 0 };
+    int rc = crl_transform_apply(t, td, &e);
+    *log = cap_end(&c);
+    ck_assert_ptr_nonnull(*log);
+    ck_assert_msg(rc == CRL_OK, "apply: %s", e.message);
+}
+
+/* shm_name: a creator killed with SIGKILL leaves its segment behind (nothing
+ * runs at kill -9), but no process holds it any more: the next user starts
+ * fresh statistics and says so, and removes the name when it is done; while
+ * the creator lives, its statistics are joined. */
+START_TEST(test_vecnorm_shared_killed_creator)
+{
+    fx f;
+    fx_host(&f, NULL);
+    char name[64], opt[96], path[128], seg[128];
+    snprintf(name, sizeof name, "/crl-test-vnk-%d", (int)getpid());
+    snprintf(opt, sizeof opt, "shm_name=%s", name);
+    snprintf(seg, sizeof seg, "%s.observation", name);
+    snprintf(path, sizeof path, "/dev/shm%s", seg);
+    const char *kv[] = { "in_keys=observation", "decay=1", "shared=true", opt, NULL };
+    double a[12], b[12];
+    batch_values(a, 12, 6);
+    batch_values(b, 12, 7);
+    int ready[2], hold[2];
+    ck_assert_int_eq(pipe(ready), 0);
+    ck_assert_int_eq(pipe(hold), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(ready[0]);
+        close(hold[1]);
+        crl_error e = { 0 };
+        crl_transform *u = crl_transform_new(f.host, "VecNorm", kv, &e);
+        char v = u ? child_apply(u, 6, 1) : 'n';
+        child_report(ready[1], v);
+        char c;
+        while (read(hold[0], &c, 1) != 0) /* until killed */
+            ;
+        _exit(0);
+    }
+    close(ready[1]);
+    close(hold[0]);
+    char verdict = 0;
+    ck_assert_int_eq(read(ready[0], &verdict, 1), 1);
+    close(ready[0]);
+    ck_assert_msg(verdict == 'y', "creator failed (verdict '%c')", verdict);
+
+    /* The creator is alive: its statistics are joined, nothing is said. */
+    crl_transform *t = mk(&f, "VecNorm", kv);
+    crl_td *td = td_rows("observation", CRL_F64, 3, 4, b);
+    char *log;
+    apply_captured(t, td, &log);
+    ck_assert_msg(strstr(log, "fresh") == NULL, "joining a live creator warned: %s", log);
+    g_free(log);
+    vn_ref ref = { { 0 }, { 0 }, 0 };
+    vn_ref_update(&ref, a, 3, 4, 1, NULL);
+    vn_ref_update(&ref, b, 3, 4, 1, NULL);
+    for (int i = 0; i < 12; i++)
+        CLOSE(at(td, "observation", i), vn_ref_norm(&ref, i % 4, b[i], 1e-4), 1e-9);
+    crl_td_unref(td);
+    crl_transform_free(t); /* the creator still uses it: the name stays */
+    ck_assert_msg(access(path, F_OK) == 0, "%s was removed while its creator lives", path);
+
+    ck_assert_int_eq(kill(pid, SIGKILL), 0);
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    close(hold[1]);
+    ck_assert_msg(access(path, F_OK) == 0, "%s: nothing should have removed it at kill -9", path);
+
+    /* The next user starts fresh statistics, saying so with the segment's name. */
+    t = mk(&f, "VecNorm", kv);
+    td = td_rows("observation", CRL_F64, 3, 4, b);
+    apply_captured(t, td, &log);
+    char pidtxt[64];
+    snprintf(pidtxt, sizeof pidtxt, "of process %d (6 samples)", (int)pid);
+    ck_assert_msg(strstr(log, seg) && strstr(log, "starting fresh statistics") && strstr(log, pidtxt) &&
+                      strstr(log, "no running process uses"),
+                  "no warning naming the segment: '%s'", log);
+    g_free(log);
+    vn_ref fresh = { { 0 }, { 0 }, 0 };
+    vn_ref_update(&fresh, b, 3, 4, 1, NULL);
+    for (int i = 0; i < 12; i++)
+        CLOSE(at(td, "observation", i), vn_ref_norm(&fresh, i % 4, b[i], 1e-4), 1e-9);
+    crl_td_unref(td);
+    /* A second user joins the fresh statistics without a word. */
+    crl_transform *u = mk(&f, "VecNorm", kv);
+    td = td_rows("observation", CRL_F64, 3, 4, a);
+    apply_captured(u, td, &log);
+    ck_assert_msg(strstr(log, "fresh") == NULL, "%s", log);
+    g_free(log);
+    vn_ref_update(&fresh, a, 3, 4, 1, NULL);
+    for (int i = 0; i < 12; i++)
+        CLOSE(at(td, "observation", i), vn_ref_norm(&fresh, i % 4, a[i], 1e-4), 1e-9);
+    crl_td_unref(td);
+    crl_transform_free(t);
+    ck_assert_msg(access(path, F_OK) == 0, "%s removed while a user remains", path);
+    crl_transform_free(u); /* the last user removes the name */
+    ck_assert_msg(access(path, F_OK) != 0, "%s is still there after its last user", path);
+    fx_close(&f);
+}
+END_TEST
+
+/* shm_name: processes started together end up in one segment (one starts
+ * it, the others join), and the last to leave removes the name. */
+#define N_RACERS 4
+START_TEST(test_vecnorm_shared_start_together)
+{
+    fx f;
+    fx_host(&f, NULL);
+    char name[64], opt[96], path[128];
+    snprintf(name, sizeof name, "/crl-test-vnr-%d", (int)getpid());
+    snprintf(opt, sizeof opt, "shm_name=%s", name);
+    snprintf(path, sizeof path, "/dev/shm%s.observation", name);
+    const char *kv[] = { "in_keys=observation", "decay=1", "shared=true", opt, NULL };
+    int go[2], done[2], hold[2];
+    ck_assert_int_eq(pipe(go), 0);
+    ck_assert_int_eq(pipe(done), 0);
+    ck_assert_int_eq(pipe(hold), 0);
+    pid_t pids[N_RACERS];
+    for (int k = 0; k < N_RACERS; k++) {
+        pids[k] = fork();
+        ck_assert_int_ge(pids[k], 0);
+        if (pids[k] == 0) {
+            close(go[1]);
+            close(done[0]);
+            close(hold[1]);
+            char c;
+            while (read(go[0], &c, 1) != 0) /* all start when go closes */
+                ;
+            cap cp;
+            bool captured = cap_begin(&cp);
+            crl_error e = { 0 };
+            crl_transform *u = crl_transform_new(f.host, "VecNorm", kv, &e);
+            char v = u ? child_apply(u, 20 + k, 1) : 'n';
+            char *log = cap_end(&cp);
+            if (!captured || !log)
+                v = 'c';
+            else if (strstr(log, "fresh"))
+                v = 'w'; /* someone thought the segment abandoned */
+            g_free(log);
+            child_report(done[1], v);
+            while (read(hold[0], &c, 1) != 0)
+                ;
+            crl_transform_free(u); /* a normal exit */
+            fx_close(&f);
+            _exit(0);
+        }
+    }
+    close(go[0]);
+    close(done[1]);
+    close(hold[0]);
+    close(go[1]);
+    for (int k = 0; k < N_RACERS; k++) {
+        char v = 0;
+        ck_assert_int_eq(read(done[0], &v, 1), 1);
+        ck_assert_msg(v == 'y', "racer failed (verdict '%c')", v);
+    }
+    close(done[0]);
+    /* Every racer's batch is in the one set of statistics. */
+    crl_transform *t = mk(&f, "VecNorm", kv);
+    double x[12], a[12];
+    vn_ref ref = { { 0 }, { 0 }, 0 };
+    for (int k = 0; k < N_RACERS; k++) {
+        batch_values(x, 12, 20 + k);
+        vn_ref_update(&ref, x, 3, 4, 1, NULL);
+    }
+    batch_values(a, 12, 30);
+    vn_ref_update(&ref, a, 3, 4, 1, NULL);
+    crl_td *td = td_rows("observation", CRL_F64, 3, 4, a);
+    char *log;
+    apply_captured(t, td, &log);
+    ck_assert_msg(strstr(log, "fresh") == NULL, "%s", log);
+    g_free(log);
+    for (int i = 0; i < 12; i++)
+        CLOSE(at(td, "observation", i), vn_ref_norm(&ref, i % 4, a[i], 1e-4), 1e-9);
+    crl_td_unref(td);
+    close(hold[1]);
+    for (int k = 0; k < N_RACERS; k++) {
+        int status = 0;
+        ck_assert_int_eq(waitpid(pids[k], &status, 0), pids[k]);
+    }
+    ck_assert_msg(access(path, F_OK) == 0, "%s removed while this process uses it", path);
+    crl_transform_free(t);
+    ck_assert_msg(access(path, F_OK) != 0, "%s is still there after its last user", path);
+    fx_close(&f);
+}
+END_TEST
+
+/* shm_name naming a segment that is not VecNorm's: refused, left alone. */
+START_TEST(test_vecnorm_shared_foreign_segment)
+{
+    fx f;
+    fx_host(&f, NULL);
+    char name[64], opt[96], seg[128];
+    snprintf(name, sizeof name, "/crl-test-vnf-%d", (int)getpid());
+    snprintf(opt, sizeof opt, "shm_name=%s", name);
+    snprintf(seg, sizeof seg, "%s.observation", name);
+    int fd = shm_open(seg, O_RDWR | O_CREAT | O_EXCL, 0600);
+    ck_assert_int_ge(fd, 0);
+    char junk[256];
+    memset(junk, 'j', sizeof junk);
+    ck_assert_int_eq(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
+    const char *kv[] = { "in_keys=observation", "shared=true", opt, NULL };
+    crl_transform *t = mk(&f, "VecNorm", kv);
+    double a[12];
+    batch_values(a, 12, 1);
+    crl_td *td = td_rows("observation", CRL_F64, 3, 4, a);
+    crl_error e = { 0 };
+    EXPECT_ERR(crl_transform_apply(t, td, &e), e, CRL_E_CORRUPT, "does not hold VecNorm statistics");
+    ck_assert_msg(strstr(e.message, seg), "%s", e.message);
+    crl_td_unref(td);
+    crl_transform_free(t);
+    char back[256];
+    ck_assert_int_eq(pread(fd, back, sizeof back, 0), (ssize_t)sizeof back);
+    ck_assert(memcmp(back, junk, sizeof junk) == 0);
+    close(fd);
+    ck_assert_int_eq(shm_unlink(seg), 0);
+    fx_close(&f);
+}
+END_TEST
+
 /* ---- ObservationNorm init_stats -------------------------------------------------------------------------------- */
 
 START_TEST(test_observation_norm_init_stats)
@@ -1155,6 +1423,9 @@ static Suite *suite(void)
     tcase_add_test(tc, test_vecnorm_env_partial_reset);
     tcase_add_test(tc, test_vecnorm_shared_fork);
     tcase_add_test(tc, test_vecnorm_shared_named);
+    tcase_add_test(tc, test_vecnorm_shared_killed_creator);
+    tcase_add_test(tc, test_vecnorm_shared_start_together);
+    tcase_add_test(tc, test_vecnorm_shared_foreign_segment);
     tcase_add_test(tc, test_reward_sum);
     tcase_add_test(tc, test_step_counter);
     tcase_add_test(tc, test_init_tracker_traj_counter);

@@ -55,6 +55,8 @@ int crl__cmd_envs(int argc, char **argv);
 int crl__cmd_inspect(int argc, char **argv);
 int crl__cmd_rollout(int argc, char **argv);
 int crl__cmd_collect(int argc, char **argv);
+/* crl replay check|repair DIR (cmd_replay.c). */
+int crl__cmd_replay(int argc, char **argv);
 
 /* One benchmark figure: time per call of the measured operation. */
 typedef struct crl_bench_result {

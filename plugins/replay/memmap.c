@@ -23,13 +23,19 @@
  *                 u32 CRC-32 of the slot's bytes (every leaf's row in layout
  *                 order), u32 CRC-32 of (u64 slot, u64 seq, u32 crc).
  *   lock          flock'd while a process has the storage open.
- * A set zeroes the records of the slots it writes, then writes the rows,
- * then the new records (with sync = commit, each step is fdatasync'd before
- * the next).  A slot whose record is zero, fails its check or (verify =
- * full) its CRC is empty: a write cut short by kill -9 never shows.  The
- * highest valid sequence number is the write count a reopen resumes at.
- * Files are sized with ftruncate and backed with posix_fallocate before a
- * row is touched, so a full disk is an error, never SIGBUS. */
+ * A set zeroes the sequence numbers of the slots it writes, then writes the
+ * rows, then the new records, each with its sequence number stored last in
+ * one aligned 8-byte store (with sync = commit, each step is fdatasync'd
+ * before the next).  So a slot whose sequence number is 0 is empty, and a
+ * write cut short by kill -9 leaves exactly that; a record with a non-zero
+ * sequence number was written whole, and one that fails its check, or
+ * whose CRC (verify = full) differs from the slot's bytes, is damage: open
+ * refuses it naming the file and slot, and `crl replay check|repair`
+ * (mm_check) lists or drops such slots.  The highest sequence number is the
+ * write count a reopen resumes at.  Without a header no slot can be read,
+ * so a missing header over committed records is refused too.  Files are
+ * sized with ftruncate and backed with posix_fallocate before a row is
+ * touched, so a full disk is an error, never SIGBUS. */
 
 #define WHO "storage/memmap"
 #define HDR_MAGIC "CRLMMAP"
@@ -319,10 +325,15 @@ static void unmap_all(mm_store *s)
     s->alloc_slots = 0;
 }
 
-/* Open (create: create and size) one file and map `bytes` of it. */
-static int map_file(const char *path, bool create, size_t bytes, int *fd_out, uint8_t **map_out, crl_error *err)
+/* How files_open opens the files: make them, open them for use, or open
+ * them read-only (mm_check). */
+enum { MM_CREATE, MM_OPEN, MM_READ };
+
+/* Open (MM_CREATE: create and size) one file and map `bytes` of it. */
+static int map_file(const char *path, int mode, size_t bytes, int *fd_out, uint8_t **map_out, crl_error *err)
 {
-    int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_TRUNC : 0), 0644);
+    bool create = mode == MM_CREATE;
+    int fd = open(path, (mode == MM_READ ? O_RDONLY : O_RDWR) | O_CLOEXEC | (create ? O_CREAT | O_TRUNC : 0), 0644);
     if (fd < 0)
         return io_error(err, path, create ? "cannot create" : "cannot open (the storage is damaged: delete its "
                                                               "directory to start over)",
@@ -345,7 +356,7 @@ static int map_file(const char *path, bool create, size_t bytes, int *fd_out, ui
         *map_out = NULL;
         return CRL_OK;
     }
-    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void *m = mmap(NULL, bytes, mode == MM_READ ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED)
         return io_error(err, path, "cannot mmap", errno);
     *map_out = m;
@@ -386,9 +397,9 @@ static int ensure_slot(mm_store *s, int64_t slot, crl_error *err)
     return back_slots(s, slot + 1, err);
 }
 
-/* Open the files of layout l (create: make them, else they must exist with
- * the right sizes).  Takes l; on error everything is undone. */
-static int files_open(mm_store *s, rp_layout *l, bool create, crl_error *err)
+/* Open the files of layout l (MM_CREATE: make them, else they must exist
+ * with the right sizes).  Takes l; on error everything is undone. */
+static int files_open(mm_store *s, rp_layout *l, int mode, crl_error *err)
 {
     size_t nl = l->nleaves;
     s->layout = l;
@@ -422,7 +433,7 @@ static int files_open(mm_store *s, rp_layout *l, bool create, crl_error *err)
             goto fail;
         }
         s->map_bytes[i] = (size_t)bytes;
-        if ((rc = map_file(s->paths[i], create, (size_t)bytes, &s->fds[i], &s->base[i], err)))
+        if ((rc = map_file(s->paths[i], mode, (size_t)bytes, &s->fds[i], &s->base[i], err)))
             goto fail;
         int64_t shape[CRL_MAX_DIMS];
         shape[0] = s->capacity;
@@ -438,8 +449,10 @@ static int files_open(mm_store *s, rp_layout *l, bool create, crl_error *err)
         rc = crl_error_set(err, CRL_E_NOMEM, WHO ": out of memory");
         goto fail;
     }
-    if ((rc = map_file(s->slots_path, create, (size_t)s->capacity * REC_BYTES, &s->slots_fd, &s->slots, err)))
+    if ((rc = map_file(s->slots_path, mode, (size_t)s->capacity * REC_BYTES, &s->slots_fd, &s->slots, err)))
         goto fail;
+    if (mode == MM_READ)
+        return CRL_OK;
     /* The records are small: back them whole, always. */
     int e = posix_fallocate(s->slots_fd, 0, (off_t)((uint64_t)s->capacity * REC_BYTES));
     if (e) {
@@ -477,7 +490,7 @@ static void unlink_files(mm_store *s, size_t nleaves)
 static int files_create(mm_store *s, rp_layout *l, crl_error *err)
 {
     size_t nl = l->nleaves;
-    int rc = files_open(s, l, true, err);
+    int rc = files_open(s, l, MM_CREATE, err);
     if (rc) {
         unlink_files(s, nl);
         return rc;
@@ -519,36 +532,167 @@ static uint32_t record_check(int64_t slot, uint64_t seq, uint32_t crc)
     return (uint32_t)crc32(0L, b, sizeof b);
 }
 
-static void record_write(mm_store *s, int64_t slot, uint64_t seq, uint32_t crc)
+/* A record's sequence number goes in one aligned 8-byte store (records are
+ * 16-byte aligned in a page-aligned map): a kill leaves it whole, old or new. */
+static void seq_store(mm_store *s, int64_t slot, uint64_t seq)
 {
-    uint8_t rec[REC_BYTES];
-    rp_put_u64(rec, seq);
-    rp_put_u32(rec + 8, crc);
-    rp_put_u32(rec + 12, record_check(slot, seq, crc));
-    /* The rows must be in the page cache before the record is. */
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    memcpy(s->slots + (size_t)slot * REC_BYTES, rec, REC_BYTES);
+    uint8_t b[8];
+    uint64_t v;
+    rp_put_u64(b, seq);
+    memcpy(&v, b, sizeof v);
+    __atomic_store_n((uint64_t *)(void *)(s->slots + (size_t)slot * REC_BYTES), v, __ATOMIC_RELEASE);
 }
 
-/* Which slots hold a complete item, the length and the write count. */
-static void records_scan(mm_store *s)
+/* Empty a slot: sequence number 0 first, which alone makes it empty. */
+static void record_clear(mm_store *s, int64_t slot)
+{
+    seq_store(s, slot, 0);
+    memset(s->slots + (size_t)slot * REC_BYTES + 8, 0, REC_BYTES - 8);
+}
+
+/* The slot's sequence number must be 0 (record_clear) when this starts. */
+static void record_write(mm_store *s, int64_t slot, uint64_t seq, uint32_t crc)
+{
+    uint8_t tail[8];
+    rp_put_u32(tail, crc);
+    rp_put_u32(tail + 4, record_check(slot, seq, crc));
+    /* The rows must be in the page cache before the record is, and the
+     * record's checksums before its sequence number. */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    memcpy(s->slots + (size_t)slot * REC_BYTES + 8, tail, sizeof tail);
+    seq_store(s, slot, seq);
+}
+
+/* zlib's CRC-32 table (reflected 0xEDB88320) and, since the top bytes of
+ * its entries are all different, the entry index of each top byte. */
+static void crc_tables(uint32_t t[256], uint8_t top[256])
+{
+    for (uint32_t v = 0; v < 256; v++) {
+        uint32_t c = v;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        t[v] = c;
+        top[c >> 24] = (uint8_t)v;
+    }
+}
+
+/* CRC of slot j's bytes (layout order) with byte `pos` xor'ed by x. */
+static uint32_t slot_crc_with(const mm_store *s, int64_t j, size_t pos, uint8_t x)
+{
+    uLong c = crc32(0L, Z_NULL, 0);
+    size_t at = 0;
+    for (size_t i = 0; i < s->layout->nleaves; i++) {
+        size_t row = s->layout->leaves[i].row_bytes;
+        const uint8_t *p = s->base[i] + (size_t)j * row;
+        if (row && pos >= at && pos < at + row) {
+            size_t o = pos - at;
+            uint8_t b = p[o] ^ x;
+            c = crc32_z(c, p, o);
+            c = crc32_z(c, &b, 1);
+            c = crc32_z(c, p + o + 1, row - o - 1);
+        } else if (row) {
+            c = crc32_z(c, p, row);
+        }
+        at += row;
+    }
+    return (uint32_t)c;
+}
+
+/* The one byte of slot j whose change turned CRC `want` into `have`, if
+ * one byte explains it (checked by recomputing).  For equal lengths the two
+ * CRCs differ by the raw CRC of the difference: a byte v at position p gives
+ * t[v] followed by (len - 1 - p) zero-byte steps, which are undone one at a
+ * time here until t[v] shows. */
+static bool crc_locate(const mm_store *s, int64_t j, uint32_t want, uint32_t have, size_t *pos)
+{
+    uint32_t t[256];
+    uint8_t top[256];
+    crc_tables(t, top);
+    size_t len = s->layout->item_bytes;
+    uint32_t r = want ^ have;
+    for (size_t k = 0; k < len && r; k++) {
+        uint8_t v = top[r >> 24];
+        if (t[v] == r && slot_crc_with(s, j, len - 1 - k, v) == want) {
+            *pos = len - 1 - k;
+            return true;
+        }
+        r = ((r ^ t[v]) << 8) | v; /* one zero-byte step back */
+    }
+    return false;
+}
+
+/* Where and why a committed slot is damaged. */
+typedef struct mm_damage {
+    const char *file; /* one of the store's paths, or its dir */
+    int64_t offset;   /* in file, -1 for none */
+    char reason[600];
+} mm_damage;
+
+/* Whether committed slot j (sequence number not 0) is damaged: its record
+ * fails its check, or (crcs) its bytes fail the record's CRC. */
+static bool slot_damaged(const mm_store *s, int64_t j, bool crcs, mm_damage *d)
+{
+    const uint8_t *rec = s->slots + (size_t)j * REC_BYTES;
+    uint64_t seq = rp_get_u64(rec);
+    uint32_t crc = rp_get_u32(rec + 8), check = rp_get_u32(rec + 12);
+    if (check != record_check(j, seq, crc)) {
+        d->file = s->slots_path;
+        d->offset = j * (int64_t)REC_BYTES;
+        snprintf(d->reason, sizeof d->reason, "its commit record (16 bytes at offset %" PRId64 ") fails its own "
+                 "checksum", d->offset);
+        return true;
+    }
+    uint32_t have;
+    if (!crcs || (have = slot_crc(s, j)) == crc)
+        return false;
+    size_t pos;
+    if (crc_locate(s, j, crc, have, &pos)) {
+        size_t at = 0, i = 0;
+        while (pos >= at + s->layout->leaves[i].row_bytes)
+            at += s->layout->leaves[i++].row_bytes;
+        d->file = s->paths[i];
+        d->offset = j * (int64_t)s->layout->leaves[i].row_bytes + (int64_t)(pos - at);
+        snprintf(d->reason, sizeof d->reason, "byte %" PRId64 " (key '%s') differs from what was committed (the "
+                 "slot's CRC in slots.bin)", d->offset, s->layout->leaves[i].key);
+    } else {
+        d->file = s->dir;
+        d->offset = -1;
+        snprintf(d->reason, sizeof d->reason, "its rows in leaf-000.bin..leaf-%03zu.bin (one file per key) differ "
+                 "from what was committed in more than one byte (the slot's CRC in slots.bin)",
+                 s->layout->nleaves - 1);
+    }
+    return true;
+}
+
+typedef void (*mm_damage_fn)(void *user, int64_t slot, const mm_damage *d);
+
+/* Which slots hold an item (filled), the length and the write count; a
+ * damaged slot goes to fn and stays empty.  Returns how many are damaged. */
+static int64_t records_scan(mm_store *s, bool crcs, mm_damage_fn fn, void *user)
 {
     s->len = 0;
     s->write_count = 0;
     memset(s->filled, 0, (size_t)s->capacity);
     if (!s->layout)
-        return;
+        return 0;
+    int64_t bad = 0;
+    mm_damage d;
     for (int64_t j = 0; j < s->capacity; j++) {
-        const uint8_t *rec = s->slots + (size_t)j * REC_BYTES;
-        uint64_t seq = rp_get_u64(rec);
-        uint32_t crc = rp_get_u32(rec + 8), check = rp_get_u32(rec + 12);
-        if (seq == 0 || check != record_check(j, seq, crc) || (s->verify_full && crc != slot_crc(s, j)))
+        uint64_t seq = rp_get_u64(s->slots + (size_t)j * REC_BYTES);
+        if (seq == 0)
             continue;
+        if (slot_damaged(s, j, crcs, &d)) {
+            bad++;
+            if (fn)
+                fn(user, j, &d);
+            continue;
+        }
         s->filled[j] = 1;
         s->len = j + 1;
         if (seq > s->write_count)
             s->write_count = seq;
     }
+    return bad;
 }
 
 static int sync_leaves(mm_store *s, crl_error *err)
@@ -565,6 +709,110 @@ static int sync_records(mm_store *s, crl_error *err)
     if (s->slots_fd >= 0 && fdatasync(s->slots_fd) != 0)
         return io_error(err, s->slots_path, "fdatasync", errno);
     return CRL_OK;
+}
+
+/* ---- damage found on open -------------------------------------------------------- */
+
+/* The first damaged slot records_scan met, and how many there were. */
+typedef struct mm_first {
+    int64_t count, slot;
+    mm_damage d;
+} mm_first;
+
+static void note_first(void *user, int64_t slot, const mm_damage *d)
+{
+    mm_first *f = user;
+    if (f->count++ == 0) {
+        f->slot = slot;
+        f->d = *d;
+    }
+}
+
+static int damaged_error(const mm_store *s, const mm_first *f, crl_error *err)
+{
+    return crl_error_set(err, CRL_E_CORRUPT,
+                         WHO ": %s: slot %" PRId64 " is damaged: %s: %s; %" PRId64 " damaged slot%s in all (this is "
+                         "the first), nothing was dropped. List them with 'crl replay check %s'; 'crl replay repair "
+                         "%s' empties them (their items are lost); or delete %s to start over",
+                         s->dir, f->slot, f->d.file, f->d.reason, f->count, f->count == 1 ? "" : "s", s->dir, s->dir,
+                         s->dir);
+}
+
+/* Committed records (sequence number not 0) in DIR/slots.bin, read without
+ * the header: how many, the first one's slot, and the slots the file has
+ * room for (*slots -1 when there is no slots.bin). */
+static int count_committed(const char *dir, int64_t *n, int64_t *first, int64_t *slots, crl_error *err)
+{
+    *n = 0;
+    *first = -1;
+    *slots = -1;
+    char *path = join(dir, "slots.bin");
+    if (!path)
+        return crl_error_set(err, CRL_E_NOMEM, WHO ": out of memory");
+    int rc = CRL_OK;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        rc = errno == ENOENT ? CRL_OK : io_error(err, path, "cannot open", errno);
+        free(path);
+        return rc;
+    }
+    struct stat sb;
+    uint8_t *buf = NULL;
+    const size_t chunk = REC_BYTES * 4096;
+    if (fstat(fd, &sb) != 0) {
+        rc = io_error(err, path, "cannot stat", errno);
+        goto out;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        rc = crl_error_set(err, CRL_E_CORRUPT, WHO ": %s is not a regular file; the storage is damaged", path);
+        goto out;
+    }
+    if (!(buf = malloc(chunk))) {
+        rc = crl_error_set(err, CRL_E_NOMEM, WHO ": out of memory");
+        goto out;
+    }
+    *slots = (int64_t)(sb.st_size / REC_BYTES);
+    for (int64_t j = 0; j < *slots;) {
+        ssize_t r = pread(fd, buf, chunk, (off_t)j * REC_BYTES);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < (ssize_t)REC_BYTES) {
+            rc = r < 0 ? io_error(err, path, "cannot read", errno) : CRL_OK; /* shrank: what is left is counted */
+            break;
+        }
+        for (size_t k = 0; k + REC_BYTES <= (size_t)r; k += REC_BYTES, j++) {
+            if (rp_get_u64(buf + k) == 0)
+                continue;
+            if ((*n)++ == 0)
+                *first = j;
+        }
+    }
+out:
+    free(buf);
+    close(fd);
+    free(path);
+    return rc;
+}
+
+/* What the header holds (keys, dtypes, shapes) no other file records. */
+#define HEADER_FIX \
+    "Restore %s/header: a storage made with the same [replay] settings and capacity has the same header, copy it " \
+    "from one (then run 'crl replay check %s'); or delete %s to start over"
+
+/* DIR has no header.  Committed records mean items it was needed to read
+ * (the header was deleted or lost): a first set cut short never leaves one,
+ * since the header is written before any record. */
+static int headless_check(const mm_store *s, crl_error *err)
+{
+    int64_t n, first, slots;
+    int rc = count_committed(s->dir, &n, &first, &slots, err);
+    if (rc || n == 0)
+        return rc;
+    return crl_error_set(err, CRL_E_CORRUPT,
+                         WHO ": %s/header is missing but %s/slots.bin holds %" PRId64 " committed item%s (the first "
+                         "in slot %" PRId64 "), which cannot be read without it; opening would start the storage "
+                         "over and lose them, so nothing was opened. " HEADER_FIX,
+                         s->dir, s->dir, n, n == 1 ? "" : "s", first, s->dir, s->dir, s->dir);
 }
 
 /* ---- ops ----------------------------------------------------------------------- */
@@ -644,10 +892,16 @@ static int mm_open(const crl_opts *opts, int64_t capacity, void **out, crl_error
             rp_layout_free(l);
             goto fail;
         }
-        if ((rc = files_open(s, l, false, err)))
+        if ((rc = files_open(s, l, MM_OPEN, err)))
             goto fail;
         s->resumed = true;
-        records_scan(s);
+        mm_first first = { 0, -1, { NULL, -1, "" } };
+        if (records_scan(s, s->verify_full, note_first, &first) > 0) {
+            rc = damaged_error(s, &first, err);
+            goto fail;
+        }
+    } else if ((rc = headless_check(s, err))) {
+        goto fail;
     }
     *out = s;
     return CRL_OK;
@@ -725,13 +979,15 @@ static int mm_set(void *st, const int64_t *idx, size_t n, const crl_td *items, c
     int src_rc = rc;
     crl_error serr;
     /* 1. Invalidate the records of the slots about to change: from here a
-     * kill leaves them empty, never an old record over new rows. */
+     * kill leaves them empty, never an old record over new rows.  With sync =
+     * commit that is on disk before a row changes, so a power cut cannot leave
+     * an old record over new rows either (open would call that damage). */
     for (size_t k = 0; k < done; k++)
-        memset(s->slots + (size_t)idx[k] * REC_BYTES, 0, REC_BYTES);
+        record_clear(s, idx[k]);
     for (size_t k = 0; k < done; k++)
         s->filled[idx[k]] = 0;
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (s->commit && !s->verify_full && done > 0 && sync_records(s, &serr))
+    if (s->commit && done > 0 && sync_records(s, &serr))
         goto sync_failed;
     /* 2. The rows, one memcpy per leaf per run of consecutive slots. */
     for (size_t k = 0; k < done;) {
@@ -792,7 +1048,7 @@ static int mm_set(void *st, const int64_t *idx, size_t n, const crl_td *items, c
 sync_failed:
     /* Not durable: acknowledge nothing; the slots touched are empty now. */
     for (size_t k = 0; k < done; k++) {
-        memset(s->slots + (size_t)idx[k] * REC_BYTES, 0, REC_BYTES);
+        record_clear(s, idx[k]);
         s->mark[idx[k]] = 0;
     }
     rp_cols_release(src, nl);
@@ -837,7 +1093,8 @@ static int mm_clear(void *st, crl_error *err)
     mm_store *s = st;
     int rc;
     if (s->slots) {
-        memset(s->slots, 0, (size_t)s->capacity * REC_BYTES);
+        for (int64_t j = 0; j < s->capacity; j++)
+            record_clear(s, j);
         if (s->commit && (rc = sync_records(s, err)))
             return rc;
     }
@@ -925,8 +1182,8 @@ static int mm_load(void *st, const char *dir, crl_error *err)
         }
     }
     /* Validated and backed: replace the contents. */
-    if (s->slots)
-        memset(s->slots, 0, (size_t)s->capacity * REC_BYTES);
+    for (int64_t j = 0; s->slots && j < s->capacity; j++)
+        record_clear(s, j);
     uint64_t count = 0;
     for (int64_t j = 0; j < d.len; j++)
         count += d.filled[j];
@@ -954,6 +1211,251 @@ static int mm_load(void *st, const char *dir, crl_error *err)
     return CRL_OK;
 }
 
+/* ---- check and repair (crl replay check|repair) ------------------------------------ */
+
+typedef struct mm_checking {
+    crl_storage_report *rep;
+    int64_t *bad;        /* the damaged slots, for a repair */
+    size_t nbad, cap_bad;
+    bool nomem;
+} mm_checking;
+
+static void finding(crl_storage_report *rep, const char *file, int64_t slot, int64_t offset, const char *reason)
+{
+    crl_storage_finding f = { file, slot, offset, reason };
+    if (rep->finding)
+        rep->finding(rep->user, &f);
+}
+
+static void check_damage(void *user, int64_t slot, const mm_damage *d)
+{
+    mm_checking *c = user;
+    c->rep->bad_slots++;
+    finding(c->rep, d->file, slot, d->offset, d->reason);
+    if (c->nbad == c->cap_bad) {
+        size_t n = c->cap_bad ? c->cap_bad * 2 : 64;
+        int64_t *b = realloc(c->bad, n * sizeof *b);
+        if (!b) {
+            c->nomem = true;
+            return;
+        }
+        c->bad = b;
+        c->cap_bad = n;
+    }
+    c->bad[c->nbad++] = slot;
+}
+
+/* A file of the header's layout that is missing or of the wrong size: one
+ * finding each; returns how many. */
+static int64_t check_files(const mm_store *s, const rp_layout *l, crl_storage_report *rep)
+{
+    int64_t bad = 0;
+    char reason[300];
+    for (size_t i = 0; i <= l->nleaves; i++) {
+        char name[32];
+        uint64_t row = i < l->nleaves ? l->leaves[i].row_bytes : REC_BYTES;
+        if (i < l->nleaves)
+            snprintf(name, sizeof name, "leaf-%03zu.bin", i);
+        else
+            snprintf(name, sizeof name, "slots.bin");
+        char *path = join(s->dir, name);
+        struct stat sb;
+        if (!path)
+            continue;
+        if (stat(path, &sb) != 0) {
+            snprintf(reason, sizeof reason, "%s (the header names %zu data files and slots.bin)",
+                     errno == ENOENT ? "missing" : strerror(errno), l->nleaves);
+            finding(rep, path, -1, -1, reason);
+            bad++;
+        } else if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != (uint64_t)s->capacity * row) {
+            snprintf(reason, sizeof reason, "holds %lld bytes, but the header says %" PRIu64 " (%" PRId64
+                     " slots of %" PRIu64 ")%s",
+                     (long long)sb.st_size, (uint64_t)s->capacity * row, s->capacity, row,
+                     S_ISREG(sb.st_mode) ? "" : "; not a regular file");
+            finding(rep, path, -1, -1, reason);
+            bad++;
+        }
+        free(path);
+    }
+    return bad;
+}
+
+/* Empty the slots of c->bad in DIR/slots.bin, durably; the data files are untouched. */
+static int drop_slots(const mm_store *s, const mm_checking *c, crl_error *err)
+{
+    int fd = open(s->slots_path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return io_error(err, s->slots_path, "cannot open for writing", errno);
+    static const uint8_t zero[REC_BYTES];
+    int e = 0;
+    for (size_t k = 0; k < c->nbad && !e; k++) {
+        ssize_t w;
+        do
+            w = pwrite(fd, zero, REC_BYTES, (off_t)c->bad[k] * REC_BYTES);
+        while (w < 0 && errno == EINTR);
+        if (w != (ssize_t)REC_BYTES)
+            e = w < 0 ? errno : EIO;
+    }
+    if (!e && fdatasync(fd) != 0)
+        e = errno;
+    close(fd);
+    return e ? io_error(err, s->slots_path, "cannot empty the damaged slots", e) : CRL_OK;
+}
+
+static int mm_check(const char *dir, unsigned flags, crl_storage_report *report, crl_error *err)
+{
+    if (!dir || !*dir || !report)
+        return crl_error_set(err, CRL_E_INVALID, WHO ": check: %s is NULL or empty", !report ? "report" : "dir");
+    /* Work on a whole report; the caller's gets what its struct_size holds. */
+    crl_storage_report rep;
+    memset(&rep, 0, sizeof rep);
+    size_t rsize = report->struct_size < sizeof rep ? report->struct_size : sizeof rep;
+    memcpy(&rep, report, rsize);
+    rep.capacity = -1;
+    rep.items = rep.bad_slots = rep.bad_files = rep.dropped = 0;
+    bool repair = flags & CRL_STORAGE_REPAIR;
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return errno == ENOENT ? crl_error_set(err, CRL_E_NOT_FOUND, WHO ": %s does not exist", dir)
+                               : io_error(err, dir, "cannot stat", errno);
+    if (!S_ISDIR(sb.st_mode))
+        return crl_error_set(err, CRL_E_NOT_FOUND, WHO ": %s is not a directory (a memmap storage is one)", dir);
+    mm_store *s = calloc(1, sizeof *s);
+    mm_checking c = { &rep, NULL, 0, 0, false };
+    int rc = CRL_OK;
+    if (!s || !(s->dir = strdup(dir))) {
+        free(s);
+        return crl_error_set(err, CRL_E_NOMEM, WHO ": out of memory");
+    }
+    s->lock_fd = -1;
+    s->slots_fd = -1;
+    /* A storage leaves at least one of these (files_create makes the leaf
+     * files first); without any, nothing is touched, not even a lock file. */
+    bool any = false;
+    static const char *const marks[] = { "header", "slots.bin", "leaf-000.bin" };
+    for (size_t i = 0; i < 3 && !any; i++) {
+        char *p = join(dir, marks[i]);
+        any = p && access(p, F_OK) == 0;
+        free(p);
+    }
+    if (!any) {
+        rc = crl_error_set(err, CRL_E_NOT_FOUND, WHO ": %s holds no memmap storage (no header, slots.bin or "
+                           "leaf-000.bin)", dir);
+        goto out;
+    }
+    /* Never under a writer: its lock, shared for a check (checks may run
+     * together), exclusive for a repair. */
+    char *lock = join(dir, "lock");
+    if (!lock) {
+        rc = crl_error_set(err, CRL_E_NOMEM, WHO ": out of memory");
+        goto out;
+    }
+    s->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (s->lock_fd < 0 && !repair)
+        s->lock_fd = open(lock, O_RDONLY | O_CLOEXEC); /* a read-only dir */
+    if (s->lock_fd < 0 && (repair || errno != ENOENT)) {
+        rc = io_error(err, lock, "cannot open the lock file", errno);
+        free(lock);
+        goto out;
+    }
+    if (s->lock_fd >= 0 && flock(s->lock_fd, (repair ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+        rc = errno == EWOULDBLOCK ? crl_error_set(err, CRL_E_IO,
+                                                  WHO ": %s is open in another process (%s is locked); stop it "
+                                                  "first, a storage is never checked under a writer",
+                                                  dir, lock)
+                                  : io_error(err, lock, "cannot lock", errno);
+        free(lock);
+        goto out;
+    }
+    free(lock);
+    int64_t hcap = 0;
+    rp_layout *l = NULL;
+    crl_error e;
+    crl_error_clear(&e);
+    char *hpath = join(dir, "header");
+    if (!hpath) {
+        rc = crl_error_set(err, CRL_E_NOMEM, WHO ": out of memory");
+        goto out;
+    }
+    int hrc = header_read(s, &hcap, &l, &e);
+    if (hrc && hrc != CRL_E_CORRUPT) {
+        free(hpath);
+        rc = crl_error_pass(err, &e, hrc);
+        goto out;
+    }
+    if (!l) {
+        int64_t n, first, slots;
+        if ((rc = count_committed(dir, &n, &first, &slots, err))) {
+            free(hpath);
+            goto out;
+        }
+        if (hrc || n > 0) {
+            char reason[1500];
+            /* header_read's message less its "storage/memmap: PATH: " */
+            const char *why = e.message;
+            size_t wl = strlen(WHO ": "), hl = strlen(hpath);
+            if (!strncmp(why, WHO ": ", wl) && !strncmp(why + wl, hpath, hl) && !strncmp(why + wl + hl, ": ", 2))
+                why += wl + hl + 2;
+            if (hrc)
+                snprintf(reason, sizeof reason, "%s; slots.bin holds %" PRId64 " committed item%s", why, n,
+                         n == 1 ? "" : "s");
+            else
+                snprintf(reason, sizeof reason, "missing, and slots.bin holds %" PRId64 " committed item%s (the "
+                         "first in slot %" PRId64 ") that cannot be read without it: the header is the only record "
+                         "of the items' keys, dtypes and shapes",
+                         n, n == 1 ? "" : "s", first);
+            finding(&rep, hpath, -1, -1, reason);
+            rep.bad_files++;
+            if (repair)
+                rc = crl_error_set(err, CRL_E_CORRUPT,
+                                   WHO ": refusing to repair %s: its header is %s, and it cannot be rebuilt from the "
+                                   "data files (they hold rows of bytes, not the keys, dtypes and shapes); nothing "
+                                   "was changed. " HEADER_FIX,
+                                   dir, hrc ? "damaged" : "missing", dir, dir, dir);
+        }
+        /* else a first set cut short: no item was ever acknowledged, the storage is empty */
+        free(hpath);
+        goto out;
+    }
+    free(hpath);
+    s->capacity = hcap;
+    rep.capacity = hcap;
+    if ((rep.bad_files = check_files(s, l, &rep)) > 0) {
+        rp_layout_free(l);
+        if (repair)
+            rc = crl_error_set(err, CRL_E_CORRUPT,
+                               WHO ": refusing to repair %s: %" PRId64 " of its files %s missing or of the wrong size, "
+                               "so no slot can be trusted; nothing was changed. Restore %s from a backup, or delete "
+                               "it to start over",
+                               dir, rep.bad_files, rep.bad_files == 1 ? "is" : "are", rep.bad_files == 1 ? "it" : "them");
+        goto out;
+    }
+    if (!(s->filled = calloc((size_t)hcap, 1))) {
+        rp_layout_free(l);
+        rc = crl_error_set(err, CRL_E_NOMEM, WHO ": out of memory");
+        goto out;
+    }
+    if ((rc = files_open(s, l, MM_READ, err)))
+        goto out;
+    records_scan(s, true, check_damage, &c);
+    for (int64_t j = 0; j < hcap; j++)
+        rep.items += s->filled[j];
+    if (c.nomem) {
+        rc = crl_error_set(err, CRL_E_NOMEM, WHO ": out of memory listing the damaged slots");
+        goto out;
+    }
+    if (repair && c.nbad > 0) {
+        if ((rc = drop_slots(s, &c, err)))
+            goto out;
+        rep.dropped = (int64_t)c.nbad;
+    }
+out:
+    memcpy(report, &rep, rsize);
+    free(c.bad);
+    mm_close(s);
+    return rc;
+}
+
 const crl_storage_ops rp_memmap_ops = {
     .struct_size = sizeof(crl_storage_ops),
     .open = mm_open,
@@ -967,4 +1469,5 @@ const crl_storage_ops rp_memmap_ops = {
     .dump = mm_dump,
     .load = mm_load,
     .close = mm_close,
+    .check = mm_check,
 };

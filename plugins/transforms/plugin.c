@@ -12,6 +12,12 @@ static int transforms_init(crl_host *host, const crl_opts *section, crl_error *e
     return CRL_OK;
 }
 
+/* The host given to init is not to be used after its fini. */
+static void transforms_fini(void)
+{
+    tf_state_forget_host();
+}
+
 CRL_PLUGIN_DEFINE(transforms, "transforms", PACKAGE_VERSION, "MIT",
                   "the standard transforms: images, normalisation, rewards, counters, actions, keys", NULL,
-                  transforms_init, NULL)
+                  transforms_init, transforms_fini)

@@ -11,6 +11,8 @@ extern const crl_option st_obsnorm_options[];
 extern const crl_transform_ops st_obsnorm_ops;
 extern const crl_option st_vecnorm_options[];
 extern const crl_transform_ops st_vecnorm_ops;
+/* The host VecNorm logs through: set by tf_register_state (state_vecnorm.c). */
+void tf_state_set_host(crl_host *host);
 extern const crl_option st_rscale_options[];
 extern const crl_transform_ops st_rscale_ops;
 extern const crl_option st_rclip_options[];

@@ -5,6 +5,7 @@
 int tf_register_state(crl_host *host, crl_error *err)
 {
     int rc;
+    tf_state_set_host(host);
     static const struct {
         const char *name, *doc;
         const crl_option *options;

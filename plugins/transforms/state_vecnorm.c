@@ -1,5 +1,5 @@
 /* VecNorm: running mean/variance normalisation (TorchRL's VecNorm), optionally shared between processes. */
-#define _GNU_SOURCE /* memfd_create */
+#define _GNU_SOURCE /* memfd_create, F_OFD_SETLK */
 #include "config.h"
 #include "state_common.h"
 
@@ -14,29 +14,45 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 /* The statistics of one key.  With shared = true this lives in a MAP_SHARED
  * mapping (memfd, or shm_open when shm_name is given) and every update runs
- * under the process-shared robust mutex.  Layout version 1. */
+ * under the process-shared robust mutex.  Layout version 2 (1 had no
+ * creator); magic, F, ready and version stay where they are. */
 #define VN_MAGIC 0x6d726f6e76726c63ULL /* "crlvnorm" */
+#define VN_VERSION 2u
 typedef struct vn_region {
     uint64_t magic;
     int64_t F;
     _Atomic uint32_t ready;
     uint32_t version;
+    int32_t creator;       /* pid of the process that started these statistics */
+    uint32_t pad;
     pthread_mutex_t lock;
     double count;
     double data[];         /* sum[F], then ssq[F] */
 } vn_region;
 
+/* A named segment lives while a process uses it.  Every user holds a read
+ * lock on byte VN_USERS of it for as long as it has it open: an
+ * open-file-description lock, which goes with the process however it ends
+ * (kill -9 included) and is shared with children forked later.  Byte VN_GATE
+ * is held exclusively by a process while it joins, starts or leaves, so
+ * whether anyone still holds VN_USERS is decided by one process at a time:
+ * the starter of two started together initialises, the other joins; the
+ * last to leave unlinks the name; a segment that nobody holds was left by
+ * processes that are gone, and starts over with a warning. */
+#define VN_GATE 0
+#define VN_USERS 1
+
 typedef struct vn_key {
     vn_region *r;
     size_t bytes;
     bool mapped;
-    char *shm_path;        /* set when this process created the named segment */
-    pid_t creator;
+    int fd;                /* the named segment, holding our VN_USERS lock; -1 otherwise */
+    char *shm_path;        /* the named segment's name */
+    pid_t owner;           /* the process that opened it (a forked child only unmaps) */
     int64_t spec_F;        /* from the specs; -1 unknown */
 } vn_key;
 
@@ -54,19 +70,65 @@ static size_t region_bytes(int64_t F)
     return offsetof(vn_region, data) + (size_t)(2 * F) * sizeof(double);
 }
 
+/* An open-file-description lock on byte `at` of fd (F_RDLCK, F_WRLCK or
+ * F_UNLCK); 0 or the errno (EAGAIN: held by another description). */
+static int ofd_lock(int fd, short type, off_t at, bool wait)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = at;
+    fl.l_len = 1;
+    int rc;
+    while ((rc = fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl)) != 0 && errno == EINTR)
+        ;
+    return rc == 0 ? 0 : errno == EACCES ? EAGAIN : errno;
+}
+
+/* Whether fd is the segment `name` names now (not one unlinked meanwhile). */
+static bool still_named(int fd, const char *name)
+{
+    int fd2 = shm_open(name, O_RDONLY, 0);
+    struct stat a, b;
+    bool same = fd2 >= 0 && fstat(fd, &a) == 0 && fstat(fd2, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    if (fd2 >= 0)
+        close(fd2);
+    return same;
+}
+
+/* Leave a named segment: the last user (no other VN_USERS lock) removes the name. */
+static void leave_named(vn_key *kk)
+{
+    if (ofd_lock(kk->fd, F_WRLCK, VN_GATE, true) != 0)
+        return;
+    if (ofd_lock(kk->fd, F_WRLCK, VN_USERS, false) == 0) {
+        if (still_named(kk->fd, kk->shm_path))
+            shm_unlink(kk->shm_path);
+        ofd_lock(kk->fd, F_UNLCK, VN_USERS, false);
+    }
+    /* Unlocked by hand: a child forked meanwhile shares the description, so
+     * closing it would not let the gate go. */
+    ofd_lock(kk->fd, F_UNLCK, VN_GATE, false);
+}
+
 static void key_release(vn_key *kk)
 {
     if (!kk->r)
         return;
     if (kk->mapped) {
         munmap(kk->r, kk->bytes);
-        if (kk->shm_path && kk->creator == getpid())
-            shm_unlink(kk->shm_path);
+        if (kk->fd >= 0) {
+            if (kk->owner == getpid())
+                leave_named(kk);
+            close(kk->fd); /* the locks go with the last descriptor of the description */
+        }
     } else {
         free(kk->r);
     }
     free(kk->shm_path);
     kk->r = NULL;
+    kk->fd = -1;
     kk->shm_path = NULL;
 }
 
@@ -131,8 +193,10 @@ static int vnorm_create(const crl_opts *o, void **out, crl_error *err)
         vnorm_destroy(t);
         return crl_error_set(err, CRL_E_NOMEM, "VecNorm: out of memory");
     }
-    for (size_t i = 0; i < t->k.n; i++)
+    for (size_t i = 0; i < t->k.n; i++) {
         t->keys[i].spec_F = -1;
+        t->keys[i].fd = -1;
+    }
     *out = t;
     return CRL_OK;
 }
@@ -153,13 +217,46 @@ static int init_lock(vn_region *r, const char *who, crl_error *err)
     return CRL_OK;
 }
 
-static void sleep_ms(long ms)
+/* Where VecNorm's warnings go: the host that registered the group last,
+ * forgotten in the plugin's fini (then crl_host_log's default applies). */
+static crl_host *vn_host;
+
+void tf_state_set_host(crl_host *host)
 {
-    struct timespec ts = { 0, ms * 1000000L };
-    nanosleep(&ts, NULL);
+    __atomic_store_n(&vn_host, host, __ATOMIC_RELEASE);
 }
 
-/* Join or create the named segment of key i. */
+void tf_state_forget_host(void)
+{
+    __atomic_store_n(&vn_host, NULL, __ATOMIC_RELEASE);
+}
+
+/* Start fresh statistics in the segment fd (no process uses it; we hold
+ * VN_GATE and VN_USERS exclusively): size it, zero it, initialise it. */
+static int start_named(int fd, const char *path, int64_t F, size_t bytes, vn_region **out, const char *who,
+                       crl_error *err)
+{
+    if (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)bytes) != 0)
+        return crl_error_set(err, CRL_E_IO, "%s: sizing shared memory '%s' failed: %s", who, path, strerror(errno));
+    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED)
+        return crl_error_set(err, CRL_E_IO, "%s: mapping shared memory '%s' failed: %s", who, path, strerror(errno));
+    vn_region *r = m;
+    r->magic = VN_MAGIC;
+    r->version = VN_VERSION;
+    r->F = F;
+    r->creator = (int32_t)getpid();
+    int rc = init_lock(r, who, err);
+    if (rc) {
+        munmap(m, bytes);
+        return rc;
+    }
+    atomic_store_explicit(&r->ready, 1, memory_order_release);
+    *out = r;
+    return CRL_OK;
+}
+
+/* Join or start the named segment of key i. */
 static int open_named(vnorm *t, size_t i, int64_t F, const char *who, crl_error *err)
 {
     vn_key *kk = &t->keys[i];
@@ -169,79 +266,132 @@ static int open_named(vnorm *t, size_t i, int64_t F, const char *who, crl_error 
         if (*c == '/')
             *c = '_';
     size_t bytes = region_bytes(F);
-    bool creator = true;
-    int fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd < 0 && errno == EEXIST) {
-        creator = false;
-        fd = shm_open(path, O_RDWR, 0600);
+    /* Open it and hold the gate; if the last user unlinked the name in
+     * between, that was another segment: open the name again. */
+    int fd = -1, e = 0;
+    for (int tries = 0; fd < 0; tries++) {
+        if ((fd = shm_open(path, O_RDWR | O_CREAT, 0600)) < 0)
+            return crl_error_set(err, CRL_E_IO, "%s: shm_open('%s') for key '%s' failed: %s", who, path,
+                                 t->k.in[i], strerror(errno));
+        if ((e = ofd_lock(fd, F_WRLCK, VN_GATE, true))) {
+            close(fd);
+            return crl_error_set(err, CRL_E_IO, "%s: cannot lock shared memory '%s': %s", who, path, strerror(e));
+        }
+        if (!still_named(fd, path)) {
+            close(fd);
+            fd = -1;
+            if (tries == 100)
+                return crl_error_set(err, CRL_E_IO,
+                                     "%s: shared memory '%s' was removed 100 times while being opened; is "
+                                     "something else removing it?",
+                                     who, path);
+        }
     }
-    if (fd < 0)
-        return crl_error_set(err, CRL_E_IO, "%s: shm_open('%s') for key '%s' failed: %s", who, path, t->k.in[i],
-                             strerror(errno));
-    if (creator && ftruncate(fd, (off_t)bytes) != 0) {
-        int e = errno;
-        close(fd);
-        shm_unlink(path);
-        return crl_error_set(err, CRL_E_IO, "%s: sizing shared memory '%s' failed: %s", who, path, strerror(e));
-    }
-    /* A joiner waits (up to 5 s) for the creator to size and initialise the segment. */
+    int rc = CRL_OK;
+    vn_region *r = NULL;
+    size_t map_bytes = bytes;
     struct stat st;
-    int waited = 0;
-    while (!creator && (fstat(fd, &st) != 0 || (size_t)st.st_size < offsetof(vn_region, data)) && waited < 5000) {
-        sleep_ms(1);
-        waited++;
+    vn_region head;
+    memset(&head, 0, sizeof head);
+    if (fstat(fd, &st) != 0) {
+        rc = crl_error_set(err, CRL_E_IO, "%s: fstat of shared memory '%s' failed: %s", who, path, strerror(errno));
+        goto out;
     }
-    if (!creator && (fstat(fd, &st) != 0 || (size_t)st.st_size < offsetof(vn_region, data))) {
-        close(fd);
-        return crl_error_set(err, CRL_E_TIMEOUT, "%s: shared memory '%s' was never initialised by its creator", who,
-                             path);
-    }
-    size_t map_bytes = creator ? bytes : (size_t)st.st_size;
-    void *m = mmap(NULL, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) {
-        if (creator)
-            shm_unlink(path);
-        return crl_error_set(err, CRL_E_IO, "%s: mapping shared memory '%s' failed: %s", who, path, strerror(errno));
-    }
-    vn_region *r = m;
-    if (creator) {
-        r->magic = VN_MAGIC;
-        r->version = 1;
-        r->F = F;
-        int rc = init_lock(r, who, err);
-        if (rc) {
-            munmap(m, map_bytes);
-            shm_unlink(path);
-            return rc;
+    bool has_head = (size_t)st.st_size >= offsetof(vn_region, lock) &&
+                    pread(fd, &head, offsetof(vn_region, lock), 0) == (ssize_t)offsetof(vn_region, lock);
+    if (ofd_lock(fd, F_WRLCK, VN_USERS, false) == 0) {
+        /* Nobody uses it: new, or left by processes that are gone (all zero:
+         * one killed while starting it; start_named sizes it 0, then whole). */
+        static const uint8_t zero[offsetof(vn_region, lock)];
+        if (st.st_size > 0 && (!has_head || (head.magic != VN_MAGIC && memcmp(&head, zero, sizeof zero) != 0))) {
+            rc = crl_error_set(err, CRL_E_CORRUPT,
+                               "%s: shared memory '%s' does not hold VecNorm statistics; remove it (/dev/shm%s) "
+                               "or use another shm_name",
+                               who, path, path);
+            goto out;
         }
-        atomic_store_explicit(&r->ready, 1, memory_order_release);
+        if (has_head && head.magic == VN_MAGIC) {
+            double count = 0;
+            char by[96] = " of an older crl";
+            if (head.version == VN_VERSION) {
+                if (!atomic_load(&head.ready) || (size_t)st.st_size < offsetof(vn_region, data) ||
+                    pread(fd, &count, sizeof count, (off_t)offsetof(vn_region, count)) != (ssize_t)sizeof count)
+                    count = 0;
+                snprintf(by, sizeof by, " of process %d (%.0f samples)", (int)head.creator, count);
+            }
+            crl_host_log(__atomic_load_n(&vn_host, __ATOMIC_ACQUIRE), CRL_LOG_WARNING,
+                         "%s: shared memory '%s' holds VecNorm statistics%s that no running process uses (their "
+                         "processes were killed or never closed them); starting fresh statistics in it",
+                         who, path, by);
+        }
+        if ((rc = start_named(fd, path, F, bytes, &r, who, err)))
+            goto out;
+        if ((e = ofd_lock(fd, F_RDLCK, VN_USERS, false))) {
+            rc = crl_error_set(err, CRL_E_IO, "%s: cannot lock shared memory '%s': %s", who, path, strerror(e));
+            goto out;
+        }
     } else {
-        for (waited = 0; !atomic_load_explicit(&r->ready, memory_order_acquire) && waited < 5000; waited++)
-            sleep_ms(1);
-        if (!atomic_load_explicit(&r->ready, memory_order_acquire) || r->magic != VN_MAGIC || r->version != 1 ||
-            r->F != F || map_bytes < bytes) {
-            int64_t have = r->magic == VN_MAGIC ? r->F : -1;
-            munmap(m, map_bytes);
-            if (have >= 0 && have != F)
-                return crl_error_set(err, CRL_E_SHAPE,
-                                     "%s: shared memory '%s' holds VecNorm statistics of %lld elements but key '%s' "
-                                     "has %lld per env; use another shm_name",
-                                     who, path, (long long)have, t->k.in[i], (long long)F);
-            return crl_error_set(err, CRL_E_CORRUPT,
-                                 "%s: shared memory '%s' does not hold VecNorm statistics (or its creator never "
-                                 "finished); remove it (/dev/shm%s) or use another shm_name",
-                                 who, path, path);
+        /* In use: whoever started it did so holding the gate, so it is
+         * complete now. */
+        if (!has_head || head.magic != VN_MAGIC || !atomic_load(&head.ready)) {
+            rc = crl_error_set(err, CRL_E_CORRUPT,
+                               "%s: shared memory '%s' is in use but does not hold VecNorm statistics; use another "
+                               "shm_name",
+                               who, path);
+            goto out;
         }
+        if (head.version != VN_VERSION) {
+            rc = crl_error_set(err, CRL_E_CORRUPT,
+                               "%s: shared memory '%s' holds VecNorm statistics of another crl version (layout %u, "
+                               "this one reads %u) in use by a running process; use another shm_name",
+                               who, path, head.version, VN_VERSION);
+            goto out;
+        }
+        if (head.F != F) {
+            rc = crl_error_set(err, CRL_E_SHAPE,
+                               "%s: shared memory '%s' holds VecNorm statistics of %lld elements but key '%s' has "
+                               "%lld per env; use another shm_name",
+                               who, path, (long long)head.F, t->k.in[i], (long long)F);
+            goto out;
+        }
+        if ((size_t)st.st_size < bytes) {
+            rc = crl_error_set(err, CRL_E_CORRUPT, "%s: shared memory '%s' is %lld bytes, VecNorm statistics of %lld "
+                               "elements need %zu; use another shm_name",
+                               who, path, (long long)st.st_size, (long long)F, bytes);
+            goto out;
+        }
+        map_bytes = (size_t)st.st_size;
+        void *m = mmap(NULL, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED) {
+            rc = crl_error_set(err, CRL_E_IO, "%s: mapping shared memory '%s' failed: %s", who, path, strerror(errno));
+            goto out;
+        }
+        r = m;
+        if ((e = ofd_lock(fd, F_RDLCK, VN_USERS, false))) {
+            rc = crl_error_set(err, CRL_E_IO, "%s: cannot lock shared memory '%s': %s", who, path, strerror(e));
+            goto out;
+        }
+    }
+    if (!(kk->shm_path = tf_strdup(path))) {
+        rc = crl_error_set(err, CRL_E_NOMEM, "%s: out of memory", who);
+        goto out;
     }
     kk->r = r;
     kk->bytes = map_bytes;
     kk->mapped = true;
-    kk->creator = getpid();
-    if (creator && !(kk->shm_path = tf_strdup(path))) {
-        key_release(kk);
-        return crl_error_set(err, CRL_E_NOMEM, "%s: out of memory", who);
+    kk->fd = fd;
+    kk->owner = getpid();
+out:
+    if (rc) {
+        if (r)
+            munmap(r, map_bytes);
+        /* A segment we started is left to the next one, as a dead one would be. */
+        ofd_lock(fd, F_UNLCK, VN_USERS, false);
+        ofd_lock(fd, F_UNLCK, VN_GATE, false);
+        close(fd);
+        return rc;
     }
+    ofd_lock(fd, F_UNLCK, VN_GATE, false);
     return CRL_OK;
 }
 
@@ -294,7 +444,7 @@ static int ensure_region(vnorm *t, size_t i, int64_t F, const char *who, crl_err
     kk->r = r;
     kk->bytes = bytes;
     kk->mapped = true;
-    kk->creator = getpid();
+    kk->owner = getpid();
     return CRL_OK;
 }
 

@@ -44,6 +44,9 @@ int tf_register(crl_host *host, const char *name, const char *description, const
 /* The groups, one file each (image.c ..., state ..., action ...). */
 int tf_register_image(crl_host *host, crl_error *err);
 int tf_register_state(crl_host *host, crl_error *err);
+/* Forget the host tf_register_state keeps for VecNorm's warnings (the
+ * plugin's fini: that host is not to be used afterwards). */
+void tf_state_forget_host(void);
 int tf_register_action(crl_host *host, crl_error *err);
 
 #endif

@@ -11,7 +11,9 @@
  * any moment afterwards (kill -9), reopening the same directory finds every
  * acknowledged item intact; a slot whose write was cut short is reported as
  * empty by `has` and never returned half-written.  `sync` extends the
- * promise to power loss (fsync). */
+ * promise to power loss (fsync).  Data that fails a check on open (a flipped
+ * byte, a missing file) is CRL_E_CORRUPT naming the file and slot, never
+ * dropped in silence; `check` reports it and, when asked, drops it. */
 #ifndef CRL_STORAGE_BACKEND_H
 #define CRL_STORAGE_BACKEND_H
 
@@ -21,6 +23,39 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* One thing wrong in a stored storage, handed to crl_storage_report's
+ * `finding` callback (borrowed: valid during the call only). */
+typedef struct crl_storage_finding {
+    const char *file;    /* path of the file at fault (the directory when no one file is) */
+    int64_t slot;        /* the slot it costs, or -1 when it is about a whole file */
+    int64_t offset;      /* byte offset in `file`, or -1 when not one place */
+    const char *reason;  /* what is wrong, one line without a trailing newline */
+} crl_storage_finding;
+
+/* What `check` found (and with CRL_STORAGE_REPAIR did).  Owned by the
+ * caller, who sets struct_size, finding and user; check writes the rest,
+ * never past struct_size. */
+typedef struct crl_storage_report {
+    uint32_t struct_size;  /* sizeof(crl_storage_report) as the caller knows it */
+    uint32_t reserved;
+    /* Called once per finding, in slot order after the whole-file ones; may be NULL. */
+    void (*finding)(void *user, const crl_storage_finding *f);
+    void *user;
+    int64_t capacity;      /* slots, or -1 when the storage's own description is unreadable */
+    int64_t items;         /* slots holding an item that passed every check (after a repair: that remain) */
+    int64_t bad_slots;     /* slots whose commit record or data failed a check */
+    int64_t bad_files;     /* files missing, of the wrong size or unreadable (slots were then not checked) */
+    int64_t dropped;       /* CRL_STORAGE_REPAIR: bad slots emptied */
+} crl_storage_report;
+
+/* Flags of check. */
+enum {
+    /* Empty every bad slot (their items are lost and nothing else changes)
+     * and make that durable.  Refused (CRL_E_CORRUPT, nothing changed) when
+     * a whole file is at fault, since no slot could then be trusted. */
+    CRL_STORAGE_REPAIR = 1u << 0
+};
 
 typedef struct crl_storage_ops {
     uint32_t struct_size;      /* sizeof(crl_storage_ops) */
@@ -79,6 +114,22 @@ typedef struct crl_storage_ops {
 
     /* Free everything (unsynced durable data stays acknowledged).  NULL-safe. */
     void (*close)(void *st);
+
+    /* ---- since ABI 1.2: read only when struct_size covers them ---- */
+
+    /* Check a durable storage at rest, without opening it for use:
+     * `location` is where open's options put it (memmap: its `dir`).  Every
+     * slot's commit record and data are verified; each problem goes to
+     * report->finding and is counted in *report.  With CRL_STORAGE_REPAIR,
+     * bad slots are emptied (report->dropped) and no data file is removed.
+     * Returns CRL_OK when the storage could be examined, whatever was found
+     * (bad_slots + bad_files == 0 means clean); CRL_E_NOT_FOUND when
+     * `location` holds no such storage; CRL_E_IO when it cannot be read or is
+     * open in another process (never checked under a writer); CRL_E_CORRUPT
+     * when a repair was asked but refused (the message says why and what to
+     * do); CRL_E_INVALID for NULL arguments.  NULL for storages that keep
+     * nothing at rest (list, tensor). */
+    int (*check)(const char *location, unsigned flags, crl_storage_report *report, crl_error *err);
 } crl_storage_ops;
 
 #ifdef __cplusplus
