@@ -428,8 +428,10 @@ static int check_header(const char *path, const uint8_t *d, uint64_t len, const 
                        "file is truncated: the section table ends at %" PRIu64 " but the file has %" PRIu64 " bytes",
                        table_end, len);
     if (table_end < len)
-        return corrupt(err, path, table_end, "%" PRIu64 " unexpected bytes after the section table",
-                       len - table_end);
+        return corrupt(err, path, table_end,
+                       "%" PRIu64 " unexpected bytes after the section table, where the checkpoint ends (something "
+                       "was appended: cut the file back to %" PRIu64 " bytes, or use another checkpoint)",
+                       len - table_end, table_end);
     if (table_size < (uint64_t)count * CRL__CKPT_ENTRY_FIXED ||
         table_size > (uint64_t)count * (CRL__CKPT_ENTRY_FIXED + CRL_CKPT_NAME_MAX))
         return corrupt(err, path, 32, "table size %" PRIu64 " does not fit %" PRIu32 " sections", table_size, count);

@@ -94,6 +94,11 @@ int crl_config_load_file(crl_config *cfg, const char *path, crl_config_layer lay
     crl_error_clear(&e);
     int rc = crl_file_read(path, "config file", 0, CONFIG_MAX_FILE, &data, &len, &e);
     if (rc) {
+        struct stat st;
+        if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+            return crl_error_set(err, CRL_E_IO, "%s: %s", e.message,
+                                 S_ISDIR(st.st_mode) ? "name an INI file in it"
+                                                     : "save what it gives to a file and name that file instead");
         if (rc == CRL_E_NOT_FOUND)
             e.code = CRL_E_IO; /* missing or unreadable: one code, as crl/config.h says */
         return crl_error_pass(err, &e, CRL_E_IO);
