@@ -69,7 +69,7 @@ int crl__exec_run_block(crl__exec *x, size_t b, crl_error *err)
         if (f == F_ERROR)
             return crl_error_set(err, CRL_E_RANGE, "stand-in: env %lld refuses to step", (long long)i);
         if (f == F_SPIN)
-            for (double t0 = cpu_s(); cpu_s() - t0 < 0.5;)
+            for (double t0 = cpu_s(); cpu_s() - t0 < 0.3;)
                 ;
         shared[i] += 1;
     }
@@ -305,7 +305,7 @@ START_TEST(proto_pause_is_no_hang)
     pid_t helper = fork();
     ck_assert_int_ge(helper, 0);
     if (helper == 0) {
-        struct timespec soon = { 0, 200 * 1000 * 1000 }, pause = { (time_t)(2 * to) + 1, 0 };
+        struct timespec soon = { 0, 100 * 1000 * 1000 }, pause = { (time_t)(2 * to) + 1, 0 };
         nanosleep(&soon, NULL);
         signal_family(me, SIGSTOP);
         nanosleep(&pause, NULL);
