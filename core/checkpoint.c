@@ -448,7 +448,6 @@ static int check_table(crl_ckpt_reader *r, const uint8_t *tab, const rheader *h,
     if (tcrc != h->table_crc)
         return corrupt(err, path, 40, "section table CRC-32 mismatch (stored %08" PRIx32 ", computed %08" PRIx32 ")",
                        h->table_crc, tcrc);
-    const uint8_t *d = tab - h->table_off; /* so that d + p addresses file offset p */
     const uint64_t table_off = h->table_off, table_end = h->table_end;
     r->kind_version = h->kind_version;
     r->n = h->count;
@@ -462,16 +461,17 @@ static int check_table(crl_ckpt_reader *r, const uint8_t *tab, const rheader *h,
     for (uint32_t i = 0; i < h->count; i++) {
         if (table_end - p < CRL__CKPT_ENTRY_FIXED)
             return corrupt(err, path, p, "section table ends inside entry %" PRIu32, i);
-        uint64_t off = crl__le64(d + p), size = crl__le64(d + p + 8);
-        uint32_t nlen = (uint32_t)d[p + 20] | (uint32_t)d[p + 21] << 8;
+        const uint8_t *ent = tab + (p - table_off); /* p is a file offset, for the messages */
+        uint64_t off = crl__le64(ent), size = crl__le64(ent + 8);
+        uint32_t nlen = (uint32_t)ent[20] | (uint32_t)ent[21] << 8;
         if (nlen == 0 || nlen > CRL_CKPT_NAME_MAX)
             return corrupt(err, path, p + 20, "section %" PRIu32 " name length %" PRIu32 " is out of range (1..%d)", i,
                            nlen, CRL_CKPT_NAME_MAX);
-        if (d[p + 22] || d[p + 23])
+        if (ent[22] || ent[23])
             return corrupt(err, path, p + 22, "reserved bytes of section %" PRIu32 " are not zero", i);
         if (table_end - p - CRL__CKPT_ENTRY_FIXED < nlen)
             return corrupt(err, path, p + 24, "section table ends inside the name of section %" PRIu32, i);
-        const char *nm = (const char *)d + p + CRL__CKPT_ENTRY_FIXED;
+        const char *nm = (const char *)ent + CRL__CKPT_ENTRY_FIXED;
         if (memchr(nm, 0, nlen))
             return corrupt(err, path, p + 24, "section %" PRIu32 " name holds a NUL byte", i);
         memcpy(names, nm, nlen);
@@ -500,7 +500,7 @@ static int check_table(crl_ckpt_reader *r, const uint8_t *tab, const rheader *h,
         s->name = names;
         s->offset = off;
         s->size = size;
-        s->crc = crl__le32(d + p + 16);
+        s->crc = crl__le32(ent + 16);
         g_hash_table_insert(r->by_name, (gpointer)s->name, s);
         prev_name = names;
         names += nlen + 1;

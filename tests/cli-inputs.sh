@@ -92,7 +92,8 @@ cp -r "$tmp/run" "$tmp/padded"
 size=$(stat -c %s "$tmp/run/checkpoint/trainer.ckpt")
 limit=
 lib=$builddir/../core/.libs/libcrl.so.0
-if ! nm -D "$lib" 2>/dev/null | grep -qE '__(a|t)san_init'; then limit=$((8 * 1024 * 1024)); fi   # KiB: 8 GiB
+# (grep without -q reads all of nm's output: with pipefail an early exit would fail the pipeline.)
+if ! nm -D "$lib" 2>/dev/null | grep -E '__(a|t)san_init' >/dev/null; then limit=$((8 * 1024 * 1024)); fi  # KiB
 if truncate -s "+16G" "$tmp/padded/checkpoint/trainer.ckpt" 2>"$tmp/trunc.err"; then
     out=$( (if [ -n "$limit" ]; then ulimit -v "$limit"; fi
             timeout "$guard" "$crl" run --resume "$tmp/padded" collector.total_frames=2000 --quiet) 2>&1); rc=$?
