@@ -1,5 +1,6 @@
 /* Checkpoint files: CRC-32, the streaming writer and the validating reader (layout in checkpoint-private.h). */
 #include "checkpoint-private.h"
+#include "file-private.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -317,6 +318,7 @@ void crl_ckpt_writer_abort(crl_ckpt_writer *w)
 typedef struct rsection {
     const char *name; /* into names */
     uint64_t offset, size;
+    uint32_t crc;
 } rsection;
 
 struct crl_ckpt_reader {
@@ -362,12 +364,18 @@ static bool all_zero(const uint8_t *p, size_t n)
     return true;
 }
 
-/* Validate r->data[0..len) completely and build the section index. */
-static int validate(crl_ckpt_reader *r, const char *kind, uint32_t max_kind_version, crl_error *err)
+/* What a checked header says. */
+typedef struct rheader {
+    uint32_t kind_version, count, table_crc;
+    uint64_t hend, table_off, table_size, table_end;
+} rheader;
+
+/* Check the header against the file's size `len`: `d` holds the file's first min(len, HEADER_MAX) bytes.
+ * Where the table lies and how big it is are checked here, so a file whose size disagrees with its header
+ * (cut short, or padded with gigabytes) is refused before the rest is read or any memory is allocated. */
+static int check_header(const char *path, const uint8_t *d, uint64_t len, const char *kind,
+                        uint32_t max_kind_version, rheader *h, crl_error *err)
 {
-    const char *path = r->path;
-    const uint8_t *d = r->data;
-    const uint64_t len = r->len;
     if (len < CRL__CKPT_HEADER_FIXED)
         return corrupt(err, path, 0,
                        "file is %" PRIu64 " bytes, shorter than the %d-byte checkpoint header (truncated, or not "
@@ -420,38 +428,50 @@ static int validate(crl_ckpt_reader *r, const char *kind, uint32_t max_kind_vers
                        "file is truncated: the section table ends at %" PRIu64 " but the file has %" PRIu64 " bytes",
                        table_end, len);
     if (table_end < len)
-        return corrupt(err, path, table_end, "%" PRIu64 " unexpected bytes after the section table",
-                       len - table_end);
+        return corrupt(err, path, table_end,
+                       "%" PRIu64 " unexpected bytes after the section table, where the checkpoint ends (something "
+                       "was appended: cut the file back to %" PRIu64 " bytes, or use another checkpoint)",
+                       len - table_end, table_end);
     if (table_size < (uint64_t)count * CRL__CKPT_ENTRY_FIXED ||
         table_size > (uint64_t)count * (CRL__CKPT_ENTRY_FIXED + CRL_CKPT_NAME_MAX))
         return corrupt(err, path, 32, "table size %" PRIu64 " does not fit %" PRIu32 " sections", table_size, count);
-    uint32_t tcrc = crl_crc32(0, d + table_off, (size_t)table_size);
-    if (tcrc != table_crc)
-        return corrupt(err, path, 40, "section table CRC-32 mismatch (stored %08" PRIx32 ", computed %08" PRIx32 ")",
-                       table_crc, tcrc);
+    *h = (rheader){ kind_version, count, table_crc, hend, table_off, table_size, table_end };
+    return CRL_OK;
+}
 
-    r->kind_version = kind_version;
-    r->n = count;
-    r->secs = g_new0(rsection, count ? count : 1);
-    r->names = g_malloc((size_t)table_size + 1);
+/* Check the section table (`tab`: its h->table_size bytes) and build r's index.  The sections' own bytes are
+ * not needed: the table alone must account for every byte between the header and itself. */
+static int check_table(crl_ckpt_reader *r, const uint8_t *tab, const rheader *h, crl_error *err)
+{
+    const char *path = r->path;
+    uint32_t tcrc = crl_crc32(0, tab, (size_t)h->table_size);
+    if (tcrc != h->table_crc)
+        return corrupt(err, path, 40, "section table CRC-32 mismatch (stored %08" PRIx32 ", computed %08" PRIx32 ")",
+                       h->table_crc, tcrc);
+    const uint64_t table_off = h->table_off, table_end = h->table_end;
+    r->kind_version = h->kind_version;
+    r->n = h->count;
+    r->secs = g_new0(rsection, h->count ? h->count : 1);
+    r->names = g_malloc((size_t)h->table_size + 1);
     r->by_name = g_hash_table_new(g_str_hash, g_str_equal);
     char *names = r->names;
     uint64_t p = table_off;
-    uint64_t prev_end = hend;
+    uint64_t prev_end = h->hend;
     const char *prev_name = NULL;
-    for (uint32_t i = 0; i < count; i++) {
+    for (uint32_t i = 0; i < h->count; i++) {
         if (table_end - p < CRL__CKPT_ENTRY_FIXED)
             return corrupt(err, path, p, "section table ends inside entry %" PRIu32, i);
-        uint64_t off = crl__le64(d + p), size = crl__le64(d + p + 8);
-        uint32_t nlen = (uint32_t)d[p + 20] | (uint32_t)d[p + 21] << 8;
+        const uint8_t *ent = tab + (p - table_off); /* p is a file offset, for the messages */
+        uint64_t off = crl__le64(ent), size = crl__le64(ent + 8);
+        uint32_t nlen = (uint32_t)ent[20] | (uint32_t)ent[21] << 8;
         if (nlen == 0 || nlen > CRL_CKPT_NAME_MAX)
             return corrupt(err, path, p + 20, "section %" PRIu32 " name length %" PRIu32 " is out of range (1..%d)", i,
                            nlen, CRL_CKPT_NAME_MAX);
-        if (d[p + 22] || d[p + 23])
+        if (ent[22] || ent[23])
             return corrupt(err, path, p + 22, "reserved bytes of section %" PRIu32 " are not zero", i);
         if (table_end - p - CRL__CKPT_ENTRY_FIXED < nlen)
             return corrupt(err, path, p + 24, "section table ends inside the name of section %" PRIu32, i);
-        const char *nm = (const char *)d + p + CRL__CKPT_ENTRY_FIXED;
+        const char *nm = (const char *)ent + CRL__CKPT_ENTRY_FIXED;
         if (memchr(nm, 0, nlen))
             return corrupt(err, path, p + 24, "section %" PRIu32 " name holds a NUL byte", i);
         memcpy(names, nm, nlen);
@@ -474,21 +494,13 @@ static int validate(crl_ckpt_reader *r, const char *kind, uint32_t max_kind_vers
                            "section '%s' (offset %" PRIu64 ", size %" PRIu64 ") runs past the section area, which "
                            "ends at the table (offset %" PRIu64 ")",
                            names, off, size, table_off);
-        if (!all_zero(d + prev_end, (size_t)(off - prev_end)))
-            return corrupt(err, path, prev_end, "padding before section '%s' is not zero", names);
         if (g_hash_table_contains(r->by_name, names))
             return corrupt(err, path, p + 24, "duplicate section name '%s'", names);
-        uint32_t scrc = crl__le32(d + p + 16);
-        uint32_t c = crl_crc32(0, d + off, (size_t)size);
-        if (c != scrc)
-            return corrupt(err, path, off,
-                           "section '%s' (%" PRIu64 " bytes) fails its CRC-32 check (stored %08" PRIx32
-                           ", computed %08" PRIx32 ")",
-                           names, size, scrc, c);
         rsection *s = &r->secs[i];
         s->name = names;
         s->offset = off;
         s->size = size;
+        s->crc = crl__le32(ent + 16);
         g_hash_table_insert(r->by_name, (gpointer)s->name, s);
         prev_name = names;
         names += nlen + 1;
@@ -500,66 +512,110 @@ static int validate(crl_ckpt_reader *r, const char *kind, uint32_t max_kind_vers
     if (table_off != align8(prev_end))
         return corrupt(err, path, 24, "table offset %" PRIu64 ", expected %" PRIu64 " (right after the last section)",
                        table_off, align8(prev_end));
-    if (!all_zero(d + prev_end, (size_t)(table_off - prev_end)))
-        return corrupt(err, path, prev_end, "padding before the section table is not zero");
     return CRL_OK;
 }
 
-static crl_ckpt_reader *finish_open(crl_ckpt_reader *r, const char *kind, uint32_t max_kind_version, crl_error *err)
+/* Section i's bytes (or, for i == r->n, none) and the zero padding before them, at file offsets
+ * [from, its end) of r->data. */
+static int check_section(const crl_ckpt_reader *r, size_t i, uint64_t from, uint64_t table_off, crl_error *err)
 {
-    if (validate(r, kind, max_kind_version, err)) {
-        crl_ckpt_reader_free(r);
-        return NULL;
+    const uint8_t *d = r->data;
+    uint64_t to = i < r->n ? r->secs[i].offset : table_off;
+    if (!all_zero(d + from, (size_t)(to - from))) {
+        if (i < r->n)
+            return corrupt(err, r->path, from, "padding before section '%s' is not zero", r->secs[i].name);
+        return corrupt(err, r->path, from, "padding before the section table is not zero");
     }
+    if (i == r->n)
+        return CRL_OK;
+    const rsection *s = &r->secs[i];
+    uint32_t c = crl_crc32(0, d + s->offset, (size_t)s->size);
+    if (c != s->crc)
+        return corrupt(err, r->path, s->offset,
+                       "section '%s' (%" PRIu64 " bytes) fails its CRC-32 check (stored %08" PRIx32
+                       ", computed %08" PRIx32 ")",
+                       s->name, s->size, s->crc, c);
+    return CRL_OK;
+}
+
+/* Where section i's check starts: right after the previous section (or the header). */
+static uint64_t section_from(const crl_ckpt_reader *r, size_t i, uint64_t hend)
+{
+    return i == 0 ? hend : r->secs[i - 1].offset + r->secs[i - 1].size;
+}
+
+static crl_ckpt_reader *reader_new(const char *path)
+{
+    crl_ckpt_reader *r = g_new0(crl_ckpt_reader, 1);
+    r->path = g_strdup(path);
     return r;
 }
 
+static crl_ckpt_reader *fail_open(crl_ckpt_reader *r)
+{
+    crl_ckpt_reader_free(r);
+    return NULL;
+}
+
+/* The file's size is what its header and table say before anything else is read or allocated; then each
+ * section is read and checked in turn, so a bad one stops the read there. */
 crl_ckpt_reader *crl_ckpt_reader_open(const char *path, const char *kind, uint32_t max_kind_version, crl_error *err)
 {
     if (!path || !kind) {
         crl_error_set(err, CRL_E_INVALID, "crl_ckpt_reader_open: %s is NULL", !path ? "path" : "kind");
         return NULL;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        crl_error_set(err, CRL_E_IO, "%s: cannot open checkpoint: %s", path, g_strerror(errno));
-        return NULL;
-    }
+    crl_error e;
+    crl_error_clear(&e);
     struct stat st;
-    int sr = fstat(fd, &st);
-    if (sr != 0 || !S_ISREG(st.st_mode)) {
-        crl_error_set(err, CRL_E_IO, "%s: cannot read checkpoint: %s", path,
-                      sr != 0 ? g_strerror(errno) : S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file");
-        close(fd);
+    int fd = crl__file_open(path, 0, 0, &st, &e);
+    if (fd < 0) {
+        if (e.code == CRL_E_NOT_FOUND)
+            e.code = CRL_E_IO;
+        crl_error_pass(err, &e, CRL_E_IO);
+        crl_error_prefix(err, "%s: cannot open checkpoint: ", path);
         return NULL;
     }
-    size_t len = (size_t)st.st_size;
-    uint8_t *data = g_try_malloc(len ? len : 1);
-    if (!data) {
-        crl_error_set(err, CRL_E_NOMEM, "%s: cannot allocate %zu bytes to read the checkpoint", path, len);
-        close(fd);
-        return NULL;
+    crl_ckpt_reader *r = reader_new(path);
+    const uint64_t len = (uint64_t)st.st_size;
+    uint8_t hdr[HEADER_MAX];
+    size_t hlen = len < sizeof hdr ? (size_t)len : sizeof hdr;
+    rheader h;
+    uint8_t *tab = NULL;
+    int rc = CRL_OK, rerr = 0;
+    uint64_t at = 0;
+    if ((rerr = crl__file_pread(fd, hdr, hlen, 0)) == 0)
+        rc = check_header(path, hdr, len, kind, max_kind_version, &h, err);
+    if (!rerr && !rc && !(tab = g_try_malloc(h.table_size ? (size_t)h.table_size : 1)))
+        rc = crl_error_set(err, CRL_E_NOMEM, "%s: cannot allocate %" PRIu64 " bytes for the section table", path,
+                           h.table_size);
+    if (!rerr && !rc && (rerr = crl__file_pread(fd, tab, (size_t)h.table_size, h.table_off)) != 0)
+        at = h.table_off;
+    if (!rerr && !rc)
+        rc = check_table(r, tab, &h, err);
+    if (!rerr && !rc && !(r->data = g_try_malloc((size_t)len))) {
+        rc = crl_error_set(err, CRL_E_NOMEM, "%s: cannot allocate %" PRIu64 " bytes to read the checkpoint (its "
+                           "section table says it holds that much)", path, len);
     }
-    size_t got = 0;
-    while (got < len) {
-        ssize_t n = read(fd, data + got, len - got > (1u << 30) ? (1u << 30) : len - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            crl_error_set(err, CRL_E_IO, "%s: cannot read checkpoint at offset %zu: %s", path, got,
-                          n < 0 ? g_strerror(errno) : "the file shrank while being read");
-            close(fd);
-            g_free(data);
-            return NULL;
+    if (!rerr && !rc) {
+        r->len = (size_t)len;
+        memcpy(r->data, hdr, (size_t)h.hend);
+        memcpy(r->data + h.table_off, tab, (size_t)h.table_size);
+        for (size_t i = 0; i <= r->n && !rerr && !rc; i++) {
+            uint64_t from = section_from(r, i, h.hend), to = i < r->n ? r->secs[i].offset + r->secs[i].size
+                                                                       : h.table_off;
+            if ((rerr = crl__file_pread(fd, r->data + from, (size_t)(to - from), from)) != 0)
+                at = from;
+            else
+                rc = check_section(r, i, from, h.table_off, err);
         }
-        got += (size_t)n;
     }
+    g_free(tab);
     close(fd);
-    crl_ckpt_reader *r = g_new0(crl_ckpt_reader, 1);
-    r->path = g_strdup(path);
-    r->data = data;
-    r->len = len;
-    return finish_open(r, kind, max_kind_version, err);
+    if (rerr)
+        rc = crl_error_set(err, CRL_E_IO, "%s: cannot read checkpoint at offset %" PRIu64 ": %s", path, at,
+                           rerr == ENODATA ? "the file shrank while being read" : g_strerror(rerr));
+    return rc ? fail_open(r) : r;
 }
 
 crl_ckpt_reader *crl_ckpt_reader_open_buffer(const char *name, const void *data, size_t len, const char *kind,
@@ -569,19 +625,21 @@ crl_ckpt_reader *crl_ckpt_reader_open_buffer(const char *name, const void *data,
         crl_error_set(err, CRL_E_INVALID, "crl_ckpt_reader_open_buffer: %s is NULL", !kind ? "kind" : "data");
         return NULL;
     }
-    uint8_t *copy = g_try_malloc(len ? len : 1);
-    if (!copy) {
-        crl_error_set(err, CRL_E_NOMEM, "%s: cannot allocate %zu bytes for the checkpoint",
-                      name ? name : "(buffer)", len);
-        return NULL;
+    crl_ckpt_reader *r = reader_new(name ? name : "(buffer)");
+    rheader h;
+    if (check_header(r->path, data, len, kind, max_kind_version, &h, err) ||
+        check_table(r, (const uint8_t *)data + h.table_off, &h, err))
+        return fail_open(r);
+    if (!(r->data = g_try_malloc(len))) {
+        crl_error_set(err, CRL_E_NOMEM, "%s: cannot allocate %zu bytes for the checkpoint", r->path, len);
+        return fail_open(r);
     }
-    if (len)
-        memcpy(copy, data, len);
-    crl_ckpt_reader *r = g_new0(crl_ckpt_reader, 1);
-    r->path = g_strdup(name ? name : "(buffer)");
-    r->data = copy;
+    memcpy(r->data, data, len);
     r->len = len;
-    return finish_open(r, kind, max_kind_version, err);
+    for (size_t i = 0; i <= r->n; i++)
+        if (check_section(r, i, section_from(r, i, h.hend), h.table_off, err))
+            return fail_open(r);
+    return r;
 }
 
 uint32_t crl_ckpt_kind_version(const crl_ckpt_reader *r)

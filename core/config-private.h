@@ -113,9 +113,6 @@ const char *crl__opts_prefixed_origin(const crl_opts *o, const char *prefix, siz
 void crl__opts_add_prefixed(crl_opts *o, const char *prefix, const char *key, const char *value,
                             const char *origin) CRL_INTERNAL;
 
-/* Read a whole file; on failure returns false and *errnum is errno. */
-bool crl__read_file(const char *path, char **data, size_t *len, int *errnum) CRL_INTERNAL;
-
 /* config.c: every key of [section] must be declared by one of the tables
  * (CRL_E_CONFIG with file:line and a did-you-mean otherwise). */
 CRL_INTERNAL int crl__config_check_keys(const crl_config *cfg, const char *section, const crl_option *const *tables,

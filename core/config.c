@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CONFIG_MAX_FILE (16u << 20)  /* refuse to slurp /dev/zero */
+#define CONFIG_MAX_FILE (16u << 20)  /* the largest example is a few KiB */
 
 /* ---- the config object ---- */
 
@@ -64,44 +64,6 @@ static void merge(crl_config *cfg, const crl_config *layer_cfg)
 
 /* ---- loading ---- */
 
-bool crl__read_file(const char *path, char **data, size_t *len, int *errnum)
-{
-    *data = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        *errnum = errno;
-        return false;
-    }
-    GByteArray *buf = g_byte_array_new();
-    guint8 chunk[8192];
-    for (;;) {
-        ssize_t n = read(fd, chunk, sizeof chunk);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            *errnum = errno;
-            close(fd);
-            g_byte_array_unref(buf);
-            return false;
-        }
-        if (n == 0)
-            break;
-        if (buf->len + (size_t)n > CONFIG_MAX_FILE) {
-            *errnum = EFBIG;
-            close(fd);
-            g_byte_array_unref(buf);
-            return false;
-        }
-        g_byte_array_append(buf, chunk, (guint)n);
-    }
-    close(fd);
-    *len = buf->len;
-    g_byte_array_append(buf, (const guint8 *)"", 1);   /* keep it a C string too */
-    *data = (char *)g_byte_array_free(buf, FALSE);
-    return true;
-}
-
 int crl_config_load_buffer(crl_config *cfg, const char *name, const char *data, size_t len,
                            crl_config_layer layer, crl_error *err)
 {
@@ -128,12 +90,29 @@ int crl_config_load_file(crl_config *cfg, const char *path, crl_config_layer lay
         return crl_error_set(err, CRL_E_INVALID, "crl_config_load_file: config or path is NULL");
     char *data;
     size_t len;
-    int errnum = 0;
-    if (!crl__read_file(path, &data, &len, &errnum))
-        return crl_error_set(err, CRL_E_IO, "cannot read config file '%s': %s", path, g_strerror(errnum));
-    int rc = crl_config_load_buffer(cfg, path, data, len, layer, err);
+    crl_error e;
+    crl_error_clear(&e);
+    int rc = crl_file_read(path, "config file", 0, CONFIG_MAX_FILE, &data, &len, &e);
+    if (rc) {
+        struct stat st;
+        if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+            return crl_error_set(err, CRL_E_IO, "%s: %s", e.message,
+                                 S_ISDIR(st.st_mode) ? "name an INI file in it"
+                                                     : "save what it gives to a file and name that file instead");
+        if (rc == CRL_E_NOT_FOUND)
+            e.code = CRL_E_IO; /* missing or unreadable: one code, as crl/config.h says */
+        return crl_error_pass(err, &e, CRL_E_IO);
+    }
+    rc = crl_config_load_buffer(cfg, path, data, len, layer, err);
     g_free(data);
     return rc;
+}
+
+/* Does `path` lead through a regular file ("$HOME" is a file)?  That is no config file either. */
+static bool through_a_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) != 0 && errno == ENOTDIR;
 }
 
 /* Load `path` when it exists: a missing file is fine, anything else that
@@ -142,13 +121,14 @@ static int load_optional(crl_config *cfg, const char *path, crl_config_layer lay
 {
     char *data;
     size_t len;
-    int errnum = 0;
-    if (!crl__read_file(path, &data, &len, &errnum)) {
-        if (errnum == ENOENT || errnum == ENOTDIR)
-            return CRL_OK;
-        return crl_error_set(err, CRL_E_IO, "cannot read config file '%s': %s", path, g_strerror(errnum));
-    }
-    int rc = crl_config_load_buffer(cfg, path, data, len, layer, err);
+    crl_error e;
+    crl_error_clear(&e);
+    int rc = crl_file_read(path, "config file", 0, CONFIG_MAX_FILE, &data, &len, &e);
+    if (rc == CRL_E_NOT_FOUND || (rc && through_a_file(path)))
+        return CRL_OK;
+    if (rc)
+        return crl_error_pass(err, &e, CRL_E_IO);
+    rc = crl_config_load_buffer(cfg, path, data, len, layer, err);
     g_free(data);
     return rc;
 }

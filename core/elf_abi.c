@@ -3,6 +3,7 @@
  * not found".  The file is untrusted input: every offset, size and count is checked against the file, and
  * anything not understood is left to dlopen (CRL_OK). */
 #include "host-private.h"
+#include "file-private.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -230,12 +231,12 @@ int crl__elf_abi_check(const char *path, const char *what, crl_error *err)
 {
     if (!path)
         return CRL_OK;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    int fd = crl__file_open(path, 0, 0, &st, NULL);
     if (fd < 0)
         return CRL_OK; /* dlopen will say why */
-    struct stat st;
     abi_need need = { 0 };
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    if (st.st_size > 0) {
         elf_file f = { fd, (uint64_t)st.st_size };
         read_needs(&f, &need);
     }

@@ -41,8 +41,12 @@ static const crl_option env_options[] = {
       "0 or num_envs: sync steps of all envs; less: async send/recv, each recv returns the first batch_size envs "
       "to finish (executor = threads)" },
     { "pin_threads", CRL_OPT_BOOL, 0, "false", 0, 0, NULL, "pin worker i to core i mod cores (threads)" },
-    { "step_timeout", CRL_OPT_DOUBLE, CRL_OPT_RANGE, "0", 0, 1e6, NULL,
-      "seconds a worker may take for one step or reset before it counts as hung (processes); 0: no limit" },
+    /* A healthy job takes microseconds to a few seconds (a large block of pixel envs rendered in software under
+     * valgrind on a loaded machine); five minutes is far past that, yet a hung worker is still an error. */
+    { "step_timeout", CRL_OPT_DOUBLE, CRL_OPT_RANGE, "300", 0, 1e6, NULL,
+      "seconds a worker may take for one step, reset or render of its envs before it counts as hung, is killed "
+      "and the call fails with CRL_E_TIMEOUT (processes); time this process spends stopped (Ctrl-Z, a debugger) "
+      "does not count; 0: no limit" },
     { "on_worker_failure", CRL_OPT_ENUM, 0, "fail", 0, 0, "fail|restart",
       "a worker that crashes, hangs or exits: fail = the step fails naming the envs; restart = its envs come back, "
       "their episodes truncated (processes)" },

@@ -302,10 +302,16 @@ static bool dead(procs *p, size_t b, int *status)
     return true;
 }
 
+/* Longer than any wait for the CPU on a loaded machine: a gap this long between two looks at the clock means
+ * this process was stopped (Ctrl-Z, SIGSTOP, a debugger) and its workers most likely with it. */
+#define PAUSE_S 1.0
+
 /* Wait until every participant (part[b]) finished generation g, died, or
- * the deadline (0: none) passed.  fate[b] and status[b] say what happened
- * to those that did not finish. */
-static void wait_job(procs *p, const bool *part, uint32_t g, double deadline, wfate *fate, int *status)
+ * `timeout` seconds (0: none) passed.  Time this process spends stopped does
+ * not count: after a pause the workers get a whole timeout again, so a run
+ * resumed with fg is not killed as hung.  fate[b] and status[b] say what
+ * happened to those that did not finish. */
+static void wait_job(procs *p, const bool *part, uint32_t g, double timeout, wfate *fate, int *status)
 {
     procs_ctl *c = p->ctl;
     for (size_t b = 0; b < p->nw; b++)
@@ -315,6 +321,9 @@ static void wait_job(procs *p, const bool *part, uint32_t g, double deadline, wf
             return;
         spin_pause(p, i);
     }
+    /* The clock starts after the spin (microseconds), which keeps it off the fast path. */
+    double seen = now_s();
+    double deadline = timeout > 0 ? seen + timeout : 0;
     struct pollfd *fds = g_alloca(sizeof(struct pollfd) * (p->nw + 1));
     for (;;) {
         atomic_store(&c->parent_waits, 1);
@@ -337,13 +346,19 @@ static void wait_job(procs *p, const bool *part, uint32_t g, double deadline, wf
             fds[n++].events = POLLIN;
         }
         int ms = -1;
+        double t0 = now_s();
         if (deadline > 0) {
-            double rem = deadline - now_s();
+            if (t0 - seen > PAUSE_S)
+                deadline = t0 + timeout;
+            double rem = deadline - t0;
             ms = rem <= 0 ? 0 : (int)(rem * 1000.0) + 1;
         }
         if (blind && (ms < 0 || ms > 20))
             ms = 20;
         int r = poll(fds, n, ms);
+        seen = now_s();
+        if (deadline > 0 && seen - t0 > ms / 1000.0 + PAUSE_S)
+            deadline = seen + timeout;
         atomic_store(&c->parent_waits, 0);
         uint64_t drain;
         while (read(p->evfd, &drain, sizeof drain) > 0)
@@ -551,7 +566,7 @@ static int procs_start(crl__exec *x, crl_error *err)
     int *status = g_alloca(sizeof(int) * p->nw);
     for (size_t b = 0; b < p->nw; b++)
         part[b] = true;
-    wait_job(p, part, 0, now_s() + 30.0, fate, status);
+    wait_job(p, part, 0, 30.0, fate, status);
     for (size_t b = 0; b < p->nw; b++) {
         if (fate[b] == WF_OK)
             continue;
@@ -596,7 +611,7 @@ static int restart_block(crl__exec *x, procs *p, size_t b, uint32_t g, crl_error
                                  rb, env_label(x, lb, sizeof lb), g_strerror(e));
         }
         double to = x->o.step_timeout;
-        wait_job(p, part, g, to > 0 ? now_s() + to : 0, fate, status);
+        wait_job(p, part, g, to, fate, status);
         if (fate[b] == WF_OK) {
             if (p->slots[b].code)
                 return crl_error_set(err, p->slots[b].code, "executor = processes: the new worker of %s could "
@@ -642,7 +657,7 @@ static int dispatch(crl__exec *x, procs *p, crl_error *err)
     for (size_t b = 0; b < p->nw; b++)
         part[b] = true;
     double to = x->o.step_timeout;
-    wait_job(p, part, g, to > 0 ? now_s() + to : 0, fate, status);
+    wait_job(p, part, g, to, fate, status);
     int rc = CRL_OK;
     for (size_t b = 0; b < p->nw; b++) {
         if (fate[b] == WF_OK)

@@ -2,6 +2,7 @@
  * (layout in registry-cache-private.h).  The file is the user's own but still read as hostile input: a bad
  * one is never an error, only a warning and a rescan. */
 #include "registry-cache-private.h"
+#include "file-private.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -236,23 +237,6 @@ crl__registry_cache *crl__registry_cache_load_bytes(const char *name, const void
 
 /* ---- the file ------------------------------------------------------------------------------------------- */
 
-static const char *file_kind(mode_t m)
-{
-    if (S_ISDIR(m))
-        return "a directory";
-    if (S_ISFIFO(m))
-        return "a FIFO";
-    if (S_ISSOCK(m))
-        return "a socket";
-    if (S_ISCHR(m))
-        return "a character device";
-    if (S_ISBLK(m))
-        return "a block device";
-    if (S_ISLNK(m))
-        return "a symbolic link";
-    return "not a regular file";
-}
-
 crl__registry_cache *crl__registry_cache_load(const char *file, char **warning)
 {
     if (warning)
@@ -260,27 +244,18 @@ crl__registry_cache *crl__registry_cache_load(const char *file, char **warning)
     if (!file)
         return cache_new();
     /* No final symlink (someone else's file could stand behind it), no blocking open of a FIFO, no
-     * controlling terminal from a device. */
-    int fd = open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ENOENT)
-            return cache_new();
-        if (e == ELOOP)
-            return refuse(NULL, warning, file, "it is a symbolic link, which is refused (%s)", g_strerror(e));
-        return refuse(NULL, warning, file, "cannot open: %s", g_strerror(e));
-    }
+     * controlling terminal from a device, no reading of more than the limit. */
+    crl_error e;
+    crl_error_clear(&e);
     struct stat st;
+    int fd = crl__file_open(file, CRL_FILE_NOFOLLOW, CRL__REGCACHE_FILE_MAX, &st, &e);
+    if (fd < 0) {
+        if (e.code == CRL_E_NOT_FOUND)
+            return cache_new();
+        return refuse(NULL, warning, file, "cannot open: %s", e.message);
+    }
     crl__registry_cache *c = NULL;
     uint8_t *buf = NULL;
-    if (fstat(fd, &st) != 0) {
-        c = refuse(NULL, warning, file, "cannot stat: %s", g_strerror(errno));
-        goto out;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        c = refuse(NULL, warning, file, "it is %s, not a regular file", file_kind(st.st_mode));
-        goto out;
-    }
     /* Another user's (or a group-writable) file could feed the host results for plugins it never scanned. */
     if (st.st_uid != geteuid()) {
         c = refuse(NULL, warning, file, "it is owned by uid %u, not by the effective user (uid %u)",
@@ -290,11 +265,6 @@ crl__registry_cache *crl__registry_cache_load(const char *file, char **warning)
     if (st.st_mode & (S_IWGRP | S_IWOTH)) {
         c = refuse(NULL, warning, file, "it is writable by group or others (mode %04o)",
                    (unsigned)(st.st_mode & 07777));
-        goto out;
-    }
-    if (st.st_size > (off_t)CRL__REGCACHE_FILE_MAX) {
-        c = refuse(NULL, warning, file, "it is %jd bytes, more than the %u MiB limit", (intmax_t)st.st_size,
-                   CRL__REGCACHE_FILE_MAX >> 20);
         goto out;
     }
     size_t size = (size_t)st.st_size, got = 0;

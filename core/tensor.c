@@ -1,6 +1,7 @@
 /* crl_tensor: storage (heap, shared memfd, mmap file, external), refcounts, accessors, views, repr. */
 #define _GNU_SOURCE
 #include "tensor-private.h"
+#include "file-private.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -256,13 +257,18 @@ crl_tensor *crl_tensor_new_mmap(const char *path, bool create, crl_dtype dt, int
     }
     size_t bytes = (size_t)numel * dtype_sizes[dt];
     char b[CRL__SHAPE_BUF];
-    int fd = open(path, create ? O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC : O_RDWR | O_CLOEXEC, 0644);
+    /* An existing file must be a regular one (a FIFO or device is refused without blocking). */
+    struct stat st;
+    crl_error oe;
+    crl_error_clear(&oe);
+    int fd = create ? open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
+                    : crl__file_open(path, CRL_FILE_RDWR, 0, &st, &oe);
     if (fd < 0) {
-        int e = errno;
-        crl_error_set(err, e == ENOENT && !create ? CRL_E_NOT_FOUND : CRL_E_IO,
-                      "%s: cannot %s memory-mapped tensor file: %s%s", path,
-                      create ? "create" : "open", g_strerror(e),
-                      e == ENOENT && !create ? " (pass create=true to make a new one)" : "");
+        if (create)
+            crl_error_set(err, CRL_E_IO, "%s: cannot create memory-mapped tensor file: %s", path, g_strerror(errno));
+        else
+            crl_error_set(err, oe.code, "%s: cannot open memory-mapped tensor file: %s%s", path, oe.message,
+                          oe.code == CRL_E_NOT_FOUND ? " (pass create=true to make a new one)" : "");
         return NULL;
     }
     if (create) {
@@ -285,14 +291,7 @@ crl_tensor *crl_tensor_new_mmap(const char *path, bool create, crl_dtype dt, int
             }
         }
     } else {
-        struct stat st;
-        if (fstat(fd, &st) != 0) {
-            int e = errno;
-            crl_error_set(err, CRL_E_IO, "%s: cannot stat: %s", path, g_strerror(e));
-            close(fd);
-            return NULL;
-        }
-        if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != (uint64_t)bytes) {
+        if ((uint64_t)st.st_size != (uint64_t)bytes) {
             crl_error_set(err, CRL_E_SHAPE,
                           "%s: file holds %jd bytes but a %s tensor of shape %s needs %zu bytes; "
                           "check the shape and dtype, or recreate the file",

@@ -168,7 +168,7 @@ expect 2 "$tmp/bad3.txt:2: " "an out-of-range action is exit 2 naming FILE:LINE"
     -- rollout "${cartpole[@]}" --steps 2 --actions "$tmp/bad3.txt" "$noauto"
 expect 2 "holds 5 actions but --steps is 8" "too few actions is exit 2 naming the count" \
     -- rollout "${cartpole[@]}" --steps 8 --actions "$tmp/cartpole.txt" "$noauto"
-expect 2 "cannot read '$tmp/none.txt'" "a missing actions file is exit 2 naming it" \
+expect 2 "cannot read actions file '$tmp/none.txt'" "a missing actions file is exit 2 naming it" \
     -- rollout "${cartpole[@]}" --steps 2 --actions "$tmp/none.txt" "$noauto"
 
 # Frames: N+1 valid PNGs of the render size.

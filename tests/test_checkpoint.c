@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <glib.h>
 #include <glib/gstdio.h>
+#include <inttypes.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -608,6 +609,153 @@ START_TEST(test_missing_and_unreadable)
     ck_assert_int_eq(err.code, CRL_E_CORRUPT);
     ck_assert_ptr_null(crl_ckpt_reader_open_buffer("b", NULL, 0, "crl.test", 1, &err));
     ck_assert_int_eq(err.code, CRL_E_CORRUPT);
+    g_free(path);
+}
+END_TEST
+
+/* ---- hostile files: never blocks, sizes from the header before any allocation --------------- */
+
+/* A FIFO, a device, a socket-free stand-in for each: refused at once, naming the path and what it is. */
+START_TEST(test_not_regular_files)
+{
+    crl_error err;
+    char *fifo = tpath("fifo.ckpt");
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    alarm(20); /* a blocking open ends the test loudly even with CK_FORK=no */
+    ck_assert_ptr_null(crl_ckpt_reader_open(fifo, "crl.test", 1, &err));
+    alarm(0);
+    ck_assert_int_eq(err.code, CRL_E_IO);
+    ck_assert_msg(g_str_has_prefix(err.message, fifo) && strstr(err.message, "it is a FIFO, not a regular file"),
+                  "%s", err.message);
+    ck_assert_ptr_null(crl_ckpt_reader_open("/dev/zero", "crl.test", 1, &err));
+    ck_assert_int_eq(err.code, CRL_E_IO);
+    ck_assert_msg(strstr(err.message, "/dev/zero: cannot open checkpoint: it is a character device"), "%s",
+                  err.message);
+    g_free(fifo);
+}
+END_TEST
+
+/* A good checkpoint followed by a terabyte of zeros (a hole: the test costs nothing) is refused from its
+ * header, which says where the file ends, before anything past the header is read or allocated. */
+START_TEST(test_padded_file_refused_before_reading)
+{
+    char *path = tpath("padded.ckpt");
+    write_sample(path);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    uint64_t len = (uint64_t)st.st_size;
+    if (truncate(path, (off_t)(len + (UINT64_C(1) << 40))) != 0) {
+        fprintf(stderr, "test_padded_file_refused_before_reading: no 1 TiB sparse file here (%s); 1 GiB\n",
+                g_strerror(errno));
+        ck_assert_int_eq(truncate(path, (off_t)(len + (UINT64_C(1) << 30))), 0);
+    }
+    ck_assert_int_eq(stat(path, &st), 0);
+    crl_error err;
+    ck_assert_ptr_null(crl_ckpt_reader_open(path, "crl.test", 3, &err));
+    ck_assert_int_eq(err.code, CRL_E_CORRUPT);
+    char *want = g_strdup_printf("%s: offset %" PRIu64 ": %" PRIu64 " unexpected bytes after the section table", path,
+                                 len, (uint64_t)st.st_size - len);
+    ck_assert_msg(g_str_has_prefix(err.message, want), "%s", err.message);
+    ck_assert_msg(strstr(err.message, "cut the file back to"), "%s", err.message);
+    g_free(want);
+    g_free(path);
+}
+END_TEST
+
+/* The file reader and the buffer reader agree on every single flipped byte: the file is read section by
+ * section, the buffer checked whole, and both name the same offset and fault. */
+START_TEST(test_file_and_buffer_agree)
+{
+    char *path = tpath("agree.ckpt");
+    write_sample(path);
+    size_t len;
+    uint8_t *orig = slurp(path, &len);
+    uint8_t *b = g_malloc(len);
+    for (size_t off = 0; off < len; off++) {
+        memcpy(b, orig, len);
+        b[off] ^= 0x01;
+        spit(path, b, len);
+        crl_error fe, be;
+        ck_assert_ptr_null(crl_ckpt_reader_open(path, "crl.test", 3, &fe));
+        ck_assert_ptr_null(crl_ckpt_reader_open_buffer(path, b, len, "crl.test", 3, &be));
+        ck_assert_int_eq(fe.code, CRL_E_CORRUPT);
+        ck_assert_msg(!strcmp(fe.message, be.message), "offset %zu: file '%s', buffer '%s'", off, fe.message,
+                      be.message);
+    }
+    g_free(b);
+    g_free(orig);
+    g_free(path);
+}
+END_TEST
+
+/* A file whose header and table agree on a terabyte of sections is what it says: the reader asks for that
+ * much memory (and says so when it cannot have it), having read nothing but the header and the table. */
+START_TEST(test_consistent_huge_file)
+{
+    /* RLIMIT_AS below takes the address space valgrind and the sanitizers reserve for themselves. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    return;
+#endif
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+    return;
+#endif
+#endif
+    const char *vg = getenv("CRL_TEST_VALGRIND");
+    if (vg && *vg == '1')
+        return;
+    char *path = tpath("huge.ckpt");
+    crl_error err;
+    crl_ckpt_writer *w = crl_ckpt_writer_new(path, "crl.test", 1, &err);
+    ck_assert_ptr_nonnull(w);
+    ck_assert_int_eq(crl_ckpt_write(w, "big", "12345678", 8, &err), CRL_OK);
+    ck_assert_int_eq(crl_ckpt_writer_close(w, &err), CRL_OK);
+    size_t len;
+    uint8_t *b = slurp(path, &len);
+    /* Layout: header (48 + "crl.test" = 56 bytes), "big" at 56, the table at 64 (one entry of 24 + 3). */
+    uint64_t hend = 56, toff = rd64(b + 24), tsize = rd64(b + 32);
+    ck_assert_uint_eq(toff, 64);
+    uint64_t big = UINT64_C(1) << 40;
+    uint8_t tab[64];
+    memcpy(tab, b + toff, (size_t)tsize);
+    for (int i = 0; i < 8; i++)
+        tab[8 + i] = (uint8_t)(big >> (8 * i));          /* the entry's size */
+    uint64_t ntoff = hend + big;
+    for (int i = 0; i < 8; i++)
+        b[24 + i] = (uint8_t)(ntoff >> (8 * i));         /* the header's table offset */
+    wr32(b + 40, crl_crc32(0, tab, (size_t)tsize));
+    wr32(b + 44, crl_crc32(crl_crc32(0, b, 44), b + 48, (size_t)(hend - 48)));
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(b, 1, (size_t)hend, f), hend);
+    if (fseeko(f, (off_t)ntoff, SEEK_SET) != 0 || fwrite(tab, 1, (size_t)tsize, f) != tsize) {
+        fprintf(stderr, "test_consistent_huge_file: no 1 TiB sparse file here; skipped\n");
+        fclose(f);
+        g_free(b);
+        g_free(path);
+        return;
+    }
+    ck_assert_int_eq(fclose(f), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        /* Whatever the overcommit policy, a terabyte is out of reach. */
+        struct rlimit rl = { (rlim_t)16 << 30, (rlim_t)16 << 30 };
+        if (setrlimit(RLIMIT_AS, &rl) != 0)
+            _exit(3);
+        crl_error e;
+        crl_ckpt_reader *r = crl_ckpt_reader_open(path, "crl.test", 1, &e);
+        char *want = g_strdup_printf("%s: cannot allocate %" PRIu64 " bytes to read the checkpoint (its section "
+                                     "table says it holds that much)", path, ntoff + tsize);
+        if (r == NULL && e.code == CRL_E_NOMEM && !strcmp(e.message, want))
+            _exit(0);
+        fprintf(stderr, "got %s: %s\nwant %s\n", crl_status_name(e.code), e.message, want);
+        _exit(1);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
+    g_free(b);
     g_free(path);
 }
 END_TEST
@@ -1227,6 +1375,10 @@ static Suite *checkpoint_suite(void)
     tcase_add_test(tc, test_crafted_headers);
     tcase_add_test(tc, test_crafted_tables);
     tcase_add_test(tc, test_missing_and_unreadable);
+    tcase_add_test(tc, test_not_regular_files);
+    tcase_add_test(tc, test_padded_file_refused_before_reading);
+    tcase_add_test(tc, test_file_and_buffer_agree);
+    tcase_add_test(tc, test_consistent_huge_file);
     tcase_add_test(tc, test_td_index_validation);
     tcase_add_test(tc, test_le_field_helpers);
     tcase_add_test(tc, test_le_rng);

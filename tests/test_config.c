@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <crl/crl.h>
 #include <crl/config.h>
 
@@ -411,6 +413,64 @@ START_TEST(load_defaults_layers)
     g_free(userfile);
     g_free(sysdir);
     g_free(xdg);
+    g_free(dir);
+}
+END_TEST
+
+/* Only regular files: a FIFO, a device or a directory is refused at once naming it, a file past 16 MiB before
+ * it is read; the user's crl.ini as a FIFO is an error too, never a hang. */
+START_TEST(load_file_not_regular_or_too_big)
+{
+    char *dir = tmpdir();
+    char *fifo = g_build_filename(dir, "f.ini", NULL);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    crl_error err;
+    crl_config *cfg = crl_config_new(&err);
+    alarm(20); /* a blocking open ends the test loudly even with CK_FORK=no */
+    ck_assert_int_eq(crl_config_load_file(cfg, fifo, CRL_LAYER_FILE, &err), CRL_E_IO);
+    char *want = g_strdup_printf("cannot read config file '%s': it is a FIFO, not a regular file; crl reads only "
+                                 "regular files: save what it gives to a file and name that file instead", fifo);
+    ck_assert_str_eq(err.message, want);
+    g_free(want);
+    ck_assert_int_eq(crl_config_load_file(cfg, "/dev/zero", CRL_LAYER_FILE, &err), CRL_E_IO);
+    ck_assert_msg(strstr(err.message, "'/dev/zero': it is a character device"), "%s", err.message);
+    ck_assert_int_eq(crl_config_load_file(cfg, dir, CRL_LAYER_FILE, &err), CRL_E_IO);
+    ck_assert_msg(strstr(err.message, "it is a directory, not a regular file") &&
+                  strstr(err.message, "name an INI file in it"), "%s", err.message);
+
+    char *big = g_build_filename(dir, "big.ini", NULL);
+    FILE *f = fopen(big, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(ftruncate(fileno(f), (off_t)(16u << 20) + 1), 0);
+    fclose(f);
+    ck_assert_int_eq(crl_config_load_file(cfg, big, CRL_LAYER_FILE, &err), CRL_E_IO);
+    want = g_strdup_printf("cannot read config file '%s': it is 16777217 bytes, more than the 16 MiB limit; is it "
+                           "the right file?", big);
+    ck_assert_str_eq(err.message, want);
+    g_free(want);
+    ck_assert_uint_eq(crl_config_section_count(cfg), 0);
+
+    char *old_xdg = save_env("XDG_CONFIG_HOME"), *old_sys = save_env("CRL_SYSCONFDIR");
+    char *xdg = g_build_filename(dir, "xdg", NULL);
+    char *user = g_build_filename(xdg, "crl", "crl.ini", NULL);
+    char *userdir = g_path_get_dirname(user);
+    ck_assert_int_eq(g_mkdir_with_parents(userdir, 0700), 0);
+    g_free(userdir);
+    ck_assert_int_eq(mkfifo(user, 0600), 0);
+    g_setenv("XDG_CONFIG_HOME", xdg, TRUE);
+    g_setenv("CRL_SYSCONFDIR", dir, TRUE);
+    ck_assert_int_eq(crl_config_load_defaults(cfg, &err), CRL_E_IO);
+    ck_assert_msg(strstr(err.message, user) && strstr(err.message, "it is a FIFO"), "%s", err.message);
+    alarm(0);
+    restore_env("XDG_CONFIG_HOME", old_xdg);
+    restore_env("CRL_SYSCONFDIR", old_sys);
+
+    crl_config_free(cfg);
+    rm_rf(dir);
+    g_free(user);
+    g_free(xdg);
+    g_free(big);
+    g_free(fifo);
     g_free(dir);
 }
 END_TEST
@@ -1090,6 +1150,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, error_leaves_config_unchanged);
     tcase_add_test(tc, bad_arguments);
     tcase_add_test(tc, load_file_and_io_errors);
+    tcase_add_test(tc, load_file_not_regular_or_too_big);
     tcase_add_test(tc, load_defaults_layers);
     suite_add_tcase(s, tc);
     tc = tcase_create("layers");

@@ -29,7 +29,15 @@
  * its seed (or 1000), a step adds 1, and fault[i] makes env i's step crash,
  * hang, exit or fail (fault[i] is cleared first, so a replacement is fine). */
 
-enum { F_NONE, F_SEGV, F_HANG, F_EXIT, F_ERROR };
+enum { F_NONE, F_SEGV, F_HANG, F_EXIT, F_ERROR, F_SPIN };
+
+/* CPU time of the calling thread: it stands still while the process is stopped. */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static int64_t *shared;
 static int *fault;
@@ -60,6 +68,9 @@ int crl__exec_run_block(crl__exec *x, size_t b, crl_error *err)
             _exit(7);
         if (f == F_ERROR)
             return crl_error_set(err, CRL_E_RANGE, "stand-in: env %lld refuses to step", (long long)i);
+        if (f == F_SPIN)
+            for (double t0 = cpu_s(); cpu_s() - t0 < 0.3;)
+                ;
         shared[i] += 1;
     }
     return CRL_OK;
@@ -247,6 +258,67 @@ START_TEST(proto_fail_hang)
     fail_case(F_HANG, CRL_E_TIMEOUT, "did not finish within step_timeout");
     /* No upper bound: how soon a loaded machine gets round to it is not the executor's doing. */
     ck_assert(now() - t0 >= hang_timeout());
+}
+END_TEST
+
+/* Send sig to process `pid` and to each of its children but the caller (the workers of the test's executor). */
+static void signal_family(pid_t pid, int sig)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        pid_t c = (pid_t)atoi(de->d_name);
+        if (c <= 0 || c == getpid())
+            continue;
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)c);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        const char *rp = strrchr(buf, ')');   /* "pid (comm) state ppid ..." */
+        int ppid = 0;
+        char state;
+        if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == (int)pid)
+            kill(c, sig);
+    }
+    closedir(d);
+    kill(pid, sig);
+}
+
+/* The whole process stopped (Ctrl-Z, then fg) for longer than step_timeout, in the middle of a step, is no
+ * hang: once it goes on, the workers get a whole step_timeout again and the step finishes.  The step spins
+ * on CPU time, which stands still while stopped, so it is unfinished when the pause ends. */
+START_TEST(proto_pause_is_no_hang)
+{
+    drv d;
+    double to = hang_timeout();
+    drv_open(&d, 2, 1, CRL__FAIL_FAIL, 0, to);
+    crl_error e = { 0 };
+    ck_assert_int_eq(drv_run(&d, CRL__JOB_RESET, &e), CRL_OK);
+    fault[1] = F_SPIN;
+    pid_t me = getpid();
+    pid_t helper = fork();
+    ck_assert_int_ge(helper, 0);
+    if (helper == 0) {
+        struct timespec soon = { 0, 100 * 1000 * 1000 }, pause = { (time_t)(2 * to) + 1, 0 };
+        nanosleep(&soon, NULL);
+        signal_family(me, SIGSTOP);
+        nanosleep(&pause, NULL);
+        signal_family(me, SIGCONT);
+        _exit(0);
+    }
+    int rc = drv_run(&d, CRL__JOB_STEP, &e);
+    int st;
+    ck_assert_int_eq(waitpid(helper, &st, 0), helper);
+    ck_assert_msg(rc == CRL_OK, "a pause counted as a hang: %s", e.message);
+    ck_assert_int_eq(shared[0], 1001);
+    ck_assert_int_eq(shared[1], 1001);
+    drv_close(&d);
 }
 END_TEST
 
@@ -704,6 +776,7 @@ static Suite *exec_procs_suite(void)
     tcase_add_test(tc, proto_fail_crash);
     tcase_add_test(tc, proto_fail_exit);
     tcase_add_test(tc, proto_fail_hang);
+    tcase_add_test(tc, proto_pause_is_no_hang);
     tcase_add_test(tc, proto_restart);
     tcase_add_test(tc, proto_restart_zero);
     tcase_add_test(tc, proto_killed_idle);

@@ -121,11 +121,12 @@ int crl__bench_plugins(double seconds)
         return CRL_EXIT_USAGE;
     }
     char *data = NULL;
-    gsize len = 0;
+    size_t len = 0;
     GError *ge = NULL;
-    if (!g_file_get_contents(plug, &data, &len, &ge)) {
-        fprintf(stderr, "crl bench plugins: %s\n", ge->message);
-        g_error_free(ge);
+    crl_error e;
+    crl_error_clear(&e);
+    if (crl_file_read(plug, "benchmark plugin", 0, 256u << 20, &data, &len, &e)) {
+        fprintf(stderr, "crl bench plugins: %s\n", e.message);
         return CRL_EXIT_USAGE;
     }
     bench_ctx c = { 0 };
@@ -134,7 +135,7 @@ int crl__bench_plugins(double seconds)
     if (!c.self || !c.tmp) {
         fprintf(stderr, "crl bench plugins: %s\n", ge ? ge->message : "cannot find this program");
         g_clear_error(&ge);
-        g_free(data);
+        crl_free(data);
         g_free(c.self);
         return CRL_EXIT_RUNTIME;
     }
@@ -180,6 +181,6 @@ int crl__bench_plugins(double seconds)
     g_free(none);
     g_free(c.tmp);
     g_free(c.self);
-    g_free(data);
+    crl_free(data);
     return rc;
 }

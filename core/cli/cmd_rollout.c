@@ -9,6 +9,9 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
+/* An actions file holds a line per step: a few bytes each, far below this for any rollout. */
+#define ACTIONS_FILE_MAX (256u << 20)
+
 /* The actions of an --actions file, one full-shape tensor per step. */
 typedef struct {
     char *path;
@@ -169,13 +172,11 @@ static int action_file_load(action_file *af, const char *path, crl_env *env, con
     if (brc)
         return brc;
     char *text = NULL;
-    gsize len = 0;
-    GError *gerr = NULL;
-    if (!g_file_get_contents(path, &text, &len, &gerr)) {
-        crl_error_set(err, CRL_E_USAGE, "--actions: cannot read '%s': %s", path, gerr->message);
-        g_error_free(gerr);
-        return CRL_E_USAGE;
-    }
+    size_t len = 0;
+    crl_error re;
+    crl_error_clear(&re);
+    if (crl_file_read(path, "actions file", 0, ACTIONS_FILE_MAX, &text, &len, &re))
+        return crl_error_set(err, CRL_E_USAGE, "--actions: %s", re.message);
     if (memchr(text, '\0', len)) {
         g_free(text);
         return crl_error_set(err, CRL_E_USAGE, "--actions: '%s' holds a NUL byte: give a text file", path);

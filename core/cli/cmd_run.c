@@ -41,6 +41,8 @@ static void usage(FILE *f)
 }
 
 #define METRICS_HEADER "frames,seconds,fps,episodes,recent_return,loss,eval_return,optim_steps\n"
+/* A line per log_interval frames: a billion-frame run logging every 1000 frames writes about 80 MB. */
+#define METRICS_FILE_MAX (1u << 30)
 
 typedef struct run_ctx {
     crl_cli_ctx *cli;
@@ -88,7 +90,8 @@ static int curve(run_ctx *r, crl_error *err)
     GArray *x = g_array_new(FALSE, FALSE, sizeof(double)), *y = g_array_new(FALSE, FALSE, sizeof(double)),
            *ex = g_array_new(FALSE, FALSE, sizeof(double)), *ey = g_array_new(FALSE, FALSE, sizeof(double));
     int rc = CRL_OK;
-    if (g_file_get_contents(mpath, &text, NULL, NULL)) {
+    size_t tlen;
+    if (crl_file_read(mpath, "metrics file", 0, METRICS_FILE_MAX, &text, &tlen, NULL) == CRL_OK) {
         char **lines = g_strsplit(text, "\n", -1);
         for (char **l = lines + 1; *l && **l; l++) {
             /* frames,seconds,fps,episodes,recent_return,loss,eval_return,optim_steps */
@@ -107,7 +110,7 @@ static int curve(run_ctx *r, crl_error *err)
             g_strfreev(f);
         }
         g_strfreev(lines);
-        g_free(text);
+        crl_free(text);
         char *path = g_build_filename(r->dir, "curve.png", NULL);
         rc = crl__png_write_curve(path, r->title, (double *)(void *)x->data, (double *)(void *)y->data, x->len,
                                   (double *)(void *)ex->data, (double *)(void *)ey->data, ex->len, err);
@@ -305,12 +308,13 @@ int crl__cmd_run(int argc, char **argv)
     info = run_info(&ctx, argc, argv);
     if (resume) {
         char *old = NULL, *p = g_build_filename(r.dir, "run.txt", NULL);
-        g_file_get_contents(p, &old, NULL, NULL);
+        size_t olen;
+        crl_file_read(p, "run.txt", 0, METRICS_FILE_MAX, &old, &olen, NULL);
         char *both = g_strdup_printf("%s\nresumed at frame %lld:\n%s", old ? old : "",
                                      (long long)crl_trainer_frames(t), info);
         g_free(info);
         info = both;
-        g_free(old);
+        crl_free(old);
         g_free(p);
     }
     explicit = explicit_config(ctx.cfg);

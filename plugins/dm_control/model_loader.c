@@ -1,5 +1,6 @@
 /* Loading a task's MJCF (bundled, or from a dm_control checkout) and keeping MuJoCo's errors as values. */
 #include "dmc.h"
+#include <crl/file.h>
 
 #include <errno.h>
 #include <pthread.h>
@@ -8,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+/* dm_control's own model files are tens of KiB. */
+#define DMC_MODEL_FILE_MAX (16u << 20)
 
 /* The suite's shared look (its common/skybox.xml, visual.xml and
  * materials.xml): the same colours, so pictures match the suite's. */
@@ -194,13 +199,17 @@ static int load_file(dmc_model *dm, const dmc_task *t, const char *suite_dir, cr
     if (n < 0 || (size_t)n >= sizeof path)
         return crl_error_set(err, CRL_E_CONFIG, "[plugin.dm_control] suite_dir = '%s' is too long",
                              suite_dir);
-    struct stat st;
-    if (stat(path, &st) != 0)
+    /* MuJoCo opens the file itself: look first, so a FIFO or device there is refused instead of blocking it. */
+    crl_error oe;
+    crl_error_clear(&oe);
+    int fd = crl_file_open(path, "model file", 0, DMC_MODEL_FILE_MAX, NULL, &oe);
+    if (fd < 0)
         return crl_error_set(err, CRL_E_CONFIG,
-                             "[plugin.dm_control] suite_dir = '%s': cannot read %s (%s); point "
+                             "[plugin.dm_control] suite_dir = '%s': %s; point "
                              "suite_dir at dm_control/suite (the folder holding %s.xml and "
                              "common/) or remove it to use the bundled models",
-                             suite_dir, path, strerror(errno), t->domain);
+                             suite_dir, oe.message, t->domain);
+    close(fd);
     load_args *a = calloc(1, sizeof *a);
     if (!a)
         return crl_error_set(err, CRL_E_NOMEM, "dm_control: %s: out of memory", t->id);

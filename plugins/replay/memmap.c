@@ -217,9 +217,13 @@ static int header_read(const mm_store *s, int64_t *capacity, rp_layout **layout,
         return crl_error_set(err, CRL_E_NOMEM, WHO ": out of memory");
     int rc = CRL_OK;
     uint8_t *h = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    crl_error oe;
+    crl_error_clear(&oe);
+    int fd = crl_file_open(path, "memmap storage header", CRL_FILE_NOFOLLOW, 0, NULL, &oe);
     if (fd < 0) {
-        rc = errno == ENOENT ? CRL_OK : io_error(err, path, "cannot open", errno);
+        if (oe.code != CRL_E_NOT_FOUND)
+            rc = crl_error_set(err, CRL_E_IO, WHO ": %s; the storage in %s is damaged: delete the directory to start "
+                               "over", oe.message, s->dir);
         goto out;
     }
     struct stat sb;
@@ -333,11 +337,16 @@ enum { MM_CREATE, MM_OPEN, MM_READ };
 static int map_file(const char *path, int mode, size_t bytes, int *fd_out, uint8_t **map_out, crl_error *err)
 {
     bool create = mode == MM_CREATE;
-    int fd = open(path, (mode == MM_READ ? O_RDONLY : O_RDWR) | O_CLOEXEC | (create ? O_CREAT | O_TRUNC : 0), 0644);
+    crl_error oe;
+    crl_error_clear(&oe);
+    int fd = create ? open(path, O_RDWR | O_CLOEXEC | O_CREAT | O_TRUNC, 0644)
+                    : crl_file_open(path, "memmap storage file",
+                                    (mode == MM_READ ? 0 : CRL_FILE_RDWR) | CRL_FILE_NOFOLLOW, 0, NULL, &oe);
+    if (fd < 0 && create)
+        return io_error(err, path, "cannot create", errno);
     if (fd < 0)
-        return io_error(err, path, create ? "cannot create" : "cannot open (the storage is damaged: delete its "
-                                                              "directory to start over)",
-                        errno);
+        return crl_error_set(err, CRL_E_IO, WHO ": %s; the storage is damaged: delete its directory to start over",
+                             oe.message);
     *fd_out = fd;
     if (create) {
         if (ftruncate(fd, (off_t)bytes) != 0)
@@ -750,9 +759,11 @@ static int count_committed(const char *dir, int64_t *n, int64_t *first, int64_t 
     if (!path)
         return crl_error_set(err, CRL_E_NOMEM, WHO ": out of memory");
     int rc = CRL_OK;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    crl_error oe;
+    crl_error_clear(&oe);
+    int fd = crl_file_open(path, "memmap storage records", CRL_FILE_NOFOLLOW, 0, NULL, &oe);
     if (fd < 0) {
-        rc = errno == ENOENT ? CRL_OK : io_error(err, path, "cannot open", errno);
+        rc = oe.code == CRL_E_NOT_FOUND ? CRL_OK : crl_error_pass(err, &oe, CRL_E_IO);
         free(path);
         return rc;
     }

@@ -69,7 +69,8 @@ for t in "${targets[@]}"; do
         checkpoint|replay_load|trainer|storage_load) extra=() ;;
         # crl__ symbols are hidden in libcrl: the loader's sources are built into the target.
         registry_cache) extra=(-I"$src/core" -I"$bd/lib" $(pkg-config --cflags glib-2.0)
-                               "$src/core/scan_record.c" "$src/core/registry_cache.c" $(pkg-config --libs glib-2.0)) ;;
+                               "$src/core/scan_record.c" "$src/core/registry_cache.c" "$src/core/file_read.c"
+                               $(pkg-config --libs glib-2.0)) ;;
         *) echo "run-fuzz: unknown target '$t' (checkpoint, replay_load, registry_cache, trainer, storage_load)" >&2
            exit 2 ;;
     esac

@@ -39,8 +39,10 @@ typedef struct crl_schema crl_schema;
 CRL_API crl_config *crl_config_new(crl_error *err);
 CRL_API void crl_config_free(crl_config *cfg);
 
-/* Parse a file into a layer.  CRL_E_IO names the path and errno text;
- * CRL_E_CONFIG is "PATH:LINE: what is wrong; how to fix it".  On error the
+/* Parse a file into a layer.  CRL_E_IO names the path and errno text, or
+ * what the path is when it is no regular file (a FIFO, a device, a
+ * directory: refused without blocking, crl/file.h) or a size past the 16 MiB
+ * a config file may have (checked before reading); CRL_E_CONFIG is "PATH:LINE: what is wrong; how to fix it".  On error the
  * config is unchanged (the whole file is parsed before it is merged). */
 CRL_API int crl_config_load_file(crl_config *cfg, const char *path, crl_config_layer layer, crl_error *err);
 /* Same for text in memory; `name` stands for the path in messages. */

@@ -60,7 +60,11 @@ typedef enum crl_autoreset {
  * worker that crashes, hangs past step_timeout or exits is an error naming
  * the env indices and the signal or status (CRL_E_CRASH, CRL_E_TIMEOUT), or
  * with on_worker_failure = restart its envs come back (up to max_restarts
- * times), their episodes marked truncated.
+ * times), their episodes marked truncated.  step_timeout (seconds for one
+ * step, reset or render of a worker's envs) defaults to 300, far past any
+ * healthy job, so a hung worker is an error rather than a stalled run; time
+ * the process spends stopped (SIGSTOP, Ctrl-Z) does not count; 0 waits
+ * forever.
  *
  * backend and id are required, but carry no CRL_OPT_REQUIRED flag: crl's schema
  * declares [env] for every config, and the flag would make every config

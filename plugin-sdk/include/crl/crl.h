@@ -12,6 +12,7 @@
 #include <crl/transform_backend.h>
 #include <crl/storage_backend.h>
 #include <crl/checkpoint.h>
+#include <crl/file.h>
 #include <crl/nn.h>
 #include <crl/distributions.h>
 #include <crl/actor.h>
