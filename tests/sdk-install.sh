@@ -69,7 +69,9 @@ crlh=$(tr ' \\' '\n\n' <<<"$deps" | grep '/crl/' | sort -u)
 # A program embedding libcrl gets both trees from crl.pc.
 printf '#include <crl/trainer.h>\n#include <crl/plugin.h>\n#include <stdio.h>\nint main(void) { puts(crl_version()); return 0; }\n' \
     > "$tmp/app.c"
-if out=$("$cc" $(pkg-config --cflags crl) -o "$tmp/app" "$tmp/app.c" $(pkg-config --libs crl) 2>&1) \
+# A sanitized libcrl (configure --enable-sanitizers) needs its runtime first in the program too.
+san=$(sed -n 's/^SANITIZER_CFLAGS = //p' "$top_build/Makefile")
+if out=$("$cc" $san $(pkg-config --cflags crl) -o "$tmp/app" "$tmp/app.c" $(pkg-config --libs crl) 2>&1) \
     && [ "$(LD_LIBRARY_PATH=$dest$libdir "$tmp/app")" = "$(sed -n 's/^Version: //p' "$pcdir/crl.pc")" ]; then
     ok "a program builds with pkg-config crl (host and SDK headers) and runs"
 else fail "program against crl.pc" "$(pkg-config --cflags --libs crl 2>&1)" "$out"; fi
