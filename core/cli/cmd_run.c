@@ -1074,8 +1074,10 @@ int crl__cmd_run(int argc, char **argv)
                     "starting again from frame 0\n", resume);
         }
         int64_t fr = crl_trainer_frames(t), li = r.log_interval > 0 ? r.log_interval : 1;
-        r.next_log = (fr / li + 1) * li;   /* as the uninterrupted run would have it */
-        r.logged = fr;
+        if (has_ckpt) {
+            r.next_log = (fr / li + 1) * li;   /* as the uninterrupted run would have it */
+            r.logged = fr;
+        }
         while (r.next_ckpt <= crl_trainer_frames(t) && r.ckpt_interval > 0)
             r.next_ckpt += r.ckpt_interval;
         char *p = g_build_filename(r.dir, "run.txt", NULL);
