@@ -176,14 +176,17 @@ static void watch_stop(void)
     sigaction(SIGINT, &sig_old_int, NULL);
     sigaction(SIGTERM, &sig_old_term, NULL);
     unsigned char zero = 0;
-    if (write(sig_pipe[1], &zero, 1) == 1)
-        pthread_join(sig_watcher, NULL);
-    else
+    bool joined = write(sig_pipe[1], &zero, 1) == 1 && pthread_join(sig_watcher, NULL) == 0;
+    if (!joined) {
+        /* the watcher may still read the pipe and sig_dir: both stay */
         pthread_detach(sig_watcher);
+        return;
+    }
     close(sig_pipe[0]);
     close(sig_pipe[1]);
     sig_pipe[0] = sig_pipe[1] = -1;
-    /* sig_dir stays: a detached watcher may still read it */
+    g_free(sig_dir);
+    sig_dir = NULL;
 }
 
 /* ---- files of the run directory -------------------------------------------------------------- */
