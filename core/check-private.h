@@ -5,6 +5,7 @@
 
 #include "crl-private.h"
 
+#include <crl/collector.h>
 #include <crl/env.h>
 #include <crl/replay.h>
 
@@ -21,6 +22,11 @@ CRL_INTERNAL int crl__collector_check_config(const crl_config *cfg, const char *
  * sync (the policy runs in the collecting thread).  *init_random (may be
  * NULL) receives init_random_frames. */
 CRL_INTERNAL int crl__trainer_check_collector(const crl_opts *ocoll, int64_t *init_random, crl_error *err);
+/* Set the collector's total_frames to `total` (-1: endless) and return the
+ * one it had: the trainer's resume re-collects a checkpoint's frames in the
+ * batches they were first collected in (a run's last batch is shorter when
+ * its total_frames is no multiple of frames_per_batch). */
+CRL_INTERNAL int64_t crl__collector_limit(crl_collector *c, int64_t total);
 /* Training's rules on what loss `loss_type` learns from.  On-policy: no
  * init_random_frames (random actions carry no log-probabilities for it).
  * Off-policy: a replay buffer (rb NULL: the config has no [replay]

@@ -80,29 +80,63 @@ static int fsync_tree(const char *path, int depth, crl_error *err)
     return rc ? rc : fsync_path(path, O_DIRECTORY, err);
 }
 
+/* Remove name (in the directory dfd) and everything under it.  Relative to
+ * open directory descriptors, so no symlink is followed even when the tree
+ * changes meanwhile, and never into another filesystem than `dev` (a mount
+ * point inside stays, and so does its directory).  0, or the errno of the
+ * first failure (the rest is still tried). */
+static int remove_at(int dfd, const char *name, dev_t dev, int depth)
+{
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? 0 : errno;
+    if (!S_ISDIR(st.st_mode))
+        return unlinkat(dfd, name, 0) == 0 || errno == ENOENT ? 0 : errno;
+    if (st.st_dev != dev)
+        return EXDEV;
+    if (depth > 64)
+        return ELOOP;
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno;
+    DIR *dh = fdopendir(fd);
+    if (!dh) {
+        int e = errno;
+        close(fd);
+        return e;
+    }
+    int first = 0;
+    struct dirent *de;
+    while ((de = readdir(dh))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        int e = remove_at(fd, de->d_name, dev, depth + 1);
+        if (e && !first)
+            first = e;
+    }
+    closedir(dh);
+    if (unlinkat(dfd, name, AT_REMOVEDIR) != 0 && !first)
+        first = errno;
+    return first;
+}
+
 /* Remove path and everything under it without following symlinks. */
-static void remove_tree(const char *path, int depth)
+static int remove_tree(const char *path)
 {
     struct stat st;
     if (lstat(path, &st) != 0)
-        return;
-    if (S_ISDIR(st.st_mode) && depth <= 64) {
-        DIR *dh = opendir(path);
-        if (dh) {
-            struct dirent *de;
-            while ((de = readdir(dh))) {
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                    continue;
-                char *child = g_build_filename(path, de->d_name, NULL);
-                remove_tree(child, depth + 1);
-                g_free(child);
-            }
-            closedir(dh);
-        }
-        rmdir(path);
+        return errno == ENOENT ? 0 : errno;
+    char *parent = g_path_get_dirname(path), *base = g_path_get_basename(path);
+    int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
+    if (dfd < 0) {
+        rc = errno;
     } else {
-        unlink(path);
+        rc = remove_at(dfd, base, st.st_dev, 0);
+        close(dfd);
     }
+    g_free(parent);
+    g_free(base);
+    return rc;
 }
 
 /* Only names made by crl_ckpt_dir_begin ("X.tmp-XXXXXX") are ever removed
@@ -174,7 +208,7 @@ int crl_ckpt_dir_commit(const char *tmpdir, const char *dir, crl_error *err)
     }
     rc = fsync_path(parent, O_DIRECTORY, err);
     if (old)
-        remove_tree(old, 0);
+        remove_tree(old);
 out:
     g_free(old);
     g_free(parent);
@@ -185,5 +219,67 @@ out:
 void crl_ckpt_dir_abort(const char *tmpdir)
 {
     if (tmpdir && is_tmp_name(tmpdir))
-        remove_tree(tmpdir, 0);
+        remove_tree(tmpdir);
+}
+
+/* "BASE.tmp-XXXXXX" or "BASE.old-XXXXXX" with the six characters of g_mkdtemp's alphabet. */
+static bool is_leftover(const char *name, const char *base)
+{
+    size_t n = strlen(base);
+    if (strncmp(name, base, n) || (strncmp(name + n, ".tmp-", 5) && strncmp(name + n, ".old-", 5)))
+        return false;
+    const char *x = name + n + 5;
+    for (int i = 0; i < 6; i++)
+        if (!g_ascii_isalnum(x[i]))
+            return false;
+    return x[6] == '\0';
+}
+
+int crl_ckpt_dir_clean(const char *dir, size_t *removed, crl_error *err)
+{
+    if (removed)
+        *removed = 0;
+    if (!dir || !*dir)
+        return crl_error_set(err, CRL_E_INVALID, "crl_ckpt_dir_clean: checkpoint directory is %s",
+                             dir ? "empty" : "NULL");
+    char *d = trim_slashes(dir);
+    char *parent = g_path_get_dirname(d), *base = g_path_get_basename(d);
+    int rc = CRL_OK;
+    int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *dh = dfd < 0 ? NULL : fdopendir(dfd);
+    if (!dh) {
+        rc = crl_error_set(err, CRL_E_IO, "%s: cannot list %s for leftover temporary checkpoints: %s", d, parent,
+                           g_strerror(errno));
+        if (dfd >= 0)
+            close(dfd);
+        goto out;
+    }
+    /* The names first: removing while reading a directory may skip entries. */
+    GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+    struct dirent *de;
+    while ((de = readdir(dh)))
+        if (is_leftover(de->d_name, base))
+            g_ptr_array_add(names, g_strdup(de->d_name));
+    for (guint i = 0; i < names->len; i++) {
+        const char *name = g_ptr_array_index(names, i);
+        struct stat st;
+        /* Only real directories of this user: a symlink or file of that name is not crl's. */
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+            continue;
+        int e = remove_at(dfd, name, st.st_dev, 0);
+        if (e) {
+            if (!rc)
+                rc = crl_error_set(err, CRL_E_IO, "%s/%s: cannot remove this leftover temporary checkpoint: %s",
+                                   parent, name, g_strerror(e));
+        } else if (removed) {
+            (*removed)++;
+        }
+    }
+    g_ptr_array_free(names, TRUE);
+    closedir(dh);
+out:
+    g_free(parent);
+    g_free(base);
+    g_free(d);
+    return rc;
 }

@@ -814,6 +814,13 @@ void crl_collector_set_replay(crl_collector *c, crl_replay *rb)
 }
 
 int64_t crl_collector_frames(const crl_collector *c) { return c ? c->handed : 0; }
+
+int64_t crl__collector_limit(crl_collector *c, int64_t total)
+{
+    int64_t old = c->total;
+    c->total = total;
+    return old;
+}
 size_t crl_collector_num_envs(const crl_collector *c) { return c ? c->K : 0; }
 crl_env *crl_collector_env(const crl_collector *c, size_t i) { return c && i < c->K ? c->subs[i].env : NULL; }
 

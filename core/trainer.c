@@ -95,6 +95,11 @@ struct crl_trainer {
     GByteArray *actions;
     bool ff;
     size_t ff_pos;
+    /* the frame counts at which a batch shorter than frames_per_batch ended
+     * (a run's total_frames cut it), in order: the re-collection of a resume
+     * ends its batches there too (reset_at_each_iter makes them matter) */
+    GArray *cuts;
+    int64_t fpb;
 };
 
 static const crl_option no_options[] = { CRL_OPTIONS_END };
@@ -221,6 +226,7 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
     t->cfg = cfg;
     t->last_loss = NAN;
     t->actions = g_byte_array_new();
+    t->cuts = g_array_new(FALSE, FALSE, sizeof(int64_t));
     t->returns = crl_returns_new();
     crl_opts *otrain = NULL, *ooptim = NULL, *ocoll = NULL;
     /* Each part checks the sections it reads against its own tables; the whole config (unknown sections)
@@ -232,6 +238,8 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
         rc = crl__config_section_opts(cfg, "collector", crl_collector_options(), &ocoll, err);
     if (!rc)
         rc = crl__trainer_check_collector(ocoll, &t->init_random, err);
+    if (!rc)
+        rc = crl_opts_int(ocoll, "frames_per_batch", &t->fpb, err);
     crl_error e;
     crl_error_clear(&e);
     if (!rc && !(t->coll = crl_collector_from_config(host, cfg, "collector", "env", collect_policy, t, &e)))
@@ -288,6 +296,7 @@ void crl_trainer_free(crl_trainer *t)
     crl_td_unref(t->losses);
     crl_returns_free(t->returns);
     g_byte_array_free(t->actions, TRUE);
+    g_array_free(t->cuts, TRUE);
     g_free(t);
 }
 
@@ -530,6 +539,8 @@ int crl_trainer_run(crl_trainer *t, crl_train_progress_fn progress, void *user, 
         int64_t frames = crl_collector_frames(t->coll);
         if (t->ops.explore_step)
             t->ops.explore_step(t->loss, frames - t->frames);
+        if (frames - t->frames < t->fpb)
+            g_array_append_val(t->cuts, frames);
         t->frames = frames;
         t->batches++;
         tally(t, batch);
@@ -581,6 +592,8 @@ int64_t crl_trainer_frames(const crl_trainer *t) { return t->frames; }
  *                       double (NaN: none yet)
  *   "trainer/rng"       the exploration stream (crl_ckpt_put_rng: 12 u32)
  *   "trainer/actions"   every action the policy took, in order, elements of the env's action dtype
+ *   "trainer/cuts"      f64 each: the frame counts, increasing, in (0, frames], at which a batch shorter
+ *                       than frames_per_batch ended (total_frames cut it); absent from older files: none
  *   "optim/<i>/..."     crl_optim_save of parameter vector i;  "loss/...": the loss's own save */
 #define TRAIN_KIND "crl.train"
 #define N_COUNTERS 6
@@ -629,9 +642,14 @@ int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err)
         snprintf(prefix, sizeof prefix, "optim/%zu", i);
         rc = crl_optim_save(t->optims[i], w, prefix, err);
     }
+    uint8_t *cuts = g_malloc(8 * (size_t)t->cuts->len + 1);
+    for (guint i = 0; i < t->cuts->len; i++)
+        crl_ckpt_put_f64(cuts + 8 * i, (double)g_array_index(t->cuts, int64_t, i));
     if (!rc && !(rc = crl_ckpt_write(w, "trainer/counters", cbytes, sizeof cbytes, err)) &&
-        !(rc = crl_ckpt_write(w, "trainer/rng", rbytes, sizeof rbytes, err)))
-        rc = crl_ckpt_write(w, "trainer/actions", actions ? actions : t->actions->data, alen, err);
+        !(rc = crl_ckpt_write(w, "trainer/rng", rbytes, sizeof rbytes, err)) &&
+        !(rc = crl_ckpt_write(w, "trainer/actions", actions ? actions : t->actions->data, alen, err)))
+        rc = crl_ckpt_write(w, "trainer/cuts", cuts, 8 * (size_t)t->cuts->len, err);
+    g_free(cuts);
     g_free(actions);
     if (rc) {
         crl_ckpt_writer_abort(w);
@@ -647,6 +665,8 @@ typedef struct train_state {
     crl_rng rng;
     const uint8_t *actions;
     size_t alen;
+    const uint8_t *cuts;  /* ncuts f64 */
+    size_t ncuts;
 } train_state;
 
 static int bad_section(const crl_ckpt_reader *r, const char *sec, size_t at, crl_error *err, const char *fmt, ...)
@@ -710,6 +730,24 @@ static int read_train_state(const crl_trainer *t, const crl_ckpt_reader *r, trai
                            esize);
     if (ts->alen > G_MAXUINT)
         return bad_section(r, sec, 0, err, "%zu bytes; a trainer records at most %u", ts->alen, G_MAXUINT);
+    sec = "trainer/cuts";
+    ts->cuts = NULL;
+    ts->ncuts = 0;
+    if (!crl_ckpt_has(r, sec))
+        return CRL_OK;
+    if (!(ts->cuts = crl_ckpt_section(r, sec, &len, &e)))
+        return crl_error_pass(err, &e, CRL_E_CORRUPT);
+    if (len % 8)
+        return bad_section(r, sec, 0, err, "%zu bytes is no whole number of 8-byte frame counts", len);
+    ts->ncuts = len / 8;
+    double prev = 0;
+    for (size_t i = 0; i < ts->ncuts; i++) {
+        double v = crl_ckpt_get_f64(ts->cuts + 8 * i);
+        if (!(v > prev && v <= (double)ts->frames && v == floor(v)))
+            return bad_section(r, sec, 8 * i, err, "frame count %g is not a whole number above the one before "
+                               "(%g) and at most the %" PRId64 " frames", v, prev, ts->frames);
+        prev = v;
+    }
     return CRL_OK;
 }
 
@@ -750,6 +788,11 @@ static int load_file(crl_trainer *t, const char *path, bool actions, crl_error *
             esize = esize ? esize : 1;
             g_byte_array_set_size(t->actions, (guint)ts.alen);
             crl__ckpt_le_copy(t->actions->data, ts.actions, esize, ts.alen / esize);
+            g_array_set_size(t->cuts, 0);
+            for (size_t i = 0; i < ts.ncuts; i++) {
+                int64_t cut = (int64_t)crl_ckpt_get_f64(ts.cuts + 8 * i);
+                g_array_append_val(t->cuts, cut);
+            }
         }
     }
     crl_ckpt_reader_free(r);
@@ -759,6 +802,22 @@ static int load_file(crl_trainer *t, const char *path, bool actions, crl_error *
 int crl_trainer_load(crl_trainer *t, const char *path, crl_error *err)
 {
     return load_file(t, path, false, err);
+}
+
+/* The settings of the trainer's config, as files and overrides gave them (no defaults), as INI text. */
+static char *settings_text(const crl_config *cfg)
+{
+    GString *s = g_string_new("; the settings of the run that wrote this checkpoint (files and overrides, no "
+                              "defaults): crl run --resume compares them with its own and reloads them\n");
+    for (size_t i = 0; i < crl_config_section_count(cfg); i++) {
+        const char *sec = crl_config_section_at(cfg, i);
+        g_string_append_printf(s, "\n[%s]\n", sec);
+        for (size_t k = 0; k < crl_config_key_count(cfg, sec); k++) {
+            const char *key = crl_config_key_at(cfg, sec, k);
+            g_string_append_printf(s, "%s = %s\n", key, crl_config_get(cfg, sec, key));
+        }
+    }
+    return g_string_free(s, FALSE);
 }
 
 int crl_trainer_checkpoint(crl_trainer *t, const char *dir, crl_error *err)
@@ -771,6 +830,16 @@ int crl_trainer_checkpoint(crl_trainer *t, const char *dir, crl_error *err)
     char *model = g_build_filename(tmp, "trainer.ckpt", NULL);
     int rc = crl_trainer_save(t, model, err);
     g_free(model);
+    if (!rc) {
+        char *path = g_build_filename(tmp, CRL_TRAINER_SETTINGS_FILE, NULL), *text = settings_text(t->cfg);
+        GError *ge = NULL;
+        if (!g_file_set_contents(path, text, -1, &ge)) {
+            rc = crl_error_set(err, CRL_E_IO, "cannot write '%s': %s", path, ge->message);
+            g_error_free(ge);
+        }
+        g_free(path);
+        g_free(text);
+    }
     if (!rc && t->rb) {
         char *rdir = g_build_filename(tmp, "replay", NULL);
         rc = crl_replay_dump(t->rb, rdir, err);
@@ -795,26 +864,40 @@ int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err)
     g_free(model);
     if (rc)
         return crl_error_prefix(err, "resume from '%s': ", dir), rc;
-    /* Re-collect the checkpoint's frames with the recorded actions. */
+    /* Re-collect the checkpoint's frames with the recorded actions, in the batches they were collected in:
+     * full ones, and a shorter one ending at each cut and at the checkpoint's frame count. */
     int64_t target = t->frames;
+    int64_t total = crl__collector_limit(t->coll, target);
+    if (total >= 0 && total < target) {
+        crl__collector_limit(t->coll, total);
+        rc = crl_error_set(err, CRL_E_CONFIG, "resume: the checkpoint holds %lld frames but [collector] "
+                           "total_frames = %lld stops before; raise total_frames", (long long)target,
+                           (long long)total);
+        return crl_error_prefix(err, "resume from '%s': ", dir), rc;
+    }
     crl_rng keep = t->rng;
     t->ff = true;
     t->ff_pos = 0;
     crl_collector_set_replay(t->coll, NULL);
+    guint cut = 0;
     while (crl_collector_frames(t->coll) < target) {
+        int64_t at = crl_collector_frames(t->coll);
+        while (cut < t->cuts->len && g_array_index(t->cuts, int64_t, cut) <= at)
+            cut++;
+        crl__collector_limit(t->coll, cut < t->cuts->len ? g_array_index(t->cuts, int64_t, cut) : target);
         crl_error e;
         crl_error_clear(&e);
         crl_td *b = crl_collector_next(t->coll, &e);
         if (!b) {
             rc = e.code ? crl_error_pass(err, &e, CRL_E_RUNTIME)
-                        : crl_error_set(err, CRL_E_CONFIG, "resume: the checkpoint holds %lld frames but "
-                                        "[collector] total_frames stops before; raise total_frames",
-                                        (long long)target);
+                        : crl_error_set(err, CRL_E_CONFIG, "resume: re-collecting ended at frame %lld, before the "
+                                        "checkpoint's %lld", (long long)at, (long long)target);
             break;
         }
         tally(t, b);
         crl_td_unref(b);
     }
+    crl__collector_limit(t->coll, total);
     t->ff = false;
     t->rng = keep;
     if (!rc && crl_collector_frames(t->coll) != target)

@@ -79,7 +79,7 @@ fifo_resume() {
     expect "$want" "'?$(re "$d/$file")'?: .*it is a FIFO, not a regular file" \
         "--resume with $what a FIFO: exit $want at once naming it" -- run --resume "$d" collector.total_frames=2000 --quiet
 }
-fifo_resume experiment.ini 2 "experiment.ini"
+fifo_resume checkpoint/experiment.ini 2 "the checkpoint's experiment.ini"
 fifo_resume checkpoint/trainer.ckpt 1 "trainer.ckpt"
 fifo_resume checkpoint/replay/replay.ckpt 1 "the replay buffer's dump (replay.ckpt)"
 fifo_resume checkpoint/replay/storage/storage.ckpt 1 "the replay storage's dump (storage.ckpt)"

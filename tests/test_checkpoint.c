@@ -1357,6 +1357,94 @@ START_TEST(test_dir_with_checkpoint)
 }
 END_TEST
 
+/* Leftovers of interrupted writes (begin without commit or abort, an old DIR moved aside) go; whatever
+ * else carries a similar name, and whatever a link inside a leftover points at, stays. */
+START_TEST(test_dir_clean_leftovers)
+{
+    crl_error err;
+    char *dir = tpath("run/checkpoint");
+    char *run = tpath("run");
+    ck_assert_int_eq(g_mkdir(run, 0755), 0);
+    size_t n = 99;
+    ck_assert_int_eq(crl_ckpt_dir_clean(dir, &n, &err), CRL_OK);
+    ck_assert_uint_eq(n, 0);
+    /* Two writers killed mid-way, one with a nested replay dir and a link out. */
+    char *t1 = crl_ckpt_dir_begin(dir, &err), *t2 = crl_ckpt_dir_begin(dir, &err);
+    ck_assert_ptr_nonnull(t1);
+    ck_assert_ptr_nonnull(t2);
+    put_file(t1, "trainer.ckpt", "half");
+    char *nested = g_build_filename(t1, "replay.tmp-ABC123", NULL);
+    ck_assert_int_eq(g_mkdir(nested, 0755), 0);
+    put_file(nested, "data", "x");
+    char *outside = tpath("outside"), *keep = tpath("outside/keep");
+    ck_assert_int_eq(g_mkdir(outside, 0755), 0);
+    spit(keep, "keep", 4);
+    char *in_link = g_build_filename(t1, "link", NULL);
+    ck_assert_int_eq(symlink(outside, in_link), 0);
+    char *old = g_strdup_printf("%s.old-Zz9Aa0", dir);
+    ck_assert_int_eq(g_mkdir(old, 0700), 0);
+    put_file(old, "trainer.ckpt", "older");
+    /* Not leftovers: the checkpoint itself, other lengths and names, a symlink and a file of the name. */
+    ck_assert_int_eq(g_mkdir(dir, 0755), 0);
+    put_file(dir, "trainer.ckpt", "good");
+    char *short_name = g_strdup_printf("%s.tmp-ABC12", dir), *long_name = g_strdup_printf("%s.tmp-ABC1234", dir);
+    char *other = tpath("run/replay.tmp-ABC123"), *odd = g_strdup_printf("%s.tmp-AB_123", dir);
+    char *link = g_strdup_printf("%s.tmp-LINK00", dir), *file = g_strdup_printf("%s.tmp-FILE00", dir);
+    ck_assert_int_eq(g_mkdir(short_name, 0755), 0);
+    ck_assert_int_eq(g_mkdir(long_name, 0755), 0);
+    ck_assert_int_eq(g_mkdir(other, 0755), 0);
+    ck_assert_int_eq(g_mkdir(odd, 0755), 0);
+    ck_assert_int_eq(symlink(outside, link), 0);
+    spit(file, "f", 1);
+
+    ck_assert_msg(crl_ckpt_dir_clean(dir, &n, &err) == CRL_OK, "%s", err.message);
+    ck_assert_uint_eq(n, 3);
+    ck_assert(!g_file_test(t1, G_FILE_TEST_EXISTS));
+    ck_assert(!g_file_test(t2, G_FILE_TEST_EXISTS));
+    ck_assert(!g_file_test(old, G_FILE_TEST_EXISTS));
+    char *t = get_text(dir, "trainer.ckpt");
+    ck_assert_str_eq(t, "good");
+    g_free(t);
+    t = get_text(outside, "keep");
+    ck_assert_str_eq(t, "keep");
+    g_free(t);
+    ck_assert(g_file_test(short_name, G_FILE_TEST_IS_DIR));
+    ck_assert(g_file_test(long_name, G_FILE_TEST_IS_DIR));
+    ck_assert(g_file_test(other, G_FILE_TEST_IS_DIR));
+    ck_assert(g_file_test(odd, G_FILE_TEST_IS_DIR));
+    ck_assert(g_file_test(link, G_FILE_TEST_IS_SYMLINK));
+    ck_assert(g_file_test(file, G_FILE_TEST_IS_REGULAR));
+    /* Again: nothing left to remove; a trailing slash names the same dir; removed may be NULL. */
+    char *slash = g_strdup_printf("%s/", dir);
+    ck_assert_int_eq(crl_ckpt_dir_clean(slash, &n, &err), CRL_OK);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(crl_ckpt_dir_clean(dir, NULL, &err), CRL_OK);
+    /* Errors name the problem. */
+    ck_assert_int_eq(crl_ckpt_dir_clean("", &n, &err), CRL_E_INVALID);
+    ck_assert_int_eq(crl_ckpt_dir_clean(NULL, &n, &err), CRL_E_INVALID);
+    char *nowhere = tpath("no/such/dir/checkpoint");
+    ck_assert_int_eq(crl_ckpt_dir_clean(nowhere, &n, &err), CRL_E_IO);
+    ck_assert_msg(strstr(err.message, "no/such/dir"), "%s", err.message);
+    g_free(nowhere);
+    g_free(slash);
+    g_free(link);
+    g_free(file);
+    g_free(odd);
+    g_free(other);
+    g_free(short_name);
+    g_free(long_name);
+    g_free(old);
+    g_free(in_link);
+    g_free(keep);
+    g_free(outside);
+    g_free(nested);
+    crl_free(t1);
+    crl_free(t2);
+    g_free(run);
+    g_free(dir);
+}
+END_TEST
+
 static Suite *checkpoint_suite(void)
 {
     Suite *s = suite_create("checkpoint");
@@ -1388,6 +1476,7 @@ static Suite *checkpoint_suite(void)
     tcase_add_test(tc, test_dir_commit_replaces);
     tcase_add_test(tc, test_dir_abort_and_errors);
     tcase_add_test(tc, test_dir_with_checkpoint);
+    tcase_add_test(tc, test_dir_clean_leftovers);
     suite_add_tcase(s, tc);
     return s;
 }

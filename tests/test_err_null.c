@@ -456,6 +456,8 @@ START_TEST(checkpoint_failures)
     crl_mlp_unref(m);
     crl_ckpt_reader_free(r);
     FAILS_NULL(CRL_E_IO, crl_ckpt_dir_begin("/proc/crl-no-such-dir/ckpt", E));
+    FAILS(CRL_E_IO, crl_ckpt_dir_clean("/proc/crl-no-such-dir/ckpt", NULL, E));
+    FAILS(CRL_E_INVALID, crl_ckpt_dir_clean("", NULL, E));
     g_free(path);
     scratch_close();
 }

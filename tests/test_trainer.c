@@ -325,6 +325,75 @@ START_TEST(ppo_resume_bitwise)
 }
 END_TEST
 
+/* Run `totals[0]` frames of the config `fmt` (its %d the total), then resume from a checkpoint directory
+ * with each following total in turn; the parameters at the end (*frames: the frame count). */
+static crl_td *resume_chain(const char *fmt, const int *totals, size_t n, int64_t *frames)
+{
+    char dir[] = "/tmp/crl-test-chain-XXXXXX";
+    ck_assert_ptr_nonnull(g_mkdtemp(dir));
+    char *ck = g_build_filename(dir, "checkpoint", NULL);
+    crl_td *params = NULL;
+    for (size_t i = 0; i < n; i++) {
+        crl_test_host h;
+        crl_error e = { 0 };
+        char *ini = g_strdup_printf(fmt, totals[i]);
+        crl_trainer *t = open_trainer(&h, ini, &e);
+        ck_assert_msg(t != NULL, "trainer: %s", e.message);
+        if (i)
+            ck_assert_msg(crl_trainer_resume(t, ck, &e) == CRL_OK, "resume to %d frames: %s", totals[i], e.message);
+        ck_assert_msg(crl_trainer_run(t, NULL, NULL, &e) == CRL_OK, "run to %d frames: %s", totals[i], e.message);
+        ck_assert_msg(crl_trainer_checkpoint(t, ck, &e) == CRL_OK, "checkpoint: %s", e.message);
+        if (i == n - 1) {
+            params = all_params(t);
+            *frames = crl_trainer_frames(t);
+        }
+        crl_trainer_free(t);
+        crl_test_host_close(&h);
+        g_free(ini);
+    }
+    /* The checkpoint holds the settings it was written with. */
+    char *settings = g_build_filename(ck, CRL_TRAINER_SETTINGS_FILE, NULL), *text = NULL;
+    ck_assert(g_file_get_contents(settings, &text, NULL, NULL));
+    char *want = g_strdup_printf("total_frames = %d\n", totals[n - 1]);
+    ck_assert_msg(strstr(text, want) && strstr(text, "[collector]\n"), "%s", text);
+    g_free(want);
+    g_free(text);
+    g_free(settings);
+    char *cmd = g_strdup_printf("rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    g_free(cmd);
+    g_free(ck);
+    return params;
+}
+
+#define PPO_RESET_INI                                                                                         \
+    "[env]\nbackend = classic\nid = CartPole-v1\nnum_envs = 4\nseed = 3\n"                                   \
+    "[collector]\nframes_per_batch = 256\ntotal_frames = %d\nreset_at_each_iter = true\n"                     \
+    "[loss]\ntype = ppo\n[optim]\nlr = 0.001\n[train]\nminibatch_size = 64\neval_episodes = 0\n"
+
+/* A total_frames that is no multiple of frames_per_batch ends a run with a shorter batch; a resume
+ * re-collects the checkpoint's frames in the same batches (reset_at_each_iter makes each batch start
+ * with a reset, so a batch boundary elsewhere would give other envs), whatever total it goes on to, and
+ * through any number of resumes. */
+START_TEST(resume_any_total)
+{
+    const int one[] = { 1000, 2040 }, two[] = { 1000, 1512, 2040 }, three[] = { 1000, 1100, 1612, 2040 },
+              four[] = { 1000, 1100, 2040 };
+    int64_t f1, f2, f3, f4;
+    crl_td *a = resume_chain(PPO_RESET_INI, one, 2, &f1), *b = resume_chain(PPO_RESET_INI, two, 3, &f2);
+    ck_assert_int_eq(f1, 2040);
+    ck_assert_int_eq(f2, 2040);
+    ck_assert_msg(crl_td_equal(a, b), "1000 + 1040 frames differ from 1000 + 512 + 528 (whole batches after 1000)");
+    crl_td *c = resume_chain(PPO_RESET_INI, three, 4, &f3), *d = resume_chain(PPO_RESET_INI, four, 3, &f4);
+    ck_assert_int_eq(f3, 2040);
+    ck_assert_msg(crl_td_equal(c, d), "1000 + 100 + 512 + 428 frames differ from 1000 + 100 + 940");
+    crl_td_unref(a);
+    crl_td_unref(b);
+    crl_td_unref(c);
+    crl_td_unref(d);
+}
+END_TEST
+
 /* Resuming with a config that does not reproduce the frames is refused. */
 START_TEST(resume_mismatch)
 {
@@ -440,6 +509,33 @@ START_TEST(checkpoint_little_endian_checked)
     ck_assert_int_eq(crl_trainer_load(t2, bad, &e), CRL_E_CORRUPT);
     assert_msg_has(&e, "section 'trainer/rng': word index 6 or reserved word 0 is no stream's");
     ck_assert_int_eq(crl_optim_steps(crl_trainer_optim(t2, 0)), steps);
+    /* The cuts (frame counts where a short batch ended): none here, since 512 frames are two whole batches;
+     * whole, increasing and within the frames when there are. */
+    size_t culen;
+    uint8_t *cuts = ckpt_edit_section(path, "crl.train", "trainer/cuts", &culen);
+    ck_assert_uint_eq(culen, 0);
+    g_free(cuts);
+    uint8_t cu[16];
+    ckpt_le_f64(cu, 256);
+    ckpt_le_f64(cu + 8, 500);
+    ckpt_edit_replace(path, bad, "crl.train", "trainer/cuts", cu, 16);
+    ck_assert_msg(crl_trainer_load(t2, bad, &e) == CRL_OK, "%s", e.message);
+    const struct { double a, b; size_t len; const char *msg; } bad_cuts[] = {
+        { 256, 0, 12, "section 'trainer/cuts': 12 bytes is no whole number of 8-byte frame counts" },
+        { 600, 0, 8, "frame count 600 is not a whole number above the one before (0) and at most the 512 frames" },
+        { 256, 256, 16, "frame count 256 is not a whole number above the one before (256)" },
+        { 0, 0, 8, "frame count 0 is not" },
+        { 10.5, 0, 8, "frame count 10.5 is not" },
+    };
+    for (size_t k = 0; k < G_N_ELEMENTS(bad_cuts); k++) {
+        ckpt_le_f64(cu, bad_cuts[k].a);
+        ckpt_le_f64(cu + 8, bad_cuts[k].b);
+        ckpt_edit_replace(path, bad, "crl.train", "trainer/cuts", cu, bad_cuts[k].len);
+        ck_assert_int_eq(crl_trainer_load(t2, bad, &e), CRL_E_CORRUPT);
+        ck_assert_msg(g_str_has_prefix(e.message, bad) && strstr(e.message, ": offset "), "%s", e.message);
+        assert_msg_has(&e, bad_cuts[k].msg);
+    }
+    ck_assert_int_eq(crl_optim_steps(crl_trainer_optim(t2, 0)), steps);
     /* Optimizer state that is fine next to a loss section that is not: the optimizer keeps its state too. */
     size_t mlen;
     uint8_t *meta = ckpt_edit_section(path, "crl.train", "optim/0/meta", &mlen);
@@ -548,7 +644,8 @@ int main(void)
     crl_test_keep_cairo();
     return RUN_TESTS("trainer", dqn_learns, ppo_learns, a2c_learns, reinforce_learns, discrete_sac_learns,
                      sac_learns, td3_learns, ddpg_learns, dqn_resume_bitwise, ppo_resume_bitwise,
-                     sac_resume_bitwise, td3_resume_bitwise, resume_mismatch, dqn_reproducible, save_load,
+                     sac_resume_bitwise, td3_resume_bitwise, resume_mismatch, resume_any_total, dqn_reproducible,
+                     save_load,
                      checkpoint_little_endian_checked,
                      bad_configs, non_finite_stops);
 }

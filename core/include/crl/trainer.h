@@ -138,16 +138,27 @@ CRL_API int crl_trainer_evaluate(crl_trainer *t, int64_t episodes, double *mean_
 CRL_API int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err);
 CRL_API int crl_trainer_load(crl_trainer *t, const char *path, crl_error *err);
 
+/* The file of a checkpoint directory holding the settings of the config
+ * the trainer was built from. */
+#define CRL_TRAINER_SETTINGS_FILE "experiment.ini"
+
 /* A checkpoint directory (written to a temporary directory, fsynced and
  * renamed over dir): trainer.ckpt (crl_trainer_save, plus the counters and
- * every action the policy took) and replay/ (crl_replay_dump).  Call it
- * between batches (from the progress callback, or after a run). */
+ * every action the policy took), replay/ (crl_replay_dump) and
+ * experiment.ini (CRL_TRAINER_SETTINGS_FILE: every key of the trainer's
+ * config as its files and overrides set it, no defaults, as INI; what a
+ * resume compares its own config with).  Call it between batches (from the
+ * progress callback, or after a run).  Temporary directories of a process
+ * killed meanwhile stay next to dir: crl_ckpt_dir_clean (crl/checkpoint.h)
+ * removes them. */
 CRL_API int crl_trainer_checkpoint(crl_trainer *t, const char *dir, crl_error *err);
 /* Continue from a checkpoint directory, on a new trainer built from the
- * same config (total_frames may be larger): loads the loss, optimizer and
- * counters, re-collects the checkpoint's frames with the recorded actions
- * (rebuilding the env and collector state without the backends saving
- * theirs; the policy is not run), then loads the replay buffer.  The next
+ * same config (total_frames may be larger, and need not be a multiple of
+ * frames_per_batch): loads the loss, optimizer and counters, re-collects
+ * the checkpoint's frames with the recorded actions in the batches they
+ * were collected in (rebuilding the env and collector state without the
+ * backends saving theirs; the policy is not run), then loads the replay
+ * buffer.  The next
  * crl_trainer_run continues bitwise as the uninterrupted run would on CPU
  * (same OpenBLAS thread count).  Errors: CRL_E_CORRUPT / CRL_E_IO naming
  * the file, CRL_E_CONFIG when the config does not reproduce the

@@ -202,6 +202,18 @@ CRL_API crl_td *crl_ckpt_read_td(const crl_ckpt_reader *r, const char *prefix, c
 CRL_API char *crl_ckpt_dir_begin(const char *dir, crl_error *err);
 CRL_API int crl_ckpt_dir_commit(const char *tmpdir, const char *dir, crl_error *err);
 CRL_API void crl_ckpt_dir_abort(const char *tmpdir);
+/* Remove what interrupted writes of dir left next to it (a process killed
+ * between begin and commit or abort, or while commit removed the old DIR):
+ * the directories named exactly "DIR.tmp-XXXXXX" or "DIR.old-XXXXXX" (six
+ * letters or digits), real directories owned by the calling user.
+ * Anything else of such a name (a symlink, a file) is left alone; the
+ * removal follows no symlink and enters no other filesystem.  Call it only
+ * while no other process writes checkpoints of dir (crl run holds a lock on
+ * its run directory).  *removed (may be NULL) receives how many were
+ * removed.  Errors: CRL_E_INVALID for a NULL or empty dir, CRL_E_IO when the
+ * parent cannot be listed or a leftover cannot be removed whole (naming it;
+ * the others are still removed).  Since ABI 1.2. */
+CRL_API int crl_ckpt_dir_clean(const char *dir, size_t *removed, crl_error *err);
 
 #ifdef __cplusplus
 }
