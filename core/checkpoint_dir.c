@@ -1,6 +1,7 @@
 /* Checkpoint directories: write into "DIR.tmp-XXXXXX", fsync everything, swap it in for DIR, fsync the parent. */
 #define _GNU_SOURCE
 #include "checkpoint-private.h"
+#include "remove-tree.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -80,45 +81,6 @@ static int fsync_tree(const char *path, int depth, crl_error *err)
     return rc ? rc : fsync_path(path, O_DIRECTORY, err);
 }
 
-/* Remove name (in the directory dfd) and everything under it.  Relative to
- * open directory descriptors, so no symlink is followed even when the tree
- * changes meanwhile, and never into another filesystem than `dev` (a mount
- * point inside stays, and so does its directory).  0, or the errno of the
- * first failure (the rest is still tried). */
-static int remove_at(int dfd, const char *name, dev_t dev, int depth)
-{
-    struct stat st;
-    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-        return errno == ENOENT ? 0 : errno;
-    if (!S_ISDIR(st.st_mode))
-        return unlinkat(dfd, name, 0) == 0 || errno == ENOENT ? 0 : errno;
-    if (st.st_dev != dev)
-        return EXDEV;
-    if (depth > 64)
-        return ELOOP;
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return errno;
-    DIR *dh = fdopendir(fd);
-    if (!dh) {
-        int e = errno;
-        close(fd);
-        return e;
-    }
-    int first = 0;
-    struct dirent *de;
-    while ((de = readdir(dh))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        int e = remove_at(fd, de->d_name, dev, depth + 1);
-        if (e && !first)
-            first = e;
-    }
-    closedir(dh);
-    if (unlinkat(dfd, name, AT_REMOVEDIR) != 0 && !first)
-        first = errno;
-    return first;
-}
 
 /* Remove path and everything under it without following symlinks. */
 static int remove_tree(const char *path)
@@ -131,7 +93,7 @@ static int remove_tree(const char *path)
     if (dfd < 0) {
         rc = errno;
     } else {
-        rc = remove_at(dfd, base, st.st_dev, 0);
+        rc = crl__remove_at(dfd, base, st.st_dev, 0);
         close(dfd);
     }
     g_free(parent);
@@ -266,7 +228,7 @@ int crl_ckpt_dir_clean(const char *dir, size_t *removed, crl_error *err)
         /* Only real directories of this user: a symlink or file of that name is not crl's. */
         if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
             continue;
-        int e = remove_at(dfd, name, st.st_dev, 0);
+        int e = crl__remove_at(dfd, name, st.st_dev, 0);
         if (e) {
             if (!rc)
                 rc = crl_error_set(err, CRL_E_IO, "%s/%s: cannot remove this leftover temporary checkpoint: %s",

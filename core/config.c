@@ -378,3 +378,19 @@ int crl__config_section_opts(const crl_config *cfg, const char *section, const c
     *out = crl_config_opts(cfg, section, tables, 1, &e);
     return *out ? CRL_OK : crl_error_pass(err, &e, CRL_E_CONFIG);
 }
+
+char *crl_config_to_ini(const crl_config *cfg)
+{
+    if (!cfg)
+        return NULL;
+    GString *s = g_string_new(NULL);
+    for (size_t i = 0; i < crl_config_section_count(cfg); i++) {
+        const char *sec = crl_config_section_at(cfg, i);
+        g_string_append_printf(s, "%s[%s]\n", i ? "\n" : "", sec);
+        for (size_t k = 0; k < crl_config_key_count(cfg, sec); k++) {
+            const char *key = crl_config_key_at(cfg, sec, k);
+            g_string_append_printf(s, "%s = %s\n", key, crl_config_get(cfg, sec, key));
+        }
+    }
+    return g_string_free(s, FALSE);
+}

@@ -807,17 +807,11 @@ int crl_trainer_load(crl_trainer *t, const char *path, crl_error *err)
 /* The settings of the trainer's config, as files and overrides gave them (no defaults), as INI text. */
 static char *settings_text(const crl_config *cfg)
 {
-    GString *s = g_string_new("; the settings of the run that wrote this checkpoint (files and overrides, no "
-                              "defaults): crl run --resume compares them with its own and reloads them\n");
-    for (size_t i = 0; i < crl_config_section_count(cfg); i++) {
-        const char *sec = crl_config_section_at(cfg, i);
-        g_string_append_printf(s, "\n[%s]\n", sec);
-        for (size_t k = 0; k < crl_config_key_count(cfg, sec); k++) {
-            const char *key = crl_config_key_at(cfg, sec, k);
-            g_string_append_printf(s, "%s = %s\n", key, crl_config_get(cfg, sec, key));
-        }
-    }
-    return g_string_free(s, FALSE);
+    char *ini = crl_config_to_ini(cfg);
+    char *s = g_strconcat("; the settings of the run that wrote this checkpoint (files and overrides, no defaults): "
+                          "crl run --resume compares them with its own and reloads them\n\n", ini, NULL);
+    crl_free(ini);
+    return s;
 }
 
 int crl_trainer_checkpoint(crl_trainer *t, const char *dir, crl_error *err)

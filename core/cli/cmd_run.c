@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "cli-private.h"
+#include "remove-tree.h"
 
 #include <crl/checkpoint.h>
 #include <crl/trainer.h>
@@ -400,61 +401,14 @@ static int metrics_rewind(run_ctx *r, int64_t frames, crl_error *err)
  * apply to other choices, such as [replay] alpha without prioritized). */
 static char *explicit_config(const crl_config *cfg)
 {
-    GString *s = g_string_new("; the settings of this run (files and overrides, no defaults): crl run --resume "
-                              "reads this\n");
-    for (size_t i = 0; i < crl_config_section_count(cfg); i++) {
-        const char *sec = crl_config_section_at(cfg, i);
-        g_string_append_printf(s, "\n[%s]\n", sec);
-        for (size_t k = 0; k < crl_config_key_count(cfg, sec); k++) {
-            const char *key = crl_config_key_at(cfg, sec, k);
-            g_string_append_printf(s, "%s = %s\n", key, crl_config_get(cfg, sec, key));
-        }
-    }
-    return g_string_free(s, FALSE);
+    char *ini = crl_config_to_ini(cfg);
+    char *s = g_strconcat("; the settings of this run (files and overrides, no defaults): crl run --resume reads "
+                          "this\n\n", ini, NULL);
+    crl_free(ini);
+    return s;
 }
 
 /* ---- run directories ------------------------------------------------------------------------- */
-
-/* Remove name (in the directory dfd) and everything under it, relative to open descriptors: no symlink
- * is followed, even when the tree changes meanwhile, and no other filesystem than dev is entered.  0 or
- * the errno of the first failure (the rest is still tried). */
-static int remove_at(int dfd, const char *name, dev_t dev, int depth)
-{
-    struct stat st;
-    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-        return errno == ENOENT ? 0 : errno;
-    if (!S_ISDIR(st.st_mode))
-        return unlinkat(dfd, name, 0) == 0 || errno == ENOENT ? 0 : errno;
-    if (st.st_dev != dev)
-        return EXDEV;
-    if (depth > 64)
-        return ELOOP;
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return errno;
-    DIR *dh = fdopendir(fd);
-    if (!dh) {
-        int e = errno;
-        close(fd);
-        return e;
-    }
-    int first = 0;
-    GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
-    struct dirent *de;
-    while ((de = readdir(dh)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-            g_ptr_array_add(names, g_strdup(de->d_name));
-    for (guint i = 0; i < names->len; i++) {
-        int e = remove_at(fd, g_ptr_array_index(names, i), dev, depth + 1);
-        if (e && !first)
-            first = e;
-    }
-    g_ptr_array_free(names, TRUE);
-    closedir(dh);
-    if (unlinkat(dfd, name, AT_REMOVEDIR) != 0 && !first)
-        first = errno;
-    return first;
-}
 
 /* The crl run writing a run directory holds a lock on DIR/run.lock for its whole life: a POSIX record
  * lock, which the kernel releases when the process ends however it ends, and which the env workers it
@@ -614,7 +568,7 @@ static int overwrite_run_dir(const crl_config *cfg, const char *dir, int *lockfd
     for (guint i = 0; !rc && i < names->len; i++) {
         const char *name = g_ptr_array_index(names, i);
         if (strcmp(name, "run.lock")) {
-            int e = remove_at(dfd, name, st.st_dev, 0);
+            int e = crl__remove_at(dfd, name, st.st_dev, 0);
             if (e && !first) {
                 first = e;
                 rc = crl_error_set(err, CRL_E_IO, "--overwrite: cannot remove '%s/%s': %s", dir, name,

@@ -134,6 +134,11 @@ CRL_API crl_opts *crl_config_opts(const crl_config *cfg, const char *section,
                                   const crl_option *const *tables, size_t ntables, crl_error *err);
 CRL_API void crl_opts_free(crl_opts *o);
 
+/* The settings the config's files and overrides give (no defaults), as INI
+ * text: every section in order, each key as `key = value`.  Loading it back
+ * gives the same settings.  Free with crl_free; NULL only for a NULL cfg. */
+CRL_API char *crl_config_to_ini(const crl_config *cfg);
+
 /* The resolved config as INI text: every section of the config and of the
  * schema, every declared key with its value or default, and a comment saying
  * where it came from.  Free with crl_free. */
