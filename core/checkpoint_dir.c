@@ -81,26 +81,6 @@ static int fsync_tree(const char *path, int depth, crl_error *err)
     return rc ? rc : fsync_path(path, O_DIRECTORY, err);
 }
 
-
-/* Remove path and everything under it without following symlinks. */
-static int remove_tree(const char *path)
-{
-    struct stat st;
-    if (lstat(path, &st) != 0)
-        return errno == ENOENT ? 0 : errno;
-    char *parent = g_path_get_dirname(path), *base = g_path_get_basename(path);
-    int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
-    if (dfd < 0) {
-        rc = errno;
-    } else {
-        rc = crl__remove_at(dfd, base, st.st_dev, 0);
-        close(dfd);
-    }
-    g_free(parent);
-    g_free(base);
-    return rc;
-}
-
 /* Only names made by crl_ckpt_dir_begin ("X.tmp-XXXXXX") are ever removed
  * recursively, so a wrong argument cannot wipe an unrelated tree. */
 static bool is_tmp_name(const char *tmpdir)
@@ -170,7 +150,7 @@ int crl_ckpt_dir_commit(const char *tmpdir, const char *dir, crl_error *err)
     }
     rc = fsync_path(parent, O_DIRECTORY, err);
     if (old)
-        remove_tree(old);
+        crl__remove_tree(old);
 out:
     g_free(old);
     g_free(parent);
@@ -181,7 +161,7 @@ out:
 void crl_ckpt_dir_abort(const char *tmpdir)
 {
     if (tmpdir && is_tmp_name(tmpdir))
-        remove_tree(tmpdir);
+        crl__remove_tree(tmpdir);
 }
 
 /* "BASE.tmp-XXXXXX" or "BASE.old-XXXXXX" with the six characters of g_mkdtemp's alphabet. */

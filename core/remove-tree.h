@@ -53,4 +53,24 @@ static inline int crl__remove_at(int dfd, const char *name, dev_t dev, int depth
     return first;
 }
 
+/* Remove path and everything under it without following symlinks (crl__remove_at from its parent directory).
+ * 0 or the errno of the first failure. */
+static inline int crl__remove_tree(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? 0 : errno;
+    char *parent = g_path_get_dirname(path), *base = g_path_get_basename(path);
+    int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
+    if (dfd < 0) {
+        rc = errno;
+    } else {
+        rc = crl__remove_at(dfd, base, st.st_dev, 0);
+        close(dfd);
+    }
+    g_free(parent);
+    g_free(base);
+    return rc;
+}
+
 #endif

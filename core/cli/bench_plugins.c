@@ -2,6 +2,7 @@
  * cache (every plugin scanned in its own process) next to a warm one (nothing scanned, nothing loaded). */
 #include "config.h"
 #include "cli-private.h"
+#include "remove-tree.h"
 
 #include <glib.h>
 #include <glib/gstdio.h>
@@ -94,24 +95,6 @@ static int fill(const char *dir, const char *data, gsize len, int n)
     return 0;
 }
 
-static void rm_tree(const char *path)
-{
-    if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(path, G_FILE_TEST_IS_SYMLINK)) {
-        GDir *d = g_dir_open(path, 0, NULL);
-        const char *e;
-        while (d && (e = g_dir_read_name(d))) {
-            char *p = g_build_filename(path, e, NULL);
-            rm_tree(p);
-            g_free(p);
-        }
-        if (d)
-            g_dir_close(d);
-        g_rmdir(path);
-    } else {
-        g_unlink(path);
-    }
-}
-
 int crl__bench_plugins(double seconds)
 {
     const char *plug = getenv("CRL_BENCH_PLUGIN");
@@ -176,7 +159,7 @@ int crl__bench_plugins(double seconds)
     if (rc == CRL_EXIT_OK)
         printf("\nwarm start-up, 50 plugins vs none: %.2fx (%.1f ms vs %.1f ms)\n", warm[2] / warm[0], warm[2],
                warm[0]);
-    rm_tree(c.tmp);
+    crl__remove_tree(c.tmp);
     g_strfreev(c.env);
     g_free(none);
     g_free(c.tmp);
