@@ -1,0 +1,389 @@
+/* The ffi env backend over tests/ffi/springmass.c: specs, a rollout equal to a plain C loop over the same
+ * library, every executor, and the description errors (CRL_E_CONFIG with FILE:LINE). */
+#include <check.h>
+#include <dlfcn.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <crl/crl.h>
+#include <crl/config.h>
+#include <crl/env.h>
+#include <crl/host.h>
+
+#include "host-fixture.h"
+
+/* The [env] section; each line is one key so a test can replace one. */
+static const char *const base_keys[][2] = {
+    { "backend", "ffi" },
+    { "id", "springmass" },
+    { "library", SPRINGMASS_LIB },
+    { "make", "handle sm_make()" },
+    { "seeding", "void sm_seed(handle, seed)" },
+    { "reset", "void sm_reset(handle, double *observation[2])" },
+    { "step", "int32 sm_step(handle, const double *action, double *observation, double *reward, "
+              "uint8 *terminated) ok=0" },
+    { "free", "void sm_free(handle)" },
+    { "observation_shape", "2" },
+    { "action_shape", "1" },
+    { "action_low", "-1" },
+    { "action_high", "1" },
+};
+#define NKEYS (sizeof base_keys / sizeof base_keys[0])
+
+/* The ini with `key` set to `value` (NULL: removed; a key not in the base is appended), and `extra` lines
+ * after; *line gets the line of `key` in the whole file (the fixture adds two lines before). */
+static char *ini_with2(const char *key, const char *value, const char *key2, const char *value2,
+                       const char *extra, int *line)
+{
+    GString *s = g_string_new("[env]\n");
+    int n = 3; /* "[plugins]", "load", "[env]" */
+    bool seen = false;
+    for (size_t k = 0; k < NKEYS; k++) {
+        const char *v = base_keys[k][1];
+        if (key2 && !strcmp(key2, base_keys[k][0]))
+            v = value2;
+        if (key && !strcmp(key, base_keys[k][0])) {
+            seen = true;
+            if (!value)
+                continue;
+            v = value;
+            if (line)
+                *line = n + 1;
+        }
+        g_string_append_printf(s, "%s = %s\n", base_keys[k][0], v);
+        n++;
+    }
+    if (key && !seen && value) {
+        g_string_append_printf(s, "%s = %s\n", key, value);
+        if (line)
+            *line = n + 1;
+        n++;
+    }
+    if (extra)
+        g_string_append(s, extra);
+    return g_string_free(s, FALSE);
+}
+
+static char *ini_with(const char *key, const char *value, const char *extra, int *line)
+{
+    return ini_with2(key, value, NULL, NULL, extra, line);
+}
+
+static crl_env *open_env(crl_test_host *f, const char *ini, crl_error *e)
+{
+    crl_test_host_open(f, "ffi", ini);
+    return crl_env_from_config(f->host, f->cfg, "env", e);
+}
+
+START_TEST(specs_pass)
+{
+    char *ini = ini_with(NULL, NULL, "num_envs = 3\n", NULL);
+    crl_test_host f;
+    crl_error e = { 0 };
+    crl_env *env = open_env(&f, ini, &e);
+    ck_assert_msg(env != NULL, "%s", e.message);
+    ck_assert_int_eq(crl_env_check_specs(env, 40, &e), CRL_OK);
+    const crl_spec *a = crl_env_action_spec(env);
+    ck_assert_int_eq(crl_spec_get_kind(crl_spec_composite_get(a, "action")), CRL_SPEC_BOUNDED);
+    ck_assert_int_eq(crl_spec_shape(crl_spec_composite_get(crl_env_observation_spec(env), "observation"))[1], 2);
+    crl_env_free(env);
+    crl_test_host_close(&f);
+    g_free(ini);
+}
+END_TEST
+
+/* The same library driven directly: env i seeded with element i of the chain, actions a(t, i). */
+static float action_at(int64_t t, int64_t i)
+{
+    return (float)sin(0.3 * (double)t + (double)i);
+}
+
+typedef struct direct {
+    void *(*make)(void);
+    void (*seed)(void *, uint64_t);
+    void (*reset)(void *, double *);
+    int32_t (*step)(void *, const double *, double *, double *, uint8_t *);
+    void (*free)(void *);
+    void *lib;
+} direct;
+
+static void direct_open(direct *d)
+{
+    d->lib = dlopen(SPRINGMASS_LIB, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(d->lib != NULL, "%s", dlerror());
+    *(void **)&d->make = dlsym(d->lib, "sm_make");
+    *(void **)&d->seed = dlsym(d->lib, "sm_seed");
+    *(void **)&d->reset = dlsym(d->lib, "sm_reset");
+    *(void **)&d->step = dlsym(d->lib, "sm_step");
+    *(void **)&d->free = dlsym(d->lib, "sm_free");
+    ck_assert(d->make && d->seed && d->reset && d->step && d->free);
+}
+
+#define NUM 4
+#define STEPS 60
+
+/* Roll the ffi env (with `extra` config lines) and compare every observation, reward and flag bitwise. */
+static void rollout_equals_direct(const char *extra)
+{
+    char *more = g_strdup_printf("num_envs = %d\n%s", NUM, extra);
+    char *ini = ini_with(NULL, NULL, more, NULL);
+    crl_test_host f;
+    crl_error e = { 0 };
+    crl_env *env = open_env(&f, ini, &e);
+    ck_assert_msg(env != NULL, "%s", e.message);
+    crl_env_set_seed(env, 7);
+    crl_td *td = crl_env_reset(env, NULL, &e);
+    ck_assert_msg(td != NULL, "%s", e.message);
+
+    direct d;
+    direct_open(&d);
+    void *sims[NUM];
+    double obs[NUM][2], rew[NUM];
+    uint8_t term[NUM];
+    uint64_t seed = 7;
+    for (int i = 0; i < NUM; i++) {
+        sims[i] = d.make();
+        d.seed(sims[i], seed);
+        seed = crl_seed_next(seed);
+        d.reset(sims[i], obs[i]);
+    }
+    const float *o = crl_tensor_data(crl_td_get(td, "observation"));
+    for (int i = 0; i < NUM; i++)
+        for (int k = 0; k < 2; k++)
+            ck_assert_msg((float)obs[i][k] == o[i * 2 + k], "reset env %d obs %d", i, k);
+    int64_t ashape[2] = { NUM, 1 };
+    crl_tensor *act = crl_tensor_new(CRL_F32, 2, ashape, &e);
+    ck_assert_ptr_nonnull(act);
+    for (int64_t t = 0; t < STEPS; t++) {
+        float *a = crl_tensor_data(act);
+        for (int i = 0; i < NUM; i++)
+            a[i] = action_at(t, i);
+        ck_assert_int_eq(crl_td_set(td, "action", crl_tensor_ref(act), &e), CRL_OK);
+        ck_assert_msg(crl_env_step(env, td, &e) == CRL_OK, "%s", e.message);
+        const float *no = crl_tensor_data(crl_td_get(td, "next.observation"));
+        const float *nr = crl_tensor_data(crl_td_get(td, "next.reward"));
+        const uint8_t *nt = crl_tensor_data(crl_td_get(td, "next.terminated"));
+        for (int i = 0; i < NUM; i++) {
+            double u = a[i];
+            ck_assert_int_eq(d.step(sims[i], &u, obs[i], &rew[i], &term[i]), 0);
+            for (int k = 0; k < 2; k++)
+                ck_assert_msg((float)obs[i][k] == no[i * 2 + k], "step %lld env %d obs %d: %.9g vs %.9g",
+                              (long long)t, i, k, obs[i][k], no[i * 2 + k]);
+            ck_assert((float)rew[i] == nr[i]);
+            ck_assert_int_eq(term[i] != 0, nt[i]);
+            ck_assert_int_eq(nt[i], 0); /* bounded forces keep |x| < 4: no reset needed */
+        }
+        crl_td *nx = crl_env_step_mdp(env, td, &e);
+        ck_assert_msg(nx != NULL, "%s", e.message);
+        crl_td_unref(td);
+        td = nx;
+    }
+    for (int i = 0; i < NUM; i++)
+        d.free(sims[i]);
+    dlclose(d.lib);
+    crl_tensor_unref(act);
+    crl_td_unref(td);
+    crl_env_free(env);
+    crl_test_host_close(&f);
+    g_free(ini);
+    g_free(more);
+}
+
+START_TEST(rollout_inline) { rollout_equals_direct(""); }
+END_TEST
+START_TEST(rollout_serial) { rollout_equals_direct("executor = serial\nnum_workers = 2\n"); }
+END_TEST
+START_TEST(rollout_threads) { rollout_equals_direct("executor = threads\nnum_workers = 2\n"); }
+END_TEST
+START_TEST(rollout_processes) { rollout_equals_direct("executor = processes\nnum_workers = 2\n"); }
+END_TEST
+
+/* A bad description: CRL_E_CONFIG naming test.ini:LINE of the key and `want`. */
+static void expect_config_error(const char *key, const char *value, const char *want)
+{
+    int line = 0;
+    char *ini = ini_with(key, value, NULL, &line);
+    crl_test_host f;
+    crl_error e = { 0 };
+    crl_env *env = open_env(&f, ini, &e);
+    ck_assert_ptr_null(env);
+    ck_assert_msg(e.code == CRL_E_CONFIG, "%s: code %d: %s", key, e.code, e.message);
+    char *where = g_strdup_printf("test.ini:%d", line);
+    ck_assert_msg(strstr(e.message, where) != NULL, "want %s in: %s", where, e.message);
+    ck_assert_msg(strstr(e.message, want) != NULL, "want '%s' in: %s", want, e.message);
+    g_free(where);
+    crl_test_host_close(&f);
+    g_free(ini);
+}
+
+START_TEST(bad_unknown_symbol)
+{
+    expect_config_error("step", "int32 sm_stpe(handle, const double *action, double *observation, double *reward, "
+                        "uint8 *terminated)", "no function 'sm_stpe'");
+}
+END_TEST
+
+START_TEST(bad_type)
+{
+    expect_config_error("reset", "void sm_reset(handle, dubble *observation)", "does not parse");
+    expect_config_error("make", "handel sm_make()", "does not parse");
+    expect_config_error("step", "int32 sm_step(handle, const double *action, double *observation, double *reward, "
+                        "uint8 *terminated", "')' missing");
+    expect_config_error("reset", "void sm_reset(handle, double *obsrvation)", "did you mean 'observation'");
+    expect_config_error("seeding", "void sm_seed(handle, int32=abc)", "not an integer");
+}
+END_TEST
+
+START_TEST(bad_shape)
+{
+    expect_config_error("reset", "void sm_reset(handle, double *observation[3])", "[3] but the observation spec");
+    expect_config_error("observation_shape", "0", "not a positive size");
+}
+END_TEST
+
+START_TEST(bad_missing)
+{
+    expect_config_error("step", "int32 sm_step(handle, const double *action, double *observation)", "reward");
+    expect_config_error("reset", "void sm_reset(handle)", "reset must write the observation");
+    expect_config_error("step", "int32 sm_step(handle, double *action, double *observation, double *reward, "
+                        "uint8 *terminated)", "declare it const");
+    expect_config_error("library", "/nonexistent/libnothing.so", "cannot resolve");
+}
+END_TEST
+
+START_TEST(bad_world_writable)
+{
+    GError *ge = NULL;
+    char *dir = g_dir_make_tmp("crl-ffi-XXXXXX", &ge);
+    ck_assert_msg(dir != NULL, "%s", ge ? ge->message : "");
+    char *copy = g_build_filename(dir, "libspringmass.so", NULL);
+    char *data;
+    gsize len;
+    ck_assert(g_file_get_contents(SPRINGMASS_LIB, &data, &len, NULL));
+    ck_assert(g_file_set_contents(copy, data, (gssize)len, NULL));
+    g_free(data);
+    ck_assert_int_eq(chmod(copy, 0755), 0);
+    ck_assert_int_eq(chmod(dir, 0777), 0);
+    expect_config_error("library", copy, "world-writable");
+    ck_assert_int_eq(chmod(dir, 0700), 0);
+    g_unlink(copy);
+    g_rmdir(dir);
+    g_free(copy);
+    g_free(dir);
+}
+END_TEST
+
+/* `crl config check` dry-builds the env: a bad description exits 2 naming FILE:LINE. */
+START_TEST(config_check_exits_2)
+{
+    const char *crl = getenv("CRL");
+    ck_assert_msg(crl != NULL, "CRL is not set (run through make check)");
+    int line = 0;
+    char *ini = ini_with("reset", "void sm_reset(handle, dubble *observation)", NULL, &line);
+    GError *ge = NULL;
+    char *path = NULL;
+    int fd = g_file_open_tmp("crl-ffi-XXXXXX.ini", &path, &ge);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert(g_file_set_contents(path, ini, -1, NULL));
+    char *argv[] = { (char *)crl, "config", "check", path, NULL };
+    char *out = NULL, *errs = NULL;
+    int status = 0;
+    ck_assert(g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &errs, &status, &ge));
+    ck_assert_msg(g_spawn_check_wait_status(status, NULL) == FALSE, "config check passed: %s", out);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 2, "status %d: %s", status, errs);
+    /* The file has no [plugins] section: the key is one line higher than in the fixture's text. */
+    char *where = g_strdup_printf("%s:%d", path, line - 2);
+    ck_assert_msg(strstr(errs, where) != NULL, "want %s in: %s", where, errs);
+    g_free(where);
+    g_unlink(path);
+    g_free(path);
+    g_free(out);
+    g_free(errs);
+    g_free(ini);
+}
+END_TEST
+
+/* Errors from the library: a declared error return and NaN outputs, naming the function and env. */
+static void expect_runtime_error(const char *make, const char *step, const char *want)
+{
+    char *ini = ini_with2("make", make, "step", step, "num_envs = 2\n", NULL);
+    crl_test_host f;
+    crl_error e = { 0 };
+    crl_env *env = open_env(&f, ini, &e);
+    ck_assert_msg(env != NULL, "%s", e.message);
+    crl_env_set_seed(env, 1);
+    crl_td *td = crl_env_reset(env, NULL, &e);
+    ck_assert_msg(td != NULL, "%s", e.message);
+    int rc = CRL_OK;
+    for (int t = 0; t < 3 && rc == CRL_OK; t++) {
+        ck_assert_int_eq(crl_env_rand_action(env, td, &e), CRL_OK);
+        rc = crl_env_step(env, td, &e);
+        if (rc == CRL_OK) {
+            crl_td *nx = crl_env_step_mdp(env, td, &e);
+            ck_assert_ptr_nonnull(nx);
+            crl_td_unref(td);
+            td = nx;
+        }
+    }
+    ck_assert_msg(rc == CRL_E_RUNTIME, "code %d: %s", rc, e.message);
+    ck_assert_msg(strstr(e.message, want) != NULL, "want '%s' in: %s", want, e.message);
+    ck_assert_msg(strstr(e.message, "env 0") != NULL, "no env in: %s", e.message);
+    crl_td_unref(td);
+    crl_env_free(env);
+    crl_test_host_close(&f);
+    g_free(ini);
+}
+
+START_TEST(error_return_code)
+{
+    expect_runtime_error("handle sm_make_mass(double=-1)", base_keys[6][1], "sm_step returned -1");
+}
+END_TEST
+/* Mass 0 sends the state to infinity, then to NaN; without terminated nothing ends the episode first. */
+START_TEST(nan_output)
+{
+    expect_runtime_error("handle sm_make_mass(double=0)",
+                         "int32 sm_step_plant(handle, const double *action, double *observation, double *reward) "
+                         "ok=0",
+                         "sm_step_plant wrote NaN into observation[0] of env 0");
+}
+END_TEST
+
+static Suite *ffi_suite(void)
+{
+    Suite *s = suite_create("ffi");
+    TCase *tc = tcase_create("ffi");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, specs_pass);
+    tcase_add_test(tc, rollout_inline);
+    tcase_add_test(tc, rollout_serial);
+    tcase_add_test(tc, rollout_threads);
+    tcase_add_test(tc, rollout_processes);
+    tcase_add_test(tc, bad_unknown_symbol);
+    tcase_add_test(tc, bad_type);
+    tcase_add_test(tc, bad_shape);
+    tcase_add_test(tc, bad_missing);
+    tcase_add_test(tc, bad_world_writable);
+    tcase_add_test(tc, config_check_exits_2);
+    tcase_add_test(tc, error_return_code);
+    tcase_add_test(tc, nan_output);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(ffi_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
