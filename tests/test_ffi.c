@@ -165,7 +165,7 @@ static void rollout_equals_direct(const char *extra)
         float *a = crl_tensor_data(act);
         for (int i = 0; i < NUM; i++)
             a[i] = action_at(t, i);
-        ck_assert_int_eq(crl_td_set(td, "action", crl_tensor_ref(act), &e), CRL_OK);
+        ck_assert_int_eq(crl_td_set(td, "action", act, &e), CRL_OK);
         ck_assert_msg(crl_env_step(env, td, &e) == CRL_OK, "%s", e.message);
         const float *no = crl_tensor_data(crl_td_get(td, "next.observation"));
         const float *nr = crl_tensor_data(crl_td_get(td, "next.reward"));
