@@ -37,6 +37,26 @@ static const char *const base_keys[][2] = {
 };
 #define NKEYS (sizeof base_keys / sizeof base_keys[0])
 
+/* The same library through its batch interface. */
+static const char *const batch_keys[NKEYS][2] = {
+    { "backend", "ffi" },
+    { "id", "springmass" },
+    { "library", SPRINGMASS_LIB },
+    { "make", "handle sm_batch_make(count)" },
+    { "seeding", "void sm_batch_seed(handle, seeds, mask, count)" },
+    { "reset", "void sm_batch_reset(handle, mask, double *observation, count)" },
+    { "step", "int32 sm_batch_step(handle, const double *action, double *observation, double *reward, "
+              "uint8 *terminated, count) ok=0" },
+    { "free", "void sm_batch_free(handle)" },
+    { "observation_shape", "2" },
+    { "action_shape", "1" },
+    { "calls", "batch" },
+    { "action_high", "1" },
+};
+
+/* The key table ini_with writes (base_keys unless a test switches to batch_keys). */
+static const char *const (*keys)[2] = base_keys;
+
 /* The ini with `key` set to `value` (NULL: removed; a key not in the base is appended), and `extra` lines
  * after; *line gets the line of `key` in the whole file (the fixture adds two lines before). */
 static char *ini_with2(const char *key, const char *value, const char *key2, const char *value2,
@@ -46,10 +66,10 @@ static char *ini_with2(const char *key, const char *value, const char *key2, con
     int n = 3; /* "[plugins]", "load", "[env]" */
     bool seen = false;
     for (size_t k = 0; k < NKEYS; k++) {
-        const char *v = base_keys[k][1];
-        if (key2 && !strcmp(key2, base_keys[k][0]))
+        const char *v = keys[k][1];
+        if (key2 && !strcmp(key2, keys[k][0]))
             v = value2;
-        if (key && !strcmp(key, base_keys[k][0])) {
+        if (key && !strcmp(key, keys[k][0])) {
             seen = true;
             if (!value)
                 continue;
@@ -57,7 +77,7 @@ static char *ini_with2(const char *key, const char *value, const char *key2, con
             if (line)
                 *line = n + 1;
         }
-        g_string_append_printf(s, "%s = %s\n", base_keys[k][0], v);
+        g_string_append_printf(s, "%s = %s\n", keys[k][0], v);
         n++;
     }
     if (key && !seen && value) {
@@ -205,6 +225,66 @@ END_TEST
 START_TEST(rollout_processes) { rollout_equals_direct("executor = processes\nnum_workers = 2\n"); }
 END_TEST
 
+/* calls = batch: one call for all envs of an instance, inline and split across worker blocks. */
+START_TEST(rollout_batch)
+{
+    keys = batch_keys;
+    rollout_equals_direct("");
+    rollout_equals_direct("executor = threads\nnum_workers = 2\n");
+    rollout_equals_direct("executor = processes\nnum_workers = 2\n");
+    keys = base_keys;
+}
+END_TEST
+
+/* A masked reset resets only the masked envs: the others keep their observations. */
+START_TEST(batch_masked_reset)
+{
+    keys = batch_keys;
+    char *ini = ini_with(NULL, NULL, "num_envs = 3\n", NULL);
+    crl_test_host f;
+    crl_error e = { 0 };
+    crl_env *env = open_env(&f, ini, &e);
+    ck_assert_msg(env != NULL, "%s", e.message);
+    crl_env_set_seed(env, 3);
+    crl_td *td = crl_env_reset(env, NULL, &e);
+    ck_assert_msg(td != NULL, "%s", e.message);
+    float before[6];
+    memcpy(before, crl_tensor_data(crl_td_get(td, "observation")), sizeof before);
+    int64_t ms[2] = { 3, 1 };
+    crl_tensor *m = crl_tensor_new(CRL_BOOL, 2, ms, &e);
+    uint8_t *md = crl_tensor_data(m);
+    md[0] = 0;
+    md[1] = 1;
+    md[2] = 0;
+    ck_assert_int_eq(crl_td_set(td, "_reset", m, &e), CRL_OK);
+    crl_tensor_unref(m);
+    crl_td *again = crl_env_reset(env, td, &e);
+    ck_assert_msg(again != NULL, "%s", e.message);
+    const float *after = crl_tensor_data(crl_td_get(again, "observation"));
+    ck_assert(after[0] == before[0] && after[1] == before[1] && after[4] == before[4] && after[5] == before[5]);
+    ck_assert(after[2] != before[2] || after[3] != before[3]); /* env 1 drew a new start from its own stream */
+    crl_td_unref(again);
+    crl_td_unref(td);
+    crl_env_free(env);
+    crl_test_host_close(&f);
+    g_free(ini);
+    keys = base_keys;
+}
+END_TEST
+
+static void expect_config_error(const char *key, const char *value, const char *want);
+
+START_TEST(bad_batch)
+{
+    keys = batch_keys;
+    expect_config_error("reset", "void sm_batch_reset(handle, double *observation, count)", "takes the mask");
+    expect_config_error("seeding", "void sm_batch_seed(handle, seed)", "use seeds");
+    expect_config_error("step", "int32 sm_step(handle, const double *action, double *observation, double *reward, "
+                        "mask)", "reset and seeding functions only");
+    keys = base_keys;
+}
+END_TEST
+
 /* A bad description: CRL_E_CONFIG naming test.ini:LINE of the key and `want`. */
 static void expect_config_error(const char *key, const char *value, const char *want)
 {
@@ -255,6 +335,7 @@ START_TEST(bad_missing)
     expect_config_error("step", "int32 sm_step(handle, double *action, double *observation, double *reward, "
                         "uint8 *terminated)", "declare it const");
     expect_config_error("library", "/nonexistent/libnothing.so", "cannot resolve");
+    expect_config_error("library", "/tmp", "not a regular file");
 }
 END_TEST
 
@@ -367,6 +448,9 @@ static Suite *ffi_suite(void)
     tcase_add_test(tc, rollout_serial);
     tcase_add_test(tc, rollout_threads);
     tcase_add_test(tc, rollout_processes);
+    tcase_add_test(tc, rollout_batch);
+    tcase_add_test(tc, batch_masked_reset);
+    tcase_add_test(tc, bad_batch);
     tcase_add_test(tc, bad_unknown_symbol);
     tcase_add_test(tc, bad_type);
     tcase_add_test(tc, bad_shape);

@@ -45,6 +45,9 @@ static const crl_option ffi_options[] = {
     { "action_high", CRL_OPT_DOUBLE, 0, "1", 0, 0, NULL, "floating action upper bound" },
     { "action_n", CRL_OPT_INT, CRL_OPT_RANGE, "2", 1, 1e9, NULL,
       "number of categories of an integer action (action is then a Categorical scalar)" },
+    { "calls", CRL_OPT_ENUM, 0, "per_env", 0, 0, "per_env|batch",
+      "per_env = each function is called once per env; batch = once for all envs, with pointers to whole buffers "
+      "(count, mask and seeds arguments)" },
     { "check_nan", CRL_OPT_BOOL, 0, "true", 0, 0, NULL,
       "report a NaN written into a floating output as an error naming the function and env" },
     CRL_OPTIONS_END
@@ -131,7 +134,7 @@ static void store_double(ctype t, void *p, double v)
 typedef enum leaf { L_OBSERVATION, L_ACTION, L_REWARD, L_TERMINATED, L_TRUNCATED, L_COUNT } leaf;
 static const char *const leaf_names[] = { "observation", "action", "reward", "terminated", "truncated", NULL };
 
-typedef enum argkind { A_HANDLE, A_SEED, A_INDEX, A_CONST, A_BUFFER } argkind;
+typedef enum argkind { A_HANDLE, A_SEED, A_INDEX, A_CONST, A_BUFFER, A_COUNT, A_SEEDS, A_MASK } argkind;
 
 typedef union slot {
     int64_t i64;
@@ -182,7 +185,12 @@ typedef struct ffi_env {
     void *lib;
     fn fns[F_COUNT];
     bool have[F_COUNT];
-    void **handles;
+    void **handles;            /* one per env; batch: handles[0] only */
+    bool batch;                /* calls = batch: one call for all envs, pointers to whole buffers */
+    int64_t ncalls, span;      /* calls per operation and envs per call: (num, 1) or (1, num) */
+    uint8_t *all;              /* num ones: the mask of a reset of every env */
+    const uint8_t *mask;       /* the current reset's mask (batch) */
+    const uint64_t *seeds;     /* the current reset's seeds */
     bool check_nan;
     /* crl-side leaves */
     crl_dtype dt[L_COUNT];
@@ -259,6 +267,23 @@ static int parse_arg(const crl_opts *opts, const char *key, const char *text, ar
     }
     if (!strcmp(word, "index") && !*rest) {
         a->kind = A_INDEX;
+        return CRL_OK;
+    }
+    if (!strcmp(word, "count") && !*rest) {
+        a->kind = A_COUNT;
+        return CRL_OK;
+    }
+    if (!strcmp(word, "seeds") && !*rest) {
+        if (strcmp(key, "seeding"))
+            return cfg_error(opts, key, err, "'seeds' is an argument of the seeding function only (got it in %s)", key);
+        a->kind = A_SEEDS;
+        return CRL_OK;
+    }
+    if (!strcmp(word, "mask") && !*rest) {
+        if (strcmp(key, "reset") && strcmp(key, "seeding"))
+            return cfg_error(opts, key, err, "'mask' is an argument of the reset and seeding functions only (got it "
+                             "in %s)", key);
+        a->kind = A_MASK;
         return CRL_OK;
     }
     if (!strcmp(word, "const")) {
@@ -438,7 +463,8 @@ static int parse_fn(const crl_opts *opts, const char *key, const char *sig, fn *
         arg *x = &f->args[k];
         f->atypes[k] = x->kind == A_HANDLE || x->kind == A_BUFFER ? &ffi_type_pointer
                        : x->kind == A_SEED                        ? &ffi_type_uint64
-                       : x->kind == A_INDEX                       ? &ffi_type_sint64
+                       : x->kind == A_INDEX || x->kind == A_COUNT  ? &ffi_type_sint64
+                       : x->kind == A_SEEDS || x->kind == A_MASK  ? &ffi_type_pointer
                                                                   : ffi_of(x->type);
         f->avalues[k] = &x->value;
     }
@@ -461,16 +487,15 @@ static int check_library_path(const crl_opts *opts, const char *path, crl_error 
     struct stat st;
     int rc = CRL_OK;
     size_t len = strlen(real);
-    for (size_t end = 1; end <= len && !rc; end++) {
-        if (end < len && real[end] != '/')
+    /* "/", then each prefix ending before a '/', then the whole path (realpath: absolute, no symlinks). */
+    for (size_t end = 0; end <= len && !rc; end++) {
+        if (end != 0 && end < len && real[end] != '/')
             continue;
-        char saved = real[end];
-        real[end] = '\0';
-        const char *part = end == 1 && len > 1 ? "/" : real;
-        if (end == 1 && len > 1) {
-            real[end] = saved;
-            part = "/";
-        }
+        if (end == 1 && len > 1)
+            continue; /* the '/' after the root: the root was checked at end 0 */
+        char saved = real[end ? end : 1];
+        real[end ? end : 1] = '\0';
+        const char *part = real;
         if (stat(part, &st) != 0)
             rc = cfg_error(opts, "library", err, "cannot stat %s: %s", part, strerror(errno));
         else if (st.st_uid != me && st.st_uid != 0)
@@ -482,9 +507,8 @@ static int check_library_path(const crl_opts *opts, const char *path, crl_error 
         else if ((st.st_mode & S_IWGRP) && st.st_gid != 0)
             rc = cfg_error(opts, "library", err, "%s is group-writable: run chmod g-w %s", part, part);
         else if (end == len && !S_ISREG(st.st_mode))
-            rc = cfg_error(opts, "library", err, "%s is not a regular file%s", part, "");
-        if (part == real)
-            real[end] = saved;
+            rc = cfg_error(opts, "library", err, "%s is not a regular file", part);
+        real[end ? end : 1] = saved;
     }
     free(real);
     return rc;
@@ -502,7 +526,7 @@ static void ffi_close(void *env)
     ffi_env *e = env;
     if (!e)
         return;
-    for (int64_t i = 0; e->handles && i < e->num; i++) {
+    for (int64_t i = 0; e->handles && i < e->ncalls; i++) {
         if (e->have[F_FREE] && e->handles[i]) {
             fn *f = &e->fns[F_FREE];
             for (int k = 0; k < f->nargs; k++)
@@ -510,6 +534,8 @@ static void ffi_close(void *env)
                     f->args[k].value.p = e->handles[i];
                 else if (f->args[k].kind == A_INDEX)
                     f->args[k].value.i64 = i;
+                else if (f->args[k].kind == A_COUNT)
+                    f->args[k].value.i64 = e->span;
             ffi_arg rv;
             ffi_call(&f->cif, f->addr, &rv, f->avalues);
         }
@@ -518,6 +544,7 @@ static void ffi_close(void *env)
         for (int k = 0; k < e->fns[j].nargs; k++)
             free(e->fns[j].args[k].staging);
     free(e->handles);
+    free(e->all);
     if (e->lib)
         dlclose(e->lib);
     free(e);
@@ -546,16 +573,20 @@ static double ret_as_double(const fn *f, const retval *r)
  * then check the return code and NaNs. */
 static int call_one(ffi_env *e, fn *f, int64_t i, uint64_t seed, void **made, crl_error *err)
 {
+    const int64_t span = e->span; /* envs i .. i + span - 1 */
     for (int k = 0; k < f->nargs; k++) {
         arg *a = &f->args[k];
         switch (a->kind) {
         case A_HANDLE: a->value.p = e->handles[i]; break;
         case A_SEED: a->value.u64 = seed; break;
         case A_INDEX: a->value.i64 = i; break;
+        case A_COUNT: a->value.i64 = span; break;
+        case A_SEEDS: a->value.p = (void *)(uintptr_t)(e->seeds + i); break;
+        case A_MASK: a->value.p = (void *)(uintptr_t)(e->mask + i); break;
         case A_CONST: break;
         case A_BUFFER: {
-            int64_t cnt = e->per_env[a->leaf];
-            char *base = (char *)e->buf[a->leaf] + (size_t)(i * cnt) * crl_dtype_size(e->dt[a->leaf]);
+            int64_t cnt = e->per_env[a->leaf] * span;
+            char *base = (char *)e->buf[a->leaf] + (size_t)(i * e->per_env[a->leaf]) * crl_dtype_size(e->dt[a->leaf]);
             if (a->staging) {
                 for (int64_t m = 0; m < cnt; m++) {
                     double v = e->dt[a->leaf] == CRL_F32   ? ((float *)base)[m]
@@ -576,29 +607,31 @@ static int call_one(ffi_env *e, fn *f, int64_t i, uint64_t seed, void **made, cr
     ffi_call(&f->cif, f->addr, &rv, f->avalues);
     if (f->ret == R_HANDLE) {
         if (!rv.p)
-            return crl_error_set(err, CRL_E_RUNTIME, "ffi: %s: %s returned a NULL handle for env %lld", e->id, f->symbol,
-                                 (long long)i);
+            return crl_error_set(err, CRL_E_RUNTIME, "ffi: %s: %s returned a NULL handle for %s %lld", e->id, f->symbol,
+                                 e->batch ? "the batch of envs 0 to" : "env", (long long)(e->batch ? e->num - 1 : i));
         *made = rv.p;
     }
     if (f->has_ok) {
         double got = ret_as_double(f, &rv);
         if (got != f->ok)
-            return crl_error_set(err, CRL_E_RUNTIME, "ffi: %s: %s returned %g for env %lld (declared ok=%g): the "
-                                 "library reported an error", e->id, f->symbol, got, (long long)i, f->ok);
+            return crl_error_set(err, CRL_E_RUNTIME, "ffi: %s: %s returned %g for %s %lld (declared ok=%g): the "
+                                 "library reported an error", e->id, f->symbol, got, e->batch ? "the batch of envs 0 to"
+                                 : "env", (long long)(e->batch ? e->num - 1 : i), f->ok);
     }
     for (int k = 0; k < f->nargs; k++) {
         arg *a = &f->args[k];
         if (a->kind != A_BUFFER || a->is_const)
             continue;
-        int64_t cnt = e->per_env[a->leaf];
-        char *base = (char *)e->buf[a->leaf] + (size_t)(i * cnt) * crl_dtype_size(e->dt[a->leaf]);
+        int64_t cnt = e->per_env[a->leaf] * span;
+        char *base = (char *)e->buf[a->leaf] + (size_t)(i * e->per_env[a->leaf]) * crl_dtype_size(e->dt[a->leaf]);
         for (int64_t m = 0; m < cnt; m++) {
             const void *src = a->staging ? (char *)a->staging + (size_t)m * ctypes[a->type].size
                                          : base + (size_t)m * crl_dtype_size(e->dt[a->leaf]);
             double v = load_as_double(a->type, src);
             if (e->check_nan && ctypes[a->type].is_float && isnan(v))
                 return crl_error_set(err, CRL_E_RUNTIME, "ffi: %s: %s wrote NaN into %s[%lld] of env %lld", e->id,
-                                     f->symbol, leaf_names[a->leaf], (long long)m, (long long)i);
+                                     f->symbol, leaf_names[a->leaf], (long long)(m % e->per_env[a->leaf]),
+                                     (long long)(i + m / e->per_env[a->leaf]));
             if (e->dt[a->leaf] == CRL_BOOL)
                 ((uint8_t *)base)[m] = v != 0.0;
             else if (a->staging)
@@ -641,6 +674,17 @@ static int ffi_make(const char *id, int64_t num, const crl_opts *opts, crl_env_s
     snprintf(e->id, sizeof e->id, "%s", id);
     e->num = num;
     int rc = crl_opts_bool(opts, "check_nan", &e->check_nan, err);
+    const char *calls = "per_env";
+    if (!rc)
+        rc = crl_opts_string(opts, "calls", &calls, err);
+    e->batch = !rc && !strcmp(calls, "batch");
+    e->ncalls = e->batch ? 1 : num;
+    e->span = e->batch ? num : 1;
+    e->all = rc ? NULL : malloc((size_t)num);
+    if (!rc && !e->all)
+        rc = crl_error_set(err, CRL_E_NOMEM, "ffi: out of memory");
+    if (!rc)
+        memset(e->all, 1, (size_t)num);
     int64_t shape[L_COUNT][FFI_MAX_DIMS + 1] = { { 0 } };
     int64_t count = 0;
     if (!rc)
@@ -696,6 +740,25 @@ static int ffi_make(const char *id, int64_t num, const crl_opts *opts, crl_env_s
             (j == F_RESET ? in_reset : in_step)[a->leaf] = true;
         }
     }
+    if (e->batch && !rc) {
+        for (int j = 0; j < F_COUNT && !rc; j++) {
+            bool has_mask = false, has_seeds = false;
+            for (int k = 0; k < e->fns[j].nargs; k++) {
+                argkind kind = e->fns[j].args[k].kind;
+                has_mask |= kind == A_MASK;
+                has_seeds |= kind == A_SEEDS;
+                if (kind == A_SEED || kind == A_INDEX)
+                    rc = cfg_error(opts, fn_keys[j], err, "with calls = batch one call serves every env: use %s, not %s",
+                                   kind == A_SEED ? "seeds (a const uint64 array)" : "count", kind == A_SEED ? "seed"
+                                   : "index");
+            }
+            if (!rc && e->have[j] && (j == F_RESET || j == F_SEED) && !has_mask)
+                rc = cfg_error(opts, fn_keys[j], err, "with calls = batch, %s takes the mask (the envs to %s)",
+                               fn_keys[j], j == F_RESET ? "reset" : "seed");
+            if (!rc && e->have[j] && j == F_SEED && !has_seeds)
+                rc = cfg_error(opts, "seeding", err, "with calls = batch, seeding takes seeds (one per env)%s", "");
+        }
+    }
     if (!rc && !in_reset[L_OBSERVATION])
         rc = cfg_error(opts, "reset", err, "reset must write the observation: add an argument such as double "
                        "*observation%s%s", "", "");
@@ -716,7 +779,7 @@ static int ffi_make(const char *id, int64_t num, const crl_opts *opts, crl_env_s
         for (int k = 0; k < e->fns[j].nargs && !rc; k++) {
             arg *a = &e->fns[j].args[k];
             if (a->kind == A_BUFFER && !same_repr(e->dt[a->leaf], a->type)) {
-                a->staging = calloc((size_t)e->per_env[a->leaf], ctypes[a->type].size);
+                a->staging = calloc((size_t)(e->per_env[a->leaf] * e->span), ctypes[a->type].size);
                 if (!a->staging)
                     rc = crl_error_set(err, CRL_E_NOMEM, "ffi: out of memory");
             }
@@ -784,7 +847,7 @@ static int ffi_make(const char *id, int64_t num, const crl_opts *opts, crl_env_s
         if (!e->handles)
             rc = crl_error_set(err, CRL_E_NOMEM, "ffi: out of memory");
     }
-    for (int64_t i = 0; i < num && !rc && e->have[F_MAKE]; i++)
+    for (int64_t i = 0; i < e->ncalls && !rc && e->have[F_MAKE]; i++)
         rc = call_one(e, &e->fns[F_MAKE], i, 0, &e->handles[i], err);
     specs->observation = obs;
     specs->action = act;
@@ -834,19 +897,25 @@ static int ffi_reset(void *env, const bool *mask, const uint64_t *seeds, bool fr
     if (from_state)
         return crl_error_set(err, CRL_E_UNSUPPORTED, "ffi: %s: the described library has no state spec to reset from",
                              e->id);
-    for (int64_t i = 0; i < e->num; i++) {
-        if (mask && !mask[i])
+    /* bool is one byte holding 0 or 1 here, as the library's uint8/bool mask. */
+    e->mask = mask ? (const uint8_t *)mask : e->all;
+    e->seeds = seeds;
+    for (int64_t c = 0; c < e->ncalls; c++) {
+        if (!e->batch && mask && !mask[c])
             continue;
         int rc = CRL_OK;
         if (seeds && e->have[F_SEED])
-            rc = call_one(e, &e->fns[F_SEED], i, seeds[i], NULL, err);
+            rc = call_one(e, &e->fns[F_SEED], c, seeds[c], NULL, err);
         if (!rc)
-            rc = call_one(e, &e->fns[F_RESET], i, 0, NULL, err);
+            rc = call_one(e, &e->fns[F_RESET], c, 0, NULL, err);
         if (rc)
             return rc;
-        ((uint8_t *)e->buf[L_TERMINATED])[i] = 0;
-        ((uint8_t *)e->buf[L_TRUNCATED])[i] = 0;
     }
+    for (int64_t i = 0; i < e->num; i++)
+        if (!mask || mask[i]) {
+            ((uint8_t *)e->buf[L_TERMINATED])[i] = 0;
+            ((uint8_t *)e->buf[L_TRUNCATED])[i] = 0;
+        }
     return CRL_OK;
 }
 
@@ -857,7 +926,7 @@ static int ffi_step(void *env, crl_error *err)
         return crl_error_set(err, CRL_E_INVALID, "ffi: step needs an env");
     if (!e->bound)
         return crl_error_set(err, CRL_E_INVALID, "ffi: %s: step before bind", e->id);
-    for (int64_t i = 0; i < e->num; i++) {
+    for (int64_t i = 0; i < e->ncalls; i++) {
         int rc = call_one(e, &e->fns[F_STEP], i, 0, NULL, err);
         if (rc)
             return rc;

@@ -73,3 +73,52 @@ void sm_free(void *sim)
 {
     free(sim);
 }
+
+/* The batch interface: one call for n simulators, arrays of n. */
+typedef struct sm_batch {
+    int64_t n;
+    sm_sim sims[];
+} sm_batch;
+
+void *sm_batch_make(int64_t n)
+{
+    sm_batch *b = calloc(1, sizeof(sm_batch) + (size_t)n * sizeof(sm_sim));
+    if (!b)
+        return NULL;
+    b->n = n;
+    for (int64_t i = 0; i < n; i++)
+        b->sims[i].m = 1.0;
+    return b;
+}
+
+void sm_batch_seed(void *batch, const uint64_t *seeds, const uint8_t *mask, int64_t n)
+{
+    sm_batch *b = batch;
+    for (int64_t i = 0; i < n && i < b->n; i++)
+        if (mask[i])
+            sm_seed(&b->sims[i], seeds[i]);
+}
+
+void sm_batch_reset(void *batch, const uint8_t *mask, double *obs, int64_t n)
+{
+    sm_batch *b = batch;
+    for (int64_t i = 0; i < n && i < b->n; i++)
+        if (mask[i])
+            sm_reset(&b->sims[i], obs + 2 * i);
+}
+
+int32_t sm_batch_step(void *batch, const double *u, double *obs, double *reward, uint8_t *terminated, int64_t n)
+{
+    sm_batch *b = batch;
+    if (n != b->n)
+        return -2;
+    for (int64_t i = 0; i < n; i++)
+        if (sm_step(&b->sims[i], u + i, obs + 2 * i, reward + i, terminated + i))
+            return -1;
+    return 0;
+}
+
+void sm_batch_free(void *batch)
+{
+    free(batch);
+}

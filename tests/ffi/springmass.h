@@ -23,4 +23,12 @@ int32_t sm_step(void *sim, const double *u, double *obs, double *reward, uint8_t
 /* sm_step without terminated: the plant alone, whose episodes never end. */
 int32_t sm_step_plant(void *sim, const double *u, double *obs, double *reward);
 void sm_free(void *sim);
+/* The same for n simulators in one call (arrays of n; obs is [n, 2]): what
+ * calls = batch describes.  sm_batch_step returns -2 when n is not the
+ * batch's size. */
+void *sm_batch_make(int64_t n);
+void sm_batch_seed(void *batch, const uint64_t *seeds, const uint8_t *mask, int64_t n);
+void sm_batch_reset(void *batch, const uint8_t *mask, double *obs, int64_t n);
+int32_t sm_batch_step(void *batch, const double *u, double *obs, double *reward, uint8_t *terminated, int64_t n);
+void sm_batch_free(void *batch);
 #endif
