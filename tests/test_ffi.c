@@ -438,6 +438,110 @@ START_TEST(nan_output)
 }
 END_TEST
 
+/* render + from_pixels: every frame the host stores is the one the library draws for the same state. */
+#define RH 6
+#define RW 32
+START_TEST(render_pixels)
+{
+    char *ini = ini_with("render", "int32 sm_render(handle, rgb, int32=6, int32=32) ok=0",
+                         "num_envs = 3\nfrom_pixels = true\nrender_height = 6\nrender_width = 32\n", NULL);
+    crl_test_host f;
+    crl_error e = { 0 };
+    crl_env *env = open_env(&f, ini, &e);
+    ck_assert_msg(env != NULL, "%s", e.message);
+    ck_assert_int_eq(crl_env_check_specs(env, 10, &e), CRL_OK);
+    crl_env_set_seed(env, 5);
+    crl_td *td = crl_env_reset(env, NULL, &e);
+    ck_assert_msg(td != NULL, "%s", e.message);
+
+    direct d;
+    direct_open(&d);
+    int32_t (*render)(const void *, uint8_t *, int32_t, int32_t);
+    *(void **)&render = dlsym(d.lib, "sm_render");
+    ck_assert_ptr_nonnull(render);
+    void *sims[3];
+    double obs[2], rew;
+    uint8_t term, frame[RH * RW * 3];
+    uint64_t seed = 5;
+    for (int i = 0; i < 3; i++) {
+        sims[i] = d.make();
+        d.seed(sims[i], seed);
+        seed = crl_seed_next(seed);
+        d.reset(sims[i], obs);
+    }
+    int64_t ashape[2] = { 3, 1 };
+    crl_tensor *act = crl_tensor_new(CRL_F32, 2, ashape, &e);
+    ck_assert_ptr_nonnull(act);
+    int dark = 0;
+    for (int64_t t = 0; t <= 20; t++) {
+        if (t) {
+            float *a = crl_tensor_data(act);
+            for (int i = 0; i < 3; i++)
+                a[i] = action_at(t, i);
+            ck_assert_int_eq(crl_td_set(td, "action", act, &e), CRL_OK);
+            ck_assert_msg(crl_env_step(env, td, &e) == CRL_OK, "%s", e.message);
+            for (int i = 0; i < 3; i++) {
+                double u = a[i];
+                ck_assert_int_eq(d.step(sims[i], &u, obs, &rew, &term), 0);
+            }
+        }
+        const char *key = t ? "next.pixels" : "pixels";
+        crl_tensor *px = crl_td_get(td, key);
+        ck_assert_ptr_nonnull(px);
+        ck_assert_int_eq(crl_tensor_dtype(px), CRL_U8);
+        ck_assert_int_eq(crl_tensor_ndim(px), 4);
+        ck_assert_int_eq(crl_tensor_shape(px)[1], RH);
+        ck_assert_int_eq(crl_tensor_shape(px)[2], RW);
+        const uint8_t *p = crl_tensor_data(px);
+        for (int i = 0; i < 3; i++) {
+            ck_assert_int_eq(render(sims[i], frame, RH, RW), 0);
+            ck_assert_msg(!memcmp(frame, p + (size_t)i * sizeof frame, sizeof frame), "%s of env %d at t=%lld", key,
+                          i, (long long)t);
+            for (size_t k = 0; k < sizeof frame; k += 3)
+                dark += frame[k] == 20;
+        }
+        if (t) {
+            crl_td *nx = crl_env_step_mdp(env, td, &e);
+            ck_assert_msg(nx != NULL, "%s", e.message);
+            crl_td_unref(td);
+            td = nx;
+        }
+    }
+    ck_assert_int_gt(dark, 0); /* the bar shows: the frames are not blank */
+    for (int i = 0; i < 3; i++)
+        d.free(sims[i]);
+    dlclose(d.lib);
+    crl_tensor_unref(act);
+    crl_td_unref(td);
+    crl_env_free(env);
+    crl_test_host_close(&f);
+    g_free(ini);
+}
+END_TEST
+
+/* A render that reports an error, and the render description errors. */
+START_TEST(render_errors)
+{
+    char *ini = ini_with("render", "int32 sm_render(handle, rgb, int32=0, int32=32) ok=0",
+                         "from_pixels = true\nrender_height = 6\nrender_width = 32\n", NULL);
+    crl_test_host f;
+    crl_error e = { 0 };
+    crl_env *env = open_env(&f, ini, &e);
+    ck_assert_msg(env != NULL, "%s", e.message);
+    crl_td *td = crl_env_reset(env, NULL, &e);
+    ck_assert_ptr_null(td);
+    ck_assert_msg(strstr(e.message, "sm_render returned -1 for env 0") != NULL, "%s", e.message);
+    crl_env_free(env);
+    crl_test_host_close(&f);
+    g_free(ini);
+
+    expect_config_error("render", "int32 sm_render(handle, rgb, int32=6, int32=32)", "render_height and render_width");
+    expect_config_error("render_width", "32", "without a render function");
+    expect_config_error("step", "int32 sm_step(handle, rgb, const double *action, double *observation, "
+                        "double *reward)", "render function only");
+}
+END_TEST
+
 static Suite *ffi_suite(void)
 {
     Suite *s = suite_create("ffi");
@@ -459,6 +563,8 @@ static Suite *ffi_suite(void)
     tcase_add_test(tc, config_check_exits_2);
     tcase_add_test(tc, error_return_code);
     tcase_add_test(tc, nan_output);
+    tcase_add_test(tc, render_pixels);
+    tcase_add_test(tc, render_errors);
     suite_add_tcase(s, tc);
     return s;
 }

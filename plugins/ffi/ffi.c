@@ -37,6 +37,11 @@ static const crl_option ffi_options[] = {
       "required: C signature of the step function, e.g. int32 sm_step(handle, const double *action, "
       "double *observation, double *reward, uint8 *terminated) ok=0" },
     { "free", CRL_OPT_STRING, 0, NULL, 0, 0, NULL, "C signature of the function that frees a handle" },
+    { "render", CRL_OPT_STRING, 0, NULL, 0, 0, NULL,
+      "C signature of the function that draws env i into an rgb uint8 [render_height, render_width, 3] frame, "
+      "e.g. void sm_render(handle, rgb, int32=64, int32=128)" },
+    { "render_height", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 4096, NULL, "rows of the frame render draws" },
+    { "render_width", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 4096, NULL, "columns of the frame render draws" },
     { "observation_shape", CRL_OPT_LIST, 0, NULL, 0, 0, NULL, "required: per-env observation shape, e.g. 2" },
     { "observation_low", CRL_OPT_DOUBLE, 0, NULL, 0, 0, NULL, "observation lower bound (unset: unbounded)" },
     { "observation_high", CRL_OPT_DOUBLE, 0, NULL, 0, 0, NULL, "observation upper bound (unset: unbounded)" },
@@ -134,7 +139,7 @@ static void store_double(ctype t, void *p, double v)
 typedef enum leaf { L_OBSERVATION, L_ACTION, L_REWARD, L_TERMINATED, L_TRUNCATED, L_COUNT } leaf;
 static const char *const leaf_names[] = { "observation", "action", "reward", "terminated", "truncated", NULL };
 
-typedef enum argkind { A_HANDLE, A_SEED, A_INDEX, A_CONST, A_BUFFER, A_COUNT, A_SEEDS, A_MASK } argkind;
+typedef enum argkind { A_HANDLE, A_SEED, A_INDEX, A_CONST, A_BUFFER, A_COUNT, A_SEEDS, A_MASK, A_RGB } argkind;
 
 typedef union slot {
     int64_t i64;
@@ -176,8 +181,8 @@ typedef struct fn {
     void (*addr)(void);
 } fn;
 
-enum { F_MAKE, F_SEED, F_RESET, F_STEP, F_FREE, F_COUNT };
-static const char *const fn_keys[F_COUNT] = { "make", "seeding", "reset", "step", "free" };
+enum { F_MAKE, F_SEED, F_RESET, F_STEP, F_FREE, F_RENDER, F_COUNT };
+static const char *const fn_keys[F_COUNT] = { "make", "seeding", "reset", "step", "free", "render" };
 
 typedef struct ffi_env {
     char id[128];
@@ -191,6 +196,8 @@ typedef struct ffi_env {
     uint8_t *all;              /* num ones: the mask of a reset of every env */
     const uint8_t *mask;       /* the current reset's mask (batch) */
     const uint64_t *seeds;     /* the current reset's seeds */
+    uint8_t *rgb;              /* the frame the current render call fills */
+    int64_t render_h, render_w;
     bool check_nan;
     /* crl-side leaves */
     crl_dtype dt[L_COUNT];
@@ -284,6 +291,12 @@ static int parse_arg(const crl_opts *opts, const char *key, const char *text, ar
             return cfg_error(opts, key, err, "'mask' is an argument of the reset and seeding functions only (got it "
                              "in %s)", key);
         a->kind = A_MASK;
+        return CRL_OK;
+    }
+    if (!strcmp(word, "rgb") && !*rest) {
+        if (strcmp(key, "render"))
+            return cfg_error(opts, key, err, "'rgb' is an argument of the render function only (got it in %s)", key);
+        a->kind = A_RGB;
         return CRL_OK;
     }
     if (!strcmp(word, "const")) {
@@ -464,7 +477,7 @@ static int parse_fn(const crl_opts *opts, const char *key, const char *sig, fn *
         f->atypes[k] = x->kind == A_HANDLE || x->kind == A_BUFFER ? &ffi_type_pointer
                        : x->kind == A_SEED                        ? &ffi_type_uint64
                        : x->kind == A_INDEX || x->kind == A_COUNT  ? &ffi_type_sint64
-                       : x->kind == A_SEEDS || x->kind == A_MASK  ? &ffi_type_pointer
+                       : x->kind == A_SEEDS || x->kind == A_MASK || x->kind == A_RGB ? &ffi_type_pointer
                                                                   : ffi_of(x->type);
         f->avalues[k] = &x->value;
     }
@@ -573,11 +586,15 @@ static double ret_as_double(const fn *f, const retval *r)
  * then check the return code and NaNs. */
 static int call_one(ffi_env *e, fn *f, int64_t i, uint64_t seed, void **made, crl_error *err)
 {
-    const int64_t span = e->span; /* envs i .. i + span - 1 */
+    /* render is per env also with calls = batch: env i of the instance's one handle */
+    const bool per_env = f == &e->fns[F_RENDER];
+    const bool whole = e->batch && !per_env;
+    const int64_t span = per_env ? 1 : e->span; /* envs i .. i + span - 1 */
     for (int k = 0; k < f->nargs; k++) {
         arg *a = &f->args[k];
         switch (a->kind) {
-        case A_HANDLE: a->value.p = e->handles[i]; break;
+        case A_HANDLE: a->value.p = e->handles[e->batch ? 0 : i]; break;
+        case A_RGB: a->value.p = e->rgb; break;
         case A_SEED: a->value.u64 = seed; break;
         case A_INDEX: a->value.i64 = i; break;
         case A_COUNT: a->value.i64 = span; break;
@@ -608,15 +625,15 @@ static int call_one(ffi_env *e, fn *f, int64_t i, uint64_t seed, void **made, cr
     if (f->ret == R_HANDLE) {
         if (!rv.p)
             return crl_error_set(err, CRL_E_RUNTIME, "ffi: %s: %s returned a NULL handle for %s %lld", e->id, f->symbol,
-                                 e->batch ? "the batch of envs 0 to" : "env", (long long)(e->batch ? e->num - 1 : i));
+                                 whole ? "the batch of envs 0 to" : "env", (long long)(whole ? e->num - 1 : i));
         *made = rv.p;
     }
     if (f->has_ok) {
         double got = ret_as_double(f, &rv);
         if (got != f->ok)
             return crl_error_set(err, CRL_E_RUNTIME, "ffi: %s: %s returned %g for %s %lld (declared ok=%g): the "
-                                 "library reported an error", e->id, f->symbol, got, e->batch ? "the batch of envs 0 to"
-                                 : "env", (long long)(e->batch ? e->num - 1 : i), f->ok);
+                                 "library reported an error", e->id, f->symbol, got, whole ? "the batch of envs 0 to"
+                                 : "env", (long long)(whole ? e->num - 1 : i), f->ok);
     }
     for (int k = 0; k < f->nargs; k++) {
         arg *a = &f->args[k];
@@ -747,7 +764,7 @@ static int ffi_make(const char *id, int64_t num, const crl_opts *opts, crl_env_s
                 argkind kind = e->fns[j].args[k].kind;
                 has_mask |= kind == A_MASK;
                 has_seeds |= kind == A_SEEDS;
-                if (kind == A_SEED || kind == A_INDEX)
+                if (kind == A_SEED || (kind == A_INDEX && j != F_RENDER))
                     rc = cfg_error(opts, fn_keys[j], err, "with calls = batch one call serves every env: use %s, not %s",
                                    kind == A_SEED ? "seeds (a const uint64 array)" : "count", kind == A_SEED ? "seed"
                                    : "index");
@@ -758,6 +775,24 @@ static int ffi_make(const char *id, int64_t num, const crl_opts *opts, crl_env_s
             if (!rc && e->have[j] && j == F_SEED && !has_seeds)
                 rc = cfg_error(opts, "seeding", err, "with calls = batch, seeding takes seeds (one per env)%s", "");
         }
+    }
+    if (!rc)
+        rc = crl_opts_int(opts, "render_height", &e->render_h, err);
+    if (!rc)
+        rc = crl_opts_int(opts, "render_width", &e->render_w, err);
+    if (!rc && e->have[F_RENDER] && (!e->render_h || !e->render_w))
+        rc = cfg_error(opts, "render", err, "render needs the frame's size: set render_height and render_width%s%s",
+                       "", "");
+    if (!rc && !e->have[F_RENDER] && (e->render_h || e->render_w))
+        rc = cfg_error(opts, e->render_h ? "render_height" : "render_width", err, "a frame size without a render "
+                       "function: set render (e.g. void sim_render(handle, rgb)) or remove the size%s%s", "", "");
+    if (!rc && e->have[F_RENDER]) {
+        bool has_rgb = false;
+        for (int k = 0; k < e->fns[F_RENDER].nargs; k++)
+            has_rgb |= e->fns[F_RENDER].args[k].kind == A_RGB;
+        if (!has_rgb)
+            rc = cfg_error(opts, "render", err, "render must take rgb (the uint8 [render_height, render_width, 3] "
+                           "frame it fills)%s%s", "", "");
     }
     if (!rc && !in_reset[L_OBSERVATION])
         rc = cfg_error(opts, "reset", err, "reset must write the observation: add an argument such as double "
@@ -853,6 +888,10 @@ static int ffi_make(const char *id, int64_t num, const crl_opts *opts, crl_env_s
     specs->action = act;
     specs->reward = rew;
     specs->done = done;
+    if (!rc && e->have[F_RENDER]) {
+        specs->render_height = (int32_t)e->render_h;
+        specs->render_width = (int32_t)e->render_w;
+    }
     if (rc) {
         ffi_close(e);
         return rc;
@@ -934,6 +973,23 @@ static int ffi_step(void *env, crl_error *err)
     return CRL_OK;
 }
 
+static int ffi_render(void *env, int64_t i, uint8_t *rgb, crl_error *err)
+{
+    ffi_env *e = env;
+    if (!e || !rgb)
+        return crl_error_set(err, CRL_E_INVALID, "ffi: render needs an env and a frame");
+    if (!e->have[F_RENDER])
+        return crl_error_set(err, CRL_E_UNSUPPORTED, "ffi: %s: no render function is described: set render",
+                             e->id);
+    if (i < 0 || i >= e->num)
+        return crl_error_set(err, CRL_E_INVALID, "ffi: %s: render of env %lld, which is not in 0..%lld", e->id,
+                             (long long)i, (long long)(e->num - 1));
+    e->rgb = rgb;
+    int rc = call_one(e, &e->fns[F_RENDER], i, 0, NULL, err);
+    e->rgb = NULL;
+    return rc;
+}
+
 static const crl_env_ops ffi_ops = {
     .struct_size = sizeof(crl_env_ops),
     .list = ffi_list,
@@ -941,7 +997,7 @@ static const crl_env_ops ffi_ops = {
     .bind = ffi_bind,
     .reset = ffi_reset,
     .step = ffi_step,
-    .render = NULL,
+    .render = ffi_render,
     .close = ffi_close,
 };
 

@@ -74,6 +74,26 @@ void sm_free(void *sim)
     free(sim);
 }
 
+int32_t sm_render(const void *sim, uint8_t *rgb, int32_t h, int32_t w)
+{
+    const sm_sim *s = sim;
+    if (h <= 0 || w <= 0)
+        return -1;
+    double c = (double)w / 2.0 + s->x * ((double)w / 8.0);
+    int64_t col = !(c >= 0.0) ? 0 : c > (double)w ? w : (int64_t)c; /* NaN: the left edge */
+    int64_t mid = w / 2;
+    int64_t lo = col < mid ? col : mid, hi = col < mid ? mid : col;
+    for (int64_t r = 0; r < h; r++)
+        for (int64_t k = 0; k < w; k++) {
+            uint8_t *px = rgb + 3 * (r * w + k);
+            int bar = k >= lo && k <= hi;
+            px[0] = bar ? 20 : 255;
+            px[1] = bar ? 40 : 255;
+            px[2] = bar ? 160 : 255;
+        }
+    return 0;
+}
+
 /* The batch interface: one call for n simulators, arrays of n. */
 typedef struct sm_batch {
     int64_t n;

@@ -23,6 +23,10 @@ int32_t sm_step(void *sim, const double *u, double *obs, double *reward, uint8_t
 /* sm_step without terminated: the plant alone, whose episodes never end. */
 int32_t sm_step_plant(void *sim, const double *u, double *obs, double *reward);
 void sm_free(void *sim);
+/* Draw the position as a bar into rgb, a row-major [h, w, 3] frame: white, with
+ * the columns between the centre and x (x = +-4 at the edges) dark blue.
+ * Returns 0, or -1 when h or w is not positive. */
+int32_t sm_render(const void *sim, uint8_t *rgb, int32_t h, int32_t w);
 /* The same for n simulators in one call (arrays of n; obs is [n, 2]): what
  * calls = batch describes.  sm_batch_step returns -2 when n is not the
  * batch's size. */
