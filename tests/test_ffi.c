@@ -334,8 +334,20 @@ START_TEST(bad_missing)
     expect_config_error("reset", "void sm_reset(handle)", "reset must write the observation");
     expect_config_error("step", "int32 sm_step(handle, double *action, double *observation, double *reward, "
                         "uint8 *terminated)", "declare it const");
-    expect_config_error("library", "/nonexistent/libnothing.so", "cannot resolve");
+    expect_config_error("library", "/nonexistent/libnothing.so", "/nonexistent does not exist");
     expect_config_error("library", "/tmp", "not a regular file");
+    /* A soname from the system's directories loads (root-owned) and is then searched for the symbols. */
+    {
+        char *ini = ini_with("library", "libm.so.6", NULL, NULL);
+        crl_test_host f;
+        crl_error e = { 0 };
+        ck_assert_ptr_null(open_env(&f, ini, &e));
+        ck_assert_msg(e.code == CRL_E_CONFIG && strstr(e.message, "no function 'sm_make' (libm.so.6)"), "%s",
+                      e.message);
+        crl_test_host_close(&f);
+        g_free(ini);
+    }
+    expect_config_error("library", "libnothing-crl.so.9", "cannot load libnothing-crl.so.9");
 }
 END_TEST
 
@@ -353,7 +365,27 @@ START_TEST(bad_world_writable)
     ck_assert_int_eq(chmod(copy, 0755), 0);
     ck_assert_int_eq(chmod(dir, 0777), 0);
     expect_config_error("library", copy, "world-writable");
+    /* Reached through a symlink from a safe directory: the link's target is checked hop by hop. */
+    char *safe = g_dir_make_tmp("crl-ffi-link-XXXXXX", &ge);
+    ck_assert(safe != NULL);
+    char *link = g_build_filename(safe, "libsim.so", NULL);
+    ck_assert_int_eq(symlink(copy, link), 0);
+    expect_config_error("library", link, "world-writable");
+    /* A soname the dynamic linker would take from LD_LIBRARY_PATH is checked there before it is loaded. */
+    const char *old = g_getenv("LD_LIBRARY_PATH");
+    char *saved = old ? g_strdup(old) : NULL;
+    g_setenv("LD_LIBRARY_PATH", dir, TRUE);
+    expect_config_error("library", "libspringmass.so", "world-writable");
+    if (saved)
+        g_setenv("LD_LIBRARY_PATH", saved, TRUE);
+    else
+        g_unsetenv("LD_LIBRARY_PATH");
+    g_free(saved);
     ck_assert_int_eq(chmod(dir, 0700), 0);
+    g_unlink(link);
+    g_rmdir(safe);
+    g_free(link);
+    g_free(safe);
     g_unlink(copy);
     g_rmdir(dir);
     g_free(copy);
