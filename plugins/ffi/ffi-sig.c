@@ -193,10 +193,10 @@ static int parse_const(const crl_opts *opts, const char *key, const char *text, 
 
 /* [SIZE, ...] after a leaf: must equal the leaf's shape in the rules. */
 static int parse_shape(const crl_opts *opts, const char *key, const char *text, const ffi_sig_rules *rules, int l,
-                       const char **pp, crl_error *err)
+                       const char **pp, arg *a, crl_error *err)
 {
     const char *p = *pp;
-    int64_t dims[FFI_MAX_DIMS];
+    int64_t *dims = a->dims;
     int nd = 0;
     p++;
     while (1) {
@@ -215,7 +215,10 @@ static int parse_shape(const crl_opts *opts, const char *key, const char *text, 
         p++;
     }
     *pp = skip_ws(p + 1);
+    a->ndims = nd;
     const int64_t *want = rules->shape[l];
+    if (want[0] < 0)
+        return CRL_OK;
     bool same = want[0] == nd;
     for (int k = 0; same && k < nd; k++)
         same = want[k + 1] == dims[k];
@@ -290,7 +293,7 @@ static int parse_arg(const crl_opts *opts, const char *key, const char *text, co
     a->leaf = l;
     p = skip_ws(p + n);
     if (*p == '[') {
-        int rc = parse_shape(opts, key, text, rules, l, &p, err);
+        int rc = parse_shape(opts, key, text, rules, l, &p, a, err);
         if (rc)
             return rc;
     }

@@ -51,6 +51,8 @@ typedef struct arg {
     ctype type;     /* A_CONST, A_BUFFER element type */
     bool is_const;  /* A_BUFFER declared const: the library only reads it */
     int leaf;       /* A_BUFFER: index into the rules' leaves */
+    int ndims;      /* A_BUFFER: the [SIZE, ...] written after the leaf (0: none) */
+    int64_t dims[FFI_MAX_DIMS];
     slot value;     /* A_CONST; the pointer or scalar passed, refreshed per call */
     void *staging;  /* A_BUFFER whose C type differs from the crl dtype (owned by the user of the fn) */
 } arg;
@@ -76,7 +78,8 @@ typedef struct fn {
 typedef struct ffi_sig_rules {
     const char *const *leaves;   /* NULL-terminated names a buffer may bind to */
     const char *leaf_list;       /* the same names for messages: "observation, action, reward, ..." */
-    /* Per leaf: the shape an explicit [SIZE] must equal: shape[l][0] dims, then the sizes. */
+    /* Per leaf: the shape an explicit [SIZE] must equal: shape[l][0] dims, then the sizes; shape[l][0] < 0
+     * accepts any (the caller checks arg.dims once it knows the shape). */
     const int64_t (*shape)[FFI_MAX_DIMS + 1];
     /* Per special word (A_HANDLE .. A_RGB): NULL where the word may appear in this signature, else where it
      * may ("the seeding function"), for the message. */
