@@ -252,8 +252,8 @@ else nok "crl bench envs (exit $rc)" "$out"; fi
 # The ffi figure: the springmass library through the ffi backend and through tests/plugins/smnative.
 smlib=${CRL_TEST_BUILDDIR:?}/ffi/.libs/libspringmass.so
 out=$(CRL_BENCH_FFI_LIB=$smlib "$crl" bench envs --seconds 0.02 2>&1); rc=$?
-if [ "$rc" -eq 0 ] && grep -q "native plugin (direct calls)" <<<"$out" && grep -q "ffi backend (ffi_call)" <<<"$out" &&
-    [ "$(grep -c "ffi/native time: [0-9.]*x" <<<"$out")" -eq 2 ]; then
+if [ "$rc" -eq 0 ] && grep -q "native plugin (direct calls)" <<<"$out" && grep -q "ffi backend (ffi_call per env)" <<<"$out" && grep -q "ffi backend, calls = batch" <<<"$out" &&
+    [ "$(grep -c "ffi/native time: [0-9.]*x per env, [0-9.]*x batch" <<<"$out")" -eq 2 ]; then
     ok "crl bench envs sets the ffi backend beside a native plugin over the same library (1 and 1024 envs)"
 else nok "crl bench envs with CRL_BENCH_FFI_LIB (exit $rc)" "$out"; fi
 out=$(CRL_BENCH_FFI_LIB=$smlib CRL_PLUGIN_PATH=${CRL_TEST_BUILDDIR}/../plugins/classic/.libs "$crl" bench envs \

@@ -728,42 +728,60 @@ static int bench_ffi(crl_host *host, double seconds, crl_error *err)
             "step = int32 sm_step(handle, const double *action, double *observation, double *reward, "
             "uint8 *terminated) ok=0\nfree = void sm_free(handle)\nobservation_shape = 2\naction_shape = 1\n"
             "max_episode_steps = 200\nnum_envs = %" G_GINT64_FORMAT "\n", lib, (gint64)nums[j]);
+        /* The same library's batch interface: one ffi_call per step for all envs. */
+        char *batch_text = g_strdup_printf(
+            "backend = ffi\nid = springmass\nlibrary = %s\ncalls = batch\nmake = handle sm_batch_make(count)\n"
+            "seeding = void sm_batch_seed(handle, seeds, mask, count)\n"
+            "reset = void sm_batch_reset(handle, mask, double *observation, count)\n"
+            "step = int32 sm_batch_step(handle, const double *action, double *observation, double *reward, "
+            "uint8 *terminated, count) ok=0\nfree = void sm_batch_free(handle)\nobservation_shape = 2\n"
+            "action_shape = 1\nmax_episode_steps = 200\nnum_envs = %" G_GINT64_FORMAT "\n", lib, (gint64)nums[j]);
         char *native_text = g_strdup_printf("backend = smnative\nid = springmass\nlibrary = %s\n"
                                             "max_episode_steps = 200\nnum_envs = %" G_GINT64_FORMAT "\n", lib,
                                             (gint64)nums[j]);
-        host_env hf, hn;
+        host_env hf, hn, hb;
         action_bank bank = { 0 };
         int rc = host_open_text(&hf, host, ffi_text, err);
         if (!rc && (rc = host_open_text(&hn, host, native_text, err)))
             host_close(&hf);
+        if (!rc && (rc = host_open_text(&hb, host, batch_text, err))) {
+            host_close(&hf);
+            host_close(&hn);
+        }
         g_free(ffi_text);
         g_free(native_text);
+        g_free(batch_text);
         if (rc)
             return rc;
         if (!(rc = bank_fill(&bank, leaf_of(crl_env_action_spec(hf.env), "action"), 64, 1, err)) &&
-            !(rc = host_bind_bank(&hf, &bank, err)) && !(rc = host_bind_bank(&hn, &bank, err))) {
+            !(rc = host_bind_bank(&hf, &bank, err)) && !(rc = host_bind_bank(&hn, &bank, err)) &&
+            !(rc = host_bind_bank(&hb, &bank, err))) {
             crl_env_set_seed(hf.env, 0);
             crl_env_set_seed(hn.env, 0);
-            if (!(rc = host_reset(&hf, err)))
-                rc = host_reset(&hn, err);
+            crl_env_set_seed(hb.env, 0);
+            if (!(rc = host_reset(&hf, err)) && !(rc = host_reset(&hn, err)))
+                rc = host_reset(&hb, err);
         }
         if (!rc) {
-            crl_bench_result best[2];
-            void (*const fns[2])(void *, uint64_t) = { run_host_fused_held, run_host_fused_held };
-            void *const states[2] = { &hn, &hf };
-            measure_turns(fns, states, 2, 2 * seconds, 6, best);
-            if (hn.failed || hf.failed) {
-                rc = crl_error_pass(err, hn.failed ? &hn.err : &hf.err, CRL_E_RUNTIME);
+            crl_bench_result best[3];
+            void (*const fns[3])(void *, uint64_t) = { run_host_fused_held, run_host_fused_held, run_host_fused_held };
+            void *const states[3] = { &hn, &hf, &hb };
+            measure_turns(fns, states, 3, 2 * seconds, 6, best);
+            if (hn.failed || hf.failed || hb.failed) {
+                rc = crl_error_pass(err, hn.failed ? &hn.err : hf.failed ? &hf.err : &hb.err, CRL_E_RUNTIME);
             } else {
                 printf("  %" G_GINT64_FORMAT " env%s:\n", (gint64)nums[j], nums[j] == 1 ? "" : "s");
                 report("native plugin (direct calls)", best[0], nums[j]);
-                report("ffi backend (ffi_call)", best[1], nums[j]);
-                printf("    ffi/native time: %.2fx\n", best[1].ns_per_op / best[0].ns_per_op);
+                report("ffi backend (ffi_call per env)", best[1], nums[j]);
+                report("ffi backend, calls = batch", best[2], nums[j]);
+                printf("    ffi/native time: %.2fx per env, %.2fx batch\n", best[1].ns_per_op / best[0].ns_per_op,
+                       best[2].ns_per_op / best[0].ns_per_op);
             }
         }
         bank_free(&bank);
         host_close(&hf);
         host_close(&hn);
+        host_close(&hb);
         if (rc)
             return rc;
     }

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,6 +135,59 @@ bool ffi_same_repr(crl_dtype dt, ctype t)
     case CRL_F64: return t == T_DOUBLE;
     default: return false;
     }
+}
+
+/* The common pairs (float32 buffers for double simulators, bool flags) have loops of their own: the
+ * generic path converts element by element through double. */
+void ffi_to_c(crl_dtype dt, const void *src, ctype t, void *dst, int64_t n)
+{
+    if (dt == CRL_F32 && t == T_DOUBLE) {
+        const float *s = src;
+        double *d = dst;
+        for (int64_t m = 0; m < n; m++)
+            d[m] = s[m];
+        return;
+    }
+    const size_t ss = crl_dtype_size(dt), ds = ffi_ctypes[t].size;
+    for (int64_t m = 0; m < n; m++)
+        ffi_store_double(t, (char *)dst + (size_t)m * ds, ffi_load_crl(dt, (const char *)src + (size_t)m * ss));
+}
+
+int64_t ffi_from_c(ctype t, const void *src, crl_dtype dt, void *dst, int64_t n, bool check_nan)
+{
+    check_nan = check_nan && ffi_ctypes[t].is_float;
+    if (t == T_DOUBLE && dt == CRL_F32) {
+        const double *s = src;
+        float *d = dst;
+        for (int64_t m = 0; m < n; m++) {
+            if (check_nan && isnan(s[m]))
+                return m;
+            d[m] = (float)s[m];
+        }
+        return -1;
+    }
+    if (t == T_FLOAT && dt == CRL_F32 && src == dst) {
+        const float *s = src;
+        for (int64_t m = 0; check_nan && m < n; m++)
+            if (isnan(s[m]))
+                return m;
+        return -1;
+    }
+    if ((t == T_UINT8 || t == T_BOOL) && dt == CRL_BOOL) {
+        const uint8_t *s = src;
+        uint8_t *d = dst;
+        for (int64_t m = 0; m < n; m++)
+            d[m] = s[m] != 0;
+        return -1;
+    }
+    const size_t ss = ffi_ctypes[t].size, ds = crl_dtype_size(dt);
+    for (int64_t m = 0; m < n; m++) {
+        double v = ffi_load_double(t, (const char *)src + (size_t)m * ss);
+        if (check_nan && isnan(v))
+            return m;
+        ffi_store_crl(dt, (char *)dst + (size_t)m * ds, v);
+    }
+    return -1;
 }
 
 int ffi_sig_error(const crl_opts *opts, const char *key, crl_error *err, const char *fmt, ...)

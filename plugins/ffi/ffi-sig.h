@@ -125,5 +125,11 @@ double ffi_load_crl(crl_dtype dt, const void *p);
 void ffi_store_crl(crl_dtype dt, void *p, double v);
 /* Whether a crl buffer of dtype dt can be passed as is for a C array of type t. */
 bool ffi_same_repr(crl_dtype dt, ctype t);
+/* n elements of crl dtype dt at src into the C array dst of type t (the staging before a call). */
+void ffi_to_c(crl_dtype dt, const void *src, ctype t, void *dst, int64_t n);
+/* n elements of C type t at src into crl dtype dt at dst (after a call), bools normalised to 0/1.  src may
+ * be dst when ffi_same_repr(dt, t).  With check_nan and a floating t, stops at the first NaN and returns
+ * its index; else -1. */
+int64_t ffi_from_c(ctype t, const void *src, crl_dtype dt, void *dst, int64_t n, bool check_nan);
 
 #endif

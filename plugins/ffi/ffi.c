@@ -163,12 +163,7 @@ static int call_one(ffi_env *e, fn *f, int64_t i, uint64_t seed, void **made, cr
             int64_t cnt = e->per_env[a->leaf] * span;
             char *base = (char *)e->buf[a->leaf] + (size_t)(i * e->per_env[a->leaf]) * crl_dtype_size(e->dt[a->leaf]);
             if (a->staging) {
-                for (int64_t m = 0; m < cnt; m++) {
-                    double v = e->dt[a->leaf] == CRL_F32   ? ((float *)base)[m]
-                               : e->dt[a->leaf] == CRL_I64 ? (double)((int64_t *)base)[m]
-                                                           : ((uint8_t *)base)[m];
-                    ffi_store_double(a->type, (char *)a->staging + (size_t)m * ffi_ctypes[a->type].size, v);
-                }
+                ffi_to_c(e->dt[a->leaf], base, a->type, a->staging, cnt);
                 a->value.p = a->staging;
             } else {
                 a->value.p = base;
@@ -199,19 +194,11 @@ static int call_one(ffi_env *e, fn *f, int64_t i, uint64_t seed, void **made, cr
             continue;
         int64_t cnt = e->per_env[a->leaf] * span;
         char *base = (char *)e->buf[a->leaf] + (size_t)(i * e->per_env[a->leaf]) * crl_dtype_size(e->dt[a->leaf]);
-        for (int64_t m = 0; m < cnt; m++) {
-            const void *src = a->staging ? (char *)a->staging + (size_t)m * ffi_ctypes[a->type].size
-                                         : base + (size_t)m * crl_dtype_size(e->dt[a->leaf]);
-            double v = ffi_load_double(a->type, src);
-            if (e->check_nan && ffi_ctypes[a->type].is_float && isnan(v))
-                return crl_error_set(err, CRL_E_RUNTIME, "ffi: %s: %s wrote NaN into %s[%lld] of env %lld", e->id,
-                                     f->symbol, leaf_names[a->leaf], (long long)(m % e->per_env[a->leaf]),
-                                     (long long)(i + m / e->per_env[a->leaf]));
-            if (e->dt[a->leaf] == CRL_BOOL)
-                ((uint8_t *)base)[m] = v != 0.0;
-            else if (a->staging)
-                ((float *)base)[m] = (float)v;
-        }
+        int64_t m = ffi_from_c(a->type, a->staging ? a->staging : base, e->dt[a->leaf], base, cnt, e->check_nan);
+        if (m >= 0)
+            return crl_error_set(err, CRL_E_RUNTIME, "ffi: %s: %s wrote NaN into %s[%lld] of env %lld", e->id,
+                                 f->symbol, leaf_names[a->leaf], (long long)(m % e->per_env[a->leaf]),
+                                 (long long)(i + m / e->per_env[a->leaf]));
     }
     return CRL_OK;
 }

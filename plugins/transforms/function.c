@@ -392,11 +392,8 @@ static int apply(fnt *t, crl_td *td, const char *in_key, const char *out_key, cr
         rc = grow(&t->in_stage, &t->in_cap, (size_t)(rows * in_n) * isz, t->name, err);
     if (!rc && stage_out)
         rc = grow(&t->out_stage, &t->out_cap, (size_t)(rows * out_n) * osz, t->name, err);
-    if (!rc && stage_in) {
-        size_t xs = crl_dtype_size(xdt);
-        for (int64_t m = 0; m < rows * in_n; m++)
-            ffi_store_double(ia->type, (char *)t->in_stage + (size_t)m * isz, ffi_load_crl(xdt, xd + (size_t)m * xs));
-    }
+    if (!rc && stage_in)
+        ffi_to_c(xdt, xd, ia->type, t->in_stage, rows * in_n);
     const char *ibase = stage_in ? t->in_stage : xd;
     char *obase = stage_out ? t->out_stage : yd;
     const int64_t calls = t->batch ? 1 : rows, span = t->batch ? rows : 1;
@@ -406,16 +403,11 @@ static int apply(fnt *t, crl_td *td, const char *in_key, const char *out_key, cr
         ffi_retval rv;
         rc = call_fn(t, &t->fns[FN_FORWARD], r, span, &rv, err);
     }
-    const size_t ys = crl_dtype_size(t->out_dtype);
-    const bool scan = stage_out || (t->check_nan && ffi_ctypes[oa->type].is_float);
-    for (int64_t m = 0; scan && m < rows * out_n && !rc; m++) {
-        const char *src = obase + (size_t)m * osz;
-        double v = ffi_load_double(oa->type, src);
-        if (t->check_nan && ffi_ctypes[oa->type].is_float && isnan(v))
+    if (!rc) {
+        int64_t m = ffi_from_c(oa->type, obase, t->out_dtype, yd, rows * out_n, t->check_nan);
+        if (m >= 0)
             rc = crl_error_set(err, CRL_E_RUNTIME, "%s: %s wrote NaN into %s[%lld] of row %lld", t->name,
                                t->fns[FN_FORWARD].symbol, out_key, (long long)(m % out_n), (long long)(m / out_n));
-        else if (stage_out)
-            ffi_store_crl(t->out_dtype, yd + (size_t)m * ys, v);
     }
     crl_tensor_unref(xc);
     return rc;
