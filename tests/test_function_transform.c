@@ -19,6 +19,7 @@
 #include <crl/host.h>
 #include <crl/transform.h>
 
+#include "config-check.h"
 #include "host-fixture.h"
 
 #define LIB "library=" OBSFILTER_LIB
@@ -386,8 +387,6 @@ END_TEST
 /* `crl config check` builds the chain dry: a bad forward exits 2 naming FILE:LINE. */
 START_TEST(config_check_exits_2)
 {
-    const char *crl = getenv("CRL");
-    ck_assert_msg(crl != NULL, "CRL is not set (run through make check)");
     GString *ini = g_string_new("[plugins]\nload = ffi, transforms\n");
     g_string_append(ini, env_ini(""));
     /* Replace the forward's function by a misspelt one. */
@@ -399,24 +398,7 @@ START_TEST(config_check_exits_2)
     int line = 1;
     for (const char *p = text; p < bad; p++)
         line += *p == '\n';
-    GError *ge = NULL;
-    char *path = NULL;
-    int fd = g_file_open_tmp("crl-fnt-XXXXXX.ini", &path, &ge);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    ck_assert(g_file_set_contents(path, text, -1, NULL));
-    char *argv[] = { (char *)crl, "config", "check", path, NULL };
-    char *out = NULL, *errs = NULL;
-    int status = 0;
-    ck_assert(g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &errs, &status, &ge));
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 2, "status %d: %s%s", status, out, errs);
-    char *where = g_strdup_printf("%s:%d", path, line);
-    ck_assert_msg(strstr(errs, where) != NULL && strstr(errs, "of_enrgy"), "want %s in: %s", where, errs);
-    g_free(where);
-    g_unlink(path);
-    g_free(path);
-    g_free(out);
-    g_free(errs);
+    crl_test_config_check_fails(text, line, "no function 'of_enrgy'");
     g_free(text);
 }
 END_TEST

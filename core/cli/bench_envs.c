@@ -253,28 +253,6 @@ static void host_close(host_env *h)
     memset(h, 0, sizeof *h);
 }
 
-/* [env] backend = classic, id, num_envs (0: a single env of batch []),
- * same-step auto-reset, so ended envs reset inside the step as the bare
- * loop resets them right after it. */
-static int host_open(host_env *h, crl_host *host, const char *id, int64_t num, crl_error *err)
-{
-    memset(h, 0, sizeof *h);
-    char *text = num ? g_strdup_printf("[env]\nbackend = classic\nid = %s\nnum_envs = %" G_GINT64_FORMAT
-                                       "\nauto_reset = same_step\n", id, (gint64)num)
-                     : g_strdup_printf("[env]\nbackend = classic\nid = %s\nauto_reset = same_step\n", id);
-    int rc = CRL_OK;
-    crl_error e;
-    crl_error_clear(&e);
-    if (!(h->cfg = crl_config_new(&e)) ||
-        crl_config_load_buffer(h->cfg, "crl bench envs", text, strlen(text), CRL_LAYER_FILE, &e) ||
-        !(h->env = crl_env_from_config(host, h->cfg, "env", &e)) || !(h->action_key = crl_td_key_new("action", &e)))
-        rc = crl_error_pass(err, &e, CRL_E_INVALID);
-    g_free(text);
-    if (rc)
-        host_close(h);
-    return rc;
-}
-
 /* An env from an [env] section's text (auto_reset = same_step is added). */
 static int host_open_text(host_env *h, crl_host *host, const char *section, crl_error *err)
 {
@@ -290,6 +268,19 @@ static int host_open_text(host_env *h, crl_host *host, const char *section, crl_
     g_free(text);
     if (rc)
         host_close(h);
+    return rc;
+}
+
+/* [env] backend = classic, id, num_envs (0: a single env of batch []),
+ * same-step auto-reset, so ended envs reset inside the step as the bare
+ * loop resets them right after it. */
+static int host_open(host_env *h, crl_host *host, const char *id, int64_t num, crl_error *err)
+{
+    char *section = num ? g_strdup_printf("backend = classic\nid = %s\nnum_envs = %" G_GINT64_FORMAT "\n", id,
+                                          (gint64)num)
+                        : g_strdup_printf("backend = classic\nid = %s\n", id);
+    int rc = host_open_text(h, host, section, err);
+    g_free(section);
     return rc;
 }
 
