@@ -48,23 +48,23 @@ if ls "$plugdir"/*.la >/dev/null 2>&1; then fail "libtool .la files installed be
 else ok "plugins installed without .la files"; fi
 
 # The guide and the example are installed together; the guide names installed files only.
-guide=$(find "$dest" -path '*/sdk/GUIDE.md' -type f)
-[ -n "$guide" ] && [ -f "${guide%/GUIDE.md}/example/Makefile" ] && ok "GUIDE.md and example/ installed (${guide#$dest})" \
-    || fail "GUIDE.md or example/ not installed" "$(find "$dest" -name GUIDE.md)"
+guide=$(find "$dest" -path '*/doc/*/GUIDE.md' -type f)
+[ -n "$guide" ] && [ -f "${guide%/GUIDE.md}/examples/Makefile" ] && ok "GUIDE.md and examples/ installed (${guide#$dest})" \
+    || fail "GUIDE.md or examples/ not installed" "$(find "$dest" -name GUIDE.md)"
 sdkdoc=${guide%/GUIDE.md}
-for f in "$src"/plugin-sdk/example/*; do
-    cmp -s "$f" "$sdkdoc/example/${f##*/}" || fail "example/${f##*/} not installed as in the sources"
+for f in "$src"/plugin-sdk/examples/*; do
+    cmp -s "$f" "$sdkdoc/examples/${f##*/}" || fail "examples/${f##*/} not installed as in the sources"
 done
-refs=$(grep -oE '`example/[A-Za-z0-9_.-]+`' "$guide" | tr -d '`' | sort -u)
+refs=$(grep -oE '`examples/[A-Za-z0-9_.-]+`' "$guide" | tr -d '`' | sort -u)
 for r in $refs; do [ -f "$sdkdoc/$r" ] || fail "GUIDE.md names $r, which is not installed"; done
 if bad=$(grep -nE '(plugins|tests|core|plugin-sdk)/[a-z_]' "$guide"); then
     fail "GUIDE.md names files of the source tree, which no package installs" "$bad"
 fi
-ok "GUIDE.md names only installed files ($(wc -w <<<"$refs") under example/)"
+ok "GUIDE.md names only installed files ($(wc -w <<<"$refs") under examples/)"
 examples=$(find "$dest" -path '*/crl/examples/cartpole-dqn.ini' -type f)
 [ -n "$examples" ] && ok "conf/examples installed (${examples%/cartpole-dqn.ini})" || fail "conf/examples not installed"
 
-cp -r "$sdkdoc/example" "$tmp/example"
+cp -r "$sdkdoc/examples" "$tmp/example"
 chmod -R u+w "$tmp/example"
 export PKG_CONFIG_PATH=$pcdir PKG_CONFIG_SYSROOT_DIR=$dest
 cflags=$(pkg-config --cflags crl-plugin-sdk | sed "s/ *$//")
@@ -104,7 +104,8 @@ syms=$(nm -D --defined-only "$tmp/example/example.so" | awk '$2 ~ /^[TDBRV]$/ { 
 crl=$dest$prefix/bin/crl
 scanner=$(find "$dest" -name crl-plugin-scanner -type f)
 [ -n "$scanner" ] && [ -x "$scanner" ] && ok "the plugin scanner is installed ($scanner)" || fail "no crl-plugin-scanner installed"
-export LD_LIBRARY_PATH=$dest$libdir CRL_PLUGIN_PATH=$tmp/example CRL_PLUGIN_SCANNER=$scanner
+# The example and the plugins installed into DESTDIR (where the installed crl would find them).
+export LD_LIBRARY_PATH=$dest$libdir CRL_PLUGIN_PATH=$tmp/example:$plugdir CRL_PLUGIN_SCANNER=$scanner
 out=$("$crl" plugins 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -q '^example 1.0.0' <<<"$out" && grep -q 'env/walk' <<<"$out" \
     && grep -q 'transform/StepPenalty' <<<"$out" && grep -q 'storage/ring' <<<"$out" \

@@ -444,7 +444,7 @@ static int man_plugins(FILE *f, crl_cli_ctx *ctx)
     fputs("/GUIDE.md, and a complete out\\-of\\-tree plugin (an env backend, a transform and a replay "
           "storage, with its Makefile) is in\n", f);
     roff(f, CRL_SDKDOCDIR);
-    fputs("/example.\n", f);
+    fputs("/examples.\n", f);
     size_t np = crl_host_plugin_count(ctx->host);
     if (np) {
         fputs(".SH PLUGINS OF THIS BUILD\nFound when this page was made (\n.B crl plugins \\-\\-verbose\n"

@@ -4,8 +4,8 @@
  *
  * What it shows: create from validated options, transform_specs checking the key it needs (and adding the
  * out key's spec when it is a new one), and call writing through crl_transform_output, which reuses the
- * tensor already there so a rollout allocates nothing per step.  `call` alone is enough: the host uses it
- * on reset output, on each step's "next" and standalone on replay samples. */
+ * tensor already there so a rollout allocates nothing per step.  The host uses `call` on each step's "next"
+ * and standalone on replay samples; `reset` keeps it off the reset output, which has no reward. */
 #include "example.h"
 
 #include <crl/transform_backend.h>
@@ -90,6 +90,13 @@ static int penalty_call(void *tp, crl_td *td, crl_error *err)
     return CRL_OK;
 }
 
+/* A reset's output has no reward: nothing to do (without this hook the host would call `call` on it). */
+static int penalty_reset(void *tp, crl_transform_ctx *ctx, crl_td *td, const bool *mask, crl_error *err)
+{
+    (void)tp, (void)ctx, (void)td, (void)mask, (void)err;
+    return CRL_OK;
+}
+
 static void penalty_destroy(void *tp)
 {
     free(tp);
@@ -100,6 +107,7 @@ static const crl_transform_ops penalty_ops = {
     .create = penalty_create,
     .transform_specs = penalty_specs,
     .call = penalty_call,
+    .reset = penalty_reset,
     .destroy = penalty_destroy,
 };
 
