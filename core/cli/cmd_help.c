@@ -204,12 +204,27 @@ static int man_crl(FILE *f)
     const crl_cli_command *cmds = crl__cli_commands(&n);
     roff_header(f, "CRL", "1");
     fputs(".SH NAME\ncrl \\- reinforcement\\-learning experiments described by INI files\n", f);
-    fputs(".SH SYNOPSIS\n", f);
+    /* Each command's usage lines, as its --help begins ("Usage: crl run ...", then indented ones). */
+    fputs(".SH SYNOPSIS\n.nf\n", f);
     for (size_t i = 0; i < n; i++) {
-        fputs(".B crl\n", f);
-        roff_line(f, cmds[i].name);
-        fputs(".RI [ ARGS ...]\n.br\n", f);
+        char *help = command_help(&cmds[i]);
+        char **lines = help ? g_strsplit(help, "\n", -1) : NULL;
+        for (char **l = lines; l && *l && **l; l++) {
+            const char *u = g_str_has_prefix(*l, "Usage: ") ? *l + 7 : *l;
+            while (*u == ' ')
+                u++;
+            if (!g_str_has_prefix(u, "crl "))
+                fputs("    ", f); /* a usage line's continuation */
+            roff_line(f, u);
+        }
+        if (!lines) {
+            fputs("crl ", f);
+            roff_line(f, cmds[i].name);
+        }
+        g_strfreev(lines);
+        g_free(help);
     }
+    fputs(".fi\n", f);
     fputs(".SH DESCRIPTION\n"
           "crl is a reinforcement\\-learning framework in C in the spirit of TorchRL: environments with "
           "specs, transforms, batched and parallel execution, replay buffers, losses and data collection.  "
