@@ -4,6 +4,7 @@
 #include "config-private.h"
 #include "check-private.h"
 #include "replay-private.h"
+#include "examples-private.h"
 
 #include <crl/trainer.h>
 
@@ -53,8 +54,8 @@ int crl__trainer_check_loss(const crl_config *cfg, const char *loss_type, bool o
     if (!rb) {
         const char *o = crl_config_origin(cfg, "loss", "type");
         return crl_error_set(err, CRL_E_CONFIG, "%s%sloss '%s' learns off-policy from a replay buffer: add a [replay] "
-                             "section (capacity, batch_size; see conf/examples/cartpole-dqn.ini)", o ? o : "",
-                             o ? ": " : "", loss_type);
+                             "section (capacity, batch_size; see %s/cartpole-dqn.ini)", o ? o : "",
+                             o ? ": " : "", loss_type, crl__examples_dir());
     }
     const char *sec = rb->section;
     if (rb->batch_size == 0)

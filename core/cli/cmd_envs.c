@@ -1,6 +1,7 @@
 /* crl envs: every env id offered by every registered env backend. */
 #include "config.h"
 #include "cli-private.h"
+#include "examples-private.h"
 
 #include <crl/env.h>
 #include <crl/trainer.h>
@@ -125,8 +126,8 @@ int crl__cli_env_setup(crl_cli_ctx *ctx, int nargs, char **args, crl_env **env, 
     if (!crl_config_has_section(ctx->cfg, "env")) {
         rc = crl_error_set(err, CRL_E_USAGE,
                            "no [env] section: give an experiment file with one (e.g. "
-                           "conf/examples/cartpole-random.ini) or overrides such as env.backend=classic "
-                           "env.id=CartPole-v1 ('crl envs' lists the ids)");
+                           "%s/cartpole-random.ini) or overrides such as env.backend=classic "
+                           "env.id=CartPole-v1 ('crl envs' lists the ids)", crl__examples_dir());
         crl__cli_teardown(ctx);
         return rc;
     }

@@ -1,6 +1,7 @@
 /* crl inspect: build the env of an [env] section and print its specs (text or JSON). */
 #include "config.h"
 #include "cli-private.h"
+#include "examples-private.h"
 
 #include <crl/env.h>
 #include <glib.h>
@@ -181,7 +182,7 @@ static void usage(FILE *f)
             "Build the env that the [env] section describes and print its specs as\n"
             "TorchRL prints env.observation_spec, env.action_spec, ... e.g.\n\n"
             "  crl inspect env.backend=classic env.id=Pendulum-v1\n"
-            "  crl inspect conf/examples/cartpole-random.ini env.num_envs=8\n\n"
+            "  crl inspect %s/cartpole-random.ini env.num_envs=8\n\n"
             "  --json      print the specs as one JSON object: backend, id, batch_size,\n"
             "              num_envs, max_episode_steps, render, and observation_spec,\n"
             "              action_spec, reward_spec, done_spec, state_spec, each a spec\n"
@@ -190,7 +191,7 @@ static void usage(FILE *f)
             "              Multi* kinds, \"entries\" for Composite}; infinite bounds are\n"
             "              written as the strings \"inf\" and \"-inf\"\n"
             "  -h, --help  print this help\n\n"
-            "Exit status: 0 ok, 1 runtime failure, 2 bad usage, bad config or unknown env.\n");
+            "Exit status: 0 ok, 1 runtime failure, 2 bad usage, bad config or unknown env.\n", crl__examples_dir());
 }
 
 int crl__cmd_inspect(int argc, char **argv)

@@ -2,6 +2,7 @@
  * rollout TensorDict and an episode summary, optionally save env 0's frames. */
 #include "config.h"
 #include "cli-private.h"
+#include "examples-private.h"
 
 #include <crl/env.h>
 #include <errno.h>
@@ -344,7 +345,7 @@ static void usage(FILE *f)
             "on.  Prints the rollout TensorDict (batch [batch..., N]) and a summary: steps,\n"
             "episodes completed, the mean return of the completed ones and the partial\n"
             "return of the running ones.  E.g.\n\n"
-            "  crl rollout conf/examples/cartpole-random.ini --steps 200\n"
+            "  crl rollout %s/cartpole-random.ini --steps 200\n"
             "  crl rollout env.backend=classic env.id=Pendulum-v1 --steps 20 --seed 7\n\n"
             "  --steps N          number of steps (required, 1..100000000)\n"
             "  --seed S           seed the envs with S (overrides [env] seed)\n"
@@ -361,7 +362,7 @@ static void usage(FILE *f)
             "                     reset and after every step: N+1 files); the env must render\n"
             "  -h, --help         print this help\n\n"
             "Exit status: 0 ok, 1 runtime failure (e.g. the env cannot render), 2 bad usage,\n"
-            "bad config, unknown env or a malformed actions file.\n");
+            "bad config, unknown env or a malformed actions file.\n", crl__examples_dir());
 }
 
 /* "--name VALUE" or "--name=VALUE": 1 when matched (value in *out), -1 when
