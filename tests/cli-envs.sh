@@ -53,16 +53,26 @@ else nok "crl envs --json (exit $rc)" "$out"; fi
 
 # With the fixtures autoloaded (an env backend without ops cannot get here: its scan refuses it, see
 # cli-hostile.sh), every backend's ids are listed; good.so's goodenv offers none.
-out=$("$crl" envs 2>&1); rc=$?
+out=$("$crl" envs 2>"$tmp/envs.err"); rc=$?
 if [ "$rc" -eq 0 ] && grep -qx "classic/CartPole-v1" <<<"$out" && grep -qx "countenv/Count-v0" <<<"$out" &&
     ! grep -q "goodenv" <<<"$out"; then ok "crl envs with the fixtures lists every backend's ids"
 else nok "crl envs with the fixtures (exit $rc, wanted 0)" "$out"; fi
+# A registered backend without a fixed id list (as gym) is named as such, not as "no backend registered".
+if grep -q "env/goodenv (plugin good) lists no fixed ids; its make accepts or refuses each env.id" "$tmp/envs.err" &&
+    ! grep -q "no env backend is registered" "$tmp/envs.err"; then ok "a backend with no id list is named on stderr"
+else nok "a backend with no id list" "$(cat "$tmp/envs.err")"; fi
 out=$("$crl" envs --backend classic 2>&1); rc=$?
 if [ "$rc" -eq 0 ] && [ "$(grep -c '^classic/' <<<"$out")" -eq 5 ] && ! grep -q goodenv <<<"$out" &&
     [ "$(wc -l <<<"$out")" -eq 5 ]; then ok "crl envs --backend classic lists only classic's five ids"
 else nok "crl envs --backend classic (exit $rc)" "$out"; fi
 expect 2 "clasic.*did you mean 'classic'" "an unknown backend is exit 2 with a hint" -- envs --backend clasic "$noauto"
 expect 2 "backend needs" "--backend without a name is a usage error" -- envs --backend
+# A backend this tree builds as a plugin but that is not loaded: exit 2 naming its plugin and how to get it
+# (on the plugin path, or the configure switch and packages when this build left it out).
+expect 2 "env backend 'gym' is not registered: .*plugin 'gym' \\(gym\.so\).*(CRL_PLUGIN_PATH|--enable-gym)" \
+    "crl envs --backend gym without the gym plugin names the plugin and how to get it" -- envs --backend gym "$noauto"
+expect 2 "env backend 'dm_control' is not registered: .*(CRL_PLUGIN_PATH|--enable-dm-control)" \
+    "crl envs --backend dm_control without its plugin says how to get it" -- envs --backend dm_control "$noauto"
 expect 2 "unknown option '--bogus'" "crl envs rejects an unknown option" -- envs --bogus "$noauto"
 
 # ---- crl inspect -----------------------------------------------------------
