@@ -17,8 +17,9 @@ static const crl_option env_options[] = {
       "repeat each action this many frames, summing the rewards; an env that ends stops early" },
     { "from_pixels", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
       "add a \"pixels\" uint8 [H, W, 3] observation rendered after every reset and step" },
-    { "pixels_only", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
-      "with from_pixels: leave the backend's observation keys out, keep only \"pixels\"" },
+    { "pixels_only", CRL_OPT_BOOL, 0, NULL, 0, 0, NULL,
+      "with from_pixels: leave the backend's observation keys out, keep only \"pixels\"; unset: true with "
+      "from_pixels (TorchRL's default), false without" },
     { "auto_reset", CRL_OPT_ENUM, 0, "off", 0, 0, "off|next_step|same_step",
       "an env whose episode ended: off = reset it yourself (TorchRL's EnvBase; stepping it is an error), "
       "next_step = the next step resets it (EnvPool), same_step = it resets inside the step that ended it" },
@@ -194,7 +195,9 @@ static int read_env_options(crl_env_desc *d, crl_error *err)
         rc = crl_opts_int(o, "frame_skip", &d->frame_skip, err);
     if (!rc)
         rc = crl_opts_bool(o, "from_pixels", &d->from_pixels, err);
-    if (!rc)
+    /* TorchRL's wrappers default to pixels_only=True once from_pixels is on. */
+    d->pixels_only = d->from_pixels;
+    if (!rc && crl_opts_is_set(o, "pixels_only"))
         rc = crl_opts_bool(o, "pixels_only", &d->pixels_only, err);
     if (!rc)
         rc = crl_opts_string(o, "auto_reset", &ar, err);

@@ -332,6 +332,10 @@ START_TEST(config_errors)
     assert_null_err(fx_open(&f, "backend = countenv\nid = Count-v0\npixels_only = true", &e), e, CRL_E_CONFIG,
                     "pixels_only = true needs from_pixels = true");
     fx_close(&f);
+    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\npixels_only = false");
+    ck_assert_ptr_nonnull(crl_spec_composite_get(crl_env_observation_spec(env), "observation"));
+    ck_assert_ptr_null(crl_spec_composite_get(crl_env_observation_spec(env), "pixels"));
+    fx_close(&f);
     assert_null_err(fx_open(&f, "backend = countenv\nid = CountNoState-v0\nfrom_pixels = true", &e), e,
                     CRL_E_UNSUPPORTED, "cannot render");
     fx_close(&f);
@@ -662,7 +666,7 @@ START_TEST(frame_skip_sums_and_stops)
 {
     fx f;
     crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 3\nframe_skip = 3\n"
-                              "auto_reset = next_step\nfrom_pixels = true");
+                              "auto_reset = next_step\nfrom_pixels = true\npixels_only = false");
     /* env 0 ends at counter 5: from 3 that is 2 frames into the 3. */
     crl_td *td = reset_to_counters(env, (double[]){ 3, 0, 1 });
     set_all_actions(env, td, 2);
@@ -781,7 +785,7 @@ START_TEST(autoreset_same_step)
 {
     fx f;
     crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 2\nauto_reset = same_step\n"
-                              "from_pixels = true");
+                              "from_pixels = true\npixels_only = false");
     crl_td *td = reset_to_counters(env, (double[]){ 4, 1 });
     set_all_actions(env, td, 2);
     step_ok(env, td);
@@ -819,7 +823,7 @@ END_TEST
 START_TEST(partial_reset)
 {
     fx f;
-    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 4\nfrom_pixels = true");
+    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 4\nfrom_pixels = true\npixels_only = false");
     crl_td *td = reset_to_counters(env, (double[]){ 1, 1, 1, 1 });
     set_all_actions(env, td, 0);
     step_ok(env, td);
@@ -965,7 +969,7 @@ END_TEST
 START_TEST(from_pixels_keys)
 {
     fx f;
-    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nfrom_pixels = true");
+    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nfrom_pixels = true\npixels_only = false");
     crl_td *td = reset_ok(env, NULL);
     assert_keys(td, "done,observation,pixels,state,terminated,truncated");
     crl_tensor *px = crl_td_get(td, "pixels");
@@ -996,7 +1000,8 @@ START_TEST(from_pixels_keys)
     crl_td_unref(td);
     fx_close(&f);
 
-    env = fx_env(&f, "backend = countenv\nid = Count-v0\nfrom_pixels = true\npixels_only = true\nnum_envs = 2");
+    /* pixels_only defaults to true with from_pixels, as in TorchRL's wrappers. */
+    env = fx_env(&f, "backend = countenv\nid = Count-v0\nfrom_pixels = true\nnum_envs = 2");
     td = reset_ok(env, NULL);
     assert_keys(td, "done,pixels,state,terminated,truncated");
     ck_assert_int_eq(crl_tensor_ndim(crl_td_get(td, "pixels")), 4);
@@ -1162,7 +1167,7 @@ START_TEST(check_specs)
 {
     fx f;
     crl_error e = { 0 };
-    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 3\nfrom_pixels = true");
+    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 3\nfrom_pixels = true\npixels_only = false");
     assert_ok(crl_env_check_specs(env, 10, &e), e);
     fx_close(&f);
     env = fx_env(&f, "backend = countenv\nid = CountBox-v0\nauto_reset = same_step\nframe_skip = 2");
@@ -1348,7 +1353,7 @@ START_TEST(cached_steps_match_general)
 {
     static const char *const cases[] = {
         "backend = countenv\nid = Count-v0\nnum_envs = 4\nauto_reset = same_step",
-        "backend = countenv\nid = Count-v0\nnum_envs = 2\nauto_reset = same_step\nfrom_pixels = true",
+        "backend = countenv\nid = Count-v0\nnum_envs = 2\nauto_reset = same_step\nfrom_pixels = true\npixels_only = false",
         "backend = countenv\nid = Count-v0\nauto_reset = next_step\nframe_skip = 2",
         "backend = countenv\nid = CountNoState-v0\nnum_envs = 3\nauto_reset = same_step",
         "backend = countenv\nid = CountBox-v0\nnum_envs = 3\nauto_reset = next_step\nproject_actions = true",

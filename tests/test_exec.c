@@ -375,7 +375,8 @@ END_TEST
 START_TEST(test_render_and_pixels)
 {
     fx f;
-    const char *base = "backend = classic\nid = CartPole-v1\nnum_envs = 3\nauto_reset = next_step\nfrom_pixels = true";
+    const char *base = "backend = classic\nid = CartPole-v1\nnum_envs = 3\nauto_reset = next_step\nfrom_pixels = true\n"
+                       "pixels_only = false";
     crl_env *ref = env_new(&f, base);
     GByteArray *want = record(ref, 40, true);
     int64_t shape[3] = { crl_env_render_height(ref), crl_env_render_width(ref), 3 };

@@ -1001,7 +1001,7 @@ END_TEST
 START_TEST(test_pixels)
 {
     fx f;
-    fx_must_open(&f, "id = TestImage-v0\nfrom_pixels = true\nseed = 3\nnum_envs = 2");
+    fx_must_open(&f, "id = TestImage-v0\nfrom_pixels = true\npixels_only = false\nseed = 3\nnum_envs = 2");
     ck_assert_int_eq(crl_env_render_height(f.env), 48);
     ck_assert_int_eq(crl_env_render_width(f.env), 64);
     const crl_spec *p = leaf(crl_env_observation_spec(f.env), "pixels");
@@ -1013,6 +1013,7 @@ START_TEST(test_pixels)
         /* ImageEnv's frame: red 4 t, green 128, blue round(255 x); pixel (47, 0) is far from the dot. */
         const crl_tensor *px = crl_td_get(td, t ? "next.pixels" : "pixels");
         const crl_tensor *ob = crl_td_get(td, t ? "next.observation" : "observation");
+        ck_assert_ptr_nonnull(ob);
         for (int i = 0; i < 2; i++) {
             double x = crl_tensor_flat_get(ob, i * 4);
             int64_t base = i * 48 * 64 * 3 + 47 * 64 * 3;
@@ -1038,8 +1039,9 @@ START_TEST(test_pixels)
     crl_td_unref(td);
     EXPECT_OK(crl_env_check_specs(f.env, 10, &f.err), f.err);
     fx_close(&f);
-    /* Declared frame sizes skip the probe; a wrong one is a clear error. */
-    fx_must_open(&f, "id = TestImage-v0\nfrom_pixels = true\npixels_only = true\nrender_height = 48\nrender_width = 64");
+    /* Declared frame sizes skip the probe; a wrong one is a clear error.  pixels_only defaults to true with
+     * from_pixels, as GymEnv's does. */
+    fx_must_open(&f, "id = TestImage-v0\nfrom_pixels = true\nrender_height = 48\nrender_width = 64");
     EXPECT_OK(crl_env_check_specs(f.env, 5, &f.err), f.err);
     ck_assert_ptr_null(crl_spec_composite_get(crl_env_observation_spec(f.env), "observation"));
     fx_close(&f);
