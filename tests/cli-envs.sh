@@ -150,8 +150,28 @@ b=$("$crl" rollout "$examples/cartpole-random.ini" --steps 5 --json env.seed=0 "
 c=$("$crl" rollout "$examples/cartpole-random.ini" --steps 5 --json --seed 1 "$noauto" 2>&1)
 if [ "$a" = "$b" ] && [ "$a" != "$c" ]; then ok "--seed overrides the [env] seed of a file"
 else nok "[env] seed vs --seed" "$a" "$c"; fi
-expect 0 "episodes completed: +[1-9]" "the cartpole-random example runs 200 steps and completes episodes" \
-    -- rollout "$examples/cartpole-random.ini" --steps 200 "$noauto"
+# As TorchRL's rollout (break_when_any_done=True) it stops at the first done; --auto-reset runs on.
+out=$("$crl" rollout "$examples/cartpole-random.ini" --steps 200 "$noauto" 2>&1); rc=$?
+t=$(sed -nE 's/^ +steps: +([0-9]+) .*/\1/p' <<<"$out")
+if [ "$rc" -eq 0 ] && [ -n "$t" ] && [ "$t" -lt 200 ] && grep -qE 'episodes completed: +1$' <<<"$out" &&
+    grep -q "stopped: *after step $t of 200, at the first done" <<<"$out" &&
+    grep -q "batch_size=torch.Size(\[$t\])" <<<"$out"
+then ok "rollout stops after the step of the first done (step $t of 200) and says so"
+else nok "rollout stops at the first done (exit $rc, steps '$t')" "$out"; fi
+a=$("$crl" rollout "$examples/cartpole-random.ini" --steps 200 --json "$noauto" 2>&1)
+if python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+done = [v for (v,) in d["next.done"]["data"]]
+assert done[-1] is True and not any(done[:-1]), done
+' <<<"$a"; then ok "the stopped rollout ends on its only done step"
+else nok "rollout --json of the stopped rollout" "$a"; fi
+out=$("$crl" rollout "$examples/cartpole-random.ini" --steps 200 --auto-reset "$noauto" 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -qE 'steps: +200 ' <<<"$out" && grep -qE 'episodes completed: +([2-9]|[1-9][0-9]+)$' <<<"$out" &&
+    ! grep -q "stopped:" <<<"$out"
+then ok "rollout --auto-reset runs all 200 steps through several episodes"
+else nok "rollout --auto-reset (exit $rc)" "$out"; fi
+expect 0 "--auto-reset +reset ended episodes" "rollout --help explains --auto-reset" -- rollout --help
 
 # Replayed actions.
 printf '0\n1\n\n# a comment\n1\n0\n1\n' >"$tmp/cartpole.txt"
