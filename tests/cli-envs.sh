@@ -144,6 +144,23 @@ assert o["data"][1:] == no["data"][:-1], "observation[1:] != next.observation[:-
 assert all(v is False for (v,) in d["next.done"]["data"]), d["next.done"]
 ' <<<"$a"; then ok "rollout --json holds every entry as nested arrays"
 else nok "rollout --json content" "$a"; fi
+# The simulator state only with env.return_state=true (TorchRL's GymEnv has an empty state spec).
+a=$("$crl" rollout "${pendulum[@]}" --steps 3 --json "$noauto" 2>&1); rca=$?
+b=$("$crl" rollout "${pendulum[@]}" --steps 3 --json env.return_state=true "$noauto" 2>&1); rcb=$?
+if [ "$rca$rcb" = 00 ] && python3 -c '
+import json, sys
+a, b = (json.loads(x) for x in sys.argv[1:3])
+assert "state" not in a and "next.state" not in a, list(a)
+assert b["state"]["dtype"] == "float64" and b["state"]["shape"] == [3, 2], b["state"]
+assert b["next.state"]["shape"] == [3, 2]
+assert a["next.observation"] == b["next.observation"]
+' "$a" "$b"; then ok "rollout has no state entry unless env.return_state=true"
+else nok "return_state in rollouts (exits $rca $rcb)" "$a" "$b"; fi
+out=$("$crl" inspect "${pendulum[@]}" "$noauto" 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && [ "$(sed -n '/^state_spec:$/,+2p' <<<"$out")" = "state_spec:
+CompositeSpec(
+, device=cpu, shape=torch.Size([]))" ]; then ok "inspect prints an empty state spec, as TorchRL's GymEnv"
+else nok "inspect state_spec (exit $rc)" "$out"; fi
 # The [env] seed of a file is used, and --seed overrides it.
 a=$("$crl" rollout "$examples/cartpole-random.ini" --steps 5 --json "$noauto" 2>&1)
 b=$("$crl" rollout "$examples/cartpole-random.ini" --steps 5 --json env.seed=0 "$noauto" 2>&1)

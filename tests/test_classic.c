@@ -1226,7 +1226,7 @@ START_TEST(test_host_cartpole_steps)
     form f = open_form(_i == 0);
     crl_error e = {0};
     henv h;
-    EXPECT_OK(henv_open(&h, &f, "[env]\nbackend = classic\nid = CartPole-v1\n", &e), e);
+    EXPECT_OK(henv_open(&h, &f, "[env]\nbackend = classic\nid = CartPole-v1\nreturn_state = true\n", &e), e);
     ck_assert_int_eq(crl_env_batch_ndim(h.env), 0);
 
     /* A seeded reset: env 0's state is stream 0 of the seed. */
@@ -1297,6 +1297,42 @@ START_TEST(test_host_cartpole_steps)
     ck_assert(want[0] > 2.4);
     ck_assert(flag(td, "next.terminated") && flag(td, "next.done") && !flag(td, "next.truncated"));
     ck_assert(*(const float *)crl_tensor_data(crl_td_get(td, "next.reward")) == 1.0f);
+    crl_td_unref(td);
+    henv_close(&h);
+    close_form(&f);
+}
+END_TEST
+
+/* By default (as TorchRL's GymEnv) the state is in no output and the state spec is empty, yet a state
+ * handed to reset_from_state is where the env starts. */
+START_TEST(test_host_state_hidden)
+{
+    form f = open_form(_i == 0);
+    crl_error e = {0};
+    henv h;
+    EXPECT_OK(henv_open(&h, &f, "[env]\nbackend = classic\nid = CartPole-v1\n", &e), e);
+    ck_assert_uint_eq(crl_spec_composite_len(crl_env_state_spec(h.env)), 0);
+    crl_td *td = crl_env_reset(h.env, NULL, &e);
+    ck_assert_msg(td != NULL, "%s", e.message);
+    ck_assert_ptr_null(crl_td_get(td, "state"));
+    const double chosen[4] = {0.01, -0.02, 0.03, 0.04};
+    crl_tensor *st = crl_tensor_new(CRL_F64, 1, (int64_t[]){4}, &e);
+    memcpy(crl_tensor_data(st), chosen, sizeof chosen);
+    EXPECT_OK(crl_td_set(td, "state", st, &e), e);
+    crl_tensor_unref(st);
+    crl_td *td2 = crl_env_reset_from_state(h.env, td, &e);
+    ck_assert_msg(td2 == td, "%s", e.message);
+    crl_td_unref(td2);
+    crl_tensor *a = scalar_i64(1);
+    EXPECT_OK(crl_td_set(td, "action", a, &e), e);
+    crl_tensor_unref(a);
+    EXPECT_OK(crl_env_step(h.env, td, &e), e);
+    double want[4];
+    cartpole_by_hand(chosen, 1, want);
+    const float *nobs = crl_tensor_data(crl_td_get(td, "next.observation"));
+    for (int k = 0; k < 4; k++)
+        ck_assert(nobs[k] == (float)want[k]);
+    ck_assert_ptr_null(crl_td_get(td, "next.state"));
     crl_td_unref(td);
     henv_close(&h);
     close_form(&f);
@@ -1375,6 +1411,7 @@ static Suite *classic_suite(void)
     tcase_add_loop_test(tc, test_render_last_action, 0, 2);
     tcase_add_loop_test(tc, test_large_batch, 0, 2);
     tcase_add_loop_test(tc, test_host_cartpole_steps, 0, 2);
+    tcase_add_loop_test(tc, test_host_state_hidden, 0, 2);
     tcase_add_loop_test(tc, test_host_truncation, 0, 2);
     tcase_add_loop_test(tc, test_host_config_errors, 0, 2);
     suite_add_tcase(s, tc);

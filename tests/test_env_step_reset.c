@@ -263,13 +263,13 @@ END_TEST
 
 START_TEST(pixels_general)
 {
-    equivalence_case("backend = countenv\nid = Count-v0\nnum_envs = 3\nfrom_pixels = true", false, true);
+    equivalence_case("backend = countenv\nid = Count-v0\nnum_envs = 3\nfrom_pixels = true\nreturn_state = true", false, true);
 }
 END_TEST
 
 START_TEST(countenv_state_and_projection)
 {
-    equivalence_case("backend = countenv\nid = Count-v0\nnum_envs = 2", true, true);
+    equivalence_case("backend = countenv\nid = Count-v0\nnum_envs = 2\nreturn_state = true", true, true);
     equivalence_case("backend = countenv\nid = CountBox-v0\nproject_actions = true", true, true);
 }
 END_TEST
@@ -292,7 +292,7 @@ START_TEST(final_and_reset_values)
     static const char *const modes[] = { "off", "next_step", "same_step" };
     for (size_t m = 0; m < G_N_ELEMENTS(modes); m++) {
         crl_test_host h;
-        char *ini = g_strdup_printf("[env]\nbackend = countenv\nid = Count-v0\nauto_reset = %s\n", modes[m]);
+        char *ini = g_strdup_printf("[env]\nbackend = countenv\nid = Count-v0\nauto_reset = %s\nreturn_state = true\n", modes[m]);
         crl_test_host_open(&h, PLUGINS, ini);
         g_free(ini);
         crl_error e = { 0 };

@@ -164,7 +164,7 @@ static const spec_case spec_cases[] = {
       "[transform.p]\ntype = DiscreteActionProjection\nnum_actions_effective = 2\nmax_actions = 5" },
     { "CartPole-v1", "transforms = pr, m",
       "[transform.pr]\ntype = TensorDictPrimer\nprimers.action_mask = bool [2] 1\n[transform.m]\ntype = ActionMask" },
-    { "CartPole-v1", "transforms = x", "[transform.x]\ntype = ExcludeTransform\nexclude_keys = state" },
+    { "CartPole-v1", "transforms = x\nreturn_state = true", "[transform.x]\ntype = ExcludeTransform\nexclude_keys = state" },
     { "CartPole-v1", "transforms = s", "[transform.s]\ntype = SelectTransform\nkeys = observation" },
     { "Pendulum-v1", "transforms = r",
       "[transform.r]\ntype = RenameTransform\nin_keys = observation\nout_keys = obs\nin_keys_inv = action\n"
@@ -278,7 +278,7 @@ START_TEST(double_to_float_round_trip)
 {
     fx a, b;
     crl_error e = { 0 };
-    crl_env *ea = fx_env(&a, "Pendulum-v1", "transforms = up, d2f",
+    crl_env *ea = fx_env(&a, "Pendulum-v1", "transforms = up, d2f\nreturn_state = true",
                          "[transform.up]\ntype = DTypeCastTransform\ndtype_in = float32\ndtype_out = float64\n"
                          "in_keys = observation\nin_keys_inv = action\n[transform.d2f]\ntype = DoubleToFloat");
     crl_env *eb = fx_env(&b, "Pendulum-v1", NULL, NULL);
@@ -703,8 +703,8 @@ START_TEST(exclude_select_rename_keys)
 {
     fx f;
     crl_error e = { 0 };
-    crl_env *env = fx_env(&f, "CartPole-v1", "transforms = x", "[transform.x]\ntype = ExcludeTransform\n"
-                          "exclude_keys = state");
+    crl_env *env = fx_env(&f, "CartPole-v1", "transforms = x\nreturn_state = true",
+                          "[transform.x]\ntype = ExcludeTransform\nexclude_keys = state");
     ck_assert_ptr_null(crl_spec_composite_get(crl_env_state_spec(env), "state"));
     crl_td *td = reset_all(env);
     ck_assert(!crl_td_has(td, "state"));
@@ -716,7 +716,8 @@ START_TEST(exclude_select_rename_keys)
     crl_td_unref(td);
     fx_close(&f);
 
-    env = fx_env(&f, "CartPole-v1", "transforms = s", "[transform.s]\ntype = SelectTransform\nkeys = observation");
+    env = fx_env(&f, "CartPole-v1", "transforms = s\nreturn_state = true",
+                 "[transform.s]\ntype = SelectTransform\nkeys = observation");
     td = reset_all(env);
     ck_assert(!crl_td_has(td, "state"));
     step_with(env, td, act);
