@@ -81,10 +81,15 @@ if [ "$rc" -eq 0 ] && grep -A1 -E '^observation_spec:' <<<"$out" | grep -q 'Comp
     sed -n '/^observation_spec:/,/^action_spec:/p' <<<"$out" | grep -qE '^ +observation: BoundedTensorSpec\('
 then ok "inspect Pendulum-v1: the observation is a BoundedTensorSpec"
 else nok "inspect Pendulum-v1 (exit $rc)" "$out"; fi
+# Discrete actions are one-hot by default (TorchRL GymEnv's categorical_action_encoding=False).
 out=$("$crl" inspect "${cartpole[@]}" "$noauto" 2>&1); rc=$?
-if [ "$rc" -eq 0 ] && sed -n '/^action_spec:/,/^reward_spec:/p' <<<"$out" | grep -qE 'DiscreteTensorSpec\('
-then ok "inspect CartPole-v1: the action is a DiscreteTensorSpec"
+if [ "$rc" -eq 0 ] && sed -n '/^action_spec:/,/^reward_spec:/p' <<<"$out" | grep -qE '^( +action: )?OneHotDiscreteTensorSpec\('
+then ok "inspect CartPole-v1: the action is a OneHotDiscreteTensorSpec"
 else nok "inspect CartPole-v1 (exit $rc)" "$out"; fi
+out=$("$crl" inspect "${cartpole[@]}" env.categorical_action_encoding=true "$noauto" 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && sed -n '/^action_spec:/,/^reward_spec:/p' <<<"$out" | grep -qE '^( +action: )?DiscreteTensorSpec\('
+then ok "inspect CartPole-v1 categorical_action_encoding=true: the action is a DiscreteTensorSpec"
+else nok "inspect CartPole-v1 categorical (exit $rc)" "$out"; fi
 out=$("$crl" inspect --json "${pendulum[@]}" "$noauto" 2>&1); rc=$?
 if [ "$rc" -eq 0 ] && python3 -c '
 import json, sys
@@ -103,10 +108,10 @@ if [ "$rc" -eq 0 ] && python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 act = d["action_spec"]["entries"]["action"]
-assert act["kind"] == "Categorical" and act["n"] == 2 and act["dtype"] == "int64", act
+assert act["kind"] == "OneHot" and act["n"] == 2 and act["dtype"] == "int64" and act["shape"] == [2], act
 obs = d["observation_spec"]["entries"]["observation"]
 assert obs["high"][1] == "inf" and obs["low"][1] == "-inf", obs
-' <<<"$out"; then ok "inspect --json gives CartPole's categorical action and infinite bounds as strings"
+' <<<"$out"; then ok "inspect --json gives CartPole's one-hot action and infinite bounds as strings"
 else nok "inspect --json CartPole-v1 (exit $rc)" "$out"; fi
 expect 2 "CartPol-v1.*CartPole-v1" "an unknown env id is exit 2 naming close matches" \
     -- inspect env.backend=classic env.id=CartPol-v1 "$noauto"
@@ -194,10 +199,17 @@ expect 0 "--auto-reset +reset ended episodes" "rollout --help explains --auto-re
 printf '0\n1\n\n# a comment\n1\n0\n1\n' >"$tmp/cartpole.txt"
 a=$("$crl" rollout "${cartpole[@]}" --steps 5 --seed 9 --actions "$tmp/cartpole.txt" --json "$noauto" 2>&1); rca=$?
 b=$("$crl" rollout "${cartpole[@]}" --steps 5 --seed 9 --actions "$tmp/cartpole.txt" --json "$noauto" 2>&1); rcb=$?
-if [ "$rca$rcb" = 00 ] && [ "$a" = "$b" ] &&
-    python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["action"]["data"] == [0,1,1,0,1], d["action"]' <<<"$a"
-then ok "--actions replays a file's categorical actions (same output twice)"
-else nok "--actions CartPole (exits $rca $rcb)" "$a" "$b"; fi
+c=$("$crl" rollout "${cartpole[@]}" --steps 5 --seed 9 --actions "$tmp/cartpole.txt" --json \
+    env.categorical_action_encoding=true "$noauto" 2>&1); rcc=$?
+if [ "$rca$rcb$rcc" = 000 ] && [ "$a" = "$b" ] && python3 -c '
+import json, sys
+a, c = (json.loads(x) for x in sys.argv[1:3])
+assert a["action"]["data"] == [[1,0],[0,1],[0,1],[1,0],[0,1]], a["action"]
+assert c["action"]["data"] == [0,1,1,0,1], c["action"]
+assert a["next.observation"] == c["next.observation"]
+' "$a" "$c"
+then ok "--actions replays a file's action indices, one-hot or categorical, to the same trajectory"
+else nok "--actions CartPole (exits $rca $rcb $rcc)" "$a" "$b" "$c"; fi
 printf '1.5\n-2\n0.25\n' >"$tmp/pendulum.txt"
 a=$("$crl" rollout "${pendulum[@]}" --steps 3 --actions "$tmp/pendulum.txt" --json "$noauto" 2>&1); rc=$?
 if [ "$rc" -eq 0 ] &&
@@ -207,8 +219,8 @@ else nok "--actions Pendulum (exit $rc)" "$a"; fi
 printf '0\n1\nleft\n1\n' >"$tmp/bad.txt"
 expect 2 "$tmp/bad.txt:3: 'left' is not an integer" "a malformed actions line is exit 2 naming FILE:LINE" \
     -- rollout "${cartpole[@]}" --steps 4 --actions "$tmp/bad.txt" "$noauto"
-printf '0\n1 0\n' >"$tmp/bad2.txt"
-expect 2 "$tmp/bad2.txt:2: 2 values" "an action with too many values is exit 2 naming FILE:LINE" \
+printf '0\n1 0 1\n' >"$tmp/bad2.txt"
+expect 2 "$tmp/bad2.txt:2: 3 values" "an action with too many values is exit 2 naming FILE:LINE" \
     -- rollout "${cartpole[@]}" --steps 2 --actions "$tmp/bad2.txt" "$noauto"
 printf '0\n7\n' >"$tmp/bad3.txt"
 expect 2 "$tmp/bad3.txt:2: " "an out-of-range action is exit 2 naming FILE:LINE" \

@@ -530,7 +530,9 @@ START_TEST(bad_arguments)
         assert_ok(crl_env_step_and_maybe_reset(env, td, td, &e), e);
     }
     uint64_t fast = env->smr_fast;
-    crl_tensor_flat_set(crl_td_get(td, "action"), 1, 2.0);
+    /* the last element belongs to env 1 with index or one-hot actions alike */
+    crl_tensor *act = crl_td_get(td, "action");
+    crl_tensor_flat_set(act, crl_tensor_numel(act) - 1, 2.0);
     assert_err(crl_env_step_and_maybe_reset(env, td, td, &e), e, CRL_E_RANGE,
                "step_and_maybe_reset: step: env 1: ");
     ck_assert_uint_eq(env->smr_fast, fast + 1);

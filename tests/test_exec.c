@@ -72,14 +72,18 @@ static void append_leaf(GByteArray *out, const crl_td *td, const char *key)
     crl_tensor_unref(c);
 }
 
-/* Actions from rng into td's "action" (Categorical int64 or Bounded float32). */
+/* Actions from rng into td's "action" (OneHot or Categorical int64, or Bounded float32). */
 static void fill_actions(crl_env *env, crl_td *td, crl_rng *rng)
 {
     const crl_spec *as = crl_spec_composite_get(crl_env_action_spec(env), "action");
     crl_tensor *a = crl_spec_zero(as, NULL);
     ck_assert_ptr_nonnull(a);
     int64_t n = crl_tensor_numel(a);
-    if (crl_tensor_dtype(a) == CRL_I64) {
+    if (crl_spec_get_kind(as) == CRL_SPEC_ONEHOT) {
+        int64_t *p = crl_tensor_data(a), k = crl_spec_n(as);
+        for (int64_t r = 0; r < n / k; r++)
+            p[r * k + (int64_t)crl_rng_below(rng, (uint64_t)k)] = 1;
+    } else if (crl_tensor_dtype(a) == CRL_I64) {
         int64_t *p = crl_tensor_data(a);
         for (int64_t i = 0; i < n; i++)
             p[i] = (int64_t)crl_rng_below(rng, (uint64_t)crl_spec_n(as));
