@@ -84,7 +84,8 @@ static int spec_mismatch(const crl__exec *x, size_t k, const char *key, const ch
 {
     const crl__exec_inst *in = &x->inst[k], *first = &x->inst[0];
     char *b0 = a0 ? leaf_brief(a0) : NULL, *bk = ak ? leaf_brief(ak) : NULL;
-    if (in->id && first->id && strcmp(in->id, first->id)) {
+    bool ids_differ = in->id && first->id && strcmp(in->id, first->id);
+    if (ids_differ) {
         crl_error_set(err, CRL_E_CONFIG, "%s%sper_env.id: spec '%s' of env %" G_GINT64_FORMAT " (id %s) differs from that "
                       "of env 0 (id %s): %s%s%s%s%s%s; envs of different ids share one batch only when their specs "
                       "match (kinds, dtypes, shapes, categories), so give ids whose specs agree or use one id",
@@ -100,7 +101,7 @@ static int spec_mismatch(const crl__exec *x, size_t k, const char *key, const ch
     }
     g_free(b0);
     g_free(bk);
-    return err ? err->code : CRL_E_PLUGIN;
+    return ids_differ ? CRL_E_CONFIG : CRL_E_PLUGIN;
 }
 
 static crl_spec *combine_composite(const crl__exec *x, crl_spec *const *parts, const char *key, crl_error *err)
