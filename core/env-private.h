@@ -448,4 +448,9 @@ CRL_INTERNAL int crl__env_smr_finish(crl_env *env, const crl__smr_slot *p, bool 
 /* Prefix err as crl_env_step_and_maybe_reset's errors; returns rc. */
 CRL_INTERNAL int crl__env_smr_fail(int rc, crl_error *err);
 
+/* env.c: TorchRL's rule for action_spec/reward_spec/done_spec: the one leaf of
+ * a Composite that holds exactly one (at any depth), else the Composite
+ * itself (none or several leaves).  A non-Composite is returned as is. */
+CRL_INTERNAL const crl_spec *crl__spec_leaf_or_composite(const crl_spec *comp);
+
 #endif

@@ -75,7 +75,7 @@ static void append_leaf(GByteArray *out, const crl_td *td, const char *key)
 /* Actions from rng into td's "action" (Categorical int64 or Bounded float32). */
 static void fill_actions(crl_env *env, crl_td *td, crl_rng *rng)
 {
-    const crl_spec *as = crl_spec_composite_get(crl_env_action_spec(env), "action");
+    const crl_spec *as = crl_env_action_spec(env);
     crl_tensor *a = crl_spec_zero(as, NULL);
     ck_assert_ptr_nonnull(a);
     int64_t n = crl_tensor_numel(a);
@@ -354,7 +354,7 @@ START_TEST(test_per_env_bounds)
     fx f;
     crl_env *env = env_new(&f, "backend = classic\nid = Pendulum-v1\nnum_envs = 3\nexecutor = serial\n"
                                "per_env.max_torque = 1, 2, 3");
-    const crl_spec *a = crl_spec_composite_get(crl_env_action_spec(env), "action");
+    const crl_spec *a = crl_env_action_spec(env);
     ck_assert_int_eq(crl_spec_get_kind(a), CRL_SPEC_BOUNDED);
     crl_tensor *h = crl_tensor_contiguous((crl_tensor *)crl_spec_high(a), NULL);
     crl_tensor *l = crl_tensor_contiguous((crl_tensor *)crl_spec_low(a), NULL);

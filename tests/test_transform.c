@@ -396,7 +396,7 @@ START_TEST(test_inverse)
                               "transforms = s\n"
                               "[transform.s]\ntype = ActShift\nshift = 0.5\n");
     crl_error e = { 0 };
-    const crl_spec *a = crl_spec_composite_get(crl_env_action_spec(env), "action");
+    const crl_spec *a = crl_env_action_spec(env);
     ck_assert_double_eq_tol(crl_tensor_flat_get(crl_spec_low(a), 0), -0.5, 1e-9);
     ck_assert_double_eq_tol(crl_tensor_flat_get(crl_spec_high(a), 1), 1.5, 1e-9);
     int64_t shape[2] = { 2, 1 };
@@ -434,7 +434,7 @@ START_TEST(test_inverse)
     /* Inverses run in reverse chain order: a -> (a - 0.5) * 2. */
     env = fx_env(&f, "[env]\nbackend = countenv\nid = CountBox-v0\nnum_envs = 2\ntransforms = s1, s2\n"
                      "[transform.s1]\ntype = ActShift\nshift = 0\nscale = 2\n[transform.s2]\ntype = ActShift\nshift = 0.5\n");
-    a = crl_spec_composite_get(crl_env_action_spec(env), "action");
+    a = crl_env_action_spec(env);
     ck_assert_double_eq_tol(crl_tensor_flat_get(crl_spec_low(a), 0), 0.0, 1e-9);
     ck_assert_double_eq_tol(crl_tensor_flat_get(crl_spec_high(a), 0), 1.0, 1e-9);
     td = reset(env, NULL);

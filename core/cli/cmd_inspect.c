@@ -159,11 +159,11 @@ static void print_json(const crl_env *env)
         const char *name;
         const crl_spec *(*get)(const crl_env *);
     } specs[] = {
-        { "observation_spec", crl_env_observation_spec },
-        { "action_spec", crl_env_action_spec },
-        { "reward_spec", crl_env_reward_spec },
-        { "done_spec", crl_env_done_spec },
-        { "state_spec", crl_env_state_spec },
+        { "observation_spec", crl_env_full_observation_spec },
+        { "action_spec", crl_env_full_action_spec },
+        { "reward_spec", crl_env_full_reward_spec },
+        { "done_spec", crl_env_full_done_spec },
+        { "state_spec", crl_env_full_state_spec },
     };
     for (size_t i = 0; i < G_N_ELEMENTS(specs); i++) {
         fprintf(f, ",\"%s\":", specs[i].name);

@@ -75,9 +75,14 @@ CRL_API int crl_env_insert_transform(crl_env *env, size_t i, crl_transform *t, c
 /* Detach transform i and hand it back (caller frees it); NULL with
  * CRL_E_RANGE for a bad index. */
 CRL_API crl_transform *crl_env_remove_transform(crl_env *env, size_t i, crl_error *err);
-/* The specs before any transform (the base env's).  Borrowed. */
+/* The specs before any transform (the base env's, TorchRL's
+ * env.base_env.*_spec).  Borrowed; NULL for a NULL env.  The observation
+ * spec is the Composite; base_action_spec follows crl_env_action_spec's
+ * rule (the leaf when there is exactly one, else the Composite) and
+ * base_full_action_spec is the Composite. */
 CRL_API const crl_spec *crl_env_base_observation_spec(const crl_env *env);
 CRL_API const crl_spec *crl_env_base_action_spec(const crl_env *env);
+CRL_API const crl_spec *crl_env_base_full_action_spec(const crl_env *env);
 
 #ifdef __cplusplus
 }
