@@ -136,6 +136,17 @@ typedef struct crl_transform_ops {
 
     /* Free everything create allocated.  NULL-safe on t. */
     void (*destroy)(void *t);
+
+    /* Since ABI 1.2.  TorchRL's repr of the transform, one line as
+     * print(env) shows it inside a Compose, e.g.
+     * "CatTensors(in_keys=['orientations', 'velocity'], out_key=observation)".
+     * Write it into buf as snprintf does (at most size bytes, NUL included;
+     * buf may be NULL when size is 0) and return the length of the whole
+     * repr without the NUL, or a negative value when it cannot be made (the
+     * host then prints the default).  NULL: the host prints TorchRL's
+     * default Transform repr, "Type(keys=[<in_keys>])", from the "in_keys"
+     * option (keys=[] when the transform declares none). */
+    int (*repr)(void *t, char *buf, size_t size);
 } crl_transform_ops;
 
 /* The tensor to write out_key into: the one at `key` in td when it already
