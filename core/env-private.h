@@ -228,6 +228,12 @@ struct crl_env {
      * then nothing on the step path looks at it but one test. */
     struct crl__tchain *chain;
     uint64_t seed;               /* the last seed given (the chain's rngs derive from it) */
+    /* An inner env of worker_transforms under threads or processes (exec.c sets these): its place in the
+     * executor's turn order (crl_transform_ctx_wait_turn).  turn_word NULL: no turns. */
+    _Atomic uint32_t *turn_word;        /* instances that passed their turn in the current job (shared memory) */
+    _Atomic uint32_t *turn_abort;       /* nonzero: a worker failed in this job; nobody waits any more */
+    uint32_t turn_index;                /* this env's instance */
+    bool wants_turns;                   /* a transform of its chain called crl_transform_ctx_use_turns */
 };
 
 typedef struct crl__chain_ops {

@@ -45,6 +45,11 @@ static void keys_of(const crl_spec *comp, const char *prefix, GPtrArray *out)
     }
 }
 
+crl_env *crl__wenv_inner(void *benv)
+{
+    return benv ? ((wenv *)benv)->inner : NULL;
+}
+
 static void wenv_close(void *benv)
 {
     wenv *w = benv;

@@ -1,6 +1,7 @@
 /* Transforms standalone: building them from config or code, apply, spec rewrite, and the SDK helpers. */
 #include "transform-private.h"
 #include "env-private.h"
+#include "spin-private.h"
 
 #include <string.h>
 
@@ -474,6 +475,19 @@ int64_t crl_transform_ctx_num(const crl_transform_ctx *ctx)
 const crl_transform_specs *crl_transform_ctx_parent_specs(const crl_transform_ctx *ctx)
 {
     return ctx ? &ctx->parent : NULL;
+}
+
+void crl_transform_ctx_use_turns(crl_transform_ctx *ctx)
+{
+    if (ctx && ctx->env)
+        ctx->env->wants_turns = true;
+}
+
+void crl_transform_ctx_wait_turn(crl_transform_ctx *ctx)
+{
+    crl_env *env = ctx ? ctx->env : NULL;
+    if (env && env->turn_word)
+        crl__turn_wait(env->turn_word, env->turn_abort, env->turn_index);
 }
 
 const crl_transform_specs *crl_transform_parent_specs(const crl_transform *t)
