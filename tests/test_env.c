@@ -275,6 +275,18 @@ START_TEST(spec_getters_as_torchrl)
 }
 END_TEST
 
+/* The README's seed chain figures (next to TorchRL's 3288080526 for the same call). */
+START_TEST(seed_chain_readme_figures)
+{
+    ck_assert_uint_eq(crl_seed_next(10), UINT64_C(3154873970851002780));
+    ck_assert_uint_eq(crl_seed_next(UINT64_C(3154873970851002780)), UINT64_C(11157014602911934616));
+    fx f;
+    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 3");
+    ck_assert_uint_eq(crl_env_set_seed(env, 10), UINT64_C(1601305919382704873));
+    fx_close(&f);
+}
+END_TEST
+
 START_TEST(batched_env_basics)
 {
     fx f;
@@ -1817,6 +1829,7 @@ static Suite *env_suite(void)
     tcase_add_test(tc, options_table);
     tcase_add_test(tc, single_env_basics);
     tcase_add_test(tc, spec_getters_as_torchrl);
+    tcase_add_test(tc, seed_chain_readme_figures);
     tcase_add_test(tc, batched_env_basics);
     tcase_add_test(tc, specs_repr_layout);
     tcase_add_test(tc, backend_options_and_schema);
