@@ -19,7 +19,7 @@ struct crl_env_desc {
     int64_t num;                 /* envs (1 for a single env) */
     int batch_ndim;              /* 0 (num_envs = 0) or 1 */
     int64_t frame_skip;
-    bool from_pixels, pixels_only, project_actions;
+    bool from_pixels, pixels_only, project_actions, return_state;
     crl_autoreset autoreset;
     int64_t max_steps;           /* 0: the backend's default */
     uint64_t seed;

@@ -160,6 +160,7 @@ struct crl_env {
     int64_t batch_shape[1];
     int64_t frame_skip;
     bool from_pixels, pixels_only, project_actions;
+    bool return_state;           /* state leaves exposed (else bound and kept, but in no td or spec) */
     crl_autoreset autoreset;
     int64_t max_steps;           /* 0: none */
     int32_t render_h, render_w;

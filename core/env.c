@@ -395,7 +395,7 @@ static int prepare_leaves(crl_env *env, bool shared, crl_error *err)
         return crl_error_pass(err, &e, CRL_E_NOMEM);
     for (size_t i = 0; i < env->nleaves; i++) {
         crl__env_leaf *l = &env->leaves[i];
-        l->exposed = !(env->pixels_only && l->role == CRL__ROLE_OBS);
+        l->exposed = !(env->pixels_only && l->role == CRL__ROLE_OBS) && (env->return_state || l->role != CRL__ROLE_STATE);
         char *nk = g_strconcat("next.", l->key, NULL);
         l->k = crl_td_key_new(l->key, &e);
         l->nk = l->k ? crl_td_key_new(nk, &e) : NULL;
@@ -531,6 +531,7 @@ crl_env *crl__env_alloc(const crl_env_desc *d)
     env->frame_skip = d->frame_skip;
     env->from_pixels = d->from_pixels;
     env->pixels_only = d->pixels_only;
+    env->return_state = d->return_state;
     env->project_actions = d->project_actions;
     env->autoreset = d->autoreset;
     env->max_steps = d->max_steps;
@@ -931,8 +932,10 @@ static int load_state(crl_env *env, const crl_td *td, const bool *mask, crl_erro
             if (pass == 0) {
                 if (!t)
                     return crl_error_set(err, CRL_E_NOT_FOUND, "reset_from_state: the TensorDict has no state entry "
-                                         "'%s' (%s declares it); put the state to start from there",
-                                         l->key, crl__env_name(env, nb, sizeof nb));
+                                         "'%s' (%s declares it); put the state to start from there%s",
+                                         l->key, crl__env_name(env, nb, sizeof nb),
+                                         env->return_state ? "" : " (with return_state = true every reset and "
+                                                                  "step output holds it)");
                 if (crl_tensor_dtype(t) != crl_tensor_dtype(l->ubuf))
                     return crl_error_set(err, CRL_E_DTYPE, "reset_from_state: key '%s': expected dtype %s but got %s",
                                          l->key, crl_dtype_name(crl_tensor_dtype(l->ubuf)),

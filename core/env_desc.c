@@ -17,8 +17,9 @@ static const crl_option env_options[] = {
       "repeat each action this many frames, summing the rewards; an env that ends stops early" },
     { "from_pixels", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
       "add a \"pixels\" uint8 [H, W, 3] observation rendered after every reset and step" },
-    { "pixels_only", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
-      "with from_pixels: leave the backend's observation keys out, keep only \"pixels\"" },
+    { "pixels_only", CRL_OPT_BOOL, 0, NULL, 0, 0, NULL,
+      "with from_pixels: leave the backend's observation keys out, keep only \"pixels\"; unset: true with "
+      "from_pixels (TorchRL's default), false without" },
     { "auto_reset", CRL_OPT_ENUM, 0, "off", 0, 0, "off|next_step|same_step",
       "an env whose episode ended: off = reset it yourself (TorchRL's EnvBase; stepping it is an error), "
       "next_step = the next step resets it (EnvPool), same_step = it resets inside the step that ended it" },
@@ -28,6 +29,10 @@ static const crl_option env_options[] = {
       "set truncated after this many base-env steps of an episode; 0: the backend's default" },
     { "seed", CRL_OPT_INT, 0, "0", 0, 0, NULL,
       "env i is seeded with element i of the seed chain starting here (see crl_env_set_seed)" },
+    { "return_state", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
+      "put the backend's simulator state (classic, dm_control: float64 \"state\") into every reset and step "
+      "output and the state spec; off, as TorchRL's GymEnv and DMControlEnv, the env keeps it to itself and "
+      "crl_env_reset_from_state still takes it" },
     { "transforms", CRL_OPT_LIST, 0, "", 0, 0, NULL,
       "transforms applied in this order (TorchRL's TransformedEnv + Compose): each NAME needs a [transform.NAME] "
       "section whose 'type' names the transform" },
@@ -194,8 +199,12 @@ static int read_env_options(crl_env_desc *d, crl_error *err)
         rc = crl_opts_int(o, "frame_skip", &d->frame_skip, err);
     if (!rc)
         rc = crl_opts_bool(o, "from_pixels", &d->from_pixels, err);
-    if (!rc)
+    /* TorchRL's wrappers default to pixels_only=True once from_pixels is on. */
+    d->pixels_only = d->from_pixels;
+    if (!rc && crl_opts_is_set(o, "pixels_only"))
         rc = crl_opts_bool(o, "pixels_only", &d->pixels_only, err);
+    if (!rc)
+        rc = crl_opts_bool(o, "return_state", &d->return_state, err);
     if (!rc)
         rc = crl_opts_string(o, "auto_reset", &ar, err);
     if (!rc)
@@ -469,6 +478,8 @@ crl_env_desc *crl__env_desc_inner(const crl_env_desc *d, int64_t start, int64_t 
     in->frame_skip = 1;
     in->from_pixels = d->from_pixels;
     in->pixels_only = d->pixels_only;
+    /* The outer env reads its state through the inner env's outputs, and hides it there unless asked. */
+    in->return_state = true;
     in->project_actions = d->project_actions;
     /* The outer env steps an ended env once more before it resets it (exec_wenv.c). */
     in->autoreset = CRL_AUTORESET_NEXT_STEP;

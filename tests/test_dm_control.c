@@ -608,7 +608,7 @@ START_TEST(test_control_timestep)
     ck_assert_msg(dt > 0, "no fact for %s", id);
     crl_error e = {0};
     char ini[256];
-    snprintf(ini, sizeof ini, "[env]\nbackend = dm_control\nid = %s\n", id);
+    snprintf(ini, sizeof ini, "[env]\nbackend = dm_control\nid = %s\nreturn_state = true\n", id);
     henv h;
     EXPECT_OK(henv_open(&h, ini, &e), e);
     crl_td *td = crl_env_reset(h.env, NULL, &e);
@@ -672,7 +672,7 @@ START_TEST(test_initial_states)
     crl_td_unref(td);
     henv_close(&h);
 
-    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = reacher/easy\nnum_envs = 32\n", &e), e);
+    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = reacher/easy\nnum_envs = 32\nreturn_state = true\n", &e), e);
     td = crl_env_reset(h.env, NULL, &e);
     const double *state = leaf_f64(td, "state");
     for (int i = 0; i < 32; i++) {
@@ -685,7 +685,7 @@ START_TEST(test_initial_states)
     henv_close(&h);
 
     /* finger/turn: the target lies on the spinner's circle (0.13 around (0.2, 0.4)). */
-    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = finger/turn_hard\nnum_envs = 16\n", &e), e);
+    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = finger/turn_hard\nnum_envs = 16\nreturn_state = true\n", &e), e);
     td = crl_env_reset(h.env, NULL, &e);
     state = leaf_f64(td, "state");
     const double *tp = leaf_f64(td, "target_position");
@@ -748,7 +748,7 @@ START_TEST(test_time_limit)
 {
     crl_error e = {0};
     henv h;
-    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = cartpole/balance\n", &e), e);
+    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = cartpole/balance\nreturn_state = true\n", &e), e);
     crl_td *td = crl_env_reset(h.env, NULL, &e);
     for (int k = 1; k <= 1000; k++) {
         action_of(h.env, td)[0] = 0.0;
@@ -776,7 +776,7 @@ START_TEST(test_reset_from_state)
 {
     crl_error e = {0};
     henv h;
-    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = reacher/hard\nnum_envs = 2\nseed = 4\n", &e), e);
+    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = reacher/hard\nnum_envs = 2\nseed = 4\nreturn_state = true\n", &e), e);
     crl_td *td = crl_env_reset(h.env, NULL, &e);
     double *act = action_of(h.env, td);
     for (int k = 0; k < 4; k++)
@@ -823,7 +823,7 @@ START_TEST(test_divergence)
         crl_error e = {0};
         char ini[256];
         snprintf(ini, sizeof ini,
-                 "[env]\nbackend = dm_control\nid = pendulum/swingup\nnum_envs = 2\n%s",
+                 "[env]\nbackend = dm_control\nid = pendulum/swingup\nnum_envs = 2\nreturn_state = true\n%s",
                  mode ? "on_divergence = terminate\n" : "");
         henv h;
         EXPECT_OK(henv_open(&h, ini, &e), e);

@@ -31,14 +31,17 @@ typedef struct fx {
 } fx;
 
 /* Load countenv and badspec and build [env] from env_lines ("key = value"
- * lines).  Returns the env, or NULL with err set. */
+ * lines).  Returns the env, or NULL with err set.  These suites test the
+ * host's state handling, so return_state is on unless env_lines sets it
+ * (return_state_off tests the default). */
 static crl_env *fx_open(fx *f, const char *env_lines, crl_error *err)
 {
     memset(f, 0, sizeof *f);
     crl_error e = { 0 };
     f->cfg = crl_config_new(&e);
     ck_assert_ptr_nonnull(f->cfg);
-    char *text = g_strdup_printf("[plugins]\nload = countenv, badspec\n[env]\n%s\n", env_lines);
+    char *text = g_strdup_printf("[plugins]\nload = countenv, badspec\n[env]\n%s\n%s", env_lines,
+                                 strstr(env_lines, "return_state") ? "" : "return_state = true\n");
     int rc = crl_config_load_buffer(f->cfg, "test.ini", text, strlen(text), CRL_LAYER_FILE, &e);
     g_free(text);
     ck_assert_msg(rc == CRL_OK, "config: %s", e.message);
@@ -176,7 +179,7 @@ static void step_ok(crl_env *env, crl_td *td)
 START_TEST(options_table)
 {
     const char *names[] = { "backend", "id", "num_envs", "frame_skip", "from_pixels", "pixels_only",
-                            "auto_reset", "project_actions", "max_episode_steps", "seed", "transforms",
+                            "auto_reset", "project_actions", "max_episode_steps", "seed", "return_state", "transforms",
                             "executor", "num_workers", "batch_size", "pin_threads", "step_timeout",
                             "on_worker_failure", "max_restarts", "worker_transforms", "per_env." };
     const crl_option *t = crl_env_options();
@@ -192,6 +195,8 @@ START_TEST(options_table)
     ck_assert_str_eq(t[3].default_value, "1");
     ck_assert_double_eq(t[3].min, 1);
     ck_assert_str_eq(t[9].default_value, "0");
+    ck_assert_int_eq(t[10].type, CRL_OPT_BOOL);
+    ck_assert_str_eq(t[10].default_value, "false");
 }
 END_TEST
 
@@ -396,6 +401,10 @@ START_TEST(config_errors)
     fx_close(&f);
     assert_null_err(fx_open(&f, "backend = countenv\nid = Count-v0\npixels_only = true", &e), e, CRL_E_CONFIG,
                     "pixels_only = true needs from_pixels = true");
+    fx_close(&f);
+    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\npixels_only = false");
+    ck_assert_ptr_nonnull(crl_spec_composite_get(crl_env_observation_spec(env), "observation"));
+    ck_assert_ptr_null(crl_spec_composite_get(crl_env_observation_spec(env), "pixels"));
     fx_close(&f);
     assert_null_err(fx_open(&f, "backend = countenv\nid = CountNoState-v0\nfrom_pixels = true", &e), e,
                     CRL_E_UNSUPPORTED, "cannot render");
@@ -727,7 +736,7 @@ START_TEST(frame_skip_sums_and_stops)
 {
     fx f;
     crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 3\nframe_skip = 3\n"
-                              "auto_reset = next_step\nfrom_pixels = true");
+                              "auto_reset = next_step\nfrom_pixels = true\npixels_only = false");
     /* env 0 ends at counter 5: from 3 that is 2 frames into the 3. */
     crl_td *td = reset_to_counters(env, (double[]){ 3, 0, 1 });
     set_all_actions(env, td, 2);
@@ -846,7 +855,7 @@ START_TEST(autoreset_same_step)
 {
     fx f;
     crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 2\nauto_reset = same_step\n"
-                              "from_pixels = true");
+                              "from_pixels = true\npixels_only = false");
     crl_td *td = reset_to_counters(env, (double[]){ 4, 1 });
     set_all_actions(env, td, 2);
     step_ok(env, td);
@@ -884,7 +893,7 @@ END_TEST
 START_TEST(partial_reset)
 {
     fx f;
-    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 4\nfrom_pixels = true");
+    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 4\nfrom_pixels = true\npixels_only = false");
     crl_td *td = reset_to_counters(env, (double[]){ 1, 1, 1, 1 });
     set_all_actions(env, td, 0);
     step_ok(env, td);
@@ -985,6 +994,51 @@ START_TEST(reset_from_state_replays)
 }
 END_TEST
 
+/* The default: the state stays inside the env (TorchRL's GymEnv has an empty state spec), yet
+ * reset_from_state still takes it and starts there. */
+START_TEST(return_state_off)
+{
+    fx f, g;
+    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 2\nreturn_state = false");
+    crl_env *with = fx_env(&g, "backend = countenv\nid = Count-v0\nnum_envs = 2\nreturn_state = true");
+    ck_assert_uint_eq(crl_spec_composite_len(crl_env_state_spec(env)), 0);
+    ck_assert_ptr_nonnull(crl_spec_composite_get(crl_env_state_spec(with), "state"));
+    char *repr = crl_env_specs_repr(env);
+    ck_assert_msg(repr && !strstr(repr, "state: "), "%s", repr);
+    crl_free(repr);
+    crl_td *td = reset_ok(env, NULL);
+    assert_keys(td, "done,observation,terminated,truncated");
+    crl_error e = { 0 };
+    assert_ok(crl_env_rand_step(env, td, &e), e);
+    assert_keys(td, "action,done,next.done,next.observation,next.reward,next.terminated,next.truncated,observation,"
+                    "terminated,truncated");
+    crl_td *roll = crl_env_rollout(env, 3, NULL, NULL, false, true, NULL, &e);
+    ck_assert_msg(roll != NULL, "%s", e.message);
+    ck_assert(!crl_td_has(roll, "state") && !crl_td_has(roll, "next.state"));
+    crl_td_unref(roll);
+    /* reset_from_state: the state given in the td is where the env starts, as with return_state = true */
+    crl_td *a = reset_to_counters(env, (double[]){ -7, -9 });
+    crl_td *b = reset_to_counters(with, (double[]){ -7, -9 });
+    ck_assert(crl_tensor_equal(crl_td_get(a, "observation"), crl_td_get(b, "observation")));
+    ck_assert_double_eq(val(a, "observation", 1, 0), -9);
+    assert_ok(crl_env_rand_action(with, b, &e), e);
+    assert_ok(crl_td_set(a, "action", crl_td_get(b, "action"), &e), e);
+    step_ok(env, a);
+    step_ok(with, b);
+    ck_assert(crl_tensor_equal(crl_td_get(a, "next.observation"), crl_td_get(b, "next.observation")));
+    ck_assert(!crl_td_has(a, "next.state"));
+    /* a td without the state says how to get one */
+    crl_td *empty = crl_td_new(1, (int64_t[]){ 2 }, &e);
+    assert_null_err(crl_env_reset_from_state(env, empty, &e), e, CRL_E_NOT_FOUND, "return_state = true");
+    crl_td_unref(empty);
+    crl_td_unref(a);
+    crl_td_unref(b);
+    crl_td_unref(td);
+    fx_close(&g);
+    fx_close(&f);
+}
+END_TEST
+
 START_TEST(max_episode_steps_truncates)
 {
     fx f;
@@ -1030,7 +1084,7 @@ END_TEST
 START_TEST(from_pixels_keys)
 {
     fx f;
-    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nfrom_pixels = true");
+    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nfrom_pixels = true\npixels_only = false");
     crl_td *td = reset_ok(env, NULL);
     assert_keys(td, "done,observation,pixels,state,terminated,truncated");
     crl_tensor *px = crl_td_get(td, "pixels");
@@ -1061,7 +1115,8 @@ START_TEST(from_pixels_keys)
     crl_td_unref(td);
     fx_close(&f);
 
-    env = fx_env(&f, "backend = countenv\nid = Count-v0\nfrom_pixels = true\npixels_only = true\nnum_envs = 2");
+    /* pixels_only defaults to true with from_pixels, as in TorchRL's wrappers. */
+    env = fx_env(&f, "backend = countenv\nid = Count-v0\nfrom_pixels = true\nnum_envs = 2");
     td = reset_ok(env, NULL);
     assert_keys(td, "done,pixels,state,terminated,truncated");
     ck_assert_int_eq(crl_tensor_ndim(crl_td_get(td, "pixels")), 4);
@@ -1227,7 +1282,7 @@ START_TEST(check_specs)
 {
     fx f;
     crl_error e = { 0 };
-    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 3\nfrom_pixels = true");
+    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 3\nfrom_pixels = true\npixels_only = false");
     assert_ok(crl_env_check_specs(env, 10, &e), e);
     fx_close(&f);
     env = fx_env(&f, "backend = countenv\nid = CountBox-v0\nauto_reset = same_step\nframe_skip = 2");
@@ -1413,7 +1468,7 @@ START_TEST(cached_steps_match_general)
 {
     static const char *const cases[] = {
         "backend = countenv\nid = Count-v0\nnum_envs = 4\nauto_reset = same_step",
-        "backend = countenv\nid = Count-v0\nnum_envs = 2\nauto_reset = same_step\nfrom_pixels = true",
+        "backend = countenv\nid = Count-v0\nnum_envs = 2\nauto_reset = same_step\nfrom_pixels = true\npixels_only = false",
         "backend = countenv\nid = Count-v0\nauto_reset = next_step\nframe_skip = 2",
         "backend = countenv\nid = CountNoState-v0\nnum_envs = 3\nauto_reset = same_step",
         "backend = countenv\nid = CountBox-v0\nnum_envs = 3\nauto_reset = next_step\nproject_actions = true",
@@ -1849,6 +1904,7 @@ static Suite *env_suite(void)
     tcase_add_test(tc, autoreset_same_step);
     tcase_add_test(tc, partial_reset);
     tcase_add_test(tc, reset_from_state_replays);
+    tcase_add_test(tc, return_state_off);
     tcase_add_test(tc, max_episode_steps_truncates);
     tcase_add_test(tc, from_pixels_keys);
     suite_add_tcase(s, tc);

@@ -72,14 +72,18 @@ static void append_leaf(GByteArray *out, const crl_td *td, const char *key)
     crl_tensor_unref(c);
 }
 
-/* Actions from rng into td's "action" (Categorical int64 or Bounded float32). */
+/* Actions from rng into td's "action" (OneHot or Categorical int64, or Bounded float32). */
 static void fill_actions(crl_env *env, crl_td *td, crl_rng *rng)
 {
     const crl_spec *as = crl_env_action_spec(env);
     crl_tensor *a = crl_spec_zero(as, NULL);
     ck_assert_ptr_nonnull(a);
     int64_t n = crl_tensor_numel(a);
-    if (crl_tensor_dtype(a) == CRL_I64) {
+    if (crl_spec_get_kind(as) == CRL_SPEC_ONEHOT) {
+        int64_t *p = crl_tensor_data(a), k = crl_spec_n(as);
+        for (int64_t r = 0; r < n / k; r++)
+            p[r * k + (int64_t)crl_rng_below(rng, (uint64_t)k)] = 1;
+    } else if (crl_tensor_dtype(a) == CRL_I64) {
         int64_t *p = crl_tensor_data(a);
         for (int64_t i = 0; i < n; i++)
             p[i] = (int64_t)crl_rng_below(rng, (uint64_t)crl_spec_n(as));
@@ -375,7 +379,8 @@ END_TEST
 START_TEST(test_render_and_pixels)
 {
     fx f;
-    const char *base = "backend = classic\nid = CartPole-v1\nnum_envs = 3\nauto_reset = next_step\nfrom_pixels = true";
+    const char *base = "backend = classic\nid = CartPole-v1\nnum_envs = 3\nauto_reset = next_step\nfrom_pixels = true\n"
+                       "pixels_only = false";
     crl_env *ref = env_new(&f, base);
     GByteArray *want = record(ref, 40, true);
     int64_t shape[3] = { crl_env_render_height(ref), crl_env_render_width(ref), 3 };

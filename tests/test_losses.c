@@ -753,11 +753,106 @@ START_TEST(dsac_bad_input)
 }
 END_TEST
 
+/* ---- discrete action encodings ---------------------------------------------------- */
+
+/* fx_open with the 2-way action as OneHot int64 [1, 2] (categorical_action_encoding = false) instead of
+ * Categorical. */
+static int fx_open_onehot(loss_fx *f, const char *loss_ini, crl_error *e)
+{
+    memset(f, 0, sizeof *f);
+    crl_test_host_open(&f->h, "losses", loss_ini);
+    fx_specs(f, true);
+    crl_spec_unref(f->act);
+    f->act = crl_spec_composite_of(1, "action", crl_spec_onehot(2, CRL_I64, 2, SHAPE(1, 2), e), e);
+    ck_assert_ptr_nonnull(f->act);
+    return crl_loss_from_config(f->h.host, f->h.cfg, "loss", f->obs, f->act, 7, &f->ops, &f->st, e);
+}
+
+/* A copy of batch with its index actions as one-hot int64 [B, 2] rows. */
+static crl_td *as_onehot(crl_td *batch)
+{
+    crl_error e = { 0 };
+    crl_td *td = crl_td_clone(batch, &e);
+    crl_tensor *idx = crl_td_get(batch, "action");
+    int64_t B = crl_tensor_numel(idx);
+    crl_tensor *oh = t_new(CRL_I64, 2, SHAPE(B, 2));
+    crl_tensor_fill(oh, 0);
+    for (int64_t i = 0; i < B; i++)
+        crl_tensor_flat_set(oh, i * 2 + (int64_t)crl_tensor_flat_get(idx, i), 1);
+    ck_assert_int_eq(crl_td_set(td, "action", oh, &e), CRL_OK);
+    crl_tensor_unref(oh);
+    return td;
+}
+
+/* Every loss term of a forward, in key order. */
+static void forward_terms(loss_fx *f, crl_td *batch, double *out, size_t *n)
+{
+    crl_error e = { 0 };
+    crl_td *losses = crl_td_new(0, NULL, &e);
+    ck_assert_msg(f->ops->forward(f->st, batch, losses, &e) == CRL_OK, "forward: %s", e.message);
+    *n = crl_td_len(losses);
+    ck_assert_uint_le(*n, 8);
+    for (size_t i = 0; i < *n; i++)
+        out[i] = crl_tensor_flat_get(crl_td_tensor_at(losses, i), 0);
+    crl_td_unref(losses);
+}
+
+/* DQN, discrete SAC, PPO and A2C give the same losses on one-hot actions as on their indices, and their
+ * policies write the env's encoding; a one-hot row that is none is refused. */
+START_TEST(discrete_encodings)
+{
+    static const char *const inis[] = {
+        "[loss]\ntype = dqn\nnum_cells = 8\n",
+        "[loss]\ntype = discrete_sac\n" AC_NET,
+        "[loss]\ntype = ppo\n" PG_NET,
+        "[loss]\ntype = a2c\n" PG_NET,
+    };
+    for (size_t k = 0; k < G_N_ELEMENTS(inis); k++) {
+        loss_fx ci, oh;
+        crl_error e = { 0 };
+        ck_assert_msg(fx_open(&ci, inis[k], true, &e) == CRL_OK, "%s: %s", inis[k], e.message);
+        ck_assert_msg(fx_open_onehot(&oh, inis[k], &e) == CRL_OK, "%s one-hot: %s", inis[k], e.message);
+        crl_rng rng;
+        crl_rng_init(&rng, 40 + k, 0);
+        bool pg = k >= 2;
+        crl_td *b = pg ? pg_batch(&ci, 8, 0.05, &rng) : dqn_batch(8, &rng);
+        crl_td *bo = as_onehot(b);
+        double lc[8], lo[8];
+        size_t nc, no;
+        forward_terms(&ci, b, lc, &nc);
+        forward_terms(&oh, bo, lo, &no);
+        ck_assert_uint_eq(nc, no);
+        for (size_t i = 0; i < nc; i++)
+            ck_assert_msg(lc[i] == lo[i], "%s term %zu: %.9g (indices) != %.9g (one-hot)", inis[k], i, lc[i], lo[i]);
+        /* The policy writes the env's encoding. */
+        crl_td *obs = crl_td_new(1, SHAPE(8), &e);
+        ck_assert_int_eq(crl_td_set(obs, "observation", crl_td_get(b, "observation"), &e), CRL_OK);
+        ck_assert_msg(oh.ops->act(oh.st, obs, CRL_EXPLORE_MODE, &rng, &e) == CRL_OK, "act: %s", e.message);
+        crl_tensor *a = crl_td_get(obs, "action");
+        ck_assert_int_eq(crl_tensor_ndim(a), 2);
+        ck_assert_int_eq(crl_tensor_shape(a)[1], 2);
+        for (int64_t r = 0; r < 8; r++)
+            ck_assert(crl_tensor_flat_get(a, 2 * r) + crl_tensor_flat_get(a, 2 * r + 1) == 1);
+        crl_td_unref(obs);
+        /* A row with no one in it is no action. */
+        crl_tensor_flat_set(crl_td_get(bo, "action"), 2 * 3 + (int64_t)crl_tensor_flat_get(crl_td_get(b, "action"), 3), 0);
+        crl_td *losses = crl_td_new(0, NULL, &e);
+        ck_assert_int_eq(oh.ops->forward(oh.st, bo, losses, &e), CRL_E_RANGE);
+        ck_assert_msg(strstr(e.message, "row 3") || strstr(e.message, "action"), "%s", e.message);
+        crl_td_unref(losses);
+        crl_td_unref(b);
+        crl_td_unref(bo);
+        fx_close(&ci);
+        fx_close(&oh);
+    }
+}
+END_TEST
+
 int main(void)
 {
     return RUN_TESTS("losses", dqn_grad_l2, dqn_grad_smooth_l1_double, dqn_weights, dqn_loss_falls,
                      dqn_target_updates, dqn_save_load, dqn_counters_checked, ppo_rng_checked, dqn_bad_input, ppo_grad_clip, ppo_grad_clip_outside,
                      ppo_grad_kl, ppo_grad_continuous, a2c_grad, reinforce_grad, pg_prepare_targets, pg_bad_input, ddpg_grad, td3_grad, sac_grad,
                      sac_fixed_alpha_grad, td3_delay, ac_bad_input, dsac_grad, dsac_fixed_alpha_grad,
-                     dsac_bad_input);
+                     dsac_bad_input, discrete_encodings);
 }

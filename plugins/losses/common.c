@@ -273,7 +273,9 @@ int ls_action_index(crl_td *batch, int64_t rows, int64_t n, const char *who, int
     crl_tensor *action = crl_td_get(batch, "action");
     if (!action)
         return crl_error_set(err, CRL_E_NOT_FOUND, "%s: the batch has no 'action'", who);
-    bool onehot = crl_tensor_numel(action) == rows * n && n > 1;
+    /* One value per row is an index, n a one-hot (categorical_action_encoding true or false); with n = 1 both
+     * read as action 0 once checked. */
+    bool onehot = crl_tensor_numel(action) == rows * n && (n > 1 || crl_tensor_ndim(action) > crl_td_batch_ndim(batch));
     if (!onehot && crl_tensor_numel(action) != rows)
         return crl_error_set(err, CRL_E_SHAPE, "%s: 'action' holds %lld values for %lld rows (expected an index or "
                              "a one-hot of %lld per row)", who, (long long)crl_tensor_numel(action), (long long)rows,
@@ -281,9 +283,20 @@ int ls_action_index(crl_td *batch, int64_t rows, int64_t n, const char *who, int
     for (int64_t r = 0; r < rows; r++) {
         int64_t a = 0;
         if (onehot) {
-            for (int64_t j = 1; j < n; j++)
-                if (crl_tensor_flat_get(action, r * n + j) > crl_tensor_flat_get(action, r * n + a))
+            int64_t ones = 0;
+            bool binary = true;
+            for (int64_t j = 0; j < n; j++) {
+                double v = crl_tensor_flat_get(action, r * n + j);
+                binary &= v == 0 || v == 1;
+                if (v == 1) {
                     a = j;
+                    ones++;
+                }
+            }
+            if (!binary || ones != 1)
+                return crl_error_set(err, CRL_E_RANGE, "%s: 'action' row %lld is not one-hot (%lld ones among %lld "
+                                     "values%s)", who, (long long)r, (long long)ones, (long long)n,
+                                     binary ? "" : ", and values other than 0 and 1");
         } else {
             a = (int64_t)crl_tensor_flat_get(action, r);
         }
