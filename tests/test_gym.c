@@ -536,7 +536,7 @@ START_TEST(test_cartpole_make_specs)
     /* Left at its default, the Discrete action is OneHot int64, as TorchRL's GymEnv
      * (categorical_action_encoding=False). */
     fx_must_open(&f, "id = CartPole-v1\n; categorical_action_encoding left at its default");
-    a = leaf(crl_env_action_spec(f.env), "action");
+    a = crl_env_action_spec(f.env);
     ck_assert_int_eq(crl_spec_get_kind(a), CRL_SPEC_ONEHOT);
     ck_assert_int_eq(crl_spec_dtype(a), CRL_I64);
     expect_shape(a, 1, (int64_t[]){ 2 });
@@ -915,7 +915,7 @@ START_TEST(test_actions)
     fx_close(&f);
     /* MultiOneHot: each group's index, shifted by start, as TorchRL's MultiOneHot of a MultiDiscrete. */
     open_space(&f, "discrete", "multi_discrete_start", "info_keys = act\ncategorical_action_encoding = false");
-    as = leaf(crl_env_action_spec(f.env), "action");
+    as = crl_env_action_spec(f.env);
     ck_assert_int_eq(crl_spec_get_kind(as), CRL_SPEC_MULTI_ONEHOT);
     ck_assert_int_eq(crl_spec_dtype(as), CRL_I64);
     expect_shape(as, 2, (int64_t[]){ 2, 7 });
@@ -943,7 +943,7 @@ START_TEST(test_actions)
                       "categorical_action_encoding = false", CRL_E_UNSUPPORTED,
                       (const char *const[]){ "has 2 dims", "categorical_action_encoding = true", NULL });
     open_space(&f, "discrete", "multi_discrete_2d", "categorical_action_encoding = true");
-    ck_assert_int_eq(crl_spec_get_kind(leaf(crl_env_action_spec(f.env), "action")), CRL_SPEC_MULTI_CATEGORICAL);
+    ck_assert_int_eq(crl_spec_get_kind(crl_env_action_spec(f.env)), CRL_SPEC_MULTI_CATEGORICAL);
     fx_close(&f);
 }
 END_TEST

@@ -571,7 +571,7 @@ START_TEST(discrete_projection_onehot)
                          "[transform.p]\ntype = DiscreteActionProjection\nnum_actions_effective = 2\n"
                          "max_actions = 5\nprojection = modulo");
     crl_env *eb = fx_env(&b, "CartPole-v1", NULL, NULL);
-    const crl_spec *s = crl_spec_composite_get(crl_env_action_spec(ea), "action");
+    const crl_spec *s = crl_env_action_spec(ea);
     ck_assert_int_eq(crl_spec_get_kind(s), CRL_SPEC_ONEHOT);
     ck_assert_int_eq(crl_spec_n(s), 5);
     crl_td *ta = reset_all(ea), *tb = reset_all(eb);
