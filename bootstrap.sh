@@ -81,7 +81,10 @@ case "$cmd" in
         # The uninstalled crl finds the build tree's plugins through the path.
         export CRL_PLUGIN_PATH="$build/plugins/transforms/.libs:$build/plugins/replay/.libs:$build/plugins/losses/.libs:$build/plugins/gym/.libs:$build/plugins/dm_control/.libs${CRL_PLUGIN_PATH:+:$CRL_PLUGIN_PATH}"
         "$crl" bench core
-        "$crl" bench envs
+        # The ffi figure: the springmass test library through the ffi backend and a native plugin over it.
+        make -C "$build" -s tests/ffi/libspringmass.la tests/plugins/smnative.la
+        CRL_PLUGIN_PATH="$CRL_PLUGIN_PATH:$build/plugins/ffi/.libs:$build/tests/plugins/.libs" \
+            CRL_BENCH_FFI_LIB="$build/tests/ffi/.libs/libspringmass.so" "$crl" bench envs
         "$crl" bench batched
         "$crl" bench nn
         "$crl" bench replay

@@ -211,7 +211,8 @@ crl_transform *crl_transform_new(crl_host *host, const char *type, const char *c
         const char *a = kv[i];
         const char *eq = strchr(a, '=');
         char *key = eq ? g_strstrip(g_strndup(a, (gsize)(eq - a))) : NULL;
-        if (!eq || !*key || strpbrk(a, "\n\r[]")) {
+        /* A value may hold brackets (a C signature's shapes); only a line break could start a section. */
+        if (!eq || !*key || strpbrk(a, "\n\r") || strpbrk(key, "[]")) {
             rc = crl_error_set(&e, CRL_E_INVALID, "%s: argument %zu ('%s') is not a single key=value", section, i + 1,
                                a);
         } else if (!strcmp(key, "type")) {

@@ -303,8 +303,23 @@ expect 1 "$tmp/file/sub" "--save-frames into an impossible directory is exit 1 n
     -- rollout "${pendulum[@]}" --steps 1 --save-frames "$tmp/file/sub" "$noauto"
 
 # ---- crl bench envs ----------------------------------------------------------
-expect 0 "bit-exact: yes \\(CartPole-v1" "crl bench envs runs and the host path is bit-exact" \
-    -- bench envs --seconds 0.05
+out=$(CRL_BENCH_FFI_LIB= "$crl" bench envs --seconds 0.05 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -qE "bit-exact: yes \(CartPole-v1" <<<"$out" &&
+    grep -q "ffi vs native: skipped (set CRL_BENCH_FFI_LIB" <<<"$out"; then
+    ok "crl bench envs runs, the host path is bit-exact, the ffi figure says why it is skipped"
+else nok "crl bench envs (exit $rc)" "$out"; fi
+# The ffi figure: the springmass library through the ffi backend and through tests/plugins/smnative.
+smlib=${CRL_TEST_BUILDDIR:?}/ffi/.libs/libspringmass.so
+out=$(CRL_BENCH_FFI_LIB=$smlib "$crl" bench envs --seconds 0.02 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -q "native plugin (direct calls)" <<<"$out" && grep -q "ffi backend (ffi_call per env)" <<<"$out" && grep -q "ffi backend, calls = batch" <<<"$out" &&
+    [ "$(grep -c "ffi/native time: [0-9.]*x per env, [0-9.]*x batch" <<<"$out")" -eq 2 ]; then
+    ok "crl bench envs sets the ffi backend beside a native plugin over the same library (1 and 1024 envs)"
+else nok "crl bench envs with CRL_BENCH_FFI_LIB (exit $rc)" "$out"; fi
+out=$(CRL_BENCH_FFI_LIB=$smlib CRL_PLUGIN_PATH=${CRL_TEST_BUILDDIR}/../plugins/classic/.libs "$crl" bench envs \
+    --seconds 0.01 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -q "ffi vs native: skipped (plugin ffi is not on CRL_PLUGIN_PATH" <<<"$out"; then
+    ok "crl bench envs skips the ffi figure naming a plugin it cannot find"
+else nok "crl bench envs without the ffi plugin (exit $rc)" "$out"; fi
 
 echo "1..$n"
 [ "$failures" -eq 0 ]

@@ -86,5 +86,14 @@ if [ "$rc" -eq 1 ] && grep -qE "stopped: frame [0-9]+: loss 'dqn': .*not finite"
 then ok "a diverging loss stops the run (exit 1) with the frame and a checkpoint"
 else nok "diverging loss (exit $rc)" "$out"; fi
 
+# The ffi example: TD3 on the springmass C library described in INI, end to end (short).
+smlib=${CRL_TEST_BUILDDIR:?}/ffi/.libs/libspringmass.so
+out=$("$crl" run "$srcdir/../conf/examples/ffi-springmass.ini" env.library="$smlib" collector.total_frames=1500 \
+      collector.init_random_frames=500 train.eval_interval=1500 train.eval_episodes=1 train.run_dir="$tmp/ffi" 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && [ -s "$tmp/ffi/checkpoint/trainer.ckpt" ] && grep -qE '^  eval return: +-?[0-9.]+' <<<"$out" \
+    && [ "$(wc -l < "$tmp/ffi/metrics.csv")" -ge 2 ]
+then ok "conf/examples/ffi-springmass.ini trains TD3 on a plain C library through the ffi backend"
+else nok "ffi example (exit $rc)" "$out"; fi
+
 echo "1..$n"
 [ "$failures" -eq 0 ]

@@ -1,6 +1,7 @@
 /* crl bench envs: classic env steps/s through the host env API against the
  * bare backend (ops->step on buffers we bind ourselves), single env and a
- * 1024-env batch, plus a bit-exactness check of the two paths. */
+ * 1024-env batch, plus a bit-exactness check of the two paths; then the ffi
+ * backend against a native plugin wrapping the same C library. */
 #include "config.h"
 #include "cli-private.h"
 
@@ -252,15 +253,11 @@ static void host_close(host_env *h)
     memset(h, 0, sizeof *h);
 }
 
-/* [env] backend = classic, id, num_envs (0: a single env of batch []),
- * same-step auto-reset, so ended envs reset inside the step as the bare
- * loop resets them right after it. */
-static int host_open(host_env *h, crl_host *host, const char *id, int64_t num, crl_error *err)
+/* An env from an [env] section's text (auto_reset = same_step is added). */
+static int host_open_text(host_env *h, crl_host *host, const char *section, crl_error *err)
 {
     memset(h, 0, sizeof *h);
-    char *text = num ? g_strdup_printf("[env]\nbackend = classic\nid = %s\nnum_envs = %" G_GINT64_FORMAT
-                                       "\nauto_reset = same_step\n", id, (gint64)num)
-                     : g_strdup_printf("[env]\nbackend = classic\nid = %s\nauto_reset = same_step\n", id);
+    char *text = g_strdup_printf("[env]\n%sauto_reset = same_step\n", section);
     int rc = CRL_OK;
     crl_error e;
     crl_error_clear(&e);
@@ -271,6 +268,19 @@ static int host_open(host_env *h, crl_host *host, const char *id, int64_t num, c
     g_free(text);
     if (rc)
         host_close(h);
+    return rc;
+}
+
+/* [env] backend = classic, id, num_envs (0: a single env of batch []),
+ * same-step auto-reset, so ended envs reset inside the step as the bare
+ * loop resets them right after it. */
+static int host_open(host_env *h, crl_host *host, const char *id, int64_t num, crl_error *err)
+{
+    char *section = num ? g_strdup_printf("backend = classic\nid = %s\nnum_envs = %" G_GINT64_FORMAT "\n", id,
+                                          (gint64)num)
+                        : g_strdup_printf("backend = classic\nid = %s\n", id);
+    int rc = host_open_text(h, host, section, err);
+    g_free(section);
     return rc;
 }
 
@@ -679,6 +689,96 @@ out:
     return rc;
 }
 
+/* The ffi backend describing tests/ffi/springmass.c's library vs env/smnative (tests/plugins/smnative.c),
+ * which wraps the same library by hand: both through the host (step_and_maybe_reset, the action written in
+ * place), timed in turns.  Skipped, with a line saying why, when the library or a plugin is not found. */
+static int bench_ffi(crl_host *host, double seconds, crl_error *err)
+{
+    const char *lib = g_getenv("CRL_BENCH_FFI_LIB");
+    if (!lib || !*lib) {
+        printf("ffi vs native: skipped (set CRL_BENCH_FFI_LIB to the springmass example library, "
+               "tests/ffi/.libs/libspringmass.so in a build tree)\n");
+        return CRL_OK;
+    }
+    static const char *const needed[] = { "ffi", "smnative" };
+    for (size_t j = 0; j < G_N_ELEMENTS(needed); j++) {
+        crl_error e;
+        crl_error_clear(&e);
+        if (!crl_host_find(host, CRL_KIND_ENV, needed[j]) && crl_host_load_name(host, needed[j], &e)) {
+            printf("ffi vs native: skipped (plugin %s is not on CRL_PLUGIN_PATH: %s)\n", needed[j], e.message);
+            return CRL_OK;
+        }
+    }
+    printf("ffi vs native (springmass from %s; the same library through [env] backend = ffi and through a "
+           "hand-written plugin; host step_and_maybe_reset, timed in turns, best of 6):\n", lib);
+    static const int64_t nums[] = { 1, BATCH };
+    for (size_t j = 0; j < G_N_ELEMENTS(nums); j++) {
+        char *ffi_text = g_strdup_printf(
+            "backend = ffi\nid = springmass\nlibrary = %s\nmake = handle sm_make()\n"
+            "seeding = void sm_seed(handle, seed)\nreset = void sm_reset(handle, double *observation)\n"
+            "step = int32 sm_step(handle, const double *action, double *observation, double *reward, "
+            "uint8 *terminated) ok=0\nfree = void sm_free(handle)\nobservation_shape = 2\naction_shape = 1\n"
+            "max_episode_steps = 200\nnum_envs = %" G_GINT64_FORMAT "\n", lib, (gint64)nums[j]);
+        /* The same library's batch interface: one ffi_call per step for all envs. */
+        char *batch_text = g_strdup_printf(
+            "backend = ffi\nid = springmass\nlibrary = %s\ncalls = batch\nmake = handle sm_batch_make(count)\n"
+            "seeding = void sm_batch_seed(handle, seeds, mask, count)\n"
+            "reset = void sm_batch_reset(handle, mask, double *observation, count)\n"
+            "step = int32 sm_batch_step(handle, const double *action, double *observation, double *reward, "
+            "uint8 *terminated, count) ok=0\nfree = void sm_batch_free(handle)\nobservation_shape = 2\n"
+            "action_shape = 1\nmax_episode_steps = 200\nnum_envs = %" G_GINT64_FORMAT "\n", lib, (gint64)nums[j]);
+        char *native_text = g_strdup_printf("backend = smnative\nid = springmass\nlibrary = %s\n"
+                                            "max_episode_steps = 200\nnum_envs = %" G_GINT64_FORMAT "\n", lib,
+                                            (gint64)nums[j]);
+        host_env hf, hn, hb;
+        action_bank bank = { 0 };
+        int rc = host_open_text(&hf, host, ffi_text, err);
+        if (!rc && (rc = host_open_text(&hn, host, native_text, err)))
+            host_close(&hf);
+        if (!rc && (rc = host_open_text(&hb, host, batch_text, err))) {
+            host_close(&hf);
+            host_close(&hn);
+        }
+        g_free(ffi_text);
+        g_free(native_text);
+        g_free(batch_text);
+        if (rc)
+            return rc;
+        if (!(rc = bank_fill(&bank, leaf_of(crl_env_full_action_spec(hf.env), "action"), 64, 1, err)) &&
+            !(rc = host_bind_bank(&hf, &bank, err)) && !(rc = host_bind_bank(&hn, &bank, err)) &&
+            !(rc = host_bind_bank(&hb, &bank, err))) {
+            crl_env_set_seed(hf.env, 0);
+            crl_env_set_seed(hn.env, 0);
+            crl_env_set_seed(hb.env, 0);
+            if (!(rc = host_reset(&hf, err)) && !(rc = host_reset(&hn, err)))
+                rc = host_reset(&hb, err);
+        }
+        if (!rc) {
+            crl_bench_result best[3];
+            void (*const fns[3])(void *, uint64_t) = { run_host_fused_held, run_host_fused_held, run_host_fused_held };
+            void *const states[3] = { &hn, &hf, &hb };
+            measure_turns(fns, states, 3, 2 * seconds, 6, best);
+            if (hn.failed || hf.failed || hb.failed) {
+                rc = crl_error_pass(err, hn.failed ? &hn.err : hf.failed ? &hf.err : &hb.err, CRL_E_RUNTIME);
+            } else {
+                printf("  %" G_GINT64_FORMAT " env%s:\n", (gint64)nums[j], nums[j] == 1 ? "" : "s");
+                report("native plugin (direct calls)", best[0], nums[j]);
+                report("ffi backend (ffi_call per env)", best[1], nums[j]);
+                report("ffi backend, calls = batch", best[2], nums[j]);
+                printf("    ffi/native time: %.2fx per env, %.2fx batch\n", best[1].ns_per_op / best[0].ns_per_op,
+                       best[2].ns_per_op / best[0].ns_per_op);
+            }
+        }
+        bank_free(&bank);
+        host_close(&hf);
+        host_close(&hn);
+        host_close(&hb);
+        if (rc)
+            return rc;
+    }
+    return CRL_OK;
+}
+
 int crl__bench_envs(double seconds)
 {
     crl_error err = { 0 };
@@ -702,6 +802,8 @@ int crl__bench_envs(double seconds)
                exact ? "" : ": ", exact ? "" : why);
         all_exact &= exact;
     }
+    if (bench_ffi(host, seconds, &err))
+        goto out;
     status = all_exact ? CRL_EXIT_OK : CRL_EXIT_RUNTIME;
 out:
     if (err.code)

@@ -1,4 +1,4 @@
-/* The standard transforms plugin: registers the image, stateful and action/key groups. */
+/* The standard transforms plugin: registers the image, stateful and action/key groups and FunctionTransform. */
 #include "config.h"
 #include "transforms.h"
 
@@ -7,7 +7,7 @@ static int transforms_init(crl_host *host, const crl_opts *section, crl_error *e
     int rc;
     (void)section;
     if ((rc = tf_register_image(host, err)) || (rc = tf_register_state(host, err)) ||
-        (rc = tf_register_action(host, err)))
+        (rc = tf_register_action(host, err)) || (rc = tf_register_function(host, err)))
         return rc;
     return CRL_OK;
 }
@@ -19,5 +19,5 @@ static void transforms_fini(void)
 }
 
 CRL_PLUGIN_DEFINE(transforms, "transforms", PACKAGE_VERSION, "MIT",
-                  "the standard transforms: images, normalisation, rewards, counters, actions, keys", NULL,
+                  "the standard transforms: images, normalisation, rewards, counters, actions, keys, C functions", NULL,
                   transforms_init, transforms_fini)

@@ -52,5 +52,7 @@ int tf_register_state(crl_host *host, crl_error *err);
  * plugin's fini: that host is not to be used afterwards). */
 void tf_state_forget_host(void);
 int tf_register_action(crl_host *host, crl_error *err);
+/* FunctionTransform (function.c): forward is a C function from a library, through libffi. */
+int tf_register_function(crl_host *host, crl_error *err);
 
 #endif

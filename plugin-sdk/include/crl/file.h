@@ -43,6 +43,22 @@ CRL_API int crl_file_open(const char *path, const char *what, unsigned flags, ui
 CRL_API int crl_file_read(const char *path, const char *what, unsigned flags, uint64_t max_bytes, char **data,
                           size_t *len, crl_error *err);
 
+/* Whether `path` may be trusted as code to load (dlopen) into this process, by the rules the plugin host
+ * loads plugins by: the root directory, every directory on the way and the file itself -- each symbolic link
+ * followed one hop at a time and its target checked in turn -- owned by root or the invoking user, not
+ * world-writable (a world-writable directory with the sticky bit, such as /tmp, excepted), not writable by a
+ * group other than root's, and the file a regular file.  A relative path is taken from the working directory.
+ * `what` names the file's role in messages ("simulator library 'libsim.so'"); NULL reads "file".  On
+ * success returns CRL_OK and, when `resolved` is not NULL, sets *resolved to the file's path with every
+ * symlink resolved (free with crl_free), the path to hand to dlopen.  On failure *resolved is NULL and:
+ *   CRL_E_PERM       an entry could be changed by another user (the message names it and the chmod/chown
+ *                    that fixes it);
+ *   CRL_E_NOT_FOUND  an entry does not exist;
+ *   CRL_E_IO         an entry cannot be examined, a non-directory is in the middle, or links loop;
+ *   CRL_E_PLUGIN     the file is not a regular file;
+ *   CRL_E_INVALID    path is NULL or empty. */
+CRL_API int crl_file_check_code(const char *path, const char *what, char **resolved, crl_error *err);
+
 #ifdef __cplusplus
 }
 #endif
