@@ -87,6 +87,7 @@ typedef struct crl__exec_inst {
     void *benv;                 /* the real backend's instance (made in the parent) */
     int64_t start, count;       /* its envs: rows [start, start + count) of the host's buffers */
     crl_td *view;               /* those rows (what its bind got; batch [count]) */
+    char *id;                   /* the env id it was made with (per_env.id may differ between instances) */
 } crl__exec_inst;
 
 /* A worker's share: instances [first, first + ninst), envs [start, start + count). */
@@ -107,6 +108,7 @@ struct crl__exec {
     int64_t num;
     crl__exec_inst *inst;
     size_t ninst;
+    char *ids_at;                    /* FILE:LINE of per_env.id, for its messages; NULL without */
     crl__exec_block *blocks;
     size_t nblocks;
     /* The job being run (set by the common layer before kind->run). */

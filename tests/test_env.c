@@ -380,11 +380,11 @@ START_TEST(config_errors)
     fx_close(&f);
     assert_null_err(fx_open(&f, "backend = countenv\nid = Cuont-v0", &e), e, CRL_E_NOT_FOUND,
                     "did you mean 'Count-v0'?");
-    ck_assert_msg(strstr(e.message, "Count-v0, CountNoState-v0, CountBox-v0") != NULL, "%s", e.message);
+    ck_assert_msg(strstr(e.message, "Count-v0, CountNoState-v0, CountBox-v0, CountLong-v0") != NULL, "%s", e.message);
     ck_assert_msg(strstr(e.message, "test.ini:5") != NULL, "%s", e.message);
     fx_close(&f);
     assert_null_err(fx_open(&f, "backend = countenv\nid = Zebra", &e), e, CRL_E_NOT_FOUND,
-                    "its envs: Count-v0, CountNoState-v0, CountBox-v0");
+                    "its envs: Count-v0, CountNoState-v0, CountBox-v0, CountLong-v0");
     fx_close(&f);
     assert_null_err(fx_open(&f, "id = Count-v0", &e), e, CRL_E_CONFIG, "[env] backend is required");
     fx_close(&f);
@@ -465,6 +465,68 @@ START_TEST(env_desc_parse_once_make_many)
     ck_assert_str_eq(crl_env_desc_id(d), "CountBox-v0");
     crl_env_desc_free(d);
     fx_close(&f);
+}
+END_TEST
+
+/* per_env.id: envs of different ids with the same specs in one batch (TorchRL's ParallelEnv of several create
+ * functions); ids whose specs or time limits differ are a config error naming both ids. */
+START_TEST(per_env_ids)
+{
+    fx f;
+    crl_error e = { 0 };
+    /* Counters start below 3 and end episodes at 5 or more: two steps truncate before any terminates. */
+    crl_env *env = fx_env(&f, "backend = countenv\nnum_envs = 3\nexecutor = serial\nmax_episode_steps = 2\n"
+                              "per_env.id = CountNoState-v0, CountLong-v0, CountNoState-v0");
+    ck_assert_str_eq(crl_env_id(env), "CountNoState-v0, CountLong-v0");
+    ck_assert_int_eq(crl_env_max_episode_steps(env), 2);
+    crl_td *td = reset_ok(env, NULL);
+    for (int t = 1; t <= 2; t++) {
+        assert_ok(crl_env_rand_step(env, td, &e), e);
+        for (int i = 0; i < 3; i++) {
+            ck_assert_double_eq(val(td, "next.truncated", i, 0), t == 2);
+            ck_assert_double_eq(val(td, "next.terminated", i, 0), 0);
+        }
+        assert_ok(crl_env_step_mdp_into(env, td, td, &e), e);
+    }
+    crl_td_unref(td);
+    fx_close(&f);
+    /* With an [env] id too, per_env.id still decides each env's. */
+    env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 2\nexecutor = threads\nmax_episode_steps = 5\n"
+                     "per_env.id = CountLong-v0, CountNoState-v0");
+    ck_assert_str_eq(crl_env_id(env), "CountLong-v0, CountNoState-v0");
+    ck_assert_uint_eq(crl_spec_composite_len(crl_env_state_spec(env)), 0);
+    fx_close(&f);
+
+    /* test.ini: line 4 backend, 5 num_envs, 6 executor, 7 per_env.id */
+    static const struct {
+        const char *lines;
+        int code;
+        const char *needles[5];
+    } bad[] = {
+        { "backend = countenv\nnum_envs = 2\nexecutor = serial\nper_env.id = CountNoState-v0, CountBox-v0", CRL_E_CONFIG,
+          { "test.ini:7", "spec 'action' of env 1 (id CountBox-v0) differs from that of env 0 (id CountNoState-v0)",
+            "Categorical int64 [] (env 0) vs Bounded float32 [1] (this env)", NULL } },
+        { "backend = countenv\nnum_envs = 2\nexecutor = serial\nper_env.id = CountNoState-v0, Count-v0", CRL_E_CONFIG,
+          { "test.ini:7", "env 1 (id Count-v0) declares a state spec and env 0 (id CountNoState-v0) does not", NULL } },
+        { "backend = countenv\nnum_envs = 2\nexecutor = serial\nper_env.id = CountNoState-v0, CountLong-v0", CRL_E_CONFIG,
+          { "test.ini:7", "env 1 (id CountLong-v0) ends its episodes after 8 steps but env 0 (id CountNoState-v0) "
+            "after 4", "max_episode_steps", NULL } },
+        { "backend = countenv\nnum_envs = 2\nexecutor = serial\nper_env.id = CountNoState-v0, CountLng-v0",
+          CRL_E_NOT_FOUND, { "test.ini:7", "per_env.id value 1 = 'CountLng-v0'", "did you mean 'CountLong-v0'", NULL } },
+        { "backend = countenv\nnum_envs = 2\nper_env.id = CountNoState-v0, CountLong-v0", CRL_E_CONFIG,
+          { "per-env options need one backend instance per env", NULL } },
+        { "backend = countenv\nnum_envs = 2\nexecutor = serial\nper_env.id = CountNoState-v0", CRL_E_CONFIG,
+          { "per_env.id has 1 value but there are 2 envs", NULL } },
+    };
+    for (size_t k = 0; k < G_N_ELEMENTS(bad); k++) {
+        crl_error_clear(&e);
+        ck_assert_msg(fx_open(&f, bad[k].lines, &e) == NULL, "case %zu made an env", k);
+        ck_assert_msg(e.code == bad[k].code, "case %zu: %s (%s)", k, crl_status_name(e.code), e.message);
+        for (size_t j = 0; bad[k].needles[j]; j++)
+            ck_assert_msg(strstr(e.message, bad[k].needles[j]), "case %zu: '%s' lacks '%s'", k, e.message,
+                          bad[k].needles[j]);
+        fx_close(&f);
+    }
 }
 END_TEST
 
@@ -1905,6 +1967,7 @@ static Suite *env_suite(void)
     tcase_add_test(tc, partial_reset);
     tcase_add_test(tc, reset_from_state_replays);
     tcase_add_test(tc, return_state_off);
+    tcase_add_test(tc, per_env_ids);
     tcase_add_test(tc, max_episode_steps_truncates);
     tcase_add_test(tc, from_pixels_keys);
     suite_add_tcase(s, tc);
