@@ -663,11 +663,43 @@ int crl_env_batch_ndim(const crl_env *env) { return env ? env->batch_ndim : 0; }
 const int64_t *crl_env_batch_shape(const crl_env *env) { return env ? env->batch_shape : NULL; }
 crl_autoreset crl_env_autoreset(const crl_env *env) { return env ? env->autoreset : CRL_AUTORESET_OFF; }
 int64_t crl_env_max_episode_steps(const crl_env *env) { return env ? env->max_steps : 0; }
-const crl_spec *crl_env_observation_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.observation : env->obs_spec) : NULL; }
-const crl_spec *crl_env_action_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.action : env->action_spec) : NULL; }
-const crl_spec *crl_env_reward_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.reward : env->reward_spec) : NULL; }
-const crl_spec *crl_env_done_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.done : env->done_spec) : NULL; }
-const crl_spec *crl_env_state_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.state : env->state_spec) : NULL; }
+const crl_spec *crl_env_full_observation_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.observation : env->obs_spec) : NULL; }
+const crl_spec *crl_env_full_action_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.action : env->action_spec) : NULL; }
+const crl_spec *crl_env_full_reward_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.reward : env->reward_spec) : NULL; }
+const crl_spec *crl_env_full_done_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.done : env->done_spec) : NULL; }
+const crl_spec *crl_env_full_state_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.state : env->state_spec) : NULL; }
+const crl_spec *crl_env_observation_spec(const crl_env *env) { return crl_env_full_observation_spec(env); }
+const crl_spec *crl_env_state_spec(const crl_env *env) { return crl_env_full_state_spec(env); }
+
+/* The one leaf of comp (at any depth), or NULL when it has none or several. */
+static const crl_spec *single_leaf(const crl_spec *comp, size_t *count)
+{
+    const crl_spec *found = NULL;
+    for (size_t i = 0; i < crl_spec_composite_len(comp) && *count <= 1; i++) {
+        const crl_spec *c = crl_spec_composite_at(comp, i);
+        if (crl_spec_get_kind(c) == CRL_SPEC_COMPOSITE) {
+            const crl_spec *l = single_leaf(c, count);
+            if (l)
+                found = l;
+        } else if (++*count == 1) {
+            found = c;
+        }
+    }
+    return *count == 1 ? found : NULL;
+}
+
+const crl_spec *crl__spec_leaf_or_composite(const crl_spec *comp)
+{
+    if (!comp || crl_spec_get_kind(comp) != CRL_SPEC_COMPOSITE)
+        return comp;
+    size_t count = 0;
+    const crl_spec *leaf = single_leaf(comp, &count);
+    return leaf ? leaf : comp;
+}
+
+const crl_spec *crl_env_action_spec(const crl_env *env) { return crl__spec_leaf_or_composite(crl_env_full_action_spec(env)); }
+const crl_spec *crl_env_reward_spec(const crl_env *env) { return crl__spec_leaf_or_composite(crl_env_full_reward_spec(env)); }
+const crl_spec *crl_env_done_spec(const crl_env *env) { return crl__spec_leaf_or_composite(crl_env_full_done_spec(env)); }
 int32_t crl_env_render_height(const crl_env *env) { return env ? env->render_h : 0; }
 int32_t crl_env_render_width(const crl_env *env) { return env ? env->render_w : 0; }
 

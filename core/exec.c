@@ -3,9 +3,14 @@
 #include "env-private.h"
 #include "env-desc-private.h"
 
+#include "spin-private.h"
+
 #include <crl/config.h>
 #include <crl/host.h>
+#include <errno.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* ---- the executor behind an env --------------------------------------------------------- */
 
@@ -47,6 +52,8 @@ static void exec_free(crl__exec *x)
         crl_td_unref(x->inst[k].view);
         g_free(x->inst[k].id);
     }
+    if (x->turns)
+        munmap(x->turns, sizeof *x->turns);
     g_free(x->inst);
     g_free(x->ids_at);
     g_free(x->blocks);
@@ -257,6 +264,55 @@ static void after_step(crl_env *env)
     crl__exec_mark_restarted(crl__exec_of(env), env);
 }
 
+/* ---- the turn order ------------------------------------------------------------------------ */
+
+/* With a worker chain that asked for turns (crl_transform_ctx_use_turns at bind, which ran in make), give
+ * every inner env its place.  Serial needs none: it runs the instances in order. */
+static int turns_setup(crl__exec *x, crl_error *err)
+{
+    bool want = false;
+    for (size_t k = 0; k < x->ninst && !want; k++) {
+        crl_env *inner = crl__wenv_inner(x->inst[k].benv);
+        want = inner && inner->wants_turns;
+    }
+    if (!want)
+        return CRL_OK;
+    void *m = mmap(NULL, sizeof *x->turns, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return crl_error_set(err, CRL_E_NOMEM, "%s executor: cannot map the workers' turn page: %s", x->kind->name,
+                             g_strerror(errno));
+    x->turns = m;
+    for (size_t k = 0; k < x->ninst; k++) {
+        crl_env *inner = crl__wenv_inner(x->inst[k].benv);
+        inner->turn_word = &x->turns->word;
+        inner->turn_abort = &x->turns->abort;
+        inner->turn_index = (uint32_t)k;
+    }
+    return CRL_OK;
+}
+
+/* Instance k's job is over (done, skipped or failed): hand the turn to k + 1. */
+static void turn_pass(crl__exec *x, size_t k)
+{
+    crl__exec_turns *t = x->turns;
+    if (!t)
+        return;
+    crl__turn_wait(&t->word, &t->abort, (uint32_t)k);
+    if (atomic_load(&t->abort))
+        return;
+    atomic_store_explicit(&t->word, (uint32_t)k + 1, memory_order_release);
+    crl__futex_wake_shared(&t->word, INT_MAX);
+}
+
+/* Before each job, while no worker runs. */
+static void turns_rewind(crl__exec *x)
+{
+    if (x->turns) {
+        atomic_store(&x->turns->word, 0);
+        atomic_store(&x->turns->abort, 0);
+    }
+}
+
 int crl__exec_make(crl_env *env, const crl_env_desc *d, crl_env_specs *specs, crl__env_factory make_inner,
                    crl_error *err)
 {
@@ -404,6 +460,11 @@ int crl__exec_make(crl_env *env, const crl_env_desc *d, crl_env_specs *specs, cr
         exec_free(x);
         return rc;
     }
+    if (d->nwtf && (xo->kind == CRL__EXEC_THREADS || xo->kind == CRL__EXEC_PROCESSES) &&
+        (rc = turns_setup(x, err))) {
+        exec_free(x);
+        return rc;
+    }
     env->ops = crl__exec_env_ops;
     env->benv = x;
     env->after_backend_step = after_step;
@@ -418,21 +479,22 @@ int crl__exec_run_block(crl__exec *x, size_t b, crl_error *err)
     const crl__exec_block *bl = &x->blocks[b];
     for (size_t k = bl->first; k < bl->first + bl->ninst; k++) {
         const crl__exec_inst *in = &x->inst[k];
-        int rc;
+        int rc = CRL_OK;
         if (x->job == CRL__JOB_STEP) {
             rc = x->real.step(in->benv, err);
         } else {
             const bool *m = x->mask ? x->mask + in->start : NULL;
-            if (m) {
-                bool any = false;
-                for (int64_t i = 0; i < in->count && !any; i++)
-                    any = m[i];
-                if (!any)
-                    continue;
-            }
-            rc = x->real.reset(in->benv, m, x->seeds ? x->seeds + in->start : NULL, x->from_state, err);
+            bool any = !m;
+            for (int64_t i = 0; i < in->count && !any; i++)
+                any = m[i];
+            if (any)
+                rc = x->real.reset(in->benv, m, x->seeds ? x->seeds + in->start : NULL, x->from_state, err);
         }
+        turn_pass(x, k);
         if (rc) {
+            /* The workers after this one must not wait for the instances left out. */
+            for (size_t j = k + 1; j < bl->first + bl->ninst; j++)
+                turn_pass(x, j);
             /* The backend numbers its envs from 0 within the instance. */
             if (in->count == 1)
                 crl_error_prefix(err, "env %" G_GINT64_FORMAT " (the backend's env 0): ", (gint64)in->start);
@@ -475,6 +537,7 @@ static int exec_bind(void *benv, crl_td *buffers, crl_error *err)
 static int exec_reset(void *benv, const bool *mask, const uint64_t *seeds, bool from_state, crl_error *err)
 {
     crl__exec *x = benv;
+    turns_rewind(x);
     x->job = CRL__JOB_RESET;
     x->mask = mask;
     x->seeds = seeds;
@@ -489,6 +552,7 @@ static int exec_reset(void *benv, const bool *mask, const uint64_t *seeds, bool 
 static int exec_step(void *benv, crl_error *err)
 {
     crl__exec *x = benv;
+    turns_rewind(x);
     x->job = CRL__JOB_STEP;
     int rc = x->kind->run(x, err);
     x->job = CRL__JOB_NONE;

@@ -201,7 +201,7 @@ int crl_experiment_check(crl_host *host, const crl_config *cfg, const crl_schema
     if (train) {
         const crl_loss_ops *ops = NULL;
         void *loss = NULL;
-        if ((rc = crl_loss_from_config(host, cfg, "loss", crl_env_observation_spec(env), crl_env_action_spec(env),
+        if ((rc = crl_loss_from_config(host, cfg, "loss", crl_env_full_observation_spec(env), crl_env_full_action_spec(env),
                                        (uint64_t)seed, &ops, &loss, &e))) {
             rc = config_error(cfg, "loss", "type", rc, &e, &e);
             goto out;

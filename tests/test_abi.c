@@ -208,7 +208,7 @@ START_TEST(transform_layout)
     PIN_OFF(crl_transform_specs, reward, 32);
     PIN_OFF(crl_transform_specs, done, 40);
     PIN_OFF(crl_transform_specs, state, 48);
-    PIN_SIZE(crl_transform_ops, 72);
+    PIN_SIZE(crl_transform_ops, 80);
     PIN_OFF(crl_transform_ops, struct_size, 0);
     PIN_OFF(crl_transform_ops, reserved, 4);
     PIN_OFF(crl_transform_ops, create, 8);
@@ -219,6 +219,7 @@ START_TEST(transform_layout)
     PIN_OFF(crl_transform_ops, step, 48);
     PIN_OFF(crl_transform_ops, inv, 56);
     PIN_OFF(crl_transform_ops, destroy, 64);
+    PIN_OFF(crl_transform_ops, repr, 72);   /* since ABI 1.2, at the end */
 }
 END_TEST
 

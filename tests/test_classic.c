@@ -1374,7 +1374,7 @@ START_TEST(test_onehot_actions)
     /* Through the host, left at its default: OneHot, random actions step it. */
     henv h;
     EXPECT_OK(henv_open(&h, &f, "[env]\nbackend = classic\nid = CartPole-v1\nnum_envs = 2\n", &e), e);
-    const crl_spec *ha = crl_spec_composite_get(crl_env_action_spec(h.env), "action");
+    const crl_spec *ha = crl_env_action_spec(h.env);
     ck_assert_int_eq(crl_spec_get_kind(ha), CRL_SPEC_ONEHOT);
     EXPECT_OK(crl_env_check_specs(h.env, 50, &e), e);
     henv_close(&h);

@@ -574,7 +574,7 @@ START_TEST(test_check_specs)
             ck_assert_int_eq(crl_spec_dtype(leaf), CRL_F64);
             ck_assert_int_eq(crl_spec_shape(leaf)[crl_spec_ndim(leaf) - 1], t->obs[k].dim);
         }
-        const crl_spec *act = crl_spec_composite_get(crl_env_action_spec(h.env), "action");
+        const crl_spec *act = crl_env_action_spec(h.env);
         ck_assert_ptr_nonnull(act);
         ck_assert_int_eq(crl_spec_dtype(act), CRL_F64);
         EXPECT_OK(crl_env_check_specs(h.env, 20, &e), e);

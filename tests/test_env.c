@@ -11,6 +11,7 @@
 
 #include <crl/crl.h>
 #include <crl/env.h>
+#include <crl/transform.h>
 #include <crl/host.h>
 
 /* The env's counters of cached and general steps (step_fast, ...). */
@@ -216,13 +217,77 @@ START_TEST(single_env_basics)
     const crl_spec *o = crl_spec_composite_get(obs, "observation");
     ck_assert_int_eq(crl_spec_ndim(o), 1);
     ck_assert_int_eq(crl_spec_shape(o)[0], 2);
-    const crl_spec *a = crl_spec_composite_get(crl_env_action_spec(env), "action");
+    const crl_spec *a = crl_env_action_spec(env);
     ck_assert_int_eq(crl_spec_get_kind(a), CRL_SPEC_CATEGORICAL);
     ck_assert_int_eq(crl_spec_n(a), 3);
     ck_assert_int_eq(crl_spec_ndim(a), 0);
-    ck_assert_uint_eq(crl_spec_composite_len(crl_env_done_spec(env)), 3);
+    ck_assert_uint_eq(crl_spec_composite_len(crl_env_full_done_spec(env)), 3);
     ck_assert_ptr_nonnull(crl_spec_composite_get(crl_env_state_spec(env), "state"));
-    ck_assert_int_eq(crl_spec_ndim(crl_spec_composite_get(crl_env_reward_spec(env), "reward")), 1);
+    ck_assert_int_eq(crl_spec_ndim(crl_env_reward_spec(env)), 1);
+    fx_close(&f);
+}
+END_TEST
+
+/* TorchRL's rule: action_spec / reward_spec / done_spec are the leaf of a
+ * one-leaf Composite, else the Composite; full_* are always the Composites. */
+START_TEST(spec_getters_as_torchrl)
+{
+    fx f;
+    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 2");
+    const crl_spec *fa = crl_env_full_action_spec(env), *a = crl_env_action_spec(env);
+    ck_assert_int_eq(crl_spec_get_kind(fa), CRL_SPEC_COMPOSITE);
+    ck_assert_ptr_eq(a, crl_spec_composite_get(fa, "action"));
+    ck_assert_int_eq(crl_spec_get_kind(a), CRL_SPEC_CATEGORICAL);
+    ck_assert_int_eq(crl_spec_shape(a)[0], 2);
+    ck_assert_ptr_eq(crl_env_reward_spec(env), crl_spec_composite_get(crl_env_full_reward_spec(env), "reward"));
+    /* three done leaves: the Composite, as the tutorial prints env.done_spec */
+    ck_assert_ptr_eq(crl_env_done_spec(env), crl_env_full_done_spec(env));
+    ck_assert_uint_eq(crl_spec_composite_len(crl_env_done_spec(env)), 3);
+    ck_assert_ptr_eq(crl_env_observation_spec(env), crl_env_full_observation_spec(env));
+    ck_assert_ptr_eq(crl_env_state_spec(env), crl_env_full_state_spec(env));
+    ck_assert_ptr_eq(crl_env_base_action_spec(env), a);
+    ck_assert_ptr_eq(crl_env_base_full_action_spec(env), fa);
+    /* the leaf is what is_in / project / rand take directly */
+    crl_error e = { 0 };
+    crl_tensor *t = crl_spec_zero(a, &e);
+    ck_assert_ptr_nonnull(t);
+    ck_assert(crl_spec_is_in(a, t));
+    crl_tensor_unref(t);
+    /* the specs print: action_spec is the leaf, done_spec the Composite */
+    char *r = crl_env_specs_repr(env);
+    ck_assert_ptr_nonnull(strstr(r, "action_spec:\nDiscreteTensorSpec(\n"));
+    ck_assert_ptr_nonnull(strstr(r, "reward_spec:\nUnboundedContinuousTensorSpec(\n"));
+    ck_assert_ptr_nonnull(strstr(r, "done_spec:\nCompositeSpec(\n"));
+    crl_free(r);
+    fx_close(&f);
+
+    /* two action leaves: action_spec is the whole Composite */
+    env = fx_env(&f, "backend = countenv\nid = Count-v0\naux_action = true");
+    ck_assert_ptr_eq(crl_env_action_spec(env), crl_env_full_action_spec(env));
+    ck_assert_uint_eq(crl_spec_composite_len(crl_env_action_spec(env)), 2);
+    ck_assert_ptr_eq(crl_env_base_action_spec(env), crl_env_full_action_spec(env));
+    r = crl_env_specs_repr(env);
+    ck_assert_ptr_nonnull(strstr(r, "action_spec:\nCompositeSpec(\n    action: DiscreteTensorSpec(\n"));
+    crl_free(r);
+    fx_close(&f);
+
+    ck_assert_ptr_null(crl_env_action_spec(NULL));
+    ck_assert_ptr_null(crl_env_full_action_spec(NULL));
+    ck_assert_ptr_null(crl_env_reward_spec(NULL));
+    ck_assert_ptr_null(crl_env_done_spec(NULL));
+    ck_assert_ptr_null(crl_env_full_done_spec(NULL));
+    ck_assert_ptr_null(crl_env_base_full_action_spec(NULL));
+}
+END_TEST
+
+/* The README's seed chain figures (next to TorchRL's 3288080526 for the same call). */
+START_TEST(seed_chain_readme_figures)
+{
+    ck_assert_uint_eq(crl_seed_next(10), UINT64_C(3154873970851002780));
+    ck_assert_uint_eq(crl_seed_next(UINT64_C(3154873970851002780)), UINT64_C(11157014602911934616));
+    fx f;
+    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 3");
+    ck_assert_uint_eq(crl_env_set_seed(env, 10), UINT64_C(1601305919382704873));
     fx_close(&f);
 }
 END_TEST
@@ -1403,7 +1468,7 @@ static void walk_actions(crl_env *env, crl_td *td, int64_t t)
     crl_error e = { 0 };
     crl_tensor *a = crl_td_get(td, "action");
     if (!a) {
-        a = crl_spec_zero(crl_spec_composite_get(crl_env_action_spec(env), "action"), &e);
+        a = crl_spec_zero(crl_env_action_spec(env), &e);
         ck_assert_msg(a != NULL, "%s", e.message);
         assert_ok(crl_td_set(td, "action", a, &e), e);
         crl_tensor_unref(a);
@@ -1880,6 +1945,8 @@ static Suite *env_suite(void)
     TCase *tc = tcase_create("config");
     tcase_add_test(tc, options_table);
     tcase_add_test(tc, single_env_basics);
+    tcase_add_test(tc, spec_getters_as_torchrl);
+    tcase_add_test(tc, seed_chain_readme_figures);
     tcase_add_test(tc, batched_env_basics);
     tcase_add_test(tc, specs_repr_layout);
     tcase_add_test(tc, backend_options_and_schema);

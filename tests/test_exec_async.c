@@ -49,7 +49,7 @@ static crl_td *send_td(const crl_env *env, const int64_t *ids, const double *act
     memcpy(crl_tensor_data(idt), ids, sizeof(int64_t) * (size_t)k);
     ck_assert_int_eq(crl_td_set(td, "env_id", idt, NULL), CRL_OK);
     crl_tensor_unref(idt);
-    const crl_spec *as = crl_spec_composite_get(crl_env_action_spec(env), "action");
+    const crl_spec *as = crl_env_action_spec(env);
     int nd = crl_spec_ndim(as);
     int64_t shape[8];
     memcpy(shape, crl_spec_shape(as), sizeof(int64_t) * (size_t)nd);

@@ -112,7 +112,8 @@ START_TEST(specs_pass)
     ck_assert_msg(env != NULL, "%s", e.message);
     ck_assert_int_eq(crl_env_check_specs(env, 40, &e), CRL_OK);
     const crl_spec *a = crl_env_action_spec(env);
-    ck_assert_int_eq(crl_spec_get_kind(crl_spec_composite_get(a, "action")), CRL_SPEC_BOUNDED);
+    ck_assert_int_eq(crl_spec_get_kind(a), CRL_SPEC_BOUNDED);
+    ck_assert_ptr_eq(a, crl_spec_composite_get(crl_env_full_action_spec(env), "action"));
     ck_assert_int_eq(crl_spec_shape(crl_spec_composite_get(crl_env_observation_spec(env), "observation"))[1], 2);
     crl_env_free(env);
     crl_test_host_close(&f);

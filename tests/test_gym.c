@@ -395,7 +395,7 @@ static int compare_rec(const ref_rec *rec, const crl_td *td, const char *prefix,
  * the JSON list the reference takes. */
 static crl_tensor **draw_actions(crl_env *env, int64_t steps, uint64_t seed, char **json)
 {
-    const crl_spec *a = leaf(crl_env_action_spec(env), "action");
+    const crl_spec *a = crl_env_action_spec(env);
     crl_rng rng;
     crl_rng_init(&rng, seed, 7);
     crl_tensor **acts = g_new0(crl_tensor *, (gsize)steps);
@@ -516,17 +516,17 @@ START_TEST(test_cartpole_make_specs)
     ck_assert(isinf(crl_tensor_flat_get(lo, 1)) && crl_tensor_flat_get(lo, 1) < 0);
     ck_assert(isinf(crl_tensor_flat_get(hi, 3)) && crl_tensor_flat_get(hi, 3) > 0);
     ck_assert(crl_tensor_flat_get(hi, 2) == (double)(float)(2 * 12 * 2 * M_PI / 360));
-    const crl_spec *a = leaf(crl_env_action_spec(f.env), "action");
+    const crl_spec *a = crl_env_action_spec(f.env);
     ck_assert_int_eq(crl_spec_get_kind(a), CRL_SPEC_CATEGORICAL);
     ck_assert_int_eq(crl_spec_n(a), 2);
     ck_assert_int_eq(crl_spec_dtype(a), CRL_I64);
     ck_assert_int_eq(crl_spec_ndim(a), 0);
-    const crl_spec *r = leaf(crl_env_reward_spec(f.env), "reward");
+    const crl_spec *r = crl_env_reward_spec(f.env);
     ck_assert_int_eq(crl_spec_get_kind(r), CRL_SPEC_UNBOUNDED);
     ck_assert_int_eq(crl_spec_dtype(r), CRL_F32);
     expect_shape(r, 1, (int64_t[]){ 1 });
     for (const char *const *k = (const char *const[]){ "done", "terminated", "truncated", NULL }; *k; k++)
-        ck_assert_int_eq(crl_spec_dtype(leaf(crl_env_done_spec(f.env), *k)), CRL_BOOL);
+        ck_assert_int_eq(crl_spec_dtype(leaf(crl_env_full_done_spec(f.env), *k)), CRL_BOOL);
     char *repr = crl_env_specs_repr(f.env);
     EXPECT_HAS(repr, "BoundedTensorSpec");
     EXPECT_HAS(repr, "DiscreteBox(n=2)");
@@ -536,7 +536,7 @@ START_TEST(test_cartpole_make_specs)
     /* Left at its default, the Discrete action is OneHot int64, as TorchRL's GymEnv
      * (categorical_action_encoding=False). */
     fx_must_open(&f, "id = CartPole-v1\n; categorical_action_encoding left at its default");
-    a = leaf(crl_env_action_spec(f.env), "action");
+    a = crl_env_action_spec(f.env);
     ck_assert_int_eq(crl_spec_get_kind(a), CRL_SPEC_ONEHOT);
     ck_assert_int_eq(crl_spec_dtype(a), CRL_I64);
     expect_shape(a, 1, (int64_t[]){ 2 });
@@ -567,7 +567,7 @@ START_TEST(test_spaces_to_specs)
     ck_assert(crl_tensor_flat_get(crl_spec_low(s), 0) == -1.0 && crl_tensor_flat_get(crl_spec_high(s), 1) == 2.0);
     ck_assert(isinf(crl_tensor_flat_get(crl_spec_low(s), 1)) && isinf(crl_tensor_flat_get(crl_spec_high(s), 2)));
     ck_assert(crl_tensor_flat_get(crl_spec_low(s), 3) == -1.0); /* env 1's bounds too */
-    const crl_spec *a = leaf(crl_env_action_spec(f.env), "action");
+    const crl_spec *a = crl_env_action_spec(f.env);
     crl_spec *want = crl_spec_categorical(5, CRL_I64, 1, &num, &e);
     ck_assert(crl_spec_equal(a, want));
     crl_spec_unref(want);
@@ -580,7 +580,7 @@ START_TEST(test_spaces_to_specs)
     ck_assert(crl_spec_equal(leaf(crl_env_observation_spec(f.env), "observation"), want));
     crl_spec_unref(want);
     want = crl_spec_categorical(4, CRL_I64, 1, &num, &e);
-    ck_assert(crl_spec_equal(leaf(crl_env_action_spec(f.env), "action"), want));
+    ck_assert(crl_spec_equal(crl_env_action_spec(f.env), want));
     crl_spec_unref(want);
     EXPECT_OK(crl_env_check_specs(f.env, 20, &f.err), f.err);
     fx_close(&f);
@@ -591,7 +591,7 @@ START_TEST(test_spaces_to_specs)
     ck_assert(crl_spec_equal(leaf(crl_env_observation_spec(f.env), "observation"), want));
     crl_spec_unref(want);
     want = crl_spec_multi_categorical((int64_t[]){ 3, 4, 2 }, CRL_I64, 2, (int64_t[]){ 2, 3 }, &e);
-    ck_assert(crl_spec_equal(leaf(crl_env_action_spec(f.env), "action"), want));
+    ck_assert(crl_spec_equal(crl_env_action_spec(f.env), want));
     crl_spec_unref(want);
     EXPECT_OK(crl_env_check_specs(f.env, 20, &f.err), f.err);
     fx_close(&f);
@@ -602,7 +602,7 @@ START_TEST(test_spaces_to_specs)
     ck_assert(crl_spec_equal(leaf(crl_env_observation_spec(f.env), "observation"), want));
     crl_spec_unref(want);
     want = crl_spec_binary(5, CRL_I8, 2, (int64_t[]){ 2, 5 }, &e);
-    ck_assert(crl_spec_equal(leaf(crl_env_action_spec(f.env), "action"), want));
+    ck_assert(crl_spec_equal(crl_env_action_spec(f.env), want));
     crl_spec_unref(want);
     EXPECT_OK(crl_env_check_specs(f.env, 20, &f.err), f.err);
     fx_close(&f);
@@ -612,7 +612,7 @@ START_TEST(test_spaces_to_specs)
     want = crl_spec_bounded(CRL_I32, 2, (int64_t[]){ 2, 3 }, 0, 1000, &e);
     ck_assert(crl_spec_equal(leaf(crl_env_observation_spec(f.env), "observation"), want));
     crl_spec_unref(want);
-    ck_assert_int_eq(crl_spec_dtype(leaf(crl_env_action_spec(f.env), "action")), CRL_F16);
+    ck_assert_int_eq(crl_spec_dtype(crl_env_action_spec(f.env)), CRL_F16);
     EXPECT_OK(crl_env_check_specs(f.env, 20, &f.err), f.err);
     fx_close(&f);
 
@@ -626,7 +626,7 @@ START_TEST(test_spaces_to_specs)
     open_space(&f, "multi_discrete_start", "multi_discrete_start", NULL);
     want = crl_spec_multi_categorical((int64_t[]){ 3, 4 }, CRL_I64, 2, (int64_t[]){ 2, 2 }, &e);
     ck_assert(crl_spec_equal(leaf(crl_env_observation_spec(f.env), "observation"), want));
-    ck_assert(crl_spec_equal(leaf(crl_env_action_spec(f.env), "action"), want));
+    ck_assert(crl_spec_equal(crl_env_action_spec(f.env), want));
     crl_spec_unref(want);
     EXPECT_OK(crl_env_check_specs(f.env, 20, &f.err), f.err);
     fx_close(&f);
@@ -899,7 +899,7 @@ START_TEST(test_actions)
     fx_close(&f);
     /* OneHot: the index of the one. */
     open_space(&f, "discrete", "discrete_start", "info_keys = act\ncategorical_action_encoding = false");
-    const crl_spec *as = leaf(crl_env_action_spec(f.env), "action");
+    const crl_spec *as = crl_env_action_spec(f.env);
     ck_assert_int_eq(crl_spec_get_kind(as), CRL_SPEC_ONEHOT);
     expect_shape(as, 2, (int64_t[]){ 2, 4 });
     td = crl_env_reset(f.env, NULL, &f.err);
@@ -915,7 +915,7 @@ START_TEST(test_actions)
     fx_close(&f);
     /* MultiOneHot: each group's index, shifted by start, as TorchRL's MultiOneHot of a MultiDiscrete. */
     open_space(&f, "discrete", "multi_discrete_start", "info_keys = act\ncategorical_action_encoding = false");
-    as = leaf(crl_env_action_spec(f.env), "action");
+    as = crl_env_action_spec(f.env);
     ck_assert_int_eq(crl_spec_get_kind(as), CRL_SPEC_MULTI_ONEHOT);
     ck_assert_int_eq(crl_spec_dtype(as), CRL_I64);
     expect_shape(as, 2, (int64_t[]){ 2, 7 });
@@ -943,7 +943,7 @@ START_TEST(test_actions)
                       "categorical_action_encoding = false", CRL_E_UNSUPPORTED,
                       (const char *const[]){ "has 2 dims", "categorical_action_encoding = true", NULL });
     open_space(&f, "discrete", "multi_discrete_2d", "categorical_action_encoding = true");
-    ck_assert_int_eq(crl_spec_get_kind(leaf(crl_env_action_spec(f.env), "action")), CRL_SPEC_MULTI_CATEGORICAL);
+    ck_assert_int_eq(crl_spec_get_kind(crl_env_action_spec(f.env)), CRL_SPEC_MULTI_CATEGORICAL);
     fx_close(&f);
 }
 END_TEST

@@ -110,7 +110,7 @@ static crl_td *reset_all(crl_env *env)
 static crl_tensor *action_of(crl_env *env, const double *v)
 {
     crl_error e = { 0 };
-    const crl_spec *a = crl_spec_composite_get(crl_env_action_spec(env), "action");
+    const crl_spec *a = crl_env_action_spec(env);
     ck_assert_ptr_nonnull(a);
     crl_tensor *t = crl_tensor_new(crl_spec_dtype(a), crl_spec_ndim(a), crl_spec_shape(a), &e);
     ck_assert_ptr_nonnull(t);
@@ -211,7 +211,7 @@ START_TEST(action_scaling_maps_onto_bounds)
     crl_error e = { 0 };
     crl_env *ea = fx_env(&a, "Pendulum-v1", "transforms = s", "[transform.s]\ntype = ActionScaling");
     crl_env *eb = fx_env(&b, "Pendulum-v1", NULL, NULL);
-    const crl_spec *as = crl_spec_composite_get(crl_env_action_spec(ea), "action");
+    const crl_spec *as = crl_env_action_spec(ea);
     ck_assert_int_eq(crl_spec_get_kind(as), CRL_SPEC_BOUNDED);
     ck_assert_int_eq(crl_spec_dtype(as), CRL_F32);
     for (int64_t i = 0; i < 4; i++) {
@@ -219,7 +219,7 @@ START_TEST(action_scaling_maps_onto_bounds)
         ck_assert_double_eq(crl_tensor_flat_get(crl_spec_high(as), i), 1.0);
     }
     /* The base env's bounds are untouched: [-2, 2]. */
-    const crl_spec *bs = crl_spec_composite_get(crl_env_base_action_spec(ea), "action");
+    const crl_spec *bs = crl_env_base_action_spec(ea);
     ck_assert_double_eq(crl_tensor_flat_get(crl_spec_high(bs), 0), 2.0);
 
     crl_td *ta = reset_all(ea), *tb = reset_all(eb);
@@ -287,7 +287,7 @@ START_TEST(double_to_float_round_trip)
     crl_env *eb = fx_env(&b, "Pendulum-v1", NULL, NULL);
     /* After `up` everything is float64; DoubleToFloat brings both back to float32. */
     ck_assert_int_eq(crl_spec_dtype(crl_spec_composite_get(crl_env_observation_spec(ea), "observation")), CRL_F32);
-    ck_assert_int_eq(crl_spec_dtype(crl_spec_composite_get(crl_env_action_spec(ea), "action")), CRL_F32);
+    ck_assert_int_eq(crl_spec_dtype(crl_env_action_spec(ea)), CRL_F32);
     /* The state stays float64: DoubleToFloat's default keys are observation leaves. */
     ck_assert_int_eq(crl_spec_dtype(crl_spec_composite_get(crl_env_state_spec(ea), "state")), CRL_F64);
 
@@ -571,7 +571,7 @@ START_TEST(discrete_projection_onehot)
                          "[transform.p]\ntype = DiscreteActionProjection\nnum_actions_effective = 2\n"
                          "max_actions = 5\nprojection = modulo");
     crl_env *eb = fx_env(&b, "CartPole-v1", NULL, NULL);
-    const crl_spec *s = crl_spec_composite_get(crl_env_action_spec(ea), "action");
+    const crl_spec *s = crl_env_action_spec(ea);
     ck_assert_int_eq(crl_spec_get_kind(s), CRL_SPEC_ONEHOT);
     ck_assert_int_eq(crl_spec_n(s), 5);
     crl_td *ta = reset_all(ea), *tb = reset_all(eb);
@@ -597,7 +597,7 @@ START_TEST(discrete_projection_modulo_and_random)
                          "[transform.p]\ntype = DiscreteActionProjection\nnum_actions_effective = 2\n"
                          "max_actions = 5\nprojection = modulo");
     crl_env *eb = fx_env(&b, "CartPole-v1", NULL, NULL);
-    const crl_spec *s = crl_spec_composite_get(crl_env_action_spec(ea), "action");
+    const crl_spec *s = crl_env_action_spec(ea);
     ck_assert_int_eq(crl_spec_get_kind(s), CRL_SPEC_CATEGORICAL);
     ck_assert_int_eq(crl_spec_n(s), 5);
     crl_td *ta = reset_all(ea), *tb = reset_all(eb);
@@ -699,7 +699,7 @@ START_TEST(action_mask_updates_spec_mask)
                           "[transform.pr]\ntype = TensorDictPrimer\nprimers.action_mask = bool [2] 1\n"
                           "[transform.m]\ntype = ActionMask");
     crl_td *td = reset_all(env);
-    const crl_spec *a = crl_spec_composite_get(crl_env_action_spec(env), "action");
+    const crl_spec *a = crl_env_action_spec(env);
     ck_assert_ptr_nonnull(crl_spec_mask(a));
     /* Env 2 may only push left, env 3 only right, from this step on. */
     crl_tensor_flat_set(crl_td_get(td, "action_mask"), 2 * 2 + 1, 0);
@@ -765,7 +765,7 @@ START_TEST(exclude_select_rename_keys)
                  "out_keys_inv = torque");
     ck_assert_ptr_nonnull(crl_spec_composite_get(crl_env_observation_spec(env), "obs"));
     ck_assert_ptr_null(crl_spec_composite_get(crl_env_observation_spec(env), "observation"));
-    ck_assert_ptr_nonnull(crl_spec_composite_get(crl_env_action_spec(env), "torque"));
+    ck_assert_ptr_nonnull(crl_spec_composite_get(crl_env_full_action_spec(env), "torque"));
     td = reset_all(env);
     crl_td *tb = reset_all(eb);
     ck_assert(crl_tensor_equal(crl_td_get(td, "obs"), crl_td_get(tb, "observation")));

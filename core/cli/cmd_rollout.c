@@ -163,7 +163,7 @@ static int action_file_load(action_file *af, const char *path, crl_env *env, con
     af->path = g_strdup(path);
     int count = 0;
     const crl_spec *leaf = NULL;
-    find_leaves(crl_env_action_spec(env), "", &count, &leaf, &af->key);
+    find_leaves(crl_env_full_action_spec(env), "", &count, &leaf, &af->key);
     if (count != 1 || !leaf)
         return crl_error_set(err, CRL_E_USAGE, "--actions %s: env %s/%s has %d action entries; an actions file "
                              "can only drive an env with one", path, crl_env_backend_name(env), crl_env_id(env),

@@ -6,8 +6,8 @@
  * backward cache, exploration applied.  Losses use `forward` / `evaluate`
  * and `backward`, or the underlying network directly.
  *
- * The action spec is the env's (crl_env_action_spec's "action" leaf, batch
- * dims included): Categorical gives integer actions with the td's batch
+ * The action spec is the env's "action" leaf (what crl_env_action_spec
+ * returns for a single-action env; batch dims included): Categorical gives integer actions with the td's batch
  * shape, OneHot gives [batch..., n], Bounded / Unbounded give [batch..., d]
  * floats with the bounds of the spec's last dim (those of its first row). */
 #ifndef CRL_ACTOR_H

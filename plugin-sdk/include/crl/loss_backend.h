@@ -39,8 +39,8 @@ typedef struct crl_loss_ops {
     uint32_t flags;            /* CRL_LOSS_* */
 
     /* Build the loss and its networks.  observation_spec and action_spec
-     * are the env's Composites (crl_env_observation_spec /
-     * crl_env_action_spec, batch dims included); the loss reads the keys
+     * are the env's Composites (crl_env_full_observation_spec /
+     * crl_env_full_action_spec, batch dims included); the loss reads the keys
      * its options name ("observation" by default) and "action".  seed
      * draws the initial parameters (same seed, bitwise-same networks).
      * Errors: CRL_E_INVALID / CRL_E_SHAPE naming the key when a spec does
