@@ -428,7 +428,8 @@ static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     crl_tensor_unref(x2);
     crl_tensor_unref(qo);
     if (!rc) {
-        const float *nlp = a->mode == AC_SAC ? crl_tensor_data(crl_td_get(nxt, "sample_log_prob")) : NULL;
+        /* the actor's own log-probs: whether it writes sample_log_prob is the user's choice */
+        const float *nlp = a->mode == AC_SAC ? crl_tensor_data(crl_prob_actor_log_prob_get(a->prob)) : NULL;
         for (int64_t b = 0; b < B; b++) {
             double v = a->nq == 2 ? fmin(qn[b], qn[B + b]) : qn[b];
             if (nlp)

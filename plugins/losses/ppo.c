@@ -156,6 +156,9 @@ static int pg_create(pg_mode mode, const crl_opts *opts, const crl_spec *obs_spe
         !(p->v_next = crl_tdmodule_new(p->critic, nkeys, "next.state_value", &e)) ||
         !(p->v_train = crl_tdmodule_new(p->critic, keys, "state_value", &e)))
         rc = rc ? rc : crl_error_pass(err, &e, CRL_E_INVALID);
+    /* PPO's ratio needs the collecting policy's log-probs in the batch */
+    if (!rc)
+        crl_prob_actor_set_return_log_prob(p->actor, mode == PG_PPO);
     g_free(next_key);
     if (rc)
         goto fail;
@@ -210,9 +213,10 @@ static int pg_param(void *st, size_t i, const char **name, crl_tensor **params, 
 static int pg_prepare(void *st, crl_td *batch, crl_error *err)
 {
     pg *p = st;
-    if (!crl_td_get(batch, "sample_log_prob"))
-        return crl_error_set(err, CRL_E_NOT_FOUND, "%s: the batch has no 'sample_log_prob' (collect it with this "
-                             "loss's policy, without init_random_frames)", p->who);
+    if (p->mode == PG_PPO && !crl_td_get(batch, "sample_log_prob"))
+        return crl_error_set(err, CRL_E_NOT_FOUND, "%s: the batch has no 'sample_log_prob' (collect it with an actor "
+                             "that has return_log_prob set, as this loss's policy does, without init_random_frames)",
+                             p->who);
     int rc;
     if ((rc = crl_tdmodule_infer(p->v_now, batch, err)) || (rc = crl_tdmodule_infer(p->v_next, batch, err)) ||
         (rc = crl_value_estimate_td(p->est, p->gamma, p->lmbda, batch, err)))
