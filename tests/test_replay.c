@@ -597,6 +597,50 @@ START_TEST(test_prioritized_probabilities_and_weights)
 }
 END_TEST
 
+/* update_priority on a slot not written yet, as TorchRL's PrioritizedSampler: accepted, never drawn while
+ * empty, its priority raises the max (the default of new items), and the item written there starts at
+ * that default, not at the value given before. */
+START_TEST(test_prioritized_unwritten_slot)
+{
+    crl_error e;
+    crl_replay *rb = rb_new("storage=fix", "capacity=4", "sampler=prioritized", "alpha=1", "beta=0.5", "eps=0",
+                            "seed=12", NULL);
+    fill(rb, 0, 2);
+    int64_t idx[2] = { 3, 2 };
+    double p[2] = { 0, 9 };
+    EXPECT_OK(crl_replay_update_priority(rb, idx, p, 2, &e), e);
+    crl_td *s = crl_replay_sample(rb, 2000, &e);
+    int64_t n;
+    const int64_t *ix = index_of(s, &n);
+    for (int64_t k = 0; k < n; k++)
+        ck_assert_int_lt(ix[k], 2);
+    crl_td_unref(s);
+    /* errors change nothing: out of range, or a bad priority for an empty slot */
+    int64_t bad[2] = { 3, 4 };
+    double bp[2] = { 100, 1 };
+    ck_assert_int_eq(crl_replay_update_priority(rb, bad, bp, 2, &e), CRL_E_RANGE);
+    ck_assert_msg(strstr(e.message, "index 4 at position 1 is out of range [0, 4)"), "%s", e.message);
+    bad[1] = -1;
+    ck_assert_int_eq(crl_replay_update_priority(rb, bad, bp, 2, &e), CRL_E_RANGE);
+    bad[1] = 2;
+    bp[0] = NAN;
+    ck_assert_int_eq(crl_replay_update_priority(rb, bad, bp, 2, &e), CRL_E_INVALID);
+    ck_assert_msg(strstr(e.message, "position 0 (index 3)"), "%s", e.message);
+    /* slots 2 and 3 written now: each at the default 9 (the max), against 1 for slots 0 and 1 */
+    fill(rb, 2, 2);
+    int64_t count[4] = { 0 };
+    s = crl_replay_sample(rb, 4000, &e);
+    ix = index_of(s, &n);
+    for (int64_t k = 0; k < n; k++)
+        count[ix[k]]++;
+    crl_td_unref(s);
+    /* expected 200, 200, 1800, 1800; the bounds are many standard deviations (~31) away */
+    ck_assert_msg(count[2] > 1500 && count[3] > 1500 && count[0] < 400 && count[1] < 400,
+                  "draws %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64, count[0], count[1], count[2], count[3]);
+    crl_replay_free(rb);
+}
+END_TEST
+
 START_TEST(test_update_td_priority)
 {
     crl_error e;
@@ -1241,6 +1285,7 @@ static Suite *replay_suite(void)
     tcase_add_test(tc, test_partial_write_failure);
     tcase_add_test(tc, test_uniform_chi_square);
     tcase_add_test(tc, test_prioritized_probabilities_and_weights);
+    tcase_add_test(tc, test_prioritized_unwritten_slot);
     tcase_add_test(tc, test_update_td_priority);
     tcase_add_test(tc, test_beta_annealing);
     tcase_add_test(tc, test_without_replacement_epochs);

@@ -66,7 +66,11 @@ CRL_API crl_td *crl_replay_sample(crl_replay *rb, size_t batch_size, crl_error *
 
 /* Prioritized sampler only (CRL_E_UNSUPPORTED otherwise): set the raw
  * priorities of slots idx[0..n).  Everything is checked first (slots in
- * range and filled, priorities finite and >= 0): on error nothing changes. */
+ * [0, capacity), priorities finite and >= 0): on error nothing changes.  A
+ * slot not written yet is accepted as by TorchRL's PrioritizedSampler: its
+ * priority raises the max priority (the default of new items) but no sample
+ * draws the empty slot, and the item later written there starts at the
+ * default priority. */
 CRL_API int crl_replay_update_priority(crl_replay *rb, const int64_t *idx, const double *priority, size_t n,
                                        crl_error *err);
 /* The same from a sampled TensorDict: slots from "index", priorities from
