@@ -108,9 +108,10 @@ typedef struct crl_loss_ops {
      * it exists, "td_error" [B] into batch.  What TorchRL's loss outputs
      * besides goes into `losses` too: DDPG's "td_error", "pred_value",
      * "target_value" [B] and "pred_value_max", "target_value_max"; TD3's
-     * "pred_value", "target_value", "next_state_value" (batch means).  Only
-     * the "loss*" entries are summed into the objective.  Adds the gradient of the sum
-     * of the loss_* terms into the parameter gradients (the caller zeroes
+     * "pred_value" (the first critic's), "target_value", "next_state_value"
+     * (batch means).  Only the "loss*" entries are summed into the
+     * objective.  Adds the gradient of the sum of the loss_* terms into the
+     * parameter gradients (the caller zeroes
      * them before).  A loss or gradient that is not finite is reported
      * with CRL_E_RUNTIME naming the term; nothing else is changed then. */
     int (*forward)(void *st, crl_td *batch, crl_td *losses, crl_error *err);
