@@ -940,16 +940,31 @@ START_TEST(user_modules_grad)
         actor_terms_only = false;
         ck_assert(pg || crl_td_get(b, "td_error"));
         if (!strcmp(types[t], "td3")) {   /* TD3Loss's extra outputs: batch means */
+            crl_tensor_fill(crl_td_get(b, "next.terminated"), 0);
             crl_td *losses = crl_td_new(0, NULL, &e);
             ck_assert_int_eq(f.ops->forward(f.st, b, losses, &e), CRL_OK);
-            static const char *const keys[] = { "pred_value", "target_value", "next_state_value" };
-            for (int k = 0; k < 3; k++)
-                ck_assert_msg(crl_td_get(losses, keys[k]) && crl_tensor_ndim(crl_td_get(losses, keys[k])) == 0, "%s",
-                              keys[k]);
-            double tsum = 0;
+            static const char *const keys[] = { "pred_value", "target_value", "next_state_value",
+                                                "state_action_value_actor" };
+            double v[4];
+            for (int k = 0; k < 4; k++) {
+                crl_tensor *x = crl_td_get(losses, keys[k]);
+                ck_assert_msg(x && crl_tensor_ndim(x) == 0, "%s", keys[k]);
+                v[k] = crl_tensor_flat_get(x, 0);
+            }
+            /* nothing terminated: target_value = mean(r) + gamma next_state_value */
+            double rsum = 0, qa = 0;
             for (int64_t r = 0; r < 10; r++)
-                tsum += crl_tensor_flat_get(crl_td_get(b, "next.reward"), r);
-            ck_assert(isfinite(crl_tensor_flat_get(crl_td_get(losses, "target_value"), 0)) && tsum != 0);
+                rsum += crl_tensor_flat_get(crl_td_get(b, "next.reward"), r);
+            assert_close(v[1], rsum / 10 + 0.99 * v[2], 1e-5, 1e-5, "target_value");
+            /* state_action_value_actor = mean Q_0(s, mu(s)) through the user's own networks */
+            crl_td *cur = crl_td_new(1, (const int64_t[]){ 10 }, &e);
+            ck_assert_int_eq(crl_td_set(cur, "observation", crl_td_get(b, "observation"), &e), CRL_OK);
+            ck_assert_int_eq(crl_det_actor_act(u.det, cur, CRL_EXPLORE_MODE, NULL, &e), CRL_OK);
+            ck_assert_int_eq(crl_tdmodule_infer(u.value, cur, &e), CRL_OK);
+            for (int64_t r = 0; r < 10; r++)
+                qa += crl_tensor_flat_get(crl_td_get(cur, "state_action_value"), r) / 10;
+            assert_close(v[3], qa, 1e-5, 1e-5, "state_action_value_actor");
+            crl_td_unref(cur);
             crl_td_unref(losses);
         }
         crl_td_unref(b);
@@ -1043,6 +1058,64 @@ START_TEST(user_modules_bad_input)
 }
 END_TEST
 
+/* A loss over user modules checkpoints what it trains: the user's networks, its targets and twin critic. */
+START_TEST(user_modules_save_load)
+{
+    static const char *const types[] = { "ddpg", "td3", "sac", "discrete_sac", "dqn", "ppo" };
+    char path[] = "/tmp/crl-test-loss-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+        user_nets u;
+        user_nets_build(&u, types[t]);
+        loss_fx f;
+        crl_error e = { 0 };
+        ck_assert_msg(fx_open_modules(&f, types[t], NULL, &u.m, &e) == CRL_OK, "%s: %s", types[t], e.message);
+        crl_rng rng;
+        crl_rng_init(&rng, 45, 0);
+        crl_td *b = !strcmp(types[t], "ppo") ? pg_batch(&f, 12, 0.1, &rng)
+                    : !strcmp(types[t], "dqn") || !strcmp(types[t], "discrete_sac") ? dqn_batch(8, &rng)
+                                                                                    : cont_batch(8, &rng);
+        double before = loss_of(&f, b);
+        save_loss(&f, path);
+        /* every trained vector changes (the user's networks among them), then the load restores them */
+        size_t np = f.ops->num_params(f.st);
+        for (size_t k = 0; k < np; k++) {
+            const char *name;
+            crl_tensor *p, *g;
+            ck_assert_int_eq(f.ops->param(f.st, k, &name, &p, &g, &e), CRL_OK);
+            crl_tensor_fill(p, 0.05);
+        }
+        ck_assert_msg(loss_of(&f, b) != before, "%s", types[t]);
+        ck_assert_msg(load_loss(&f, path, &e) == CRL_OK, "%s: %s", types[t], e.message);
+        ck_assert_msg(loss_of(&f, b) == before, "%s", types[t]);
+        crl_td_unref(b);
+        fx_close(&f);
+        user_nets_free(&u);
+    }
+    /* the section names are those of the loss's own networks: a config-built discrete SAC of the same
+     * sizes loads into one over user modules */
+    loss_fx c, f;
+    crl_error e = { 0 };
+    ck_assert_int_eq(fx_open(&c, "[loss]\ntype = discrete_sac\nnum_cells = 8\nactivation = tanh\n", true, &e), CRL_OK);
+    save_loss(&c, path);
+    user_nets u;
+    user_nets_build(&u, "discrete_sac");
+    ck_assert_int_eq(fx_open_modules(&f, "discrete_sac", NULL, &u.m, &e), CRL_OK);
+    ck_assert_msg(load_loss(&f, path, &e) == CRL_OK, "%s", e.message);
+    crl_rng rng;
+    crl_rng_init(&rng, 46, 0);
+    crl_td *b = dqn_batch(8, &rng);
+    ck_assert(loss_of(&f, b) == loss_of(&c, b));
+    crl_td_unref(b);
+    fx_close(&f);
+    fx_close(&c);
+    user_nets_free(&u);
+    g_unlink(path);
+}
+END_TEST
+
 /* The config path too: a batch without next.terminated reads next.done (TorchRL's fallback). */
 START_TEST(done_fallback)
 {
@@ -1068,7 +1141,7 @@ END_TEST
 
 int main(void)
 {
-    return RUN_TESTS("losses", ddpg_user_modules, user_modules_grad, user_modules_bad_input, done_fallback, dqn_grad_l2, dqn_grad_smooth_l1_double, dqn_weights, dqn_loss_falls,
+    return RUN_TESTS("losses", ddpg_user_modules, user_modules_grad, user_modules_bad_input, user_modules_save_load, done_fallback, dqn_grad_l2, dqn_grad_smooth_l1_double, dqn_weights, dqn_loss_falls,
                      dqn_target_updates, dqn_save_load, dqn_counters_checked, ppo_rng_checked, dqn_bad_input, ppo_grad_clip, ppo_grad_clip_outside,
                      ppo_grad_kl, ppo_grad_continuous, a2c_grad, reinforce_grad, pg_prepare_targets, pg_bad_input, ddpg_grad, td3_grad, sac_grad,
                      sac_fixed_alpha_grad, td3_delay, ac_bad_input, dsac_grad, dsac_fixed_alpha_grad,

@@ -71,6 +71,7 @@ typedef struct ac {
     char *next_key;
     bool user;                       /* the actor and critic are the user's (create_from_modules) */
     float *x, *x2, *ga, *y, *td_err, *gsave, *pred;
+    double pred_mean, actor_q, next_v;   /* TD3Loss's outputs of the last forward: batch means */
     int64_t cap, gsave_cap;
 } ac;
 
@@ -492,8 +493,10 @@ static double vmean(const float *v, int64_t n)
 }
 
 /* What TorchRL's losses output besides the loss terms: DDPGLoss's td_error, pred_value,
- * target_value [B] and their maxima; TD3Loss's batch means. */
-static int torchrl_outputs(ac *a, crl_td *losses, int64_t B, double next_v, crl_error *err)
+ * target_value [B] and their maxima; TD3Loss's batch means (pred_value over both critics,
+ * state_action_value_actor of the first critic at the actor's action, next_state_value before
+ * reward and discount, target_value). */
+static int torchrl_outputs(ac *a, crl_td *losses, int64_t B, crl_error *err)
 {
     int rc = CRL_OK;
     if (a->mode == AC_DDPG) {
@@ -504,9 +507,10 @@ static int torchrl_outputs(ac *a, crl_td *losses, int64_t B, double next_v, crl_
             return rc;
         return ls_set_scalar(losses, "target_value_max", vmax(a->y, B), err);
     }
-    if (a->mode == AC_TD3 && (!(rc = ls_set_scalar(losses, "pred_value", vmean(a->pred, B), err)) &&
+    if (a->mode == AC_TD3 && (!(rc = ls_set_scalar(losses, "pred_value", a->pred_mean, err)) &&
+                              !(rc = ls_set_scalar(losses, "state_action_value_actor", a->actor_q, err)) &&
                               !(rc = ls_set_scalar(losses, "target_value", vmean(a->y, B), err))))
-        rc = ls_set_scalar(losses, "next_state_value", next_v, err);
+        rc = ls_set_scalar(losses, "next_state_value", a->next_v, err);
     return rc;
 }
 
@@ -540,7 +544,8 @@ static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
      * optimizer step (finite differences see one function). */
     crl_rng noise;
     crl_rng_init(&noise, a->seed, 1000 + (uint64_t)a->steps);
-    double alpha = a->mode == AC_SAC ? exp(crl_tensor_flat_get(a->log_alpha, 0)) : 0, next_v = 0;
+    double alpha = a->mode == AC_SAC ? exp(crl_tensor_flat_get(a->log_alpha, 0)) : 0;
+    a->next_v = a->pred_mean = a->actor_q = 0;
     crl_tensor *o_c = crl_tensor_contiguous(obs_t, &e), *n_c = o_c ? crl_tensor_contiguous(nobs_t, &e) : NULL;
     if (o_c && n_c) {
         cur = obs_td(a, o_c, B, &e);
@@ -584,7 +589,7 @@ static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
         const float *nlp = a->mode == AC_SAC ? crl_tensor_data(crl_prob_actor_log_prob_get(a->prob)) : NULL;
         for (int64_t b = 0; b < B; b++) {
             double v = a->nq == 2 ? fmin(qn[b], qn[B + b]) : qn[b];
-            next_v += v / (double)B;
+            a->next_v += v / (double)B;
             if (nlp)
                 v -= alpha * nlp[b];
             a->y[b] = (float)(reward[b] + (term[b] != 0 ? 0.0 : a->gamma * v));
@@ -629,6 +634,7 @@ static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     for (int64_t b = 0; b < B && !rc; b++) {
         double qmin = a->mode == AC_SAC ? fmin(qv[b], qv[B + b]) : qv[b];
         loss_actor += (lp ? alpha * lp[b] : 0.0) - qmin;
+        a->actor_q += qv[b] / (double)B;
         if (lp)
             lp_sum += lp[b];
     }
@@ -680,6 +686,7 @@ static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
             double diff = pred[b] - a->y[b], wt = weight ? weight[b] : 1.0;
             loss_q += 0.5 * wt * diff * diff;
             g1[b] = (float)(wt * diff / (double)B);
+            a->pred_mean += pred[b] / (double)(B * a->nq);
             if (i == 0) {
                 a->td_err[b] = (float)fabs(diff);
                 a->pred[b] = pred[b];
@@ -710,7 +717,7 @@ static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     }
     if ((rc = ls_set_rows(batch, "td_error", a->td_err, err)) || (rc = ls_set_scalar(losses, "loss_actor", loss_actor, err)) ||
         (rc = ls_set_scalar(losses, a->mode == AC_DDPG ? "loss_value" : "loss_qvalue", loss_q, err)) ||
-        (rc = torchrl_outputs(a, losses, B, next_v, err)))
+        (rc = torchrl_outputs(a, losses, B, err)))
         goto out;
     if (a->mode == AC_SAC) {
         if (!a->fixed_alpha && (rc = ls_set_scalar(losses, "loss_alpha", loss_alpha, err)))

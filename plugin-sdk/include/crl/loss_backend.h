@@ -108,8 +108,8 @@ typedef struct crl_loss_ops {
      * it exists, "td_error" [B] into batch.  What TorchRL's loss outputs
      * besides goes into `losses` too: DDPG's "td_error", "pred_value",
      * "target_value" [B] and "pred_value_max", "target_value_max"; TD3's
-     * "pred_value" (the first critic's), "target_value", "next_state_value"
-     * (batch means).  Only the "loss*" entries are summed into the
+     * "pred_value" (both critics), "state_action_value_actor",
+     * "next_state_value", "target_value" (batch means).  Only the "loss*" entries are summed into the
      * objective.  Adds the gradient of the sum of the loss_* terms into the
      * parameter gradients (the caller zeroes
      * them before).  A loss or gradient that is not finite is reported
