@@ -85,10 +85,11 @@ int crl_loss_from_modules(crl_host *host, const char *type, const char *const *k
         if (!(o = crl_config_opts(cfg, "loss", tables, 2, &e)))
             rc = crl_error_pass(err, &e, CRL_E_CONFIG);
     }
-    if (!rc && !(rc = ops->create_from_modules(o, modules, seed, st, err)))
-        *ops_out = ops;
-    else if (rc)
+    if (rc)
         crl_error_prefix(err, "loss '%s': ", type);
+    /* (the loss's own errors name it already) */
+    else if (!(rc = ops->create_from_modules(o, modules, seed, st, err)))
+        *ops_out = ops;
     crl_opts_free(o);
     crl_config_free(cfg);
     return rc;

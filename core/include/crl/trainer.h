@@ -198,7 +198,7 @@ CRL_API int crl_loss_from_config(crl_host *host, const crl_config *cfg, const ch
  * CRL_E_NOT_FOUND for an unknown type, CRL_E_UNSUPPORTED for a loss that
  * builds its own networks only, CRL_E_CONFIG for a bad argument (unknown
  * key, value out of range, a network option the modules decide), and the
- * loss's own errors about the modules, each prefixed with "loss 'TYPE': ".
+ * loss's own errors about the modules; each names "loss 'TYPE'".
  * Since ABI 1.2. */
 CRL_API int crl_loss_from_modules(crl_host *host, const char *type, const char *const *kv,
                                   const crl_loss_modules *modules, uint64_t seed, const crl_loss_ops **ops,
