@@ -332,3 +332,49 @@ int ls_discrete_n(const crl_spec *action_spec, const char *who, const char *inst
     *n = crl_spec_n(act);
     return CRL_OK;
 }
+
+int ls_batch_terminal(crl_td *batch, int64_t rows, const char *who, const float **data, crl_tensor **owned,
+                      crl_error *err)
+{
+    *owned = NULL;
+    const char *key = crl_td_get(batch, "next.terminated") ? "next.terminated" : "next.done";
+    if (!crl_td_get(batch, key))
+        return crl_error_set(err, CRL_E_NOT_FOUND, "%s: the batch has neither 'next.terminated' nor 'next.done'",
+                             who);
+    return ls_batch_f32(batch, key, rows, 1, who, data, owned, err);
+}
+
+int ls_set_vec(crl_td *td, const char *key, const float *v, int64_t n, crl_error *err)
+{
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *t = crl_tensor_new(CRL_F32, 1, &n, &e);
+    if (!t)
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
+    memcpy(crl_tensor_data(t), v, (size_t)n * sizeof *v);
+    int rc = crl_td_set(td, key, t, err);
+    crl_tensor_unref(t);
+    return rc;
+}
+
+const char *const ls_net_keys[] = { "in_key", "num_cells", "activation", NULL };
+
+int ls_reject_set(const crl_opts *opts, const char *who, const char *const *keys, crl_error *err)
+{
+    for (size_t i = 0; keys[i]; i++)
+        if (crl_opts_is_set(opts, keys[i]))
+            return crl_error_set(err, CRL_E_CONFIG, "%s: %s: '%s' is decided by the modules the loss was given "
+                                 "(their networks, keys and exploration); drop it", who,
+                                 crl_opts_origin(opts, keys[i]), keys[i]);
+    return CRL_OK;
+}
+
+int ls_module_key(crl_tdmodule *m, const char *who, const char *what, const char **key, crl_error *err)
+{
+    size_t n = crl_tdmodule_num_in_keys(m);
+    if (n != 1)
+        return crl_error_set(err, CRL_E_INVALID, "%s: the %s module '%s' reads %zu keys; this loss takes a %s reading "
+                             "one observation key", who, what, crl_mlp_name(crl_tdmodule_net_get(m)), n, what);
+    *key = crl_tdmodule_in_key(m, 0);
+    return CRL_OK;
+}
