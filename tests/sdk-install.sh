@@ -136,7 +136,7 @@ out=$("$crl" rollout "${walk[@]}" env.max_steps=2 env.size=64 --steps 6 --seed 1
 [ $rc -eq 0 ] && grep -q '"next.truncated".*true' <<<"$out" && ok "the host truncates at max_steps" \
     || fail "truncation (rc=$rc)" "$out"
 grep -q '"next.terminated".*true' <<<"$r1" && ok "walkers terminate at the ends" || fail "no termination in 40 steps" "$r1"
-if out=$("$crl" rollout "${walk[@]}" --steps 3 --save-frames "$tmp/frames" 2>&1); then
+if out=$("$crl" rollout "${walk[@]}" --steps 3 --auto-reset --save-frames "$tmp/frames" 2>&1); then
     [ "$(ls "$tmp/frames" | wc -l)" -eq 4 ] && ok "render: 4 frames written" || fail "frames" "$(ls "$tmp/frames")"
 elif grep -q 'cairo\|PNG' <<<"$out"; then echo "# crl built without PNG output: frames not checked"
 else fail "rollout --save-frames" "$out"; fi

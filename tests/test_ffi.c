@@ -136,11 +136,11 @@ START_TEST(discrete_action_encodings)
     ck_assert_msg(oh != NULL, "%s", e.message);
     crl_env *ix = open_env(&g, ini_ix, &e);
     ck_assert_msg(ix != NULL, "%s", e.message);
-    const crl_spec *a = crl_spec_composite_get(crl_env_action_spec(oh), "action");
+    const crl_spec *a = crl_spec_composite_get(crl_env_full_action_spec(oh), "action");
     ck_assert_int_eq(crl_spec_get_kind(a), CRL_SPEC_ONEHOT);
     ck_assert_int_eq(crl_spec_n(a), 3);
     ck_assert_int_eq(crl_spec_dtype(a), CRL_I64);
-    ck_assert_int_eq(crl_spec_get_kind(crl_spec_composite_get(crl_env_action_spec(ix), "action")), CRL_SPEC_CATEGORICAL);
+    ck_assert_int_eq(crl_spec_get_kind(crl_spec_composite_get(crl_env_full_action_spec(ix), "action")), CRL_SPEC_CATEGORICAL);
     ck_assert_int_eq(crl_env_check_specs(oh, 20, &e), CRL_OK);
     crl_env_set_seed(oh, 4);
     crl_env_set_seed(ix, 4);
