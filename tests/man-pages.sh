@@ -20,8 +20,8 @@ trap 'rm -rf "$tmp"' EXIT
 for p in crl.1 crl.ini.5 crl-plugins.7; do
     [ -s "$doc/$p" ] && ok "doc/$p was made" || nok "doc/$p is missing or empty (make all makes it)"
 done
-# roff's \- as -, so the pages can be grepped as text.
-for p in crl.1 crl.ini.5 crl-plugins.7; do sed 's/\\-/-/g; s/\\e/\\/g' "$doc/$p" > "$tmp/$p" 2>/dev/null; done
+# roff's \- as -, without the break points (\:) after slashes, so the pages can be grepped as text.
+for p in crl.1 crl.ini.5 crl-plugins.7; do sed 's/\\://g; s/\\-/-/g; s/\\e/\\/g' "$doc/$p" > "$tmp/$p" 2>/dev/null; done
 
 # crl(1): a subsection per command, holding each long option its --help lists.
 missing=""
@@ -70,7 +70,7 @@ done
 ok "crl-plugins(7) covers search path, scanner, registry cache, ABI and the guide"
 
 # Installed paths, never the build's or the source tree's.
-if bad=$(grep -lF -e "$top_src" -e "$top_build" "$doc"/crl.1 "$doc"/crl.ini.5 "$doc"/crl-plugins.7); then
+if bad=$(grep -lF -e "$top_src" -e "$top_build" "$tmp"/crl.1 "$tmp"/crl.ini.5 "$tmp"/crl-plugins.7); then
     nok "man pages name the source or build tree" "$bad" "$(grep -nF -e "$top_src" -e "$top_build" $bad | head -5)"
 else ok "the pages name installed paths only"; fi
 

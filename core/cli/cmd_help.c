@@ -70,7 +70,9 @@ static const crl_cli_command *find_command(const char *name)
 
 /* ---- roff ----------------------------------------------------------------------------------------- */
 
-/* Text for a roff line: backslashes and minus signs escaped, and a leading '.' or '\'' made literal. */
+/* Text for a roff line: backslashes and minus signs escaped, and a leading '.' or '\'' made literal.  A
+ * slash is followed by a break point (\:), so a long installation path can wrap instead of overflowing
+ * the line (groff's "can't break line"). */
 static void roff(FILE *f, const char *s)
 {
     if (*s == '.' || *s == '\'')
@@ -80,6 +82,8 @@ static void roff(FILE *f, const char *s)
             fputs("\\e", f);
         else if (*s == '-')
             fputs("\\-", f);
+        else if (*s == '/')
+            fputs("/\\:", f);
         else
             fputc(*s, f);
     }
@@ -122,6 +126,8 @@ static void roff_header(FILE *f, const char *title, const char *section)
         strftime(date, sizeof date, "%Y-%m-%d", &tm);
     fprintf(f, ".\\\" Made by 'crl help --man' from crl's own tables; do not edit.\n");
     fprintf(f, ".TH \"%s\" \"%s\" \"%s\" \"crl %s\" \"crl manual\"\n", title, section, date, crl_version());
+    /* Ragged right: a line ending in a long installation path has no spaces to stretch ("cannot adjust"). */
+    fputs(".ad l\n", f);
 }
 
 static const char *type_word(int32_t type)
