@@ -46,6 +46,9 @@ void crl__cli_print_error(const char *cmd, const crl_error *err);
 /* Escape s as a JSON string (with quotes) into f. */
 void crl__cli_json_string(FILE *f, const char *s);
 
+/* An option type's name as `crl plugins --verbose` and the man pages print it ("bool", "int", ...). */
+const char *crl__cli_opt_type_name(int32_t type);
+
 /* The command table (main.c), in the order `crl --help` lists it. */
 typedef struct crl_cli_command {
     const char *name;

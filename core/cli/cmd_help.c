@@ -130,21 +130,6 @@ static void roff_header(FILE *f, const char *title, const char *section)
     fputs(".ad l\n", f);
 }
 
-static const char *type_word(int32_t type)
-{
-    switch (type) {
-    case CRL_OPT_BOOL: return "bool";
-    case CRL_OPT_INT: return "int";
-    case CRL_OPT_DOUBLE: return "double";
-    case CRL_OPT_STRING: return "string";
-    case CRL_OPT_LIST: return "list";
-    case CRL_OPT_ENUM: return "enum";
-    case CRL_OPT_SIZE: return "size";
-    case CRL_OPT_DOUBLES: return "doubles";
-    default: return "?";
-    }
-}
-
 /* One option as a tagged paragraph: key, type, default or "required", range or choices, doc. */
 static void roff_option(FILE *f, const crl_option *o)
 {
@@ -152,7 +137,7 @@ static void roff_option(FILE *f, const crl_option *o)
     roff(f, o->name);
     if (o->flags & CRL_OPT_PREFIX)
         fputs("NAME", f);
-    fprintf(f, "\n(%s", type_word(o->type));
+    fprintf(f, "\n(%s", crl__cli_opt_type_name(o->type));
     if (o->flags & CRL_OPT_REQUIRED) {
         fputs(", required", f);
     } else if (o->default_value) {

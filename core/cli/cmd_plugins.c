@@ -6,7 +6,7 @@
 #include <glib.h>
 #include <string.h>
 
-static const char *type_name(int32_t type)
+const char *crl__cli_opt_type_name(int32_t type)
 {
     switch (type) {
     case CRL_OPT_BOOL: return "bool";
@@ -66,7 +66,7 @@ static void print_options(const crl_option *opts, const char *indent)
         return;
     }
     for (const crl_option *o = opts; o->type != CRL_OPT_END; o++) {
-        printf("%s%-16s %-7s", indent, o->name, type_name(o->type));
+        printf("%s%-16s %-7s", indent, o->name, crl__cli_opt_type_name(o->type));
         if (o->flags & CRL_OPT_REQUIRED)
             printf("  required");
         else if (o->default_value)
@@ -157,7 +157,7 @@ static void json_option(const crl_option *o)
 {
     printf("{\"name\":");
     crl__cli_json_string(stdout, o->name);
-    printf(",\"type\":\"%s\",\"required\":%s,\"default\":", type_name(o->type),
+    printf(",\"type\":\"%s\",\"required\":%s,\"default\":", crl__cli_opt_type_name(o->type),
            (o->flags & CRL_OPT_REQUIRED) ? "true" : "false");
     if (o->default_value && !(o->flags & CRL_OPT_REQUIRED))
         crl__cli_json_string(stdout, o->default_value);

@@ -90,6 +90,21 @@ static void pg_destroy(void *st)
     g_free(p);
 }
 
+
+/* PPO's own options (the clip and KL variants), the same for a loss from config and from modules. */
+static int read_ppo_opts(pg *p, const crl_opts *opts, crl_error *err)
+{
+    const char *variant;
+    int rc;
+    if ((rc = crl_opts_string(opts, "variant", &variant, err)) ||
+        (rc = crl_opts_double(opts, "clip_epsilon", &p->clip, err)) ||
+        (rc = crl_opts_double(opts, "kl_target", &p->kl_target, err)) ||
+        (rc = crl_opts_double(opts, "kl_beta", &p->beta, err)))
+        return rc;
+    p->kl = !strcmp(variant, "kl");
+    return CRL_OK;
+}
+
 static int pg_create(pg_mode mode, const crl_opts *opts, const crl_spec *obs_spec, const crl_spec *action_spec,
                      uint64_t seed, void **st, crl_error *err)
 {
@@ -113,15 +128,8 @@ static int pg_create(pg_mode mode, const crl_opts *opts, const crl_spec *obs_spe
         (rc = crl_opts_string(opts, "init", &init, err)) ||
         (rc = ls_obs_features(obs_spec, p->no.in_key, p->who, &in, err)))
         goto fail;
-    if (mode == PG_PPO) {
-        const char *variant;
-        if ((rc = crl_opts_string(opts, "variant", &variant, err)) ||
-            (rc = crl_opts_double(opts, "clip_epsilon", &p->clip, err)) ||
-            (rc = crl_opts_double(opts, "kl_target", &p->kl_target, err)) ||
-            (rc = crl_opts_double(opts, "kl_beta", &p->beta, err)))
-            goto fail;
-        p->kl = !strcmp(variant, "kl");
-    }
+    if (mode == PG_PPO && (rc = read_ppo_opts(p, opts, err)))
+        goto fail;
     p->smooth_l1 = !strcmp(ct, "smooth_l1");
     const crl_spec *act = ls_action_leaf(action_spec, p->who, &e);
     if (!act) {
@@ -220,15 +228,8 @@ static int pg_create_modules(pg_mode mode, const crl_opts *opts, const crl_loss_
         (rc = crl_opts_string(opts, "estimator", &est, err)) ||
         (rc = crl_value_estimator_from_name(est, &p->est, err)))
         goto fail;
-    if (mode == PG_PPO) {
-        const char *variant;
-        if ((rc = crl_opts_string(opts, "variant", &variant, err)) ||
-            (rc = crl_opts_double(opts, "clip_epsilon", &p->clip, err)) ||
-            (rc = crl_opts_double(opts, "kl_target", &p->kl_target, err)) ||
-            (rc = crl_opts_double(opts, "kl_beta", &p->beta, err)))
-            goto fail;
-        p->kl = !strcmp(variant, "kl");
-    }
+    if (mode == PG_PPO && (rc = read_ppo_opts(p, opts, err)))
+        goto fail;
     p->smooth_l1 = !strcmp(ct, "smooth_l1");
     p->categorical = crl_prob_actor_kind(p->actor) == CRL_DIST_CATEGORICAL;
     crl_rng_init(&p->rng, seed, 1);
