@@ -90,7 +90,6 @@ static void pg_destroy(void *st)
     g_free(p);
 }
 
-
 /* PPO's own options (the clip and KL variants), the same for a loss from config and from modules. */
 static int read_ppo_opts(pg *p, const crl_opts *opts, crl_error *err)
 {
