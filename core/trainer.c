@@ -100,6 +100,14 @@ struct crl_trainer {
      * ends its batches there too (reset_at_each_iter makes them matter) */
     GArray *cuts;
     int64_t fpb;
+    /* sub-collectors with their own policies (crl/trainer.h): local copies, or remote ones */
+    bool copies_mode;
+    crl_policy_copy **copies;
+    size_t ncopies;
+    int64_t sync_interval, synced_steps;
+    bool published;
+    bool has_remote;
+    crl_trainer_remote remote;
 };
 
 static const crl_option no_options[] = { CRL_OPTIONS_END };
@@ -212,6 +220,42 @@ static int collect_policy(void *user, crl_env *env, crl_td *td, crl_error *err)
     return CRL_OK;
 }
 
+/* Sub-collector k's policy copy acts for its env. */
+static int copy_policy(void *user, crl_env *env, crl_td *td, crl_error *err)
+{
+    crl_trainer *t = user;
+    for (size_t k = 0; k < t->ncopies; k++)
+        if (crl_collector_env(t->coll, k) == env)
+            return crl_policy_copy_act(t->copies[k], env, td, err);
+    return crl_error_set(err, CRL_E_INVALID, "trainer: a policy call for an env of no sub-collector");
+}
+
+static int stamp_batch(void *user, size_t k, crl_td *batch, crl_error *err)
+{
+    crl_trainer *t = user;
+    return crl_policy_copy_stamp(t->copies[k], batch, err);
+}
+
+/* Before each batch: the copies get the exploration schedule, and the weights when sync_interval
+ * optimizer steps passed since they last did (always before the first batch). */
+static int publish_policy(crl_trainer *t, crl_error *err)
+{
+    bool due = !t->published || t->optim_steps - t->synced_steps >= t->sync_interval;
+    if (due) {
+        t->synced_steps = t->optim_steps;
+        t->published = true;
+    }
+    if (t->has_remote)
+        return t->remote.publish(t->remote.user, t, t->synced_steps, t->frames, due, err);
+    size_t n = due ? crl_trainer_weights_size(t) : 0;
+    void *buf = due ? g_malloc(n ? n : 1) : NULL;
+    int rc = due ? crl_trainer_weights(t, buf, n, err) : CRL_OK;
+    for (size_t k = 0; k < t->ncopies && !rc; k++)
+        rc = crl_policy_copy_set(t->copies[k], t->synced_steps, t->frames, buf, n, err);
+    g_free(buf);
+    return rc;
+}
+
 static int eval_policy(void *user, crl_env *env, crl_td *td, crl_error *err)
 {
     (void)env;
@@ -219,16 +263,20 @@ static int eval_policy(void *user, crl_env *env, crl_td *td, crl_error *err)
     return t->ops.act(t->loss, td, CRL_EXPLORE_MODE, &t->eval_rng, err);
 }
 
-crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_error *err)
+static crl_trainer *build(crl_host *host, const crl_config *cfg, const crl_trainer_remote *remote, crl_error *err)
 {
     crl_trainer *t = g_new0(crl_trainer, 1);
+    if (remote) {
+        t->has_remote = true;
+        t->remote = *remote;
+    }
     t->host = host;
     t->cfg = cfg;
     t->last_loss = NAN;
     t->actions = g_byte_array_new();
     t->cuts = g_array_new(FALSE, FALSE, sizeof(int64_t));
     t->returns = crl_returns_new();
-    crl_opts *otrain = NULL, *ooptim = NULL, *ocoll = NULL;
+    crl_opts *otrain = NULL, *ooptim = NULL, *ocoll = NULL, *odist = NULL;
     /* Each part checks the sections it reads against its own tables; the whole config (unknown sections)
      * is the application's to validate against the schema it assembles. */
     int rc = crl__config_section_opts(cfg, "train", train_options, &otrain, err);
@@ -237,14 +285,40 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
     if (!rc)
         rc = crl__config_section_opts(cfg, "collector", crl_collector_options(), &ocoll, err);
     if (!rc)
-        rc = crl__trainer_check_collector(ocoll, &t->init_random, err);
+        rc = crl__trainer_check_collector(ocoll, t->has_remote, &t->init_random, err);
     if (!rc)
         rc = crl_opts_int(ocoll, "frames_per_batch", &t->fpb, err);
+    if (!rc)
+        rc = crl__config_section_opts(cfg, "distributed", crl_distributed_options(), &odist, err);
+    const char *backend = "none";
+    int64_t ncoll = 1;
+    if (!rc && !(rc = crl_opts_string(odist, "backend", &backend, err)) &&
+        !(rc = crl_opts_int(odist, "sync_interval", &t->sync_interval, err)))
+        rc = crl_opts_int(ocoll, "num_collectors", &ncoll, err);
+    if (!rc && !t->has_remote && strcmp(backend, "none"))
+        rc = crl_error_set(err, CRL_E_CONFIG, "%s: [distributed] backend = %s: this trainer runs its sub-collectors "
+                           "in this process; start the run with mpirun -np K crl run (or set backend = none)",
+                           crl_opts_origin(odist, "backend"), backend);
+    t->copies_mode = t->has_remote || ncoll > 1 || crl_config_has_section(cfg, "distributed");
     crl_error e;
     crl_error_clear(&e);
-    if (!rc && !(t->coll = crl_collector_from_config(host, cfg, "collector", "env", collect_policy, t, &e)))
+    if (!rc && t->has_remote)
+        t->coll = crl_collector_from_config_remote(host, cfg, "collector", "env", t->remote.collector, t->remote.user,
+                                                   &e);
+    else if (!rc)
+        t->coll = crl_collector_from_config(host, cfg, "collector", "env", t->copies_mode ? copy_policy : collect_policy,
+                                            t, &e);
+    if (!rc && !t->coll)
         rc = crl_error_pass(err, &e, CRL_E_CONFIG);
     crl_env *env = t->coll ? crl_collector_env(t->coll, 0) : NULL;
+    if (!rc && t->copies_mode && !t->has_remote) {
+        t->ncopies = crl_collector_num_envs(t->coll);
+        t->copies = g_new0(crl_policy_copy *, t->ncopies);
+        for (size_t k = 0; k < t->ncopies && !rc; k++)
+            if (!(t->copies[k] = crl_policy_copy_new(host, cfg, env, k, &e)))
+                rc = crl_error_pass(err, &e, CRL_E_CONFIG);
+        crl_collector_set_batch_fn(t->coll, stamp_batch, t);
+    }
     const crl_loss_ops *ops = NULL;
     if (!rc && !(rc = crl_loss_from_config(host, cfg, "loss", crl_env_observation_spec(env),
                                            crl_env_action_spec(env), t->seed, &ops, &t->loss, err)))
@@ -274,6 +348,7 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
     crl_opts_free(otrain);
     crl_opts_free(ooptim);
     crl_opts_free(ocoll);
+    crl_opts_free(odist);
     if (rc) {
         crl_trainer_free(t);
         return NULL;
@@ -281,11 +356,29 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
     return t;
 }
 
+crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_error *err)
+{
+    return build(host, cfg, NULL, err);
+}
+
+crl_trainer *crl_trainer_from_config_remote(crl_host *host, const crl_config *cfg, const crl_trainer_remote *remote,
+                                            crl_error *err)
+{
+    if (!remote || remote->struct_size < sizeof *remote || !remote->collector || !remote->publish) {
+        crl_error_set(err, CRL_E_INVALID, "crl_trainer_from_config_remote: incomplete remote ops");
+        return NULL;
+    }
+    return build(host, cfg, remote, err);
+}
+
 void crl_trainer_free(crl_trainer *t)
 {
     if (!t)
         return;
     crl_collector_free(t->coll);
+    for (size_t k = 0; k < t->ncopies; k++)
+        crl_policy_copy_free(t->copies[k]);
+    g_free(t->copies);
     crl_replay_free(t->rb);
     crl_env_free(t->eval_env);
     for (size_t i = 0; i < t->n_optims; i++)
@@ -535,7 +628,11 @@ int crl_trainer_run(crl_trainer *t, crl_train_progress_fn progress, void *user, 
     /* NULL from the collector is its end or its error: only its own code tells which */
     crl_error ce;
     crl_error_clear(&ce);
-    while ((batch = crl_collector_next(t->coll, &ce)) != NULL) {
+    for (;;) {
+        if (t->copies_mode && (rc = publish_policy(t, err)))
+            break;
+        if (!(batch = crl_collector_next(t->coll, &ce)))
+            break;
         int64_t frames = crl_collector_frames(t->coll);
         if (t->ops.explore_step)
             t->ops.explore_step(t->loss, frames - t->frames);
@@ -853,6 +950,10 @@ int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err)
 {
     if (t->frames || t->batches)
         return crl_error_set(err, CRL_E_INVALID, "resume: this trainer has run already; resume a new one");
+    if (t->copies_mode)
+        return crl_error_set(err, CRL_E_UNSUPPORTED, "resume from '%s': a run whose sub-collectors act with their own "
+                             "policy copies (num_collectors > 1 or a [distributed] section) cannot be resumed yet: "
+                             "the checkpoint holds the learner, not the collectors' env states", dir);
     char *model = g_build_filename(dir, "trainer.ckpt", NULL);
     int rc = load_file(t, model, true, err);
     g_free(model);
