@@ -793,13 +793,13 @@ static crl_collector *build(crl_host *host, const crl_config *cfg, const char *s
             chain = crl_env_set_seed(s->env, chain);
             s->num = crl_env_num(s->env);
             s->bndim = crl_env_batch_ndim(s->env);
+            if (s->bndim + 1 >= CRL_MAX_DIMS) {
+                rc = crl_error_set(err, CRL_E_SHAPE, "collector [%s]: the env's batch has %d dims; a collector "
+                                   "needs room for the time dim and a sub-collector dim", section, s->bndim);
+                goto out;
+            }
+            memcpy(s->bshape, crl_env_batch_shape(s->env), sizeof(int64_t) * (size_t)s->bndim);
         }
-        if (s->bndim + 1 >= CRL_MAX_DIMS) {
-            rc = crl_error_set(err, CRL_E_SHAPE, "collector [%s]: the env's batch has %d dims; a collector needs "
-                               "room for the time dim and a sub-collector dim", section, s->bndim);
-            goto out;
-        }
-        memcpy(s->bshape, crl_env_batch_shape(s->env), sizeof(int64_t) * (size_t)s->bndim);
         int64_t ms[CRL_MAX_DIMS];
         memcpy(ms, s->bshape, sizeof(int64_t) * (size_t)s->bndim);
         ms[s->bndim] = 1;

@@ -532,8 +532,50 @@ static crl_td *gather(crl_td *flat, const int64_t *idx, int64_t m, crl_error *er
     return out;
 }
 
+/* A [rows, T] view of a [..., T] batch (sync sub-collectors stack theirs into [K, N, T]): value
+ * estimators take [T] or [N, T], and rows of one env never mix across the merged dims. */
+static crl_td *merge_lead(crl_td *td, crl_error *err)
+{
+    int nb = crl_td_batch_ndim(td);
+    const int64_t *bs = crl_td_batch_shape(td);
+    int64_t two[2] = { 1, bs[nb - 1] };
+    for (int d = 0; d < nb - 1; d++)
+        two[0] *= bs[d];
+    char **keys = crl_td_leaf_keys(td, err);
+    if (!keys)
+        return NULL;
+    crl_td *out = crl_td_new(2, two, err);
+    for (size_t i = 0; out && keys[i]; i++) {
+        crl_tensor *x = crl_td_get(td, keys[i]);
+        int64_t shape[CRL_MAX_DIMS];
+        int nd = crl_tensor_ndim(x) - nb + 2;
+        shape[0] = two[0];
+        shape[1] = two[1];
+        for (int d = 2; d < nd; d++)
+            shape[d] = crl_tensor_shape(x)[nb + d - 2];
+        crl_tensor *v = crl_tensor_reshape(x, nd, shape, err);
+        if (!v || crl_td_set(out, keys[i], v, err)) {
+            crl_td_unref(out);
+            out = NULL;
+        }
+        crl_tensor_unref(v);
+    }
+    crl_free(keys);
+    return out;
+}
+
 static int train_on_policy(crl_trainer *t, crl_td *batch, crl_error *err)
 {
+    if (crl_td_batch_ndim(batch) > 2) {
+        crl_error me;
+        crl_error_clear(&me);
+        crl_td *m = merge_lead(batch, &me);
+        if (!m)
+            return crl_error_pass(err, &me, CRL_E_NOMEM);
+        int rc = train_on_policy(t, m, err);
+        crl_td_unref(m);
+        return rc;
+    }
     int rc = t->ops.prepare(t->loss, batch, err);
     if (rc)
         return rc;
