@@ -379,6 +379,31 @@ static int publish(void *user, crl_trainer *t, int64_t version, int64_t explore,
     return rc;
 }
 
+/* A send that gives up after the timeout: a stopped rank never takes a message too big to go eagerly. */
+static int send_timed(const void *buf, int n, MPI_Datatype type, int dest, int tag, crl_error *err)
+{
+    MPI_Request req;
+    int rc = MPI_Isend(buf, n, type, dest, tag, MPI_COMM_WORLD, &req);
+    double t0 = MPI_Wtime();
+    for (int done = 0; rc == MPI_SUCCESS && !done;) {
+        if ((rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE)) != MPI_SUCCESS || done)
+            break;
+        if (MPI_Wtime() - t0 > M.timeout) {
+            M.abort = true;
+            return crl_error_set(err, CRL_E_RUNTIME, "mpi: collector rank %d took no request within [distributed] "
+                                 "timeout = %g s (hung or stopped); ending the job", dest, M.timeout);
+        }
+        g_usleep(100);
+    }
+    if (rc != MPI_SUCCESS) {
+        char what[64];
+        snprintf(what, sizeof what, "sending to collector rank %d", dest);
+        M.abort = true;
+        return mpi_error(rc, what, err);
+    }
+    return CRL_OK;
+}
+
 static int request(void *user, size_t k, int64_t T, crl_error *err)
 {
     (void)user;
@@ -386,15 +411,11 @@ static int request(void *user, size_t k, int64_t T, crl_error *err)
     bool send_w = !M.has_weights[r];
     int64_t hdr[4] = { T, M.version, M.explore, send_w ? (int64_t)M.weights->len : 0 };
     double t0 = MPI_Wtime();
-    int rc = MPI_Send(hdr, 4, MPI_INT64_T, r, TAG_REQ, MPI_COMM_WORLD);
-    if (rc == MPI_SUCCESS && send_w && M.weights->len)
-        rc = MPI_Send(M.weights->data, (int)M.weights->len, MPI_BYTE, r, TAG_WEIGHTS, MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS) {
-        char what[64];
-        snprintf(what, sizeof what, "sending to collector rank %d", r);
-        M.abort = true;
-        return mpi_error(rc, what, err);
-    }
+    int rc = send_timed(hdr, 4, MPI_INT64_T, r, TAG_REQ, err);
+    if (!rc && send_w && M.weights->len)
+        rc = send_timed(M.weights->data, (int)M.weights->len, MPI_BYTE, r, TAG_WEIGHTS, err);
+    if (rc)
+        return rc;
     if (send_w) {
         M.sync_s += MPI_Wtime() - t0;
         M.syncs++;
