@@ -184,8 +184,10 @@ START_TEST(bad_configs)
                "test.ini:14: unknown key 'lrr' in [optim]; did you mean 'lr'?");
     bad_config(ENV_COLL "[replay]\ncapacity = 1000\n[loss]\ntype = dqn\n[train]\nepochs = 0\n", CRL_E_CONFIG,
                "[train] epochs = '0'");
-    bad_config(ENV_COLL "num_collectors = 2\n[replay]\ncapacity = 1000\n[loss]\ntype = dqn\n", CRL_E_CONFIG,
-               "num_collectors");
+    bad_config(ENV_COLL "num_collectors = 2\nsync = false\n[replay]\ncapacity = 1000\n[loss]\ntype = dqn\n",
+               CRL_E_CONFIG, "sync = false: training with asynchronous sub-collectors needs them in other processes");
+    bad_config(ENV_COLL "[replay]\ncapacity = 1000\n[loss]\ntype = dqn\n[distributed]\nbackend = mpi\n", CRL_E_CONFIG,
+               "[distributed] backend = mpi: this trainer runs its sub-collectors in this process");
     bad_config("[env]\nbackend = classic\nid = Pendulum-v1\n[collector]\nframes_per_batch = 10\n"
                "total_frames = 100\n[replay]\ncapacity = 1000\n[loss]\ntype = dqn\n",
                CRL_E_INVALID, "discrete action");
