@@ -45,6 +45,50 @@ void crl_det_actor_free(crl_det_actor *a)
 }
 
 crl_mlp *crl_det_actor_net_get(crl_det_actor *a) { return crl_tdmodule_net_get(a->b.mod); }
+crl_tdmodule *crl_det_actor_module_get(crl_det_actor *a) { return a ? a->b.mod : NULL; }
+
+int64_t crl_det_actor_bounds(const crl_det_actor *a, const float **low, const float **high)
+{
+    if (low)
+        *low = a->b.space.low;
+    if (high)
+        *high = a->b.space.high;
+    return a->b.space.d;
+}
+
+crl_det_actor *crl_det_actor_copy_new(crl_det_actor *a, crl_mlp *net, crl_error *err)
+{
+    if (!a || !net) {
+        crl_error_set(err, CRL_E_INVALID, "crl_det_actor_copy_new: %s is NULL", !a ? "actor" : "network");
+        return NULL;
+    }
+    crl_mlp *src = crl_det_actor_net_get(a);
+    if (crl_mlp_in_features(net) != crl_mlp_in_features(src) || crl_mlp_out_features(net) != crl_mlp_out_features(src)) {
+        crl_error_set(err, CRL_E_SHAPE, "module '%s': %" PRId64 " inputs and %" PRId64 " outputs, but the actor's "
+                      "network '%s' has %" PRId64 " and %" PRId64, crl_mlp_name(net), crl_mlp_in_features(net),
+                      crl_mlp_out_features(net), crl_mlp_name(src), crl_mlp_in_features(src), crl_mlp_out_features(src));
+        return NULL;
+    }
+    const crl_tdmodule *m = a->b.mod;
+    size_t n = crl_tdmodule_num_in_keys(m);
+    const char **keys = g_new0(const char *, n + 1);
+    for (size_t i = 0; i < n; i++)
+        keys[i] = crl_tdmodule_in_key(m, i);
+    crl_det_actor *c = g_new0(crl_det_actor, 1);
+    crl_error e;
+    crl_error_clear(&e);
+    c->b.space = a->b.space;
+    c->b.space.low = a->b.space.low ? g_memdup2(a->b.space.low, (gsize)a->b.space.d * sizeof(float)) : NULL;
+    c->b.space.high = a->b.space.high ? g_memdup2(a->b.space.high, (gsize)a->b.space.d * sizeof(float)) : NULL;
+    if (!(c->b.mod = crl_tdmodule_new(net, keys, "action", &e)) || !(c->b.k_action = crl_td_key_new("action", &e)) ||
+        !(c->k_is_init = crl_td_key_new("is_init", &e))) {
+        crl_error_pass(err, &e, CRL_E_INVALID);
+        crl_det_actor_free(c);
+        c = NULL;
+    }
+    g_free(keys);
+    return c;
+}
 double crl_det_actor_noise_scale(const crl_det_actor *a) { return a->noise == NOISE_NONE ? 0 : a->scale.value; }
 
 int crl_det_actor_set_gaussian(crl_det_actor *a, double sigma_init, double sigma_end, int64_t annealing_num_steps,

@@ -24,6 +24,7 @@ struct crl_prob_actor {
     last_kind last;           /* what the cached action is: a reparameterised sample or fixed */
     bool ent_shared;          /* TanhNormal entropy estimated from the action's own sample */
     bool cached;
+    bool return_log_prob;     /* write "sample_log_prob" (TorchRL's return_log_prob; off by default) */
 };
 
 crl_prob_actor *crl_prob_actor_new(crl_mlp *net, const char *const *in_keys, crl_dist_kind kind,
@@ -71,6 +72,16 @@ void crl_prob_actor_free(crl_prob_actor *a)
 crl_mlp *crl_prob_actor_net_get(crl_prob_actor *a) { return crl_tdmodule_net_get(a->b.mod); }
 crl_tensor *crl_prob_actor_log_prob_get(crl_prob_actor *a) { return a->logp; }
 crl_tensor *crl_prob_actor_entropy_get(crl_prob_actor *a) { return a->ent; }
+crl_tdmodule *crl_prob_actor_module_get(crl_prob_actor *a) { return a ? a->b.mod : NULL; }
+crl_dist_kind crl_prob_actor_kind(const crl_prob_actor *a) { return a->kind; }
+
+void crl_prob_actor_set_return_log_prob(crl_prob_actor *a, bool return_log_prob)
+{
+    if (a)
+        a->return_log_prob = return_log_prob;
+}
+
+bool crl_prob_actor_return_log_prob(const crl_prob_actor *a) { return a && a->return_log_prob; }
 
 static int reserve(crl_prob_actor *a, int64_t rows, crl_error *err)
 {
@@ -182,7 +193,8 @@ static int run(crl_prob_actor *a, crl_td *td, crl_exploration exploration, crl_r
             return rc;
     }
     a->cached = cache;
-    return crl__td_write_rows(who, td, a->k_logp, logp, 1, err);
+    /* [batch...], as the distribution's log_prob sums over the action dims */
+    return a->return_log_prob ? crl__td_write_batch(who, td, a->k_logp, logp, err) : CRL_OK;
 }
 
 int crl_prob_actor_act(crl_prob_actor *a, crl_td *td, crl_exploration exploration, crl_rng *rng, crl_error *err)

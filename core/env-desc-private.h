@@ -19,7 +19,7 @@ struct crl_env_desc {
     int64_t num;                 /* envs (1 for a single env) */
     int batch_ndim;              /* 0 (num_envs = 0) or 1 */
     int64_t frame_skip;
-    bool from_pixels, pixels_only, project_actions;
+    bool from_pixels, pixels_only, project_actions, return_state;
     crl_autoreset autoreset;
     int64_t max_steps;           /* 0: the backend's default */
     uint64_t seed;
@@ -29,6 +29,9 @@ struct crl_env_desc {
      * "per_env.g = 2.5 from FILE:LINE, ..." for env i's messages.  NULL without per_env keys. */
     crl_opts **env_opts;
     char **env_what;
+    /* per_env.id: env i's id (num entries), NULL without it; `id` then lists the distinct ones ("a, b"). */
+    char **env_ids;
+    char *ids_at;                /* FILE:LINE of per_env.id */
 
     crl__tf_desc *tf;            /* [env] transforms, in order */
     size_t ntf;
@@ -37,6 +40,12 @@ struct crl_env_desc {
     size_t nwtf;
     char *wtf_at;
 };
+
+/* The id env i is made with: its per_env.id, else the section's id. */
+static inline const char *crl__env_desc_id_at(const crl_env_desc *d, int64_t i)
+{
+    return d->env_ids ? d->env_ids[i] : d->id;
+}
 
 /* The description of the env an executor instance runs with worker_transforms: envs [start, start + count)
  * of d (their per-env options), the worker_transforms as its chain, auto_reset = next_step, frame_skip 1,

@@ -160,6 +160,7 @@ struct crl_env {
     int64_t batch_shape[1];
     int64_t frame_skip;
     bool from_pixels, pixels_only, project_actions;
+    bool return_state;           /* state leaves exposed (else bound and kept, but in no td or spec) */
     crl_autoreset autoreset;
     int64_t max_steps;           /* 0: none */
     int32_t render_h, render_w;
@@ -228,6 +229,12 @@ struct crl_env {
      * then nothing on the step path looks at it but one test. */
     struct crl__tchain *chain;
     uint64_t seed;               /* the last seed given (the chain's rngs derive from it) */
+    /* An inner env of worker_transforms under threads or processes (exec.c sets these): its place in the
+     * executor's turn order (crl_transform_ctx_wait_turn).  turn_word NULL: no turns. */
+    _Atomic uint32_t *turn_word;        /* instances that passed their turn in the current job (shared memory) */
+    _Atomic uint32_t *turn_abort;       /* nonzero: a worker failed in this job; nobody waits any more */
+    uint32_t turn_index;                /* this env's instance */
+    bool wants_turns;                   /* a transform of its chain called crl_transform_ctx_use_turns */
 };
 
 typedef struct crl__chain_ops {
@@ -447,5 +454,10 @@ CRL_INTERNAL void crl__env_smr_free(crl_env *env);
 CRL_INTERNAL int crl__env_smr_finish(crl_env *env, const crl__smr_slot *p, bool any_done, crl_error *err);
 /* Prefix err as crl_env_step_and_maybe_reset's errors; returns rc. */
 CRL_INTERNAL int crl__env_smr_fail(int rc, crl_error *err);
+
+/* env.c: TorchRL's rule for action_spec/reward_spec/done_spec: the one leaf of
+ * a Composite that holds exactly one (at any depth), else the Composite
+ * itself (none or several leaves).  A non-Composite is returned as is. */
+CRL_INTERNAL const crl_spec *crl__spec_leaf_or_composite(const crl_spec *comp);
 
 #endif

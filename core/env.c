@@ -395,7 +395,7 @@ static int prepare_leaves(crl_env *env, bool shared, crl_error *err)
         return crl_error_pass(err, &e, CRL_E_NOMEM);
     for (size_t i = 0; i < env->nleaves; i++) {
         crl__env_leaf *l = &env->leaves[i];
-        l->exposed = !(env->pixels_only && l->role == CRL__ROLE_OBS);
+        l->exposed = !(env->pixels_only && l->role == CRL__ROLE_OBS) && (env->return_state || l->role != CRL__ROLE_STATE);
         char *nk = g_strconcat("next.", l->key, NULL);
         l->k = crl_td_key_new(l->key, &e);
         l->nk = l->k ? crl_td_key_new(nk, &e) : NULL;
@@ -531,6 +531,7 @@ crl_env *crl__env_alloc(const crl_env_desc *d)
     env->frame_skip = d->frame_skip;
     env->from_pixels = d->from_pixels;
     env->pixels_only = d->pixels_only;
+    env->return_state = d->return_state;
     env->project_actions = d->project_actions;
     env->autoreset = d->autoreset;
     env->max_steps = d->max_steps;
@@ -662,11 +663,43 @@ int crl_env_batch_ndim(const crl_env *env) { return env ? env->batch_ndim : 0; }
 const int64_t *crl_env_batch_shape(const crl_env *env) { return env ? env->batch_shape : NULL; }
 crl_autoreset crl_env_autoreset(const crl_env *env) { return env ? env->autoreset : CRL_AUTORESET_OFF; }
 int64_t crl_env_max_episode_steps(const crl_env *env) { return env ? env->max_steps : 0; }
-const crl_spec *crl_env_observation_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.observation : env->obs_spec) : NULL; }
-const crl_spec *crl_env_action_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.action : env->action_spec) : NULL; }
-const crl_spec *crl_env_reward_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.reward : env->reward_spec) : NULL; }
-const crl_spec *crl_env_done_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.done : env->done_spec) : NULL; }
-const crl_spec *crl_env_state_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.state : env->state_spec) : NULL; }
+const crl_spec *crl_env_full_observation_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.observation : env->obs_spec) : NULL; }
+const crl_spec *crl_env_full_action_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.action : env->action_spec) : NULL; }
+const crl_spec *crl_env_full_reward_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.reward : env->reward_spec) : NULL; }
+const crl_spec *crl_env_full_done_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.done : env->done_spec) : NULL; }
+const crl_spec *crl_env_full_state_spec(const crl_env *env) { return env ? (env->chain ? env->chain->out.state : env->state_spec) : NULL; }
+const crl_spec *crl_env_observation_spec(const crl_env *env) { return crl_env_full_observation_spec(env); }
+const crl_spec *crl_env_state_spec(const crl_env *env) { return crl_env_full_state_spec(env); }
+
+/* The one leaf of comp (at any depth), or NULL when it has none or several. */
+static const crl_spec *single_leaf(const crl_spec *comp, size_t *count)
+{
+    const crl_spec *found = NULL;
+    for (size_t i = 0; i < crl_spec_composite_len(comp) && *count <= 1; i++) {
+        const crl_spec *c = crl_spec_composite_at(comp, i);
+        if (crl_spec_get_kind(c) == CRL_SPEC_COMPOSITE) {
+            const crl_spec *l = single_leaf(c, count);
+            if (l)
+                found = l;
+        } else if (++*count == 1) {
+            found = c;
+        }
+    }
+    return *count == 1 ? found : NULL;
+}
+
+const crl_spec *crl__spec_leaf_or_composite(const crl_spec *comp)
+{
+    if (!comp || crl_spec_get_kind(comp) != CRL_SPEC_COMPOSITE)
+        return comp;
+    size_t count = 0;
+    const crl_spec *leaf = single_leaf(comp, &count);
+    return leaf ? leaf : comp;
+}
+
+const crl_spec *crl_env_action_spec(const crl_env *env) { return crl__spec_leaf_or_composite(crl_env_full_action_spec(env)); }
+const crl_spec *crl_env_reward_spec(const crl_env *env) { return crl__spec_leaf_or_composite(crl_env_full_reward_spec(env)); }
+const crl_spec *crl_env_done_spec(const crl_env *env) { return crl__spec_leaf_or_composite(crl_env_full_done_spec(env)); }
 int32_t crl_env_render_height(const crl_env *env) { return env ? env->render_h : 0; }
 int32_t crl_env_render_width(const crl_env *env) { return env ? env->render_w : 0; }
 
@@ -899,8 +932,10 @@ static int load_state(crl_env *env, const crl_td *td, const bool *mask, crl_erro
             if (pass == 0) {
                 if (!t)
                     return crl_error_set(err, CRL_E_NOT_FOUND, "reset_from_state: the TensorDict has no state entry "
-                                         "'%s' (%s declares it); put the state to start from there",
-                                         l->key, crl__env_name(env, nb, sizeof nb));
+                                         "'%s' (%s declares it); put the state to start from there%s",
+                                         l->key, crl__env_name(env, nb, sizeof nb),
+                                         env->return_state ? "" : " (with return_state = true every reset and "
+                                                                  "step output holds it)");
                 if (crl_tensor_dtype(t) != crl_tensor_dtype(l->ubuf))
                     return crl_error_set(err, CRL_E_DTYPE, "reset_from_state: key '%s': expected dtype %s but got %s",
                                          l->key, crl_dtype_name(crl_tensor_dtype(l->ubuf)),

@@ -75,22 +75,13 @@ int crl_env_check_specs(crl_env *env, int64_t steps, crl_error *err)
 
 /* TorchRL's env.action_spec / env.reward_spec give the leaf when there is
  * only one. */
-static const crl_spec *unwrap_single(const crl_spec *comp)
-{
-    if (crl_spec_composite_len(comp) != 1)
-        return comp;
-    const crl_spec *c = crl_spec_composite_at(comp, 0);
-    return crl_spec_get_kind(c) == CRL_SPEC_COMPOSITE ? comp : c;
-}
-
 char *crl_env_specs_repr(const crl_env *env)
 {
     if (!env)
         return NULL;
     const char *names[] = { "observation_spec", "action_spec", "reward_spec", "done_spec", "state_spec" };
-    const crl_spec *specs[] = { crl_env_observation_spec(env), unwrap_single(crl_env_action_spec(env)),
-                                unwrap_single(crl_env_reward_spec(env)), crl_env_done_spec(env),
-                                crl_env_state_spec(env) };
+    const crl_spec *specs[] = { crl_env_observation_spec(env), crl_env_action_spec(env), crl_env_reward_spec(env),
+                                crl_env_done_spec(env), crl_env_state_spec(env) };
     GString *s = g_string_new(NULL);
     for (int i = 0; i < 5; i++) {
         char *r = crl_spec_repr(specs[i]);

@@ -17,8 +17,9 @@ static const crl_option env_options[] = {
       "repeat each action this many frames, summing the rewards; an env that ends stops early" },
     { "from_pixels", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
       "add a \"pixels\" uint8 [H, W, 3] observation rendered after every reset and step" },
-    { "pixels_only", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
-      "with from_pixels: leave the backend's observation keys out, keep only \"pixels\"" },
+    { "pixels_only", CRL_OPT_BOOL, 0, NULL, 0, 0, NULL,
+      "with from_pixels: leave the backend's observation keys out, keep only \"pixels\"; unset: true with "
+      "from_pixels (TorchRL's default), false without" },
     { "auto_reset", CRL_OPT_ENUM, 0, "off", 0, 0, "off|next_step|same_step",
       "an env whose episode ended: off = reset it yourself (TorchRL's EnvBase; stepping it is an error), "
       "next_step = the next step resets it (EnvPool), same_step = it resets inside the step that ended it" },
@@ -28,6 +29,10 @@ static const crl_option env_options[] = {
       "set truncated after this many base-env steps of an episode; 0: the backend's default" },
     { "seed", CRL_OPT_INT, 0, "0", 0, 0, NULL,
       "env i is seeded with element i of the seed chain starting here (see crl_env_set_seed)" },
+    { "return_state", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
+      "put the backend's simulator state (classic, dm_control: float64 \"state\") into every reset and step "
+      "output and the state spec; off, as TorchRL's GymEnv and DMControlEnv, the env keeps it to itself and "
+      "crl_env_reset_from_state still takes it" },
     { "transforms", CRL_OPT_LIST, 0, "", 0, 0, NULL,
       "transforms applied in this order (TorchRL's TransformedEnv + Compose): each NAME needs a [transform.NAME] "
       "section whose 'type' names the transform" },
@@ -56,7 +61,9 @@ static const crl_option env_options[] = {
       "transforms run inside each worker on its own envs (TorchRL's ParallelEnv of TransformedEnvs), before the "
       "batch is assembled; [env] transforms then run on the whole batch in the parent.  Needs an executor" },
     { "per_env.", CRL_OPT_STRING, CRL_OPT_PREFIX, NULL, 0, 0, NULL,
-      "per_env.KEY = v0, v1, ...: backend option KEY with one value per env (needs an executor other than inline)" },
+      "per_env.KEY = v0, v1, ...: backend option KEY, or id, with one value per env (needs an executor other than "
+      "inline); envs of different ids must have the same specs (TorchRL's ParallelEnv of several create "
+      "functions)" },
     CRL_OPTIONS_END
 };
 
@@ -85,30 +92,39 @@ static int take_ops(crl_env_desc *d, const crl_component *comp, crl_error *err)
     return CRL_OK;
 }
 
-static int check_id(const crl_env_desc *d, const crl_config *cfg, crl_error *err)
+/* `id` among the backend's ids; `what` names where it was given ("id = 'X'"), origin its FILE:LINE. */
+static int check_id_at(const crl_env_desc *d, const char *id, const char *origin, const char *what, crl_error *err)
 {
     const char *const *ids = d->ops.list ? d->ops.list() : NULL;
     if (!ids)
         return CRL_OK; /* the backend's make judges the id */
     for (const char *const *p = ids; *p; p++)
-        if (!strcmp(*p, d->id))
+        if (!strcmp(*p, id))
             return CRL_OK;
     GString *all = g_string_new(NULL);
     for (const char *const *p = ids; *p; p++)
         g_string_append_printf(all, "%s%s", all->len ? ", " : "", *p);
-    const char *hint = crl_did_you_mean(d->id, (const char *const *)ids);
-    const char *origin = crl_config_origin(cfg, d->section, "id");
-    if (!origin)
-        origin = crl_config_origin(cfg, d->section, "domain");
+    const char *hint = crl_did_you_mean(id, (const char *const *)ids);
     GString *hintmsg = g_string_new(NULL);
     if (hint)
         g_string_printf(hintmsg, "did you mean '%s'? ", hint);
-    crl_error_set(err, CRL_E_NOT_FOUND, "%s%s[%s] id = '%s': env backend '%s' has no such env; %sits envs: %s",
-                  origin ? origin : "", origin ? ": " : "", d->section, d->id, d->backend, hintmsg->str,
+    crl_error_set(err, CRL_E_NOT_FOUND, "%s%s[%s] %s: env backend '%s' has no such env; %sits envs: %s",
+                  origin ? origin : "", origin ? ": " : "", d->section, what, d->backend, hintmsg->str,
                   all->len ? all->str : "none");
     g_string_free(hintmsg, TRUE);
     g_string_free(all, TRUE);
     return CRL_E_NOT_FOUND;
+}
+
+static int check_id(const crl_env_desc *d, const crl_config *cfg, crl_error *err)
+{
+    const char *origin = crl_config_origin(cfg, d->section, "id");
+    if (!origin)
+        origin = crl_config_origin(cfg, d->section, "domain");
+    char *what = g_strdup_printf("id = '%s'", d->id);
+    int rc = check_id_at(d, d->id, origin, what, err);
+    g_free(what);
+    return rc;
 }
 
 /* ---- env and executor settings ------------------------------------------------------------ */
@@ -194,8 +210,12 @@ static int read_env_options(crl_env_desc *d, crl_error *err)
         rc = crl_opts_int(o, "frame_skip", &d->frame_skip, err);
     if (!rc)
         rc = crl_opts_bool(o, "from_pixels", &d->from_pixels, err);
-    if (!rc)
+    /* TorchRL's wrappers default to pixels_only=True once from_pixels is on. */
+    d->pixels_only = d->from_pixels;
+    if (!rc && crl_opts_is_set(o, "pixels_only"))
         rc = crl_opts_bool(o, "pixels_only", &d->pixels_only, err);
+    if (!rc)
+        rc = crl_opts_bool(o, "return_state", &d->return_state, err);
     if (!rc)
         rc = crl_opts_string(o, "auto_reset", &ar, err);
     if (!rc)
@@ -289,7 +309,35 @@ static int unknown_per_env_key(const crl_env_desc *d, const crl_option *table, c
     return CRL_E_CONFIG;
 }
 
-/* per_env.KEY = v0, v1, ...: each KEY a backend option, each list num long; env i's option set is the
+/* per_env.id's values: each one the backend offers; d->id becomes the distinct ones in order ("a, b"), what
+ * messages and crl_env_id show.  The specs are compared when the instances are made (exec.c). */
+static int per_env_ids(crl_env_desc *d, const char *const *ids, const char *origin, crl_error *err)
+{
+    GString *distinct = g_string_new(NULL);
+    GHashTable *seen = g_hash_table_new(g_str_hash, g_str_equal);
+    int rc = CRL_OK;
+    for (int64_t i = 0; !rc && i < d->num; i++) {
+        char what[96];
+        g_snprintf(what, sizeof what, "per_env.id value %" G_GINT64_FORMAT " = '%s'", (gint64)i, ids[i]);
+        rc = check_id_at(d, ids[i], origin, what, err);
+        if (!rc && g_hash_table_add(seen, (gpointer)ids[i]))
+            g_string_append_printf(distinct, "%s%s", distinct->len ? ", " : "", ids[i]);
+    }
+    g_hash_table_unref(seen);
+    if (rc) {
+        g_string_free(distinct, TRUE);
+        return rc;
+    }
+    d->env_ids = g_new0(char *, (gsize)d->num + 1);
+    for (int64_t i = 0; i < d->num; i++)
+        d->env_ids[i] = g_strdup(ids[i]);
+    g_free(d->id);
+    d->id = g_string_free(distinct, FALSE);
+    d->ids_at = g_strdup(origin);
+    return CRL_OK;
+}
+
+/* per_env.KEY = v0, v1, ...: each KEY a backend option (or id), each list num long; env i's option set is the
  * section's with every KEY's i-th value in place. */
 static int read_per_env(crl_env_desc *d, const crl_option *table, crl_error *err)
 {
@@ -305,7 +353,7 @@ static int read_per_env(crl_env_desc *d, const crl_option *table, crl_error *err
         origins[k] = crl__opts_prefixed_origin(d->opts, "per_env.", k);
         if (!origins[k])
             origins[k] = "command line";
-        if (!table_declares(table, names[k])) {
+        if (!table_declares(table, names[k]) && strcmp(names[k], "id")) {
             rc = unknown_per_env_key(d, table, key, names[k], origins[k], err);
             break;
         }
@@ -326,6 +374,8 @@ static int read_per_env(crl_env_desc *d, const crl_option *table, crl_error *err
             if (!*vals[k][i])
                 rc = crl_error_set(err, CRL_E_CONFIG, "%s: [%s] %s: the value for env %u is empty; give one value per "
                                    "env", origins[k], d->section, key, i);
+        if (!rc && !strcmp(names[k], "id"))
+            rc = per_env_ids(d, (const char *const *)vals[k], origins[k], err);
     }
     if (!rc) {
         d->env_opts = g_new0(crl_opts *, (gsize)d->num);
@@ -366,6 +416,8 @@ void crl_env_desc_free(crl_env_desc *d)
         crl_opts_free(d->env_opts[i]);
     g_free(d->env_opts);
     g_strfreev(d->env_what);
+    g_strfreev(d->env_ids);
+    g_free(d->ids_at);
     for (size_t i = 0; d->tf && i < d->ntf; i++)
         crl__tf_desc_clear(&d->tf[i]);
     g_free(d->tf);
@@ -417,15 +469,18 @@ static int parse(crl_env_desc *d, const crl_config *cfg, crl_error *err)
         /* Backends with DOMAIN/TASK ids (dm_control) also take them as two keys. */
         const char *domain = crl_config_get(cfg, section, "domain");
         const char *task = crl_config_get(cfg, section, "task");
+        const char *per_env_id = crl_config_get(cfg, section, "per_env.id");
         if ((!id || !*id) && domain && *domain && task && *task)
             d->id = g_strdup_printf("%s/%s", domain, task);
+        else if ((!id || !*id) && per_env_id && *per_env_id)
+            d->id = g_strdup(""); /* read_per_env names the ids */
         else if (!id || !*id)
             rc = crl_error_set(err, CRL_E_CONFIG, "[%s] id is required but not set; add 'id = NAME' under [%s] "
                                "(list the ids with 'crl envs %s')", section, section, d->backend);
         else
             d->id = g_strdup(id);
     }
-    if (!rc)
+    if (!rc && *d->id)
         rc = check_id(d, cfg, err);
     if (!rc)
         rc = read_transforms(d, cfg, "transforms", &d->tf, &d->ntf, &d->tf_at, err);
@@ -462,13 +517,15 @@ crl_env_desc *crl__env_desc_inner(const crl_env_desc *d, int64_t start, int64_t 
     in->section = g_strdup(d->section);
     in->backend = g_strdup(d->backend);
     in->plugin = g_strdup(d->plugin);
-    in->id = g_strdup(d->id);
+    in->id = g_strdup(crl__env_desc_id_at(d, start));
     in->ops = d->ops;
     in->num = count;
     in->batch_ndim = 1;
     in->frame_skip = 1;
     in->from_pixels = d->from_pixels;
     in->pixels_only = d->pixels_only;
+    /* The outer env reads its state through the inner env's outputs, and hides it there unless asked. */
+    in->return_state = true;
     in->project_actions = d->project_actions;
     /* The outer env steps an ended env once more before it resets it (exec_wenv.c). */
     in->autoreset = CRL_AUTORESET_NEXT_STEP;

@@ -18,6 +18,8 @@
 
 #include "crl-private.h"
 #include <crl/env.h>
+#include "spin-private.h"
+
 #include <pthread.h>
 
 typedef enum crl__exec_kind_id {
@@ -85,6 +87,7 @@ typedef struct crl__exec_inst {
     void *benv;                 /* the real backend's instance (made in the parent) */
     int64_t start, count;       /* its envs: rows [start, start + count) of the host's buffers */
     crl_td *view;               /* those rows (what its bind got; batch [count]) */
+    char *id;                   /* the env id it was made with (per_env.id may differ between instances) */
 } crl__exec_inst;
 
 /* A worker's share: instances [first, first + ninst), envs [start, start + count). */
@@ -105,6 +108,7 @@ struct crl__exec {
     int64_t num;
     crl__exec_inst *inst;
     size_t ninst;
+    char *ids_at;                    /* FILE:LINE of per_env.id, for its messages; NULL without */
     crl__exec_block *blocks;
     size_t nblocks;
     /* The job being run (set by the common layer before kind->run). */
@@ -122,7 +126,30 @@ struct crl__exec {
     /* exec_async.c's state (its worker pool and queues), made by the first
      * crl_env_async_reset; NULL until then. */
     void *async;
+    /* The turn order (threads and processes with worker_transforms whose chain asked for it): a MAP_SHARED
+     * page, so forked workers share it; NULL when no inner chain wants turns. */
+    struct crl__exec_turns *turns;
 };
+
+/* Instances pass their turn in env order within each reset or step job: instance k waits for word == k, then
+ * sets it to k + 1.  The parent zeroes both words before each job; a worker found dead or hung sets abort
+ * (crl__exec_turns_abort) so that nobody waits for it. */
+typedef struct crl__exec_turns {
+    _Atomic uint32_t word;
+    _Atomic uint32_t abort;
+} crl__exec_turns;
+
+/* Release every waiter of the current job (a worker died or hangs).  NULL-safe.  Inline: exec_procs.c is
+ * also built on its own into its suite. */
+static inline void crl__exec_turns_abort(crl__exec_turns *t)
+{
+    if (!t)
+        return;
+    atomic_store(&t->abort, 1);
+    /* Change the word too, so a waiter between its check and its futex wait does not sleep. */
+    atomic_fetch_add(&t->word, 1u << 30);
+    crl__futex_wake_shared(&t->word, INT_MAX);
+}
 
 /* What a worker does: x->job on block b's instances, each with its slice of
  * mask/seeds.  Errors name the global env index range and the backend. */
@@ -149,6 +176,8 @@ CRL_INTERNAL extern const crl__exec_kind crl__exec_kind_processes;
 CRL_INTERNAL int crl__wenv_make(const crl_env_desc *d, crl__env_factory make_inner, crl_env_specs *specs,
                                 void **benv, crl_error *err);
 CRL_INTERNAL extern const crl_env_ops crl__wenv_ops;
+/* The inner env of a crl__wenv_make instance (borrowed). */
+CRL_INTERNAL crl_env *crl__wenv_inner(void *benv);
 
 /* Worker restarts so far (processes; 0 for other kinds). */
 CRL_INTERNAL int64_t crl__exec_procs_restarts(const crl__exec *x);

@@ -3,9 +3,14 @@
 #include "env-private.h"
 #include "env-desc-private.h"
 
+#include "spin-private.h"
+
 #include <crl/config.h>
 #include <crl/host.h>
+#include <errno.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* ---- the executor behind an env --------------------------------------------------------- */
 
@@ -45,8 +50,12 @@ static void exec_free(crl__exec *x)
         if (x->inst[k].benv)
             x->real.close(x->inst[k].benv);
         crl_td_unref(x->inst[k].view);
+        g_free(x->inst[k].id);
     }
+    if (x->turns)
+        munmap(x->turns, sizeof *x->turns);
     g_free(x->inst);
+    g_free(x->ids_at);
     g_free(x->blocks);
     g_free(x->block_err);
     g_free(x->restarted);
@@ -57,12 +66,49 @@ static void exec_free(crl__exec *x)
 
 static crl_spec *combine(const crl__exec *x, crl_spec *const *parts, const char *key, crl_error *err);
 
-static int spec_mismatch(const crl__exec *x, size_t k, const char *key, const char *what, crl_error *err)
+/* "Bounded float32 [4]": a leaf spec without its batch dim. */
+static char *leaf_brief(const crl_spec *s)
 {
-    return crl_error_set(err, CRL_E_PLUGIN, "spec '%s' of envs [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ") differs "
-                         "from that of env 0 (%s); every env of a batch needs the same kinds, dtypes and shapes (a "
-                         "per_env option may not change them)", key, (gint64)x->inst[k].start,
-                         (gint64)(x->inst[k].start + x->inst[k].count), what);
+    if (crl_spec_get_kind(s) == CRL_SPEC_COMPOSITE) {
+        GString *g = g_string_new("Composite {");
+        for (size_t i = 0; i < crl_spec_composite_len(s); i++)
+            g_string_append_printf(g, "%s%s", i ? ", " : "", crl_spec_composite_key_at(s, i));
+        g_string_append(g, "}");
+        return g_string_free(g, FALSE);
+    }
+    int nd = crl_spec_ndim(s);
+    GString *g = g_string_new(NULL);
+    g_string_printf(g, "%s %s [", crl_spec_kind_name(crl_spec_get_kind(s)), crl_dtype_name(crl_spec_dtype(s)));
+    for (int d = 1; d < nd; d++)
+        g_string_append_printf(g, "%s%" G_GINT64_FORMAT, d > 1 ? ", " : "", (gint64)crl_spec_shape(s)[d]);
+    g_string_append(g, "]");
+    return g_string_free(g, FALSE);
+}
+
+/* a0/ak: the two specs that differ (for the message), or NULL. */
+static int spec_mismatch(const crl__exec *x, size_t k, const char *key, const char *what, const crl_spec *a0,
+                         const crl_spec *ak, crl_error *err)
+{
+    const crl__exec_inst *in = &x->inst[k], *first = &x->inst[0];
+    char *b0 = a0 ? leaf_brief(a0) : NULL, *bk = ak ? leaf_brief(ak) : NULL;
+    bool ids_differ = in->id && first->id && strcmp(in->id, first->id);
+    if (ids_differ) {
+        crl_error_set(err, CRL_E_CONFIG, "%s%sper_env.id: spec '%s' of env %" G_GINT64_FORMAT " (id %s) differs from that "
+                      "of env 0 (id %s): %s%s%s%s%s%s; envs of different ids share one batch only when their specs "
+                      "match (kinds, dtypes, shapes, categories), so give ids whose specs agree or use one id",
+                      x->ids_at ? x->ids_at : "", x->ids_at ? ": " : "", key, (gint64)in->start, in->id, first->id,
+                      what, b0 ? ", " : "", b0 ? b0 : "",
+                      b0 ? " (env 0) vs " : "", bk ? bk : "", bk ? " (this env)" : "");
+    } else {
+        crl_error_set(err, CRL_E_PLUGIN, "spec '%s' of envs [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ") differs from "
+                      "that of env 0 (%s%s%s%s%s); every env of a batch needs the same kinds, dtypes and shapes (a "
+                      "per_env option may not change them)", key, (gint64)in->start,
+                      (gint64)(in->start + in->count), what, b0 ? ": " : "", b0 ? b0 : "", b0 ? " vs " : "",
+                      bk ? bk : "");
+    }
+    g_free(b0);
+    g_free(bk);
+    return ids_differ ? CRL_E_CONFIG : CRL_E_PLUGIN;
 }
 
 static crl_spec *combine_composite(const crl__exec *x, crl_spec *const *parts, const char *key, crl_error *err)
@@ -77,7 +123,7 @@ static crl_spec *combine_composite(const crl__exec *x, crl_spec *const *parts, c
         for (size_t k = 0; k < x->ninst && ok; k++) {
             sub[k] = crl_spec_composite_get(parts[k], ck);
             if (!sub[k] || crl_spec_composite_len(parts[k]) != n) {
-                spec_mismatch(x, k, full, "other keys", err);
+                spec_mismatch(x, k, full, "other keys", parts[0], parts[k], err);
                 ok = false;
             }
         }
@@ -127,7 +173,7 @@ static crl_spec *combine(const crl__exec *x, crl_spec *const *parts, const char 
     if (kind == CRL_SPEC_COMPOSITE) {
         for (size_t k = 1; k < x->ninst; k++)
             if (crl_spec_get_kind(parts[k]) != kind) {
-                spec_mismatch(x, k, key, "another kind", err);
+                spec_mismatch(x, k, key, "another kind", parts[0], parts[k], err);
                 return NULL;
             }
         return combine_composite(x, parts, key, err);
@@ -147,7 +193,7 @@ static crl_spec *combine(const crl__exec *x, crl_spec *const *parts, const char 
         }
         if (crl_spec_get_kind(p) != kind || crl_spec_dtype(p) != crl_spec_dtype(parts[0]) || crl_spec_ndim(p) != nd
             || memcmp(crl_spec_shape(p) + 1, crl_spec_shape(parts[0]) + 1, sizeof(int64_t) * (size_t)(nd - 1))) {
-            spec_mismatch(x, k, key, "another kind, dtype or shape", err);
+            spec_mismatch(x, k, key, "another kind, dtype or shape", parts[0], p, err);
             return NULL;
         }
     }
@@ -160,7 +206,7 @@ static crl_spec *combine(const crl__exec *x, crl_spec *const *parts, const char 
         bool same = r && crl_spec_equal(r, row);
         crl_spec_unref(r);
         if (!same) {
-            spec_mismatch(x, k, key, "other categories or values", err);
+            spec_mismatch(x, k, key, "other categories or values", parts[0], parts[k], err);
             crl_spec_unref(row);
             return NULL;
         }
@@ -218,6 +264,55 @@ static void after_step(crl_env *env)
     crl__exec_mark_restarted(crl__exec_of(env), env);
 }
 
+/* ---- the turn order ------------------------------------------------------------------------ */
+
+/* With a worker chain that asked for turns (crl_transform_ctx_use_turns at bind, which ran in make), give
+ * every inner env its place.  Serial needs none: it runs the instances in order. */
+static int turns_setup(crl__exec *x, crl_error *err)
+{
+    bool want = false;
+    for (size_t k = 0; k < x->ninst && !want; k++) {
+        crl_env *inner = crl__wenv_inner(x->inst[k].benv);
+        want = inner && inner->wants_turns;
+    }
+    if (!want)
+        return CRL_OK;
+    void *m = mmap(NULL, sizeof *x->turns, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return crl_error_set(err, CRL_E_NOMEM, "%s executor: cannot map the workers' turn page: %s", x->kind->name,
+                             g_strerror(errno));
+    x->turns = m;
+    for (size_t k = 0; k < x->ninst; k++) {
+        crl_env *inner = crl__wenv_inner(x->inst[k].benv);
+        inner->turn_word = &x->turns->word;
+        inner->turn_abort = &x->turns->abort;
+        inner->turn_index = (uint32_t)k;
+    }
+    return CRL_OK;
+}
+
+/* Instance k's job is over (done, skipped or failed): hand the turn to k + 1. */
+static void turn_pass(crl__exec *x, size_t k)
+{
+    crl__exec_turns *t = x->turns;
+    if (!t)
+        return;
+    crl__turn_wait(&t->word, &t->abort, (uint32_t)k);
+    if (atomic_load(&t->abort))
+        return;
+    atomic_store_explicit(&t->word, (uint32_t)k + 1, memory_order_release);
+    crl__futex_wake_shared(&t->word, INT_MAX);
+}
+
+/* Before each job, while no worker runs. */
+static void turns_rewind(crl__exec *x)
+{
+    if (x->turns) {
+        atomic_store(&x->turns->word, 0);
+        atomic_store(&x->turns->abort, 0);
+    }
+}
+
 int crl__exec_make(crl_env *env, const crl_env_desc *d, crl_env_specs *specs, crl__env_factory make_inner,
                    crl_error *err)
 {
@@ -264,6 +359,9 @@ int crl__exec_make(crl_env *env, const crl_env_desc *d, crl_env_specs *specs, cr
     crl_env_specs *parts = g_new0(crl_env_specs, x->ninst);
     for (size_t k = 0; !rc && k < x->ninst; k++) {
         crl__exec_inst *in = &x->inst[k];
+        in->id = g_strdup(crl__env_desc_id_at(d, in->start));
+        if (k == 0 && d->ids_at)
+            x->ids_at = g_strdup(d->ids_at);
         parts[k].struct_size = sizeof parts[k];
         if (d->nwtf) {
             crl_env_desc *inner = crl__env_desc_inner(d, in->start, in->count, err);
@@ -271,7 +369,7 @@ int crl__exec_make(crl_env *env, const crl_env_desc *d, crl_env_specs *specs, cr
             crl_env_desc_free(inner);
         } else {
             const crl_opts *own = d->env_opts ? d->env_opts[in->start] : d->opts;
-            rc = d->ops.make(d->id, in->count, own, &parts[k], &in->benv, err);
+            rc = d->ops.make(in->id, in->count, own, &parts[k], &in->benv, err);
             if (!rc && !in->benv)
                 rc = crl_error_set(err, CRL_E_PLUGIN, "make returned no env");
             if (!rc && (!parts[k].observation || !parts[k].action || !parts[k].reward || !parts[k].done))
@@ -298,7 +396,18 @@ int crl__exec_make(crl_env *env, const crl_env_desc *d, crl_env_specs *specs, cr
         if (have == 0)
             continue;
         if (have != x->ninst) {
-            rc = crl_error_set(err, CRL_E_PLUGIN, "some instances declare a %s spec and some do not", names[s]);
+            size_t k = 1;
+            while (k < x->ninst && (col[k] != NULL) == (col[0] != NULL))
+                k++;
+            if (k < x->ninst && strcmp(x->inst[k].id, x->inst[0].id))
+                rc = crl_error_set(err, CRL_E_CONFIG, "%s%sper_env.id: env %" G_GINT64_FORMAT " (id %s) %s a %s "
+                                   "spec and env 0 (id %s) %s; envs of different ids share one batch only when "
+                                   "their specs match, so give ids whose specs agree or use one id",
+                                   x->ids_at ? x->ids_at : "", x->ids_at ? ": " : "", (gint64)x->inst[k].start,
+                                   x->inst[k].id, col[k] ? "declares" : "declares no", names[s], x->inst[0].id,
+                                   col[0] ? "does" : "does not");
+            else
+                rc = crl_error_set(err, CRL_E_PLUGIN, "some instances declare a %s spec and some do not", names[s]);
             break;
         }
         crl_error local;
@@ -310,6 +419,26 @@ int crl__exec_make(crl_env *env, const crl_env_desc *d, crl_env_specs *specs, cr
         }
     }
     g_free(col);
+    /* One time limit and frame size serve the batch: ids that differ there need [env] max_episode_steps, or
+     * cannot render together. */
+    for (size_t k = 1; !rc && k < x->ninst; k++) {
+        const crl_env_specs *p0 = &parts[0], *pk = &parts[k];
+        if (pk->max_episode_steps != p0->max_episode_steps && d->max_steps == 0)
+            rc = crl_error_set(err, CRL_E_CONFIG, "%s%sper_env.id: env %" G_GINT64_FORMAT " (id %s) ends its "
+                               "episodes after %" G_GINT64_FORMAT " steps but env 0 (id %s) after %" G_GINT64_FORMAT
+                               "; set [%s] max_episode_steps to give the batch one time limit",
+                               d->ids_at ? d->ids_at : "", d->ids_at ? ": " : "", (gint64)x->inst[k].start,
+                               x->inst[k].id, (gint64)pk->max_episode_steps, x->inst[0].id,
+                               (gint64)p0->max_episode_steps, d->section);
+        else if ((pk->render_height != p0->render_height || pk->render_width != p0->render_width) &&
+                 d->from_pixels)
+            rc = crl_error_set(err, CRL_E_CONFIG, "%s%sper_env.id: env %" G_GINT64_FORMAT " (id %s) renders %dx%d "
+                               "frames but env 0 (id %s) %dx%d; pixels need one frame size for the batch: use ids "
+                               "that render alike, or leave from_pixels off", d->ids_at ? d->ids_at : "",
+                               d->ids_at ? ": " : "", (gint64)x->inst[k].start, x->inst[k].id,
+                               (int)pk->render_width, (int)pk->render_height, x->inst[0].id,
+                               (int)p0->render_width, (int)p0->render_height);
+    }
     if (!rc) {
         specs->observation = out[0];
         specs->action = out[1];
@@ -331,6 +460,11 @@ int crl__exec_make(crl_env *env, const crl_env_desc *d, crl_env_specs *specs, cr
         exec_free(x);
         return rc;
     }
+    if (d->nwtf && (xo->kind == CRL__EXEC_THREADS || xo->kind == CRL__EXEC_PROCESSES) &&
+        (rc = turns_setup(x, err))) {
+        exec_free(x);
+        return rc;
+    }
     env->ops = crl__exec_env_ops;
     env->benv = x;
     env->after_backend_step = after_step;
@@ -345,21 +479,22 @@ int crl__exec_run_block(crl__exec *x, size_t b, crl_error *err)
     const crl__exec_block *bl = &x->blocks[b];
     for (size_t k = bl->first; k < bl->first + bl->ninst; k++) {
         const crl__exec_inst *in = &x->inst[k];
-        int rc;
+        int rc = CRL_OK;
         if (x->job == CRL__JOB_STEP) {
             rc = x->real.step(in->benv, err);
         } else {
             const bool *m = x->mask ? x->mask + in->start : NULL;
-            if (m) {
-                bool any = false;
-                for (int64_t i = 0; i < in->count && !any; i++)
-                    any = m[i];
-                if (!any)
-                    continue;
-            }
-            rc = x->real.reset(in->benv, m, x->seeds ? x->seeds + in->start : NULL, x->from_state, err);
+            bool any = !m;
+            for (int64_t i = 0; i < in->count && !any; i++)
+                any = m[i];
+            if (any)
+                rc = x->real.reset(in->benv, m, x->seeds ? x->seeds + in->start : NULL, x->from_state, err);
         }
+        turn_pass(x, k);
         if (rc) {
+            /* The workers after this one must not wait for the instances left out. */
+            for (size_t j = k + 1; j < bl->first + bl->ninst; j++)
+                turn_pass(x, j);
             /* The backend numbers its envs from 0 within the instance. */
             if (in->count == 1)
                 crl_error_prefix(err, "env %" G_GINT64_FORMAT " (the backend's env 0): ", (gint64)in->start);
@@ -402,6 +537,7 @@ static int exec_bind(void *benv, crl_td *buffers, crl_error *err)
 static int exec_reset(void *benv, const bool *mask, const uint64_t *seeds, bool from_state, crl_error *err)
 {
     crl__exec *x = benv;
+    turns_rewind(x);
     x->job = CRL__JOB_RESET;
     x->mask = mask;
     x->seeds = seeds;
@@ -416,6 +552,7 @@ static int exec_reset(void *benv, const bool *mask, const uint64_t *seeds, bool 
 static int exec_step(void *benv, crl_error *err)
 {
     crl__exec *x = benv;
+    turns_rewind(x);
     x->job = CRL__JOB_STEP;
     int rc = x->kind->run(x, err);
     x->job = CRL__JOB_NONE;

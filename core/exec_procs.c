@@ -76,6 +76,7 @@ typedef struct procs {
     bool crowded;        /* more workers + parent than cores: spinners yield the core now and then */
     int64_t restarts;
     bool failed;         /* on_worker_failure = fail tripped: every later call errors */
+    crl__exec_turns *turns; /* the executor's turn page, or NULL */
     crl_error fail;      /* why */
 } procs;
 
@@ -379,12 +380,16 @@ static void wait_job(procs *p, const bool *part, uint32_t g, double timeout, wfa
                 gone++;
             }
         }
+        /* The workers after a dead one would wait for its turn forever. */
+        if (gone)
+            crl__exec_turns_abort(p->turns);
         if (gone && atomic_fetch_sub(&c->left, gone) == gone)
             break;
         if (deadline > 0 && now_s() >= deadline)
             break;
     }
     /* Whatever is still running past the deadline is hung: kill it. */
+    bool released = false;
     for (size_t b = 0; b < p->nw; b++) {
         if (!part[b] || fate[b] != WF_OK || atomic_load_explicit(&p->slots[b].done, memory_order_acquire) == g)
             continue;
@@ -392,9 +397,20 @@ static void wait_job(procs *p, const bool *part, uint32_t g, double timeout, wfa
             fate[b] = WF_DIED;
             continue;
         }
+        /* Workers after a hung one may only wait for its turn: once released, they get a second to finish. */
+        for (double until = now_s() + 1.0; released && now_s() < until;) {
+            if (atomic_load_explicit(&p->slots[b].done, memory_order_acquire) == g)
+                break;
+            struct timespec ts = { 0, 1000000 };
+            nanosleep(&ts, NULL);
+        }
+        if (released && atomic_load_explicit(&p->slots[b].done, memory_order_acquire) == g)
+            continue;
+        released = p->turns != NULL;
         kill(p->pid[b], SIGKILL);
         reap(p, b, &status[b]);
         fate[b] = WF_HUNG;
+        crl__exec_turns_abort(p->turns);
     }
 }
 
@@ -503,6 +519,7 @@ static int procs_start(crl__exec *x, crl_error *err)
                              x->nblocks, env_label(x, lb, sizeof lb));
     procs *p = g_new0(procs, 1);
     p->nw = x->nblocks;
+    p->turns = x->turns;
     p->evfd = -1;
     p->parent = getpid();
     size_t off_slots = sizeof(procs_ctl);

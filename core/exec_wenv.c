@@ -45,6 +45,11 @@ static void keys_of(const crl_spec *comp, const char *prefix, GPtrArray *out)
     }
 }
 
+crl_env *crl__wenv_inner(void *benv)
+{
+    return benv ? ((wenv *)benv)->inner : NULL;
+}
+
 static void wenv_close(void *benv)
 {
     wenv *w = benv;
@@ -75,11 +80,11 @@ int crl__wenv_make(const crl_env_desc *d, crl__env_factory make_inner, crl_env_s
     }
     w->n = crl_env_num(w->inner);
     GPtrArray *ak = g_ptr_array_new(), *ok = g_ptr_array_new(), *sk = g_ptr_array_new();
-    keys_of(crl_env_action_spec(w->inner), "", ak);
-    keys_of(crl_env_observation_spec(w->inner), "", ok);
-    keys_of(crl_env_reward_spec(w->inner), "", ok);
-    keys_of(crl_env_done_spec(w->inner), "", ok);
-    keys_of(crl_env_state_spec(w->inner), "", sk);
+    keys_of(crl_env_full_action_spec(w->inner), "", ak);
+    keys_of(crl_env_full_observation_spec(w->inner), "", ok);
+    keys_of(crl_env_full_reward_spec(w->inner), "", ok);
+    keys_of(crl_env_full_done_spec(w->inner), "", ok);
+    keys_of(crl_env_full_state_spec(w->inner), "", sk);
     for (guint i = 0; i < sk->len; i++)
         g_ptr_array_add(ok, g_strdup(g_ptr_array_index(sk, i)));
     g_ptr_array_add(ak, NULL);
@@ -96,12 +101,12 @@ int crl__wenv_make(const crl_env_desc *d, crl__env_factory make_inner, crl_env_s
         wenv_close(w);
         return crl_error_pass(err, &e, CRL_E_NOMEM);
     }
-    specs->observation = crl_spec_ref((crl_spec *)crl_env_observation_spec(w->inner));
-    specs->action = crl_spec_ref((crl_spec *)crl_env_action_spec(w->inner));
-    specs->reward = crl_spec_ref((crl_spec *)crl_env_reward_spec(w->inner));
-    specs->done = crl_spec_ref((crl_spec *)crl_env_done_spec(w->inner));
+    specs->observation = crl_spec_ref((crl_spec *)crl_env_full_observation_spec(w->inner));
+    specs->action = crl_spec_ref((crl_spec *)crl_env_full_action_spec(w->inner));
+    specs->reward = crl_spec_ref((crl_spec *)crl_env_full_reward_spec(w->inner));
+    specs->done = crl_spec_ref((crl_spec *)crl_env_full_done_spec(w->inner));
     if (w->state_keys[0])
-        specs->state = crl_spec_ref((crl_spec *)crl_env_state_spec(w->inner));
+        specs->state = crl_spec_ref((crl_spec *)crl_env_full_state_spec(w->inner));
     specs->max_episode_steps = 0;  /* the outer env's own max_episode_steps applies */
     specs->render_height = crl_env_render_height(w->inner);
     specs->render_width = crl_env_render_width(w->inner);

@@ -85,6 +85,9 @@ CRL_INTERNAL int crl__check_rows(const char *name, const char *what, const crl_t
  * name module `who` and the key. */
 CRL_INTERNAL int crl__td_read_rows(const char *who, const crl_td *td, const crl_td_key *k, int64_t cols,
                                    float *dst, int64_t stride, int64_t col0, crl_error *err);
+/* Write src [rows] as k with the td's batch shape (no feature dim), in place when it fits. */
+CRL_INTERNAL int crl__td_write_batch(const char *who, crl_td *td, const crl_td_key *k, const float *src,
+                                     crl_error *err);
 CRL_INTERNAL int crl__td_write_rows(const char *who, crl_td *td, const crl_td_key *k, const float *src,
                                     int64_t cols, crl_error *err);
 /* Rows of td (product of the batch dims, 1 for none). */

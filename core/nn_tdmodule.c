@@ -92,6 +92,26 @@ int crl__td_write_rows(const char *who, crl_td *td, const crl_td_key *k, const f
     return CRL_OK;
 }
 
+int crl__td_write_batch(const char *who, crl_td *td, const crl_td_key *k, const float *src, crl_error *err)
+{
+    int bn = crl_td_batch_ndim(td);
+    crl_tensor *t = crl_td_get_k(td, k);
+    if (!(t && crl_tensor_dtype(t) == CRL_F32 && crl_tensor_is_contiguous(t) && crl_tensor_ndim(t) == bn &&
+          !memcmp(crl_tensor_shape(t), crl_td_batch_shape(td), (size_t)bn * sizeof(int64_t)))) {
+        crl_error e;
+        crl_error_clear(&e);
+        t = crl_tensor_new(CRL_F32, bn, crl_td_batch_shape(td), &e);
+        int rc = t ? crl_td_set_k(td, k, t, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
+        crl_tensor_unref(t);
+        if (rc) {
+            crl_error_prefix(err, "module '%s': ", who);
+            return rc;
+        }
+    }
+    memcpy(crl_tensor_data(t), src, (size_t)crl__td_rows(td) * sizeof *src);
+    return CRL_OK;
+}
+
 crl_td_key **crl__keys_new(const char *who, const char *const *keys, size_t *n, crl_error *err)
 {
     size_t c = 0;
@@ -155,6 +175,12 @@ void crl_tdmodule_free(crl_tdmodule *mod)
 }
 
 crl_mlp *crl_tdmodule_net_get(crl_tdmodule *mod) { return mod->net; }
+size_t crl_tdmodule_num_in_keys(const crl_tdmodule *mod) { return mod ? mod->n_in : 0; }
+const char *crl_tdmodule_in_key(const crl_tdmodule *mod, size_t i)
+{
+    return mod && i < mod->n_in ? crl_td_key_str(mod->in[i]) : NULL;
+}
+const char *crl_tdmodule_out_key(const crl_tdmodule *mod) { return mod ? crl_td_key_str(mod->out) : NULL; }
 
 /* Concatenate the in_keys into mod->x.  Each key's width is its last dim;
  * the widths must add up to the network's input. */

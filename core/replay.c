@@ -233,18 +233,21 @@ int crl_replay_update_priority(crl_replay *rb, const int64_t *idx, const double 
                              crl__replay_sampler_name(rb->sampler));
     if (n && (!idx || !priority))
         return crl_error_set(err, CRL_E_INVALID, "crl_replay_update_priority: NULL array for %zu items", n);
-    for (size_t k = 0; k < n; k++) {
+    for (size_t k = 0; k < n; k++)
         if (idx[k] < 0 || idx[k] >= rb->capacity)
             return crl_error_set(err, CRL_E_RANGE,
                                  "replay: index %" PRId64 " at position %zu is out of range [0, %" PRId64
                                  "); nothing was updated",
                                  idx[k], k, rb->capacity);
-        if (!rb->filled[idx[k]])
-            return crl_error_set(err, CRL_E_RANGE,
-                                 "replay: slot %" PRId64 " at position %zu holds no item; nothing was updated",
-                                 idx[k], k);
-    }
-    int rc = crl__sampler_prio_update(rb->prio, idx, priority, n, err);
+    /* A slot not written yet takes the priority as TorchRL's sampler does: it counts for the max
+     * priority, is never drawn while empty, and the write of an item there sets the default. */
+    bool stackh[256] = { false };
+    bool *held = n <= 256 ? stackh : g_new(bool, n);
+    for (size_t k = 0; k < n; k++)
+        held[k] = rb->filled[idx[k]];
+    int rc = crl__sampler_prio_update_held(rb->prio, idx, priority, n, held, err);
+    if (held != stackh)
+        g_free(held);
     if (rc) {
         crl_error_prefix(err, "replay: ");
         return rc;

@@ -69,6 +69,12 @@ CRL_INTERNAL int crl__sampler_prio_remove(crl__sampler_prio *s, size_t i, crl_er
  * nothing changes. */
 CRL_INTERNAL int crl__sampler_prio_update(crl__sampler_prio *s, const int64_t *idx, const double *priority,
                                           size_t n, crl_error *err);
+/* The same where held[k] (NULL: all) says whether slot idx[k] holds an item:
+ * an empty slot's priority is checked and raises the max priority but is
+ * not put in the tree (TorchRL stores it at a slot no sample reaches, and
+ * the write of an item there sets the default priority over it). */
+CRL_INTERNAL int crl__sampler_prio_update_held(crl__sampler_prio *s, const int64_t *idx, const double *priority,
+                                               size_t n, const bool *held, crl_error *err);
 /* Restore tree leaves (already raised to alpha) of slots idx[0..n) and the
  * max priority, from a checkpoint.  Leaves must be finite and >= 0, the max
  * priority finite and > 0: CRL_E_CORRUPT otherwise, s unchanged. */

@@ -259,6 +259,12 @@ int crl__sampler_prio_remove(crl__sampler_prio *s, size_t i, crl_error *err)
 int crl__sampler_prio_update(crl__sampler_prio *s, const int64_t *idx, const double *priority, size_t n,
                              crl_error *err)
 {
+    return crl__sampler_prio_update_held(s, idx, priority, n, NULL, err);
+}
+
+int crl__sampler_prio_update_held(crl__sampler_prio *s, const int64_t *idx, const double *priority, size_t n,
+                                  const bool *held, crl_error *err)
+{
     /* pow is the costliest step: each tree value is computed once, during
      * the checks, and kept for the writes (nothing changes on error). */
     double stackv[256];
@@ -285,9 +291,11 @@ int crl__sampler_prio_update(crl__sampler_prio *s, const int64_t *idx, const dou
             new_max = p;
     }
     for (size_t k = 0; k < n; k++)
-        crl__sumtree_prefetch(s->tree, (size_t)idx[k]);
+        if (!held || held[k])
+            crl__sumtree_prefetch(s->tree, (size_t)idx[k]);
     for (size_t k = 0; k < n; k++)
-        crl__sumtree_set(s->tree, (size_t)idx[k], v[k], NULL);
+        if (!held || held[k])
+            crl__sumtree_set(s->tree, (size_t)idx[k], v[k], NULL);
     s->max_priority = new_max;
     if (v != stackv)
         g_free(v);

@@ -64,4 +64,28 @@ static inline void crl__futex_wake(_Atomic uint32_t *addr, int n)
     syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
+/* The same across processes (a word in MAP_SHARED memory). */
+static inline void crl__futex_wait_shared(_Atomic uint32_t *addr, uint32_t val)
+{
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT, val, NULL, NULL, 0);
+}
+
+static inline void crl__futex_wake_shared(_Atomic uint32_t *addr, int n)
+{
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE, n, NULL, NULL, 0);
+}
+
+/* Wait until *word == turn or *abort is set (the executors' turn order, exec.c and transform.c). */
+static inline void crl__turn_wait(_Atomic uint32_t *word, _Atomic uint32_t *abort, uint32_t turn)
+{
+    crl__spin s = { 0, 0 };
+    for (;;) {
+        uint32_t w = atomic_load_explicit(word, memory_order_acquire);
+        if (w == turn || atomic_load_explicit(abort, memory_order_acquire))
+            return;
+        if (!crl__spin_on(&s, 20000))
+            crl__futex_wait_shared(word, w);
+    }
+}
+
 #endif

@@ -320,8 +320,8 @@ static crl_trainer *build(crl_host *host, const crl_config *cfg, const crl_train
         crl_collector_set_batch_fn(t->coll, stamp_batch, t);
     }
     const crl_loss_ops *ops = NULL;
-    if (!rc && !(rc = crl_loss_from_config(host, cfg, "loss", crl_env_observation_spec(env),
-                                           crl_env_action_spec(env), t->seed, &ops, &t->loss, err)))
+    if (!rc && !(rc = crl_loss_from_config(host, cfg, "loss", crl_env_full_observation_spec(env),
+                                           crl_env_full_action_spec(env), t->seed, &ops, &t->loss, err)))
         memcpy(&t->ops, ops, ops->struct_size < sizeof t->ops ? ops->struct_size : sizeof t->ops);
     bool on_policy = (t->ops.flags & CRL_LOSS_ON_POLICY) != 0;
     if (!rc && !on_policy && crl_config_has_section(cfg, "replay") &&
@@ -743,7 +743,7 @@ static const char *const counter_names[N_COUNTERS] = { "optimizer steps", "frame
 /* Bytes per element of the recorded actions (the env's "action" leaf), 0 when the spec names no dtype. */
 static size_t action_elem_size(const crl_trainer *t)
 {
-    const crl_spec *s = crl_env_action_spec(crl_collector_env(t->coll, 0));
+    const crl_spec *s = crl_env_full_action_spec(crl_collector_env(t->coll, 0));
     if (s && crl_spec_get_kind(s) == CRL_SPEC_COMPOSITE)
         s = crl_spec_composite_get(s, "action");
     crl_dtype dt = s ? crl_spec_dtype(s) : CRL_DTYPE_COUNT;

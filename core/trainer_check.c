@@ -4,6 +4,7 @@
 #include "config-private.h"
 #include "check-private.h"
 #include "replay-private.h"
+#include "examples-private.h"
 
 #include <crl/trainer.h>
 
@@ -61,8 +62,8 @@ int crl__trainer_check_loss(const crl_config *cfg, const char *loss_type, bool o
     if (!rb) {
         const char *o = crl_config_origin(cfg, "loss", "type");
         return crl_error_set(err, CRL_E_CONFIG, "%s%sloss '%s' learns off-policy from a replay buffer: add a [replay] "
-                             "section (capacity, batch_size; see conf/examples/cartpole-dqn.ini)", o ? o : "",
-                             o ? ": " : "", loss_type);
+                             "section (capacity, batch_size; see %s/cartpole-dqn.ini)", o ? o : "",
+                             o ? ": " : "", loss_type, crl__examples_dir());
     }
     const char *sec = rb->section;
     if (rb->batch_size == 0)
@@ -208,7 +209,7 @@ int crl_experiment_check(crl_host *host, const crl_config *cfg, const crl_schema
     if (train) {
         const crl_loss_ops *ops = NULL;
         void *loss = NULL;
-        if ((rc = crl_loss_from_config(host, cfg, "loss", crl_env_observation_spec(env), crl_env_action_spec(env),
+        if ((rc = crl_loss_from_config(host, cfg, "loss", crl_env_full_observation_spec(env), crl_env_full_action_spec(env),
                                        (uint64_t)seed, &ops, &loss, &e))) {
             rc = config_error(cfg, "loss", "type", rc, &e, &e);
             goto out;

@@ -26,6 +26,7 @@ struct crl_transform {
     void *t;                      /* the plugin's instance */
     bool in_chain;
     crl_transform_ctx ctx;
+    char **in_keys;               /* the "in_keys" option (NULL-terminated; NULL when undeclared), for the repr */
 };
 
 /* A transform as a config section describes it ([transform.NAME]: its type resolved, its options parsed and

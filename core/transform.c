@@ -1,6 +1,7 @@
 /* Transforms standalone: building them from config or code, apply, spec rewrite, and the SDK helpers. */
 #include "transform-private.h"
 #include "env-private.h"
+#include "spin-private.h"
 
 #include <string.h>
 
@@ -68,6 +69,14 @@ static crl_transform *transform_make(crl_host *host, const crl_component *comp, 
     t->name = g_strdup(name);
     t->label = g_strdup_printf("transform '%s' (%s)", name, comp->name);
     t->ctx.tf = t;
+    size_t nk = 0;
+    const char *const *keys = NULL;
+    /* An undeclared in_keys is no error: that transform prints keys=[]. */
+    if (opts && crl_opts_list(opts, "in_keys", &nk, &keys, NULL) == CRL_OK) {
+        t->in_keys = g_new0(char *, nk + 1);
+        for (size_t i = 0; i < nk; i++)
+            t->in_keys[i] = g_strdup(keys[i]);
+    }
     int rc = t->ops.create(opts, &t->t, err);
     if (rc == CRL_OK && !t->t)
         rc = crl_error_set(err, CRL_E_PLUGIN, "create returned no transform: fix plugin '%s'", owner);
@@ -247,6 +256,7 @@ void crl_transform_free(crl_transform *t)
     if (t->ops.destroy && t->t)
         t->ops.destroy(t->t);
     crl__tspecs_clear(&t->ctx.parent);
+    g_strfreev(t->in_keys);
     g_free(t->type);
     g_free(t->name);
     g_free(t->label);
@@ -466,6 +476,33 @@ int64_t crl_transform_ctx_num(const crl_transform_ctx *ctx)
 const crl_transform_specs *crl_transform_ctx_parent_specs(const crl_transform_ctx *ctx)
 {
     return ctx ? &ctx->parent : NULL;
+}
+
+void crl_transform_ctx_use_turns(crl_transform_ctx *ctx)
+{
+    if (ctx && ctx->env)
+        ctx->env->wants_turns = true;
+}
+
+void crl_transform_ctx_wait_turn(crl_transform_ctx *ctx)
+{
+    crl_env *env = ctx ? ctx->env : NULL;
+    if (env && env->turn_word)
+        crl__turn_wait(env->turn_word, env->turn_abort, env->turn_index);
+}
+
+const crl_transform_specs *crl_transform_parent_specs(const crl_transform *t)
+{
+    return t && t->in_chain ? &t->ctx.parent : NULL;
+}
+
+crl_env *crl_transform_parent_env(const crl_transform *t, size_t *index)
+{
+    if (!t || !t->in_chain)
+        return NULL;
+    if (index)
+        *index = t->ctx.index;
+    return t->ctx.env;
 }
 
 const char *crl_transform_ctx_name(const crl_transform_ctx *ctx)

@@ -543,6 +543,11 @@ const crl_spec *crl_env_base_observation_spec(const crl_env *env)
 
 const crl_spec *crl_env_base_action_spec(const crl_env *env)
 {
+    return env ? crl__spec_leaf_or_composite(env->action_spec) : NULL;
+}
+
+const crl_spec *crl_env_base_full_action_spec(const crl_env *env)
+{
     return env ? env->action_spec : NULL;
 }
 

@@ -102,8 +102,9 @@ int crl_value_estimate_td(crl_value_estimator kind, double gamma, double lambda,
         rc = read_key(td, "next.state_value", rows, nval, NULL, err);
     if (!rc)
         rc = read_key(td, "next.done", rows, NULL, b, err);
+    /* TorchRL's estimators read done where there is no terminated */
     if (!rc)
-        rc = read_key(td, "next.terminated", rows, NULL, b + rows, err);
+        rc = read_key(td, crl_td_get(td, "next.terminated") ? "next.terminated" : "next.done", rows, NULL, b + rows, err);
     if (!rc)
         rc = crl_value_estimate(kind, gamma, lambda, n, T, rew, val, nval, b, b + rows, adv, tgt, err);
     const char *keys[2] = { "advantage", "value_target" };

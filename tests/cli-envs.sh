@@ -53,16 +53,26 @@ else nok "crl envs --json (exit $rc)" "$out"; fi
 
 # With the fixtures autoloaded (an env backend without ops cannot get here: its scan refuses it, see
 # cli-hostile.sh), every backend's ids are listed; good.so's goodenv offers none.
-out=$("$crl" envs 2>&1); rc=$?
+out=$("$crl" envs 2>"$tmp/envs.err"); rc=$?
 if [ "$rc" -eq 0 ] && grep -qx "classic/CartPole-v1" <<<"$out" && grep -qx "countenv/Count-v0" <<<"$out" &&
     ! grep -q "goodenv" <<<"$out"; then ok "crl envs with the fixtures lists every backend's ids"
 else nok "crl envs with the fixtures (exit $rc, wanted 0)" "$out"; fi
+# A registered backend without a fixed id list (as gym) is named as such, not as "no backend registered".
+if grep -q "env/goodenv (plugin good) lists no fixed ids; its make accepts or refuses each env.id" "$tmp/envs.err" &&
+    ! grep -q "no env backend is registered" "$tmp/envs.err"; then ok "a backend with no id list is named on stderr"
+else nok "a backend with no id list" "$(cat "$tmp/envs.err")"; fi
 out=$("$crl" envs --backend classic 2>&1); rc=$?
 if [ "$rc" -eq 0 ] && [ "$(grep -c '^classic/' <<<"$out")" -eq 5 ] && ! grep -q goodenv <<<"$out" &&
     [ "$(wc -l <<<"$out")" -eq 5 ]; then ok "crl envs --backend classic lists only classic's five ids"
 else nok "crl envs --backend classic (exit $rc)" "$out"; fi
 expect 2 "clasic.*did you mean 'classic'" "an unknown backend is exit 2 with a hint" -- envs --backend clasic "$noauto"
 expect 2 "backend needs" "--backend without a name is a usage error" -- envs --backend
+# A backend this tree builds as a plugin but that is not loaded: exit 2 naming its plugin and how to get it
+# (on the plugin path, or the configure switch and packages when this build left it out).
+expect 2 "env backend 'gym' is not registered: .*plugin 'gym' \\(gym\.so\).*(CRL_PLUGIN_PATH|--enable-gym)" \
+    "crl envs --backend gym without the gym plugin names the plugin and how to get it" -- envs --backend gym "$noauto"
+expect 2 "env backend 'dm_control' is not registered: .*(CRL_PLUGIN_PATH|--enable-dm-control)" \
+    "crl envs --backend dm_control without its plugin says how to get it" -- envs --backend dm_control "$noauto"
 expect 2 "unknown option '--bogus'" "crl envs rejects an unknown option" -- envs --bogus "$noauto"
 
 # ---- crl inspect -----------------------------------------------------------
@@ -71,10 +81,15 @@ if [ "$rc" -eq 0 ] && grep -A1 -E '^observation_spec:' <<<"$out" | grep -q 'Comp
     sed -n '/^observation_spec:/,/^action_spec:/p' <<<"$out" | grep -qE '^ +observation: BoundedTensorSpec\('
 then ok "inspect Pendulum-v1: the observation is a BoundedTensorSpec"
 else nok "inspect Pendulum-v1 (exit $rc)" "$out"; fi
+# Discrete actions are one-hot by default (TorchRL GymEnv's categorical_action_encoding=False).
 out=$("$crl" inspect "${cartpole[@]}" "$noauto" 2>&1); rc=$?
-if [ "$rc" -eq 0 ] && sed -n '/^action_spec:/,/^reward_spec:/p' <<<"$out" | grep -qE 'DiscreteTensorSpec\('
-then ok "inspect CartPole-v1: the action is a DiscreteTensorSpec"
+if [ "$rc" -eq 0 ] && sed -n '/^action_spec:/,/^reward_spec:/p' <<<"$out" | grep -qE '^( +action: )?OneHotDiscreteTensorSpec\('
+then ok "inspect CartPole-v1: the action is a OneHotDiscreteTensorSpec"
 else nok "inspect CartPole-v1 (exit $rc)" "$out"; fi
+out=$("$crl" inspect "${cartpole[@]}" env.categorical_action_encoding=true "$noauto" 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && sed -n '/^action_spec:/,/^reward_spec:/p' <<<"$out" | grep -qE '^( +action: )?DiscreteTensorSpec\('
+then ok "inspect CartPole-v1 categorical_action_encoding=true: the action is a DiscreteTensorSpec"
+else nok "inspect CartPole-v1 categorical (exit $rc)" "$out"; fi
 out=$("$crl" inspect --json "${pendulum[@]}" "$noauto" 2>&1); rc=$?
 if [ "$rc" -eq 0 ] && python3 -c '
 import json, sys
@@ -93,10 +108,10 @@ if [ "$rc" -eq 0 ] && python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 act = d["action_spec"]["entries"]["action"]
-assert act["kind"] == "Categorical" and act["n"] == 2 and act["dtype"] == "int64", act
+assert act["kind"] == "OneHot" and act["n"] == 2 and act["dtype"] == "int64" and act["shape"] == [2], act
 obs = d["observation_spec"]["entries"]["observation"]
 assert obs["high"][1] == "inf" and obs["low"][1] == "-inf", obs
-' <<<"$out"; then ok "inspect --json gives CartPole's categorical action and infinite bounds as strings"
+' <<<"$out"; then ok "inspect --json gives CartPole's one-hot action and infinite bounds as strings"
 else nok "inspect --json CartPole-v1 (exit $rc)" "$out"; fi
 expect 2 "CartPol-v1.*CartPole-v1" "an unknown env id is exit 2 naming close matches" \
     -- inspect env.backend=classic env.id=CartPol-v1 "$noauto"
@@ -134,23 +149,67 @@ assert o["data"][1:] == no["data"][:-1], "observation[1:] != next.observation[:-
 assert all(v is False for (v,) in d["next.done"]["data"]), d["next.done"]
 ' <<<"$a"; then ok "rollout --json holds every entry as nested arrays"
 else nok "rollout --json content" "$a"; fi
+# The simulator state only with env.return_state=true (TorchRL's GymEnv has an empty state spec).
+a=$("$crl" rollout "${pendulum[@]}" --steps 3 --json "$noauto" 2>&1); rca=$?
+b=$("$crl" rollout "${pendulum[@]}" --steps 3 --json env.return_state=true "$noauto" 2>&1); rcb=$?
+if [ "$rca$rcb" = 00 ] && python3 -c '
+import json, sys
+a, b = (json.loads(x) for x in sys.argv[1:3])
+assert "state" not in a and "next.state" not in a, list(a)
+assert b["state"]["dtype"] == "float64" and b["state"]["shape"] == [3, 2], b["state"]
+assert b["next.state"]["shape"] == [3, 2]
+assert a["next.observation"] == b["next.observation"]
+' "$a" "$b"; then ok "rollout has no state entry unless env.return_state=true"
+else nok "return_state in rollouts (exits $rca $rcb)" "$a" "$b"; fi
+out=$("$crl" inspect "${pendulum[@]}" "$noauto" 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && [ "$(sed -n '/^state_spec:$/,+2p' <<<"$out")" = "state_spec:
+CompositeSpec(
+, device=cpu, shape=torch.Size([]))" ]; then ok "inspect prints an empty state spec, as TorchRL's GymEnv"
+else nok "inspect state_spec (exit $rc)" "$out"; fi
 # The [env] seed of a file is used, and --seed overrides it.
 a=$("$crl" rollout "$examples/cartpole-random.ini" --steps 5 --json "$noauto" 2>&1)
 b=$("$crl" rollout "$examples/cartpole-random.ini" --steps 5 --json env.seed=0 "$noauto" 2>&1)
 c=$("$crl" rollout "$examples/cartpole-random.ini" --steps 5 --json --seed 1 "$noauto" 2>&1)
 if [ "$a" = "$b" ] && [ "$a" != "$c" ]; then ok "--seed overrides the [env] seed of a file"
 else nok "[env] seed vs --seed" "$a" "$c"; fi
-expect 0 "episodes completed: +[1-9]" "the cartpole-random example runs 200 steps and completes episodes" \
-    -- rollout "$examples/cartpole-random.ini" --steps 200 "$noauto"
+# As TorchRL's rollout (break_when_any_done=True) it stops at the first done; --auto-reset runs on.
+out=$("$crl" rollout "$examples/cartpole-random.ini" --steps 200 "$noauto" 2>&1); rc=$?
+t=$(sed -nE 's/^ +steps: +([0-9]+) .*/\1/p' <<<"$out")
+if [ "$rc" -eq 0 ] && [ -n "$t" ] && [ "$t" -lt 200 ] && grep -qE 'episodes completed: +1$' <<<"$out" &&
+    grep -q "stopped: *after step $t of 200, at the first done" <<<"$out" &&
+    grep -q "batch_size=torch.Size(\[$t\])" <<<"$out"
+then ok "rollout stops after the step of the first done (step $t of 200) and says so"
+else nok "rollout stops at the first done (exit $rc, steps '$t')" "$out"; fi
+a=$("$crl" rollout "$examples/cartpole-random.ini" --steps 200 --json "$noauto" 2>&1)
+if python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+done = [v for (v,) in d["next.done"]["data"]]
+assert done[-1] is True and not any(done[:-1]), done
+' <<<"$a"; then ok "the stopped rollout ends on its only done step"
+else nok "rollout --json of the stopped rollout" "$a"; fi
+out=$("$crl" rollout "$examples/cartpole-random.ini" --steps 200 --auto-reset "$noauto" 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -qE 'steps: +200 ' <<<"$out" && grep -qE 'episodes completed: +([2-9]|[1-9][0-9]+)$' <<<"$out" &&
+    ! grep -q "stopped:" <<<"$out"
+then ok "rollout --auto-reset runs all 200 steps through several episodes"
+else nok "rollout --auto-reset (exit $rc)" "$out"; fi
+expect 0 "--auto-reset +reset ended episodes" "rollout --help explains --auto-reset" -- rollout --help
 
 # Replayed actions.
 printf '0\n1\n\n# a comment\n1\n0\n1\n' >"$tmp/cartpole.txt"
 a=$("$crl" rollout "${cartpole[@]}" --steps 5 --seed 9 --actions "$tmp/cartpole.txt" --json "$noauto" 2>&1); rca=$?
 b=$("$crl" rollout "${cartpole[@]}" --steps 5 --seed 9 --actions "$tmp/cartpole.txt" --json "$noauto" 2>&1); rcb=$?
-if [ "$rca$rcb" = 00 ] && [ "$a" = "$b" ] &&
-    python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["action"]["data"] == [0,1,1,0,1], d["action"]' <<<"$a"
-then ok "--actions replays a file's categorical actions (same output twice)"
-else nok "--actions CartPole (exits $rca $rcb)" "$a" "$b"; fi
+c=$("$crl" rollout "${cartpole[@]}" --steps 5 --seed 9 --actions "$tmp/cartpole.txt" --json \
+    env.categorical_action_encoding=true "$noauto" 2>&1); rcc=$?
+if [ "$rca$rcb$rcc" = 000 ] && [ "$a" = "$b" ] && python3 -c '
+import json, sys
+a, c = (json.loads(x) for x in sys.argv[1:3])
+assert a["action"]["data"] == [[1,0],[0,1],[0,1],[1,0],[0,1]], a["action"]
+assert c["action"]["data"] == [0,1,1,0,1], c["action"]
+assert a["next.observation"] == c["next.observation"]
+' "$a" "$c"
+then ok "--actions replays a file's action indices, one-hot or categorical, to the same trajectory"
+else nok "--actions CartPole (exits $rca $rcb $rcc)" "$a" "$b" "$c"; fi
 printf '1.5\n-2\n0.25\n' >"$tmp/pendulum.txt"
 a=$("$crl" rollout "${pendulum[@]}" --steps 3 --actions "$tmp/pendulum.txt" --json "$noauto" 2>&1); rc=$?
 if [ "$rc" -eq 0 ] &&
@@ -160,8 +219,8 @@ else nok "--actions Pendulum (exit $rc)" "$a"; fi
 printf '0\n1\nleft\n1\n' >"$tmp/bad.txt"
 expect 2 "$tmp/bad.txt:3: 'left' is not an integer" "a malformed actions line is exit 2 naming FILE:LINE" \
     -- rollout "${cartpole[@]}" --steps 4 --actions "$tmp/bad.txt" "$noauto"
-printf '0\n1 0\n' >"$tmp/bad2.txt"
-expect 2 "$tmp/bad2.txt:2: 2 values" "an action with too many values is exit 2 naming FILE:LINE" \
+printf '0\n1 0 1\n' >"$tmp/bad2.txt"
+expect 2 "$tmp/bad2.txt:2: 3 values" "an action with too many values is exit 2 naming FILE:LINE" \
     -- rollout "${cartpole[@]}" --steps 2 --actions "$tmp/bad2.txt" "$noauto"
 printf '0\n7\n' >"$tmp/bad3.txt"
 expect 2 "$tmp/bad3.txt:2: " "an out-of-range action is exit 2 naming FILE:LINE" \

@@ -15,7 +15,7 @@ top_src=$(cd "${CRL_TEST_SRCDIR:-$(dirname "$0")}/.." && pwd)
 cd "$top_src" || exit 99
 
 dirs="core plugins"
-[ -d plugin-sdk/example ] && dirs="$dirs plugin-sdk/example"
+[ -d plugin-sdk/examples ] && dirs="$dirs plugin-sdk/examples"
 # shellcheck disable=SC2086
 files=$(find $dirs -name '*.[ch]' ! -path core/error.c | LC_ALL=C sort)
 [ -n "$files" ] || { echo "1..1"; echo "not ok 1 - no sources found under $top_src"; exit 1; }

@@ -208,7 +208,7 @@ START_TEST(transform_layout)
     PIN_OFF(crl_transform_specs, reward, 32);
     PIN_OFF(crl_transform_specs, done, 40);
     PIN_OFF(crl_transform_specs, state, 48);
-    PIN_SIZE(crl_transform_ops, 72);
+    PIN_SIZE(crl_transform_ops, 80);
     PIN_OFF(crl_transform_ops, struct_size, 0);
     PIN_OFF(crl_transform_ops, reserved, 4);
     PIN_OFF(crl_transform_ops, create, 8);
@@ -219,6 +219,7 @@ START_TEST(transform_layout)
     PIN_OFF(crl_transform_ops, step, 48);
     PIN_OFF(crl_transform_ops, inv, 56);
     PIN_OFF(crl_transform_ops, destroy, 64);
+    PIN_OFF(crl_transform_ops, repr, 72);   /* since ABI 1.2, at the end */
 }
 END_TEST
 
@@ -260,7 +261,7 @@ END_TEST
 
 START_TEST(loss_ops_layout)
 {
-    PIN_SIZE(crl_loss_ops, 104);
+    PIN_SIZE(crl_loss_ops, 112);
     PIN_OFF(crl_loss_ops, struct_size, 0);
     PIN_OFF(crl_loss_ops, flags, 4);
     PIN_OFF(crl_loss_ops, create, 8);
@@ -275,7 +276,14 @@ START_TEST(loss_ops_layout)
     PIN_OFF(crl_loss_ops, save, 80);
     PIN_OFF(crl_loss_ops, load, 88);
     PIN_OFF(crl_loss_ops, param_active, 96);
+    PIN_OFF(crl_loss_ops, create_from_modules, 104);
     ck_assert_uint_eq(CRL_LOSS_ON_POLICY, 1);
+    PIN_SIZE(crl_loss_modules, 40);
+    PIN_OFF(crl_loss_modules, struct_size, 0);
+    PIN_OFF(crl_loss_modules, det_actor, 8);
+    PIN_OFF(crl_loss_modules, prob_actor, 16);
+    PIN_OFF(crl_loss_modules, qvalue_actor, 24);
+    PIN_OFF(crl_loss_modules, value, 32);
 }
 END_TEST
 

@@ -166,6 +166,29 @@ START_TEST(test_det_actor_grad)
     crl_tensor *bad = t_new(CRL_F32, 1, SHAPE(3));
     ck_assert_int_eq(crl_det_actor_backward(a, bad, NULL, &err), CRL_E_SHAPE);
     assert_msg_has(&err, "grad_action has shape [3] but the forward made 4 actions of 2 dims");
+    /* bounds, module, and a target copy over a clone: the same actions; a network of other sizes is refused */
+    const float *blo, *bhi;
+    ck_assert_int_eq(crl_det_actor_bounds(a, &blo, &bhi), D);
+    ck_assert(blo[0] == -2.0f && bhi[1] == 3.0f);
+    ck_assert_str_eq(crl_tdmodule_in_key(crl_det_actor_module_get(a), 0), "observation");
+    ck_assert_ptr_null(crl_tdmodule_in_key(crl_det_actor_module_get(a), 1));
+    ck_assert_uint_eq(crl_tdmodule_num_in_keys(crl_det_actor_module_get(a)), 1);
+    crl_mlp *twin = crl_mlp_clone(net, "actor_target", &err), *other = mk_mlp(F + 1, D, NULL, 0, 1);
+    crl_det_actor *t = crl_det_actor_copy_new(a, twin, &err);
+    ck_assert_msg(t != NULL, "%s", err.message);
+    crl_td *td2 = obs_td(B, F, 4);
+    ck_assert_int_eq(crl_det_actor_act(t, td2, CRL_EXPLORE_MODE, NULL, &err), CRL_OK);
+    for (int i = 0; i < B * D; i++)
+        ck_assert(crl_tensor_flat_get(crl_td_get(td2, "action"), i) == crl_tensor_flat_get(act, i));
+    ck_assert_ptr_null(crl_det_actor_copy_new(a, other, &err));
+    ck_assert_int_eq(err.code, CRL_E_SHAPE);
+    assert_msg_has(&err, "4 inputs and 2 outputs, but the actor's network");
+    ck_assert_ptr_null(crl_det_actor_copy_new(NULL, twin, &err));
+    ck_assert_int_eq(err.code, CRL_E_INVALID);
+    crl_det_actor_free(t);
+    crl_td_unref(td2);
+    crl_mlp_unref(twin);
+    crl_mlp_unref(other);
     free(P);
     UNREF_ALL(lo, hi, R, bad);
     crl_td_unref(td);
@@ -258,6 +281,17 @@ START_TEST(test_prob_categorical)
     assert_msg_has(&err, "a Categorical has no mean that is an action: use exploration type mode");
     ck_assert_int_eq(crl_prob_actor_act(a, td, CRL_EXPLORE_RANDOM, NULL, &err), CRL_E_INVALID);
     ck_assert_int_eq(crl_prob_actor_act(a, td, CRL_EXPLORE_MODE, NULL, &err), CRL_OK);
+    /* return_log_prob is off by default, as TorchRL's: no sample_log_prob then */
+    ck_assert(!crl_prob_actor_return_log_prob(a));
+    ck_assert(!crl_td_has(td, "sample_log_prob"));
+    ck_assert_int_eq(crl_tensor_ndim(crl_prob_actor_log_prob_get(a)), 1);
+    crl_prob_actor_set_return_log_prob(a, true);
+    ck_assert(crl_prob_actor_return_log_prob(a));
+    crl_prob_actor_set_return_log_prob(NULL, true);
+    ck_assert(!crl_prob_actor_return_log_prob(NULL));
+    ck_assert_int_eq(crl_prob_actor_kind(a), CRL_DIST_CATEGORICAL);
+    ck_assert_str_eq(crl_tdmodule_in_key(crl_prob_actor_module_get(a), 0), "observation");
+    ck_assert_ptr_null(crl_prob_actor_module_get(NULL));
     crl_tensor *logits = crl_td_get(td, "logits");
     int64_t mode[B], act[B];
     float lp[B];
@@ -270,9 +304,12 @@ START_TEST(test_prob_categorical)
     ck_assert_int_eq(crl_prob_actor_forward(a, td, CRL_EXPLORE_RANDOM, &rng, &err), CRL_OK);
     crl_categorical_sample(crl_tensor_data(logits), B, N, &copy, act);
     crl_categorical_log_prob(crl_tensor_data(logits), B, N, act, lp, &err);
+    /* [batch...], not [batch..., 1] (TorchRL's shape; a [B] tensor is rewritten in place) */
+    crl_tensor *slp = crl_td_get(td, "sample_log_prob");
+    ck_assert(crl_tensor_ndim(slp) == 1 && crl_tensor_shape(slp)[0] == B);
     for (int r = 0; r < B; r++) {
         ck_assert_int_eq((int64_t)crl_tensor_flat_get(crl_td_get(td, "action"), r), act[r]);
-        ck_assert(crl_tensor_flat_get(crl_td_get(td, "sample_log_prob"), r) == lp[r]);
+        ck_assert(crl_tensor_flat_get(slp, r) == lp[r]);
     }
     /* Backward: loss = sum gl * log_prob + ge * entropy, against the float64 reference. */
     crl_tensor *gl = t_rows(B, 1, NULL, &rng), *ge = t_rows(B, 1, NULL, &rng);
@@ -391,6 +428,7 @@ START_TEST(test_prob_tanh_normal)
     assert_msg_has(&err, "the network gives 2 outputs but a TanhNormal needs 4 (loc and scale per action dim)");
     crl_prob_actor *a = crl_prob_actor_new(net, OBS, CRL_DIST_TANH_NORMAL, box, &err);
     ck_assert_msg(a != NULL, "%s", err.message);
+    crl_prob_actor_set_return_log_prob(a, true);
     crl_td *td = obs_td(TB, TF, 6);
     double x[TB * TF], eps[TB * TD], eps_ent[TB * TD], ga[TB * TD], gl[TB], ge[TB], fixed[TB * TD];
     for (int i = 0; i < TB * TF; i++)
@@ -471,6 +509,7 @@ START_TEST(test_reinforce_bandit)
     crl_spec *cat = crl_spec_categorical(N, CRL_I64, 1, &b, &err);
     crl_mlp *net = mk_mlp(2, N, SHAPE(16), 1, 1);
     crl_prob_actor *a = crl_prob_actor_new(net, OBS, CRL_DIST_CATEGORICAL, cat, &err);
+    crl_prob_actor_set_return_log_prob(a, true);
     crl_optim *o = crl_optim_new(CRL_OPTIM_ADAM, 0.05, &err);
     ck_assert_int_eq(crl_optim_add_mlp(o, net, &err), CRL_OK);
     crl_td *td = obs_td(B, 2, 1);

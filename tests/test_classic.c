@@ -84,6 +84,11 @@ static crl_opts *opts_of(const form *f, const char *ini, const crl_option *extra
     ck_assert_ptr_nonnull(cfg);
     if (ini)
         EXPECT_OK(crl_config_load_buffer(cfg, "test.ini", ini, strlen(ini), CRL_LAYER_FILE, e), *e);
+    /* These tests write int64 indices; test_onehot_actions tests the one-hot default. */
+    if (!ini || !strstr(ini, "categorical_action_encoding")) {
+        static const char idx[] = "[env]\ncategorical_action_encoding = true\n";
+        EXPECT_OK(crl_config_load_buffer(cfg, "index.ini", idx, strlen(idx), CRL_LAYER_FILE, e), *e);
+    }
     const crl_option *tables[2] = {f->comp->options, extra};
     crl_opts *o = crl_config_opts(cfg, "env", tables, extra ? 2 : 1, e);
     crl_config_free(cfg);
@@ -246,7 +251,11 @@ START_TEST(test_options_table)
     const crl_option *opts = f.comp->options;
     ck_assert_ptr_nonnull(opts);
     size_t count = 0;
-    for (const crl_option *o = opts; o->type != CRL_OPT_END; o++) {
+    /* First the one option that is no physics parameter: TorchRL GymEnv's default encoding. */
+    ck_assert_str_eq(opts->name, "categorical_action_encoding");
+    ck_assert_int_eq(opts->type, CRL_OPT_BOOL);
+    ck_assert_str_eq(opts->default_value, "false");
+    for (const crl_option *o = opts + 1; o->type != CRL_OPT_END; o++) {
         count++;
         ck_assert_ptr_null(o->default_value);
         ck_assert_uint_eq(o->flags, 0);
@@ -1226,7 +1235,11 @@ START_TEST(test_host_cartpole_steps)
     form f = open_form(_i == 0);
     crl_error e = {0};
     henv h;
-    EXPECT_OK(henv_open(&h, &f, "[env]\nbackend = classic\nid = CartPole-v1\n", &e), e);
+    EXPECT_OK(henv_open(&h, &f,
+                        "[env]\nbackend = classic\nid = CartPole-v1\nreturn_state = true\n"
+                        "categorical_action_encoding = true\n",
+                        &e),
+              e);
     ck_assert_int_eq(crl_env_batch_ndim(h.env), 0);
 
     /* A seeded reset: env 0's state is stream 0 of the seed. */
@@ -1303,6 +1316,109 @@ START_TEST(test_host_cartpole_steps)
 }
 END_TEST
 
+/* categorical_action_encoding = false (the default, TorchRL GymEnv's): OneHot int64 [num, n] actions that
+ * step exactly as their indices do; a row that is no one-hot changes nothing and names the env. */
+START_TEST(test_onehot_actions)
+{
+    form f = open_form(_i == 0);
+    crl_error e = {0};
+    static const char *const ids[] = {"CartPole-v1", "MountainCar-v0", "Acrobot-v1"};
+    for (int k = 0; k < 3; k++) {
+        tenv oh, ix;
+        tenv_open(&oh, &f, ids[k], 3, "[env]\ncategorical_action_encoding = false\n");
+        tenv_open(&ix, &f, ids[k], 3, "[env]\ncategorical_action_encoding = true\n");
+        const classic_def *d = oh.d;
+        const crl_spec *a = crl_spec_composite_get(oh.specs.action, "action");
+        ck_assert_int_eq(crl_spec_get_kind(a), CRL_SPEC_ONEHOT);
+        ck_assert_int_eq(crl_spec_dtype(a), CRL_I64);
+        ck_assert_int_eq(crl_spec_n(a), d->action_n);
+        ck_assert_int_eq(crl_spec_ndim(a), 2);
+        ck_assert_int_eq(crl_spec_shape(a)[1], d->action_n);
+        uint64_t seeds[3] = {1, 2, 3};
+        tenv_reset(&oh, NULL, seeds, false);
+        tenv_reset(&ix, NULL, seeds, false);
+        int64_t *hot = oh.action, *idx = ix.action;
+        for (int step = 0; step < 5; step++) {
+            memset(hot, 0, sizeof(int64_t) * 3 * (size_t)d->action_n);
+            for (int i = 0; i < 3; i++) {
+                idx[i] = (i + step) % d->action_n;
+                hot[i * d->action_n + idx[i]] = 1;
+            }
+            tenv_step(&oh);
+            tenv_step(&ix);
+            ck_assert(bytes_equal(oh.obs, ix.obs, sizeof(float) * 3 * (size_t)d->obs_dim));
+            ck_assert(bytes_equal(oh.state, ix.state, sizeof(double) * 3 * (size_t)d->state_dim));
+        }
+        double before[3 * CLASSIC_MAX_STATE];
+        memcpy(before, oh.state, sizeof(double) * 3 * (size_t)d->state_dim);
+        hot[d->action_n] = 0; /* env 1: no one left */
+        for (int j = 0; j < d->action_n; j++)
+            hot[d->action_n + j] = 0;
+        EXPECT_ERR(f.ops->step(oh.env, &e), e, CRL_E_RANGE, "action of env 1 is not one-hot (0 ones");
+        ck_assert(bytes_equal(before, oh.state, sizeof(double) * 3 * (size_t)d->state_dim));
+        hot[d->action_n] = 2;
+        EXPECT_ERR(f.ops->step(oh.env, &e), e, CRL_E_RANGE, "values other than 0 and 1");
+        hot[d->action_n] = 1;
+        hot[d->action_n + 1] = 1;
+        EXPECT_ERR(f.ops->step(oh.env, &e), e, CRL_E_RANGE, "(2 ones");
+        ck_assert_msg(strstr(e.message, "categorical_action_encoding = true") != NULL, "%s", e.message);
+        tenv_close(&oh);
+        tenv_close(&ix);
+    }
+    /* The continuous envs ignore the setting, as TorchRL does. */
+    tenv t;
+    tenv_open(&t, &f, "Pendulum-v1", 2, "[env]\ncategorical_action_encoding = false\n");
+    ck_assert_int_eq(crl_spec_get_kind(crl_spec_composite_get(t.specs.action, "action")), CRL_SPEC_BOUNDED);
+    tenv_close(&t);
+
+    /* Through the host, left at its default: OneHot, random actions step it. */
+    henv h;
+    EXPECT_OK(henv_open(&h, &f, "[env]\nbackend = classic\nid = CartPole-v1\nnum_envs = 2\n", &e), e);
+    const crl_spec *ha = crl_env_action_spec(h.env);
+    ck_assert_int_eq(crl_spec_get_kind(ha), CRL_SPEC_ONEHOT);
+    EXPECT_OK(crl_env_check_specs(h.env, 50, &e), e);
+    henv_close(&h);
+    close_form(&f);
+}
+END_TEST
+
+/* By default (as TorchRL's GymEnv) the state is in no output and the state spec is empty, yet a state
+ * handed to reset_from_state is where the env starts. */
+START_TEST(test_host_state_hidden)
+{
+    form f = open_form(_i == 0);
+    crl_error e = {0};
+    henv h;
+    EXPECT_OK(henv_open(&h, &f, "[env]\nbackend = classic\nid = CartPole-v1\ncategorical_action_encoding = true\n", &e),
+              e);
+    ck_assert_uint_eq(crl_spec_composite_len(crl_env_state_spec(h.env)), 0);
+    crl_td *td = crl_env_reset(h.env, NULL, &e);
+    ck_assert_msg(td != NULL, "%s", e.message);
+    ck_assert_ptr_null(crl_td_get(td, "state"));
+    const double chosen[4] = {0.01, -0.02, 0.03, 0.04};
+    crl_tensor *st = crl_tensor_new(CRL_F64, 1, (int64_t[]){4}, &e);
+    memcpy(crl_tensor_data(st), chosen, sizeof chosen);
+    EXPECT_OK(crl_td_set(td, "state", st, &e), e);
+    crl_tensor_unref(st);
+    crl_td *td2 = crl_env_reset_from_state(h.env, td, &e);
+    ck_assert_msg(td2 == td, "%s", e.message);
+    crl_td_unref(td2);
+    crl_tensor *a = scalar_i64(1);
+    EXPECT_OK(crl_td_set(td, "action", a, &e), e);
+    crl_tensor_unref(a);
+    EXPECT_OK(crl_env_step(h.env, td, &e), e);
+    double want[4];
+    cartpole_by_hand(chosen, 1, want);
+    const float *nobs = crl_tensor_data(crl_td_get(td, "next.observation"));
+    for (int k = 0; k < 4; k++)
+        ck_assert(nobs[k] == (float)want[k]);
+    ck_assert_ptr_null(crl_td_get(td, "next.state"));
+    crl_td_unref(td);
+    henv_close(&h);
+    close_form(&f);
+}
+END_TEST
+
 /* The host truncates at max_episode_steps (the backend never does). */
 START_TEST(test_host_truncation)
 {
@@ -1371,10 +1487,12 @@ static Suite *classic_suite(void)
     tcase_add_loop_test(tc, test_reset_from_state_errors, 0, 2);
     tcase_add_loop_test(tc, test_step_never_truncates, 0, 2);
     tcase_add_loop_test(tc, test_step_bad_actions, 0, 2);
+    tcase_add_loop_test(tc, test_onehot_actions, 0, 2);
     tcase_add_loop_test(tc, test_step_noise_streams, 0, 2);
     tcase_add_loop_test(tc, test_render_last_action, 0, 2);
     tcase_add_loop_test(tc, test_large_batch, 0, 2);
     tcase_add_loop_test(tc, test_host_cartpole_steps, 0, 2);
+    tcase_add_loop_test(tc, test_host_state_hidden, 0, 2);
     tcase_add_loop_test(tc, test_host_truncation, 0, 2);
     tcase_add_loop_test(tc, test_host_config_errors, 0, 2);
     suite_add_tcase(s, tc);

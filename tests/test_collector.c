@@ -121,12 +121,12 @@ static void check_pendulum_layout(const crl_td *td, int nb, const int64_t *bs, b
     size_t n = 0;
     while (keys[n])
         n++;
-    /* TorchRL's keys, the classic envs' "state" (their state spec, for stateless
-     * resets) and collector.worker when async: nothing else */
-    ck_assert_uint_eq(n, worker ? 14 : 13);
+    /* TorchRL's keys and collector.worker when async: nothing else (no "state": the classic envs keep
+     * theirs unless [env] return_state = true) */
+    ck_assert_uint_eq(n, worker ? 12 : 11);
     for (size_t i = 0; torchrl_keys[i]; i++)
         ck_assert_msg(crl_td_has(td, torchrl_keys[i]), "missing %s", torchrl_keys[i]);
-    ck_assert(crl_td_has(td, "state") && crl_td_has(td, "next.state"));
+    ck_assert(!crl_td_has(td, "state") && !crl_td_has(td, "next.state"));
     crl_free(keys);
     ck_assert_int_eq(crl_td_batch_ndim(td), nb);
     for (int d = 0; d < nb; d++)

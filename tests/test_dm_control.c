@@ -574,7 +574,7 @@ START_TEST(test_check_specs)
             ck_assert_int_eq(crl_spec_dtype(leaf), CRL_F64);
             ck_assert_int_eq(crl_spec_shape(leaf)[crl_spec_ndim(leaf) - 1], t->obs[k].dim);
         }
-        const crl_spec *act = crl_spec_composite_get(crl_env_action_spec(h.env), "action");
+        const crl_spec *act = crl_env_action_spec(h.env);
         ck_assert_ptr_nonnull(act);
         ck_assert_int_eq(crl_spec_dtype(act), CRL_F64);
         EXPECT_OK(crl_env_check_specs(h.env, 20, &e), e);
@@ -608,7 +608,7 @@ START_TEST(test_control_timestep)
     ck_assert_msg(dt > 0, "no fact for %s", id);
     crl_error e = {0};
     char ini[256];
-    snprintf(ini, sizeof ini, "[env]\nbackend = dm_control\nid = %s\n", id);
+    snprintf(ini, sizeof ini, "[env]\nbackend = dm_control\nid = %s\nreturn_state = true\n", id);
     henv h;
     EXPECT_OK(henv_open(&h, ini, &e), e);
     crl_td *td = crl_env_reset(h.env, NULL, &e);
@@ -672,7 +672,7 @@ START_TEST(test_initial_states)
     crl_td_unref(td);
     henv_close(&h);
 
-    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = reacher/easy\nnum_envs = 32\n", &e), e);
+    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = reacher/easy\nnum_envs = 32\nreturn_state = true\n", &e), e);
     td = crl_env_reset(h.env, NULL, &e);
     const double *state = leaf_f64(td, "state");
     for (int i = 0; i < 32; i++) {
@@ -685,7 +685,7 @@ START_TEST(test_initial_states)
     henv_close(&h);
 
     /* finger/turn: the target lies on the spinner's circle (0.13 around (0.2, 0.4)). */
-    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = finger/turn_hard\nnum_envs = 16\n", &e), e);
+    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = finger/turn_hard\nnum_envs = 16\nreturn_state = true\n", &e), e);
     td = crl_env_reset(h.env, NULL, &e);
     state = leaf_f64(td, "state");
     const double *tp = leaf_f64(td, "target_position");
@@ -743,12 +743,70 @@ START_TEST(test_seeding)
 }
 END_TEST
 
+/* per_env.id mixes tasks of one domain (same specs) in a batch: env i is the single env of its task seeded
+ * with element i of the seed chain, step for step. */
+START_TEST(test_per_env_ids)
+{
+    static const char *const ids[2] = {"cartpole/balance", "cartpole/swingup"};
+    crl_error e = {0};
+    henv h;
+    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nnum_envs = 2\nexecutor = serial\n"
+                            "per_env.id = cartpole/balance, cartpole/swingup\n", &e), e);
+    ck_assert_str_eq(crl_env_id(h.env), "cartpole/balance, cartpole/swingup");
+    crl_env_set_seed(h.env, 5);
+    crl_td *td = crl_env_reset(h.env, NULL, &e);
+    ck_assert_msg(td != NULL, "%s", e.message);
+    double pos[6][2][3];
+    for (int k = 0; k < 6; k++) {
+        double *a = action_of(h.env, td);
+        a[0] = 0.5;
+        a[1] = -0.25;
+        EXPECT_OK(crl_env_step(h.env, td, &e), e);
+        memcpy(pos[k], leaf_f64(crl_td_get_td(td, "next"), "position"), sizeof pos[k]);
+        crl_td *nx = crl_env_step_mdp(h.env, td, &e);
+        crl_td_unref(td);
+        td = nx;
+    }
+    crl_td_unref(td);
+    henv_close(&h);
+    /* balance starts near upright, swingup hanging down: the ids really differ */
+    ck_assert(pos[0][0][1] > 0.9 && pos[0][1][1] < -0.9);
+    uint64_t seed = 5;
+    for (int i = 0; i < 2; i++, seed = crl_seed_next(seed)) {
+        char ini[128];
+        snprintf(ini, sizeof ini, "[env]\nbackend = dm_control\nid = %s\n", ids[i]);
+        EXPECT_OK(henv_open(&h, ini, &e), e);
+        crl_env_set_seed(h.env, seed);
+        td = crl_env_reset(h.env, NULL, &e);
+        for (int k = 0; k < 6; k++) {
+            action_of(h.env, td)[0] = i ? -0.25 : 0.5;
+            EXPECT_OK(crl_env_step(h.env, td, &e), e);
+            ck_assert_msg(memcmp(leaf_f64(crl_td_get_td(td, "next"), "position"), pos[k][i], sizeof pos[k][i]) == 0,
+                          "env %d (%s) differs from a single %s env at step %d", i, ids[i], ids[i], k);
+            crl_td *nx = crl_env_step_mdp(h.env, td, &e);
+            crl_td_unref(td);
+            td = nx;
+        }
+        crl_td_unref(td);
+        henv_close(&h);
+    }
+    /* Tasks of other domains have other specs: a config error naming both ids and the spec. */
+    ck_assert_int_eq(henv_open(&h, "[env]\nbackend = dm_control\nnum_envs = 2\nexecutor = serial\n"
+                                   "per_env.id = cartpole/balance, acrobot/swingup\n", &e),
+                     CRL_E_CONFIG);
+    ck_assert_msg(strstr(e.message, "(id acrobot/swingup) differs from that of env 0 (id cartpole/balance)") &&
+                      strstr(e.message, "per_env.id"),
+                  "%s", e.message);
+    henv_close(&h);
+}
+END_TEST
+
 /* The time limit truncates at step 1000 exactly; nothing terminates. */
 START_TEST(test_time_limit)
 {
     crl_error e = {0};
     henv h;
-    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = cartpole/balance\n", &e), e);
+    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = cartpole/balance\nreturn_state = true\n", &e), e);
     crl_td *td = crl_env_reset(h.env, NULL, &e);
     for (int k = 1; k <= 1000; k++) {
         action_of(h.env, td)[0] = 0.0;
@@ -776,7 +834,7 @@ START_TEST(test_reset_from_state)
 {
     crl_error e = {0};
     henv h;
-    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = reacher/hard\nnum_envs = 2\nseed = 4\n", &e), e);
+    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = reacher/hard\nnum_envs = 2\nseed = 4\nreturn_state = true\n", &e), e);
     crl_td *td = crl_env_reset(h.env, NULL, &e);
     double *act = action_of(h.env, td);
     for (int k = 0; k < 4; k++)
@@ -823,7 +881,7 @@ START_TEST(test_divergence)
         crl_error e = {0};
         char ini[256];
         snprintf(ini, sizeof ini,
-                 "[env]\nbackend = dm_control\nid = pendulum/swingup\nnum_envs = 2\n%s",
+                 "[env]\nbackend = dm_control\nid = pendulum/swingup\nnum_envs = 2\nreturn_state = true\n%s",
                  mode ? "on_divergence = terminate\n" : "");
         henv h;
         EXPECT_OK(henv_open(&h, ini, &e), e);
@@ -973,6 +1031,7 @@ static Suite *dm_control_suite(void)
     tcase_add_test(tc, test_initial_states);
     tcase_add_test(tc, test_seeding);
     tcase_add_test(tc, test_time_limit);
+    tcase_add_test(tc, test_per_env_ids);
     tcase_add_test(tc, test_reset_from_state);
     tcase_add_test(tc, test_divergence);
     tcase_add_test(tc, test_config);

@@ -65,8 +65,9 @@ START_TEST(test_acrobot_pixels)
 {
     crl_error e = {0};
     henv h;
+    /* pixels_only is left out: it defaults to true with from_pixels, as DMControlEnv's does. */
     int rc = henv_open(&h, "[env]\nbackend = dm_control\nid = acrobot/swingup\nfrom_pixels = true\n"
-                           "pixels_only = true\nseed = 2\n", &e);
+                           "seed = 2\n", &e);
     if (rc != CRL_OK && no_osmesa(&e)) {
         henv_close(&h);
         printf("SKIP test_acrobot_pixels: %s\n", e.message);
@@ -118,7 +119,7 @@ START_TEST(test_camera_and_size)
         int cam = c < 2 ? c : -1; /* -1: MuJoCo's free camera */
         char ini[256];
         snprintf(ini, sizeof ini, "[env]\nbackend = dm_control\nid = cartpole/balance\nnum_envs = 2\n"
-                                  "from_pixels = true\ncamera_id = %d\nheight = 48\nwidth = 64\n", cam);
+                                  "from_pixels = true\npixels_only = false\ncamera_id = %d\nheight = 48\nwidth = 64\n", cam);
         henv h;
         int rc = henv_open(&h, ini, &e);
         if (rc != CRL_OK && no_osmesa(&e)) {
@@ -135,7 +136,7 @@ START_TEST(test_camera_and_size)
         ck_assert_int_eq(crl_tensor_shape(px)[0], 2);
         ck_assert_int_eq(crl_tensor_shape(px)[1], 48);
         ck_assert_int_eq(crl_tensor_shape(px)[2], 64);
-        ck_assert_ptr_nonnull(crl_td_get(td, "position")); /* kept without pixels_only */
+        ck_assert_ptr_nonnull(crl_td_get(td, "position")); /* kept with pixels_only = false */
         frames[c] = malloc(48 * 64 * 3);
         memcpy(frames[c], crl_tensor_data(px), 48 * 64 * 3);
         ck_assert(colours(frames[c], 48 * 64) > 8);

@@ -11,6 +11,7 @@
 
 #include <crl/crl.h>
 #include <crl/env.h>
+#include <crl/transform.h>
 #include <crl/host.h>
 
 /* The env's counters of cached and general steps (step_fast, ...). */
@@ -30,14 +31,17 @@ typedef struct fx {
 } fx;
 
 /* Load countenv and badspec and build [env] from env_lines ("key = value"
- * lines).  Returns the env, or NULL with err set. */
+ * lines).  Returns the env, or NULL with err set.  These suites test the
+ * host's state handling, so return_state is on unless env_lines sets it
+ * (return_state_off tests the default). */
 static crl_env *fx_open(fx *f, const char *env_lines, crl_error *err)
 {
     memset(f, 0, sizeof *f);
     crl_error e = { 0 };
     f->cfg = crl_config_new(&e);
     ck_assert_ptr_nonnull(f->cfg);
-    char *text = g_strdup_printf("[plugins]\nload = countenv, badspec\n[env]\n%s\n", env_lines);
+    char *text = g_strdup_printf("[plugins]\nload = countenv, badspec\n[env]\n%s\n%s", env_lines,
+                                 strstr(env_lines, "return_state") ? "" : "return_state = true\n");
     int rc = crl_config_load_buffer(f->cfg, "test.ini", text, strlen(text), CRL_LAYER_FILE, &e);
     g_free(text);
     ck_assert_msg(rc == CRL_OK, "config: %s", e.message);
@@ -175,7 +179,7 @@ static void step_ok(crl_env *env, crl_td *td)
 START_TEST(options_table)
 {
     const char *names[] = { "backend", "id", "num_envs", "frame_skip", "from_pixels", "pixels_only",
-                            "auto_reset", "project_actions", "max_episode_steps", "seed", "transforms",
+                            "auto_reset", "project_actions", "max_episode_steps", "seed", "return_state", "transforms",
                             "executor", "num_workers", "batch_size", "pin_threads", "step_timeout",
                             "on_worker_failure", "max_restarts", "worker_transforms", "per_env." };
     const crl_option *t = crl_env_options();
@@ -191,6 +195,8 @@ START_TEST(options_table)
     ck_assert_str_eq(t[3].default_value, "1");
     ck_assert_double_eq(t[3].min, 1);
     ck_assert_str_eq(t[9].default_value, "0");
+    ck_assert_int_eq(t[10].type, CRL_OPT_BOOL);
+    ck_assert_str_eq(t[10].default_value, "false");
 }
 END_TEST
 
@@ -211,13 +217,77 @@ START_TEST(single_env_basics)
     const crl_spec *o = crl_spec_composite_get(obs, "observation");
     ck_assert_int_eq(crl_spec_ndim(o), 1);
     ck_assert_int_eq(crl_spec_shape(o)[0], 2);
-    const crl_spec *a = crl_spec_composite_get(crl_env_action_spec(env), "action");
+    const crl_spec *a = crl_env_action_spec(env);
     ck_assert_int_eq(crl_spec_get_kind(a), CRL_SPEC_CATEGORICAL);
     ck_assert_int_eq(crl_spec_n(a), 3);
     ck_assert_int_eq(crl_spec_ndim(a), 0);
-    ck_assert_uint_eq(crl_spec_composite_len(crl_env_done_spec(env)), 3);
+    ck_assert_uint_eq(crl_spec_composite_len(crl_env_full_done_spec(env)), 3);
     ck_assert_ptr_nonnull(crl_spec_composite_get(crl_env_state_spec(env), "state"));
-    ck_assert_int_eq(crl_spec_ndim(crl_spec_composite_get(crl_env_reward_spec(env), "reward")), 1);
+    ck_assert_int_eq(crl_spec_ndim(crl_env_reward_spec(env)), 1);
+    fx_close(&f);
+}
+END_TEST
+
+/* TorchRL's rule: action_spec / reward_spec / done_spec are the leaf of a
+ * one-leaf Composite, else the Composite; full_* are always the Composites. */
+START_TEST(spec_getters_as_torchrl)
+{
+    fx f;
+    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 2");
+    const crl_spec *fa = crl_env_full_action_spec(env), *a = crl_env_action_spec(env);
+    ck_assert_int_eq(crl_spec_get_kind(fa), CRL_SPEC_COMPOSITE);
+    ck_assert_ptr_eq(a, crl_spec_composite_get(fa, "action"));
+    ck_assert_int_eq(crl_spec_get_kind(a), CRL_SPEC_CATEGORICAL);
+    ck_assert_int_eq(crl_spec_shape(a)[0], 2);
+    ck_assert_ptr_eq(crl_env_reward_spec(env), crl_spec_composite_get(crl_env_full_reward_spec(env), "reward"));
+    /* three done leaves: the Composite, as the tutorial prints env.done_spec */
+    ck_assert_ptr_eq(crl_env_done_spec(env), crl_env_full_done_spec(env));
+    ck_assert_uint_eq(crl_spec_composite_len(crl_env_done_spec(env)), 3);
+    ck_assert_ptr_eq(crl_env_observation_spec(env), crl_env_full_observation_spec(env));
+    ck_assert_ptr_eq(crl_env_state_spec(env), crl_env_full_state_spec(env));
+    ck_assert_ptr_eq(crl_env_base_action_spec(env), a);
+    ck_assert_ptr_eq(crl_env_base_full_action_spec(env), fa);
+    /* the leaf is what is_in / project / rand take directly */
+    crl_error e = { 0 };
+    crl_tensor *t = crl_spec_zero(a, &e);
+    ck_assert_ptr_nonnull(t);
+    ck_assert(crl_spec_is_in(a, t));
+    crl_tensor_unref(t);
+    /* the specs print: action_spec is the leaf, done_spec the Composite */
+    char *r = crl_env_specs_repr(env);
+    ck_assert_ptr_nonnull(strstr(r, "action_spec:\nDiscreteTensorSpec(\n"));
+    ck_assert_ptr_nonnull(strstr(r, "reward_spec:\nUnboundedContinuousTensorSpec(\n"));
+    ck_assert_ptr_nonnull(strstr(r, "done_spec:\nCompositeSpec(\n"));
+    crl_free(r);
+    fx_close(&f);
+
+    /* two action leaves: action_spec is the whole Composite */
+    env = fx_env(&f, "backend = countenv\nid = Count-v0\naux_action = true");
+    ck_assert_ptr_eq(crl_env_action_spec(env), crl_env_full_action_spec(env));
+    ck_assert_uint_eq(crl_spec_composite_len(crl_env_action_spec(env)), 2);
+    ck_assert_ptr_eq(crl_env_base_action_spec(env), crl_env_full_action_spec(env));
+    r = crl_env_specs_repr(env);
+    ck_assert_ptr_nonnull(strstr(r, "action_spec:\nCompositeSpec(\n    action: DiscreteTensorSpec(\n"));
+    crl_free(r);
+    fx_close(&f);
+
+    ck_assert_ptr_null(crl_env_action_spec(NULL));
+    ck_assert_ptr_null(crl_env_full_action_spec(NULL));
+    ck_assert_ptr_null(crl_env_reward_spec(NULL));
+    ck_assert_ptr_null(crl_env_done_spec(NULL));
+    ck_assert_ptr_null(crl_env_full_done_spec(NULL));
+    ck_assert_ptr_null(crl_env_base_full_action_spec(NULL));
+}
+END_TEST
+
+/* The README's seed chain figures (next to TorchRL's 3288080526 for the same call). */
+START_TEST(seed_chain_readme_figures)
+{
+    ck_assert_uint_eq(crl_seed_next(10), UINT64_C(3154873970851002780));
+    ck_assert_uint_eq(crl_seed_next(UINT64_C(3154873970851002780)), UINT64_C(11157014602911934616));
+    fx f;
+    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 3");
+    ck_assert_uint_eq(crl_env_set_seed(env, 10), UINT64_C(1601305919382704873));
     fx_close(&f);
 }
 END_TEST
@@ -310,11 +380,11 @@ START_TEST(config_errors)
     fx_close(&f);
     assert_null_err(fx_open(&f, "backend = countenv\nid = Cuont-v0", &e), e, CRL_E_NOT_FOUND,
                     "did you mean 'Count-v0'?");
-    ck_assert_msg(strstr(e.message, "Count-v0, CountNoState-v0, CountBox-v0") != NULL, "%s", e.message);
+    ck_assert_msg(strstr(e.message, "Count-v0, CountNoState-v0, CountBox-v0, CountLong-v0") != NULL, "%s", e.message);
     ck_assert_msg(strstr(e.message, "test.ini:5") != NULL, "%s", e.message);
     fx_close(&f);
     assert_null_err(fx_open(&f, "backend = countenv\nid = Zebra", &e), e, CRL_E_NOT_FOUND,
-                    "its envs: Count-v0, CountNoState-v0, CountBox-v0");
+                    "its envs: Count-v0, CountNoState-v0, CountBox-v0, CountLong-v0");
     fx_close(&f);
     assert_null_err(fx_open(&f, "id = Count-v0", &e), e, CRL_E_CONFIG, "[env] backend is required");
     fx_close(&f);
@@ -331,6 +401,10 @@ START_TEST(config_errors)
     fx_close(&f);
     assert_null_err(fx_open(&f, "backend = countenv\nid = Count-v0\npixels_only = true", &e), e, CRL_E_CONFIG,
                     "pixels_only = true needs from_pixels = true");
+    fx_close(&f);
+    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\npixels_only = false");
+    ck_assert_ptr_nonnull(crl_spec_composite_get(crl_env_observation_spec(env), "observation"));
+    ck_assert_ptr_null(crl_spec_composite_get(crl_env_observation_spec(env), "pixels"));
     fx_close(&f);
     assert_null_err(fx_open(&f, "backend = countenv\nid = CountNoState-v0\nfrom_pixels = true", &e), e,
                     CRL_E_UNSUPPORTED, "cannot render");
@@ -391,6 +465,68 @@ START_TEST(env_desc_parse_once_make_many)
     ck_assert_str_eq(crl_env_desc_id(d), "CountBox-v0");
     crl_env_desc_free(d);
     fx_close(&f);
+}
+END_TEST
+
+/* per_env.id: envs of different ids with the same specs in one batch (TorchRL's ParallelEnv of several create
+ * functions); ids whose specs or time limits differ are a config error naming both ids. */
+START_TEST(per_env_ids)
+{
+    fx f;
+    crl_error e = { 0 };
+    /* Counters start below 3 and end episodes at 5 or more: two steps truncate before any terminates. */
+    crl_env *env = fx_env(&f, "backend = countenv\nnum_envs = 3\nexecutor = serial\nmax_episode_steps = 2\n"
+                              "per_env.id = CountNoState-v0, CountLong-v0, CountNoState-v0");
+    ck_assert_str_eq(crl_env_id(env), "CountNoState-v0, CountLong-v0");
+    ck_assert_int_eq(crl_env_max_episode_steps(env), 2);
+    crl_td *td = reset_ok(env, NULL);
+    for (int t = 1; t <= 2; t++) {
+        assert_ok(crl_env_rand_step(env, td, &e), e);
+        for (int i = 0; i < 3; i++) {
+            ck_assert_double_eq(val(td, "next.truncated", i, 0), t == 2);
+            ck_assert_double_eq(val(td, "next.terminated", i, 0), 0);
+        }
+        assert_ok(crl_env_step_mdp_into(env, td, td, &e), e);
+    }
+    crl_td_unref(td);
+    fx_close(&f);
+    /* With an [env] id too, per_env.id still decides each env's. */
+    env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 2\nexecutor = threads\nmax_episode_steps = 5\n"
+                     "per_env.id = CountLong-v0, CountNoState-v0");
+    ck_assert_str_eq(crl_env_id(env), "CountLong-v0, CountNoState-v0");
+    ck_assert_uint_eq(crl_spec_composite_len(crl_env_state_spec(env)), 0);
+    fx_close(&f);
+
+    /* test.ini: line 4 backend, 5 num_envs, 6 executor, 7 per_env.id */
+    static const struct {
+        const char *lines;
+        int code;
+        const char *needles[5];
+    } bad[] = {
+        { "backend = countenv\nnum_envs = 2\nexecutor = serial\nper_env.id = CountNoState-v0, CountBox-v0", CRL_E_CONFIG,
+          { "test.ini:7", "spec 'action' of env 1 (id CountBox-v0) differs from that of env 0 (id CountNoState-v0)",
+            "Categorical int64 [] (env 0) vs Bounded float32 [1] (this env)", NULL } },
+        { "backend = countenv\nnum_envs = 2\nexecutor = serial\nper_env.id = CountNoState-v0, Count-v0", CRL_E_CONFIG,
+          { "test.ini:7", "env 1 (id Count-v0) declares a state spec and env 0 (id CountNoState-v0) does not", NULL } },
+        { "backend = countenv\nnum_envs = 2\nexecutor = serial\nper_env.id = CountNoState-v0, CountLong-v0", CRL_E_CONFIG,
+          { "test.ini:7", "env 1 (id CountLong-v0) ends its episodes after 8 steps but env 0 (id CountNoState-v0) "
+            "after 4", "max_episode_steps", NULL } },
+        { "backend = countenv\nnum_envs = 2\nexecutor = serial\nper_env.id = CountNoState-v0, CountLng-v0",
+          CRL_E_NOT_FOUND, { "test.ini:7", "per_env.id value 1 = 'CountLng-v0'", "did you mean 'CountLong-v0'", NULL } },
+        { "backend = countenv\nnum_envs = 2\nper_env.id = CountNoState-v0, CountLong-v0", CRL_E_CONFIG,
+          { "per-env options need one backend instance per env", NULL } },
+        { "backend = countenv\nnum_envs = 2\nexecutor = serial\nper_env.id = CountNoState-v0", CRL_E_CONFIG,
+          { "per_env.id has 1 value but there are 2 envs", NULL } },
+    };
+    for (size_t k = 0; k < G_N_ELEMENTS(bad); k++) {
+        crl_error_clear(&e);
+        ck_assert_msg(fx_open(&f, bad[k].lines, &e) == NULL, "case %zu made an env", k);
+        ck_assert_msg(e.code == bad[k].code, "case %zu: %s (%s)", k, crl_status_name(e.code), e.message);
+        for (size_t j = 0; bad[k].needles[j]; j++)
+            ck_assert_msg(strstr(e.message, bad[k].needles[j]), "case %zu: '%s' lacks '%s'", k, e.message,
+                          bad[k].needles[j]);
+        fx_close(&f);
+    }
 }
 END_TEST
 
@@ -662,7 +798,7 @@ START_TEST(frame_skip_sums_and_stops)
 {
     fx f;
     crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 3\nframe_skip = 3\n"
-                              "auto_reset = next_step\nfrom_pixels = true");
+                              "auto_reset = next_step\nfrom_pixels = true\npixels_only = false");
     /* env 0 ends at counter 5: from 3 that is 2 frames into the 3. */
     crl_td *td = reset_to_counters(env, (double[]){ 3, 0, 1 });
     set_all_actions(env, td, 2);
@@ -781,7 +917,7 @@ START_TEST(autoreset_same_step)
 {
     fx f;
     crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 2\nauto_reset = same_step\n"
-                              "from_pixels = true");
+                              "from_pixels = true\npixels_only = false");
     crl_td *td = reset_to_counters(env, (double[]){ 4, 1 });
     set_all_actions(env, td, 2);
     step_ok(env, td);
@@ -819,7 +955,7 @@ END_TEST
 START_TEST(partial_reset)
 {
     fx f;
-    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 4\nfrom_pixels = true");
+    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 4\nfrom_pixels = true\npixels_only = false");
     crl_td *td = reset_to_counters(env, (double[]){ 1, 1, 1, 1 });
     set_all_actions(env, td, 0);
     step_ok(env, td);
@@ -920,6 +1056,51 @@ START_TEST(reset_from_state_replays)
 }
 END_TEST
 
+/* The default: the state stays inside the env (TorchRL's GymEnv has an empty state spec), yet
+ * reset_from_state still takes it and starts there. */
+START_TEST(return_state_off)
+{
+    fx f, g;
+    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 2\nreturn_state = false");
+    crl_env *with = fx_env(&g, "backend = countenv\nid = Count-v0\nnum_envs = 2\nreturn_state = true");
+    ck_assert_uint_eq(crl_spec_composite_len(crl_env_state_spec(env)), 0);
+    ck_assert_ptr_nonnull(crl_spec_composite_get(crl_env_state_spec(with), "state"));
+    char *repr = crl_env_specs_repr(env);
+    ck_assert_msg(repr && !strstr(repr, "state: "), "%s", repr);
+    crl_free(repr);
+    crl_td *td = reset_ok(env, NULL);
+    assert_keys(td, "done,observation,terminated,truncated");
+    crl_error e = { 0 };
+    assert_ok(crl_env_rand_step(env, td, &e), e);
+    assert_keys(td, "action,done,next.done,next.observation,next.reward,next.terminated,next.truncated,observation,"
+                    "terminated,truncated");
+    crl_td *roll = crl_env_rollout(env, 3, NULL, NULL, false, true, NULL, &e);
+    ck_assert_msg(roll != NULL, "%s", e.message);
+    ck_assert(!crl_td_has(roll, "state") && !crl_td_has(roll, "next.state"));
+    crl_td_unref(roll);
+    /* reset_from_state: the state given in the td is where the env starts, as with return_state = true */
+    crl_td *a = reset_to_counters(env, (double[]){ -7, -9 });
+    crl_td *b = reset_to_counters(with, (double[]){ -7, -9 });
+    ck_assert(crl_tensor_equal(crl_td_get(a, "observation"), crl_td_get(b, "observation")));
+    ck_assert_double_eq(val(a, "observation", 1, 0), -9);
+    assert_ok(crl_env_rand_action(with, b, &e), e);
+    assert_ok(crl_td_set(a, "action", crl_td_get(b, "action"), &e), e);
+    step_ok(env, a);
+    step_ok(with, b);
+    ck_assert(crl_tensor_equal(crl_td_get(a, "next.observation"), crl_td_get(b, "next.observation")));
+    ck_assert(!crl_td_has(a, "next.state"));
+    /* a td without the state says how to get one */
+    crl_td *empty = crl_td_new(1, (int64_t[]){ 2 }, &e);
+    assert_null_err(crl_env_reset_from_state(env, empty, &e), e, CRL_E_NOT_FOUND, "return_state = true");
+    crl_td_unref(empty);
+    crl_td_unref(a);
+    crl_td_unref(b);
+    crl_td_unref(td);
+    fx_close(&g);
+    fx_close(&f);
+}
+END_TEST
+
 START_TEST(max_episode_steps_truncates)
 {
     fx f;
@@ -965,7 +1146,7 @@ END_TEST
 START_TEST(from_pixels_keys)
 {
     fx f;
-    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nfrom_pixels = true");
+    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nfrom_pixels = true\npixels_only = false");
     crl_td *td = reset_ok(env, NULL);
     assert_keys(td, "done,observation,pixels,state,terminated,truncated");
     crl_tensor *px = crl_td_get(td, "pixels");
@@ -996,7 +1177,8 @@ START_TEST(from_pixels_keys)
     crl_td_unref(td);
     fx_close(&f);
 
-    env = fx_env(&f, "backend = countenv\nid = Count-v0\nfrom_pixels = true\npixels_only = true\nnum_envs = 2");
+    /* pixels_only defaults to true with from_pixels, as in TorchRL's wrappers. */
+    env = fx_env(&f, "backend = countenv\nid = Count-v0\nfrom_pixels = true\nnum_envs = 2");
     td = reset_ok(env, NULL);
     assert_keys(td, "done,pixels,state,terminated,truncated");
     ck_assert_int_eq(crl_tensor_ndim(crl_td_get(td, "pixels")), 4);
@@ -1162,7 +1344,7 @@ START_TEST(check_specs)
 {
     fx f;
     crl_error e = { 0 };
-    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 3\nfrom_pixels = true");
+    crl_env *env = fx_env(&f, "backend = countenv\nid = Count-v0\nnum_envs = 3\nfrom_pixels = true\npixels_only = false");
     assert_ok(crl_env_check_specs(env, 10, &e), e);
     fx_close(&f);
     env = fx_env(&f, "backend = countenv\nid = CountBox-v0\nauto_reset = same_step\nframe_skip = 2");
@@ -1286,7 +1468,7 @@ static void walk_actions(crl_env *env, crl_td *td, int64_t t)
     crl_error e = { 0 };
     crl_tensor *a = crl_td_get(td, "action");
     if (!a) {
-        a = crl_spec_zero(crl_spec_composite_get(crl_env_action_spec(env), "action"), &e);
+        a = crl_spec_zero(crl_env_action_spec(env), &e);
         ck_assert_msg(a != NULL, "%s", e.message);
         assert_ok(crl_td_set(td, "action", a, &e), e);
         crl_tensor_unref(a);
@@ -1348,7 +1530,7 @@ START_TEST(cached_steps_match_general)
 {
     static const char *const cases[] = {
         "backend = countenv\nid = Count-v0\nnum_envs = 4\nauto_reset = same_step",
-        "backend = countenv\nid = Count-v0\nnum_envs = 2\nauto_reset = same_step\nfrom_pixels = true",
+        "backend = countenv\nid = Count-v0\nnum_envs = 2\nauto_reset = same_step\nfrom_pixels = true\npixels_only = false",
         "backend = countenv\nid = Count-v0\nauto_reset = next_step\nframe_skip = 2",
         "backend = countenv\nid = CountNoState-v0\nnum_envs = 3\nauto_reset = same_step",
         "backend = countenv\nid = CountBox-v0\nnum_envs = 3\nauto_reset = next_step\nproject_actions = true",
@@ -1763,6 +1945,8 @@ static Suite *env_suite(void)
     TCase *tc = tcase_create("config");
     tcase_add_test(tc, options_table);
     tcase_add_test(tc, single_env_basics);
+    tcase_add_test(tc, spec_getters_as_torchrl);
+    tcase_add_test(tc, seed_chain_readme_figures);
     tcase_add_test(tc, batched_env_basics);
     tcase_add_test(tc, specs_repr_layout);
     tcase_add_test(tc, backend_options_and_schema);
@@ -1782,6 +1966,8 @@ static Suite *env_suite(void)
     tcase_add_test(tc, autoreset_same_step);
     tcase_add_test(tc, partial_reset);
     tcase_add_test(tc, reset_from_state_replays);
+    tcase_add_test(tc, return_state_off);
+    tcase_add_test(tc, per_env_ids);
     tcase_add_test(tc, max_episode_steps_truncates);
     tcase_add_test(tc, from_pixels_keys);
     suite_add_tcase(s, tc);

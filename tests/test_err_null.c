@@ -191,7 +191,8 @@ END_TEST
 START_TEST(env_step_failures)
 {
     crl_test_host h;
-    crl_env *env = env_of(&h, "classic", "[env]\nbackend = classic\nid = CartPole-v1\nnum_envs = 2\n");
+    crl_env *env = env_of(&h, "classic", "[env]\nbackend = classic\nid = CartPole-v1\nnum_envs = 2\n"
+                                      "categorical_action_encoding = true\n");
     int64_t two = 2;
     crl_td *td = crl_td_new(1, &two, NULL);
     crl_tensor *a = crl_tensor_new(CRL_I64, 1, &two, NULL);

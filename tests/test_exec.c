@@ -72,14 +72,18 @@ static void append_leaf(GByteArray *out, const crl_td *td, const char *key)
     crl_tensor_unref(c);
 }
 
-/* Actions from rng into td's "action" (Categorical int64 or Bounded float32). */
+/* Actions from rng into td's "action" (OneHot or Categorical int64, or Bounded float32). */
 static void fill_actions(crl_env *env, crl_td *td, crl_rng *rng)
 {
-    const crl_spec *as = crl_spec_composite_get(crl_env_action_spec(env), "action");
+    const crl_spec *as = crl_env_action_spec(env);
     crl_tensor *a = crl_spec_zero(as, NULL);
     ck_assert_ptr_nonnull(a);
     int64_t n = crl_tensor_numel(a);
-    if (crl_tensor_dtype(a) == CRL_I64) {
+    if (crl_spec_get_kind(as) == CRL_SPEC_ONEHOT) {
+        int64_t *p = crl_tensor_data(a), k = crl_spec_n(as);
+        for (int64_t r = 0; r < n / k; r++)
+            p[r * k + (int64_t)crl_rng_below(rng, (uint64_t)k)] = 1;
+    } else if (crl_tensor_dtype(a) == CRL_I64) {
         int64_t *p = crl_tensor_data(a);
         for (int64_t i = 0; i < n; i++)
             p[i] = (int64_t)crl_rng_below(rng, (uint64_t)crl_spec_n(as));
@@ -354,7 +358,7 @@ START_TEST(test_per_env_bounds)
     fx f;
     crl_env *env = env_new(&f, "backend = classic\nid = Pendulum-v1\nnum_envs = 3\nexecutor = serial\n"
                                "per_env.max_torque = 1, 2, 3");
-    const crl_spec *a = crl_spec_composite_get(crl_env_action_spec(env), "action");
+    const crl_spec *a = crl_env_action_spec(env);
     ck_assert_int_eq(crl_spec_get_kind(a), CRL_SPEC_BOUNDED);
     crl_tensor *h = crl_tensor_contiguous((crl_tensor *)crl_spec_high(a), NULL);
     crl_tensor *l = crl_tensor_contiguous((crl_tensor *)crl_spec_low(a), NULL);
@@ -375,7 +379,8 @@ END_TEST
 START_TEST(test_render_and_pixels)
 {
     fx f;
-    const char *base = "backend = classic\nid = CartPole-v1\nnum_envs = 3\nauto_reset = next_step\nfrom_pixels = true";
+    const char *base = "backend = classic\nid = CartPole-v1\nnum_envs = 3\nauto_reset = next_step\nfrom_pixels = true\n"
+                       "pixels_only = false";
     crl_env *ref = env_new(&f, base);
     GByteArray *want = record(ref, 40, true);
     int64_t shape[3] = { crl_env_render_height(ref), crl_env_render_width(ref), 3 };
@@ -698,6 +703,99 @@ START_TEST(test_step_error_routed)
 }
 END_TEST
 
+/* ---- shared VecNorm in the workers ------------------------------------------------------- */
+
+/* CartPole x6 on 3 workers, each running VecNorm over the named statistics `name` (NULL: the worker's own),
+ * recorded as record() does. */
+static GByteArray *vecnorm_run(const char *exec, const char *name, bool *skipped)
+{
+    char *lines = g_strdup_printf("backend = classic\nid = CartPole-v1\nnum_envs = 6\n%s\nnum_workers = 3\n"
+                                  "auto_reset = next_step\nworker_transforms = vn\n"
+                                  "[transform.vn]\ntype = VecNorm\nin_keys = observation, reward\n%s%s",
+                                  exec, name ? "shared = true\nshm_name = " : "", name ? name : "");
+    fx f;
+    crl_error e = { 0 };
+    crl_env *env = env_try(&f, lines, &e);
+    g_free(lines);
+    *skipped = !env && processes_unavailable(&e);
+    if (*skipped) {
+        fx_close(&f);
+        return NULL;
+    }
+    ck_assert_msg(env != NULL, "%s: %s", exec, e.message);
+    GByteArray *out = record(env, 70, false);
+    crl_env_free(env);
+    fx_close(&f);
+    return out;
+}
+
+/* TorchRL's ParallelEnv of TransformedEnv(base, VecNorm) with shared statistics: the workers take turns
+ * (crl_transform_ctx_wait_turn), so every run of every executor gives the serial executor's bytes. */
+START_TEST(test_shared_vecnorm_workers_bitwise)
+{
+    char name[64];
+    bool skipped;
+    int run = 0;
+#define VN_NAME() (snprintf(name, sizeof name, "/crl-test-exec-vn-%d-%d", (int)getpid(), run++), name)
+    GByteArray *serial = vecnorm_run("executor = serial", VN_NAME(), &skipped);
+    static const char *const kinds[] = { "executor = processes", "executor = processes", "executor = threads",
+                                         "executor = threads" };
+    for (size_t k = 0; k < G_N_ELEMENTS(kinds); k++) {
+        GByteArray *got = vecnorm_run(kinds[k], VN_NAME(), &skipped);
+        if (skipped)
+            continue;
+        assert_same(serial, got, kinds[k]);
+        g_byte_array_free(got, TRUE);
+    }
+    /* The statistics really are shared: each worker's own give other bytes. */
+    GByteArray *own = vecnorm_run("executor = serial", NULL, &skipped);
+    ck_assert(own->len == serial->len && memcmp(own->data, serial->data, own->len) != 0);
+    g_byte_array_free(own, TRUE);
+    g_byte_array_free(serial, TRUE);
+#undef VN_NAME
+}
+END_TEST
+
+/* A worker that crashes releases the workers waiting for its turn: the step comes back with only its envs
+ * restarted.  (Were they not released, the step would wait step_timeout = 600 s, past this test's timeout.) */
+START_TEST(test_shared_vecnorm_worker_crash)
+{
+    char lines[512];
+    snprintf(lines, sizeof lines, "backend = faultenv\nid = Fault-v0\nnum_envs = 4\nexecutor = processes\n"
+             "num_workers = 2\non_worker_failure = restart\nstep_timeout = 600\nauto_reset = next_step\n"
+             "worker_transforms = vn\n[transform.vn]\ntype = VecNorm\nin_keys = observation\nshared = true\n"
+             "shm_name = /crl-test-exec-vncrash-%d", (int)getpid());
+    fx f;
+    crl_error e = { 0 };
+    crl_env *env = env_try(&f, lines, &e);
+    if (!env && processes_unavailable(&e)) {
+        fx_close(&f);
+        return;
+    }
+    ck_assert_msg(env != NULL, "%s", e.message);
+    crl_td *td = crl_env_reset(env, NULL, &e);
+    ck_assert_msg(td != NULL, "%s", e.message);
+    int64_t shape[1] = { 4 };
+    crl_tensor *a = crl_tensor_new(CRL_I64, 1, shape, &e);
+    int64_t *ap = crl_tensor_data(a);
+    for (int s = 0; s < 3; s++) {
+        for (int i = 0; i < 4; i++)
+            ap[i] = s == 1 && i == 0 ? 2 : 0; /* step 1: env 0 (worker 0) crashes */
+        ck_assert_int_eq(crl_td_set(td, "action", a, NULL), CRL_OK);
+        EXPECT_OK(crl_env_step(env, td, &e), e);
+        crl_td *nx = crl_env_step_mdp(env, td, &e);
+        ck_assert_msg(nx != NULL, "%s", e.message);
+        crl_td_unref(td);
+        td = nx;
+    }
+    ck_assert_int_eq(crl_env_restarts(env), 1);
+    crl_tensor_unref(a);
+    crl_td_unref(td);
+    crl_env_free(env);
+    fx_close(&f);
+}
+END_TEST
+
 static Suite *exec_suite(void)
 {
     Suite *s = suite_create("exec");
@@ -721,6 +819,8 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, test_worker_transforms_next_step);
     tcase_add_test(tc, test_worker_transforms_off);
     tcase_add_test(tc, test_worker_and_parent_transforms);
+    tcase_add_test(tc, test_shared_vecnorm_workers_bitwise);
+    tcase_add_test(tc, test_shared_vecnorm_worker_crash);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_set_timeout(tc, 120);

@@ -40,8 +40,8 @@ static crl_env *env_of(fx *f, const char *section)
     return env;
 }
 
-/* A send of actions acts[0..k) (one value each: CartPole's int64 or
- * Pendulum's float32 [1]) to envs ids[0..k). */
+/* A send of actions acts[0..k) (one value each: CartPole's index, written
+ * one-hot when the spec is OneHot, or Pendulum's float32 [1]) to envs ids[0..k). */
 static crl_td *send_td(const crl_env *env, const int64_t *ids, const double *acts, int64_t k)
 {
     crl_td *td = crl_td_new(1, &k, NULL);
@@ -49,14 +49,20 @@ static crl_td *send_td(const crl_env *env, const int64_t *ids, const double *act
     memcpy(crl_tensor_data(idt), ids, sizeof(int64_t) * (size_t)k);
     ck_assert_int_eq(crl_td_set(td, "env_id", idt, NULL), CRL_OK);
     crl_tensor_unref(idt);
-    const crl_spec *as = crl_spec_composite_get(crl_env_action_spec(env), "action");
+    const crl_spec *as = crl_env_action_spec(env);
     int nd = crl_spec_ndim(as);
     int64_t shape[8];
     memcpy(shape, crl_spec_shape(as), sizeof(int64_t) * (size_t)nd);
     shape[0] = k;
     crl_tensor *a = crl_tensor_new(crl_spec_dtype(as), nd, shape, NULL);
-    for (int64_t m = 0; m < k; m++)
-        crl_tensor_flat_set(a, m, acts[m]);
+    if (crl_spec_get_kind(as) == CRL_SPEC_ONEHOT) {
+        crl_tensor_fill(a, 0);
+        for (int64_t m = 0; m < k; m++)
+            crl_tensor_flat_set(a, m * crl_spec_n(as) + (int64_t)acts[m], 1);
+    } else {
+        for (int64_t m = 0; m < k; m++)
+            crl_tensor_flat_set(a, m, acts[m]);
+    }
     ck_assert_int_eq(crl_td_set(td, "action", a, NULL), CRL_OK);
     crl_tensor_unref(a);
     return td;

@@ -112,11 +112,79 @@ START_TEST(specs_pass)
     ck_assert_msg(env != NULL, "%s", e.message);
     ck_assert_int_eq(crl_env_check_specs(env, 40, &e), CRL_OK);
     const crl_spec *a = crl_env_action_spec(env);
-    ck_assert_int_eq(crl_spec_get_kind(crl_spec_composite_get(a, "action")), CRL_SPEC_BOUNDED);
+    ck_assert_int_eq(crl_spec_get_kind(a), CRL_SPEC_BOUNDED);
+    ck_assert_ptr_eq(a, crl_spec_composite_get(crl_env_full_action_spec(env), "action"));
     ck_assert_int_eq(crl_spec_shape(crl_spec_composite_get(crl_env_observation_spec(env), "observation"))[1], 2);
     crl_env_free(env);
     crl_test_host_close(&f);
     g_free(ini);
+}
+END_TEST
+
+/* An integer action (sm_step_discrete): OneHot int64 [num, action_n] by default, as TorchRL's wrappers, the
+ * library getting the index; categorical_action_encoding = true gives the index itself, step for step alike. */
+START_TEST(discrete_action_encodings)
+{
+    static const char step[] = "int32 sm_step_discrete(handle, const int64 *action, double *observation, "
+                               "double *reward, uint8 *terminated) ok=0";
+    crl_test_host f, g;
+    crl_error e = { 0 };
+    char *ini_oh = ini_with("step", step, "num_envs = 3\naction_n = 3\nseed = 4\n", NULL);
+    char *ini_ix = ini_with("step", step, "num_envs = 3\naction_n = 3\nseed = 4\ncategorical_action_encoding = true\n",
+                            NULL);
+    crl_env *oh = open_env(&f, ini_oh, &e);
+    ck_assert_msg(oh != NULL, "%s", e.message);
+    crl_env *ix = open_env(&g, ini_ix, &e);
+    ck_assert_msg(ix != NULL, "%s", e.message);
+    const crl_spec *a = crl_spec_composite_get(crl_env_full_action_spec(oh), "action");
+    ck_assert_int_eq(crl_spec_get_kind(a), CRL_SPEC_ONEHOT);
+    ck_assert_int_eq(crl_spec_n(a), 3);
+    ck_assert_int_eq(crl_spec_dtype(a), CRL_I64);
+    ck_assert_int_eq(crl_spec_get_kind(crl_spec_composite_get(crl_env_full_action_spec(ix), "action")), CRL_SPEC_CATEGORICAL);
+    ck_assert_int_eq(crl_env_check_specs(oh, 20, &e), CRL_OK);
+    crl_env_set_seed(oh, 4);
+    crl_env_set_seed(ix, 4);
+    crl_td *to = crl_env_reset(oh, NULL, &e), *ti = crl_env_reset(ix, NULL, &e);
+    ck_assert_msg(to && ti, "%s", e.message);
+    crl_tensor *ao = crl_tensor_new(CRL_I64, 2, (int64_t[]){ 3, 3 }, &e), *ai = crl_tensor_new(CRL_I64, 1, (int64_t[]){ 3 }, &e);
+    for (int t = 0; t < 10; t++) {
+        crl_tensor_fill(ao, 0);
+        for (int i = 0; i < 3; i++) {
+            int64_t k = (t + i) % 3;
+            crl_tensor_flat_set(ai, i, (double)k);
+            crl_tensor_flat_set(ao, i * 3 + k, 1);
+        }
+        ck_assert_int_eq(crl_td_set(to, "action", ao, &e), CRL_OK);
+        ck_assert_int_eq(crl_td_set(ti, "action", ai, &e), CRL_OK);
+        ck_assert_msg(crl_env_step(oh, to, &e) == CRL_OK, "%s", e.message);
+        ck_assert_msg(crl_env_step(ix, ti, &e) == CRL_OK, "%s", e.message);
+        ck_assert(crl_tensor_equal(crl_td_get(to, "next.observation"), crl_td_get(ti, "next.observation")));
+        ck_assert(crl_tensor_equal(crl_td_get(to, "next.reward"), crl_td_get(ti, "next.reward")));
+        crl_td *no = crl_env_step_mdp(oh, to, &e), *ni = crl_env_step_mdp(ix, ti, &e);
+        crl_td_unref(to);
+        crl_td_unref(ti);
+        to = no;
+        ti = ni;
+    }
+    /* A row with two ones is no action: refused before the library sees it. */
+    crl_tensor_fill(ao, 0);
+    crl_tensor_flat_set(ao, 0, 1);
+    crl_tensor_flat_set(ao, 1, 1);
+    crl_tensor_flat_set(ao, 4, 1);
+    crl_tensor_flat_set(ao, 8, 1);
+    ck_assert_int_eq(crl_td_set(to, "action", ao, &e), CRL_OK);
+    ck_assert_int_eq(crl_env_step(oh, to, &e), CRL_E_RANGE);
+    ck_assert_msg(strstr(e.message, "action") && strstr(e.message, "env 0"), "%s", e.message);
+    crl_tensor_unref(ao);
+    crl_tensor_unref(ai);
+    crl_td_unref(to);
+    crl_td_unref(ti);
+    crl_env_free(oh);
+    crl_env_free(ix);
+    crl_test_host_close(&f);
+    crl_test_host_close(&g);
+    g_free(ini_oh);
+    g_free(ini_ix);
 }
 END_TEST
 
@@ -561,6 +629,7 @@ static Suite *ffi_suite(void)
     TCase *tc = tcase_create("ffi");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, specs_pass);
+    tcase_add_test(tc, discrete_action_encodings);
     tcase_add_test(tc, rollout_inline);
     tcase_add_test(tc, rollout_serial);
     tcase_add_test(tc, rollout_threads);

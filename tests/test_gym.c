@@ -44,6 +44,7 @@ static const char test_envs_py[] =
     "    'multi_discrete': lambda: spaces.MultiDiscrete([3, 4, 2]),\n"
     "    'multi_discrete_start': lambda: spaces.MultiDiscrete([3, 4], start=[1, -2]),\n"
     "    'multi_discrete_ragged': lambda: spaces.MultiDiscrete([[2, 3], [4, 5]]),\n"
+    "    'multi_discrete_2d': lambda: spaces.MultiDiscrete([[2, 3], [2, 3]]),\n"
     "    'multi_binary': lambda: spaces.MultiBinary(5),\n"
     "    'multi_binary_2d': lambda: spaces.MultiBinary([2, 3]),\n"
     "    'dict': lambda: spaces.Dict({'b': spaces.Discrete(2),\n"
@@ -119,12 +120,16 @@ static void fx_close(fx *f)
 /* A host with gym loaded ([plugin.gym] python_path = the test envs, the
  * fake gymnasium and gym, tmpdir) and the env of "[env] backend = gym" plus
  * `env_ini`.  Returns the env's status (err holds the message); *stage
- * says what failed (0 config, 1 host, 2 plugin, 3 env). */
+ * says what failed (0 config, 1 host, 2 plugin, 3 env).  Most cases read
+ * index actions, so categorical_action_encoding = true is added unless
+ * env_ini names it (test_onehot_default does, in a comment). */
 static int fx_open_at(fx *f, const char *env_ini, int *stage)
 {
     memset(f, 0, sizeof *f);
     char *ini = g_strdup_printf("[plugin.gym]\npython_path = %s, %s/fake_gymnasium, %s/fake_gym, %s\n\n"
-                                "[env]\nbackend = gym\n%s\n", PYDIR, PYDIR, PYDIR, tmpdir, env_ini);
+                                "[env]\nbackend = gym\n%s\n%s", PYDIR, PYDIR, PYDIR, tmpdir, env_ini,
+                                strstr(env_ini, "categorical_action_encoding") ? ""
+                                                                              : "categorical_action_encoding = true\n");
     *stage = 0;
     f->cfg = crl_config_new(&f->err);
     int rc = f->cfg ? crl_config_load_buffer(f->cfg, "test.ini", ini, strlen(ini), CRL_LAYER_FILE, &f->err)
@@ -390,7 +395,7 @@ static int compare_rec(const ref_rec *rec, const crl_td *td, const char *prefix,
  * the JSON list the reference takes. */
 static crl_tensor **draw_actions(crl_env *env, int64_t steps, uint64_t seed, char **json)
 {
-    const crl_spec *a = leaf(crl_env_action_spec(env), "action");
+    const crl_spec *a = crl_env_action_spec(env);
     crl_rng rng;
     crl_rng_init(&rng, seed, 7);
     crl_tensor **acts = g_new0(crl_tensor *, (gsize)steps);
@@ -511,21 +516,30 @@ START_TEST(test_cartpole_make_specs)
     ck_assert(isinf(crl_tensor_flat_get(lo, 1)) && crl_tensor_flat_get(lo, 1) < 0);
     ck_assert(isinf(crl_tensor_flat_get(hi, 3)) && crl_tensor_flat_get(hi, 3) > 0);
     ck_assert(crl_tensor_flat_get(hi, 2) == (double)(float)(2 * 12 * 2 * M_PI / 360));
-    const crl_spec *a = leaf(crl_env_action_spec(f.env), "action");
+    const crl_spec *a = crl_env_action_spec(f.env);
     ck_assert_int_eq(crl_spec_get_kind(a), CRL_SPEC_CATEGORICAL);
     ck_assert_int_eq(crl_spec_n(a), 2);
     ck_assert_int_eq(crl_spec_dtype(a), CRL_I64);
     ck_assert_int_eq(crl_spec_ndim(a), 0);
-    const crl_spec *r = leaf(crl_env_reward_spec(f.env), "reward");
+    const crl_spec *r = crl_env_reward_spec(f.env);
     ck_assert_int_eq(crl_spec_get_kind(r), CRL_SPEC_UNBOUNDED);
     ck_assert_int_eq(crl_spec_dtype(r), CRL_F32);
     expect_shape(r, 1, (int64_t[]){ 1 });
     for (const char *const *k = (const char *const[]){ "done", "terminated", "truncated", NULL }; *k; k++)
-        ck_assert_int_eq(crl_spec_dtype(leaf(crl_env_done_spec(f.env), *k)), CRL_BOOL);
+        ck_assert_int_eq(crl_spec_dtype(leaf(crl_env_full_done_spec(f.env), *k)), CRL_BOOL);
     char *repr = crl_env_specs_repr(f.env);
     EXPECT_HAS(repr, "BoundedTensorSpec");
     EXPECT_HAS(repr, "DiscreteBox(n=2)");
     crl_free(repr);
+    EXPECT_OK(crl_env_check_specs(f.env, 100, &f.err), f.err);
+    fx_close(&f);
+    /* Left at its default, the Discrete action is OneHot int64, as TorchRL's GymEnv
+     * (categorical_action_encoding=False). */
+    fx_must_open(&f, "id = CartPole-v1\n; categorical_action_encoding left at its default");
+    a = crl_env_action_spec(f.env);
+    ck_assert_int_eq(crl_spec_get_kind(a), CRL_SPEC_ONEHOT);
+    ck_assert_int_eq(crl_spec_dtype(a), CRL_I64);
+    expect_shape(a, 1, (int64_t[]){ 2 });
     EXPECT_OK(crl_env_check_specs(f.env, 100, &f.err), f.err);
     fx_close(&f);
 }
@@ -553,7 +567,7 @@ START_TEST(test_spaces_to_specs)
     ck_assert(crl_tensor_flat_get(crl_spec_low(s), 0) == -1.0 && crl_tensor_flat_get(crl_spec_high(s), 1) == 2.0);
     ck_assert(isinf(crl_tensor_flat_get(crl_spec_low(s), 1)) && isinf(crl_tensor_flat_get(crl_spec_high(s), 2)));
     ck_assert(crl_tensor_flat_get(crl_spec_low(s), 3) == -1.0); /* env 1's bounds too */
-    const crl_spec *a = leaf(crl_env_action_spec(f.env), "action");
+    const crl_spec *a = crl_env_action_spec(f.env);
     crl_spec *want = crl_spec_categorical(5, CRL_I64, 1, &num, &e);
     ck_assert(crl_spec_equal(a, want));
     crl_spec_unref(want);
@@ -566,7 +580,7 @@ START_TEST(test_spaces_to_specs)
     ck_assert(crl_spec_equal(leaf(crl_env_observation_spec(f.env), "observation"), want));
     crl_spec_unref(want);
     want = crl_spec_categorical(4, CRL_I64, 1, &num, &e);
-    ck_assert(crl_spec_equal(leaf(crl_env_action_spec(f.env), "action"), want));
+    ck_assert(crl_spec_equal(crl_env_action_spec(f.env), want));
     crl_spec_unref(want);
     EXPECT_OK(crl_env_check_specs(f.env, 20, &f.err), f.err);
     fx_close(&f);
@@ -577,7 +591,7 @@ START_TEST(test_spaces_to_specs)
     ck_assert(crl_spec_equal(leaf(crl_env_observation_spec(f.env), "observation"), want));
     crl_spec_unref(want);
     want = crl_spec_multi_categorical((int64_t[]){ 3, 4, 2 }, CRL_I64, 2, (int64_t[]){ 2, 3 }, &e);
-    ck_assert(crl_spec_equal(leaf(crl_env_action_spec(f.env), "action"), want));
+    ck_assert(crl_spec_equal(crl_env_action_spec(f.env), want));
     crl_spec_unref(want);
     EXPECT_OK(crl_env_check_specs(f.env, 20, &f.err), f.err);
     fx_close(&f);
@@ -588,7 +602,7 @@ START_TEST(test_spaces_to_specs)
     ck_assert(crl_spec_equal(leaf(crl_env_observation_spec(f.env), "observation"), want));
     crl_spec_unref(want);
     want = crl_spec_binary(5, CRL_I8, 2, (int64_t[]){ 2, 5 }, &e);
-    ck_assert(crl_spec_equal(leaf(crl_env_action_spec(f.env), "action"), want));
+    ck_assert(crl_spec_equal(crl_env_action_spec(f.env), want));
     crl_spec_unref(want);
     EXPECT_OK(crl_env_check_specs(f.env, 20, &f.err), f.err);
     fx_close(&f);
@@ -598,7 +612,7 @@ START_TEST(test_spaces_to_specs)
     want = crl_spec_bounded(CRL_I32, 2, (int64_t[]){ 2, 3 }, 0, 1000, &e);
     ck_assert(crl_spec_equal(leaf(crl_env_observation_spec(f.env), "observation"), want));
     crl_spec_unref(want);
-    ck_assert_int_eq(crl_spec_dtype(leaf(crl_env_action_spec(f.env), "action")), CRL_F16);
+    ck_assert_int_eq(crl_spec_dtype(crl_env_action_spec(f.env)), CRL_F16);
     EXPECT_OK(crl_env_check_specs(f.env, 20, &f.err), f.err);
     fx_close(&f);
 
@@ -612,7 +626,7 @@ START_TEST(test_spaces_to_specs)
     open_space(&f, "multi_discrete_start", "multi_discrete_start", NULL);
     want = crl_spec_multi_categorical((int64_t[]){ 3, 4 }, CRL_I64, 2, (int64_t[]){ 2, 2 }, &e);
     ck_assert(crl_spec_equal(leaf(crl_env_observation_spec(f.env), "observation"), want));
-    ck_assert(crl_spec_equal(leaf(crl_env_action_spec(f.env), "action"), want));
+    ck_assert(crl_spec_equal(crl_env_action_spec(f.env), want));
     crl_spec_unref(want);
     EXPECT_OK(crl_env_check_specs(f.env, 20, &f.err), f.err);
     fx_close(&f);
@@ -885,7 +899,7 @@ START_TEST(test_actions)
     fx_close(&f);
     /* OneHot: the index of the one. */
     open_space(&f, "discrete", "discrete_start", "info_keys = act\ncategorical_action_encoding = false");
-    const crl_spec *as = leaf(crl_env_action_spec(f.env), "action");
+    const crl_spec *as = crl_env_action_spec(f.env);
     ck_assert_int_eq(crl_spec_get_kind(as), CRL_SPEC_ONEHOT);
     expect_shape(as, 2, (int64_t[]){ 2, 4 });
     td = crl_env_reset(f.env, NULL, &f.err);
@@ -898,6 +912,38 @@ START_TEST(test_actions)
     ck_assert(crl_tensor_flat_get(crl_td_get(td, "next.act"), 1) == 10.0);
     crl_tensor_unref(a);
     crl_td_unref(td);
+    fx_close(&f);
+    /* MultiOneHot: each group's index, shifted by start, as TorchRL's MultiOneHot of a MultiDiscrete. */
+    open_space(&f, "discrete", "multi_discrete_start", "info_keys = act\ncategorical_action_encoding = false");
+    as = crl_env_action_spec(f.env);
+    ck_assert_int_eq(crl_spec_get_kind(as), CRL_SPEC_MULTI_ONEHOT);
+    ck_assert_int_eq(crl_spec_dtype(as), CRL_I64);
+    expect_shape(as, 2, (int64_t[]){ 2, 7 });
+    td = crl_env_reset(f.env, NULL, &f.err);
+    a = crl_tensor_new(CRL_I64, 2, (int64_t[]){ 2, 7 }, &f.err);
+    /* env 0: (2, 0) -> (3, -2); env 1: (0, 3) -> (1, 1) */
+    for (int k = 0; k < 4; k++)
+        crl_tensor_flat_set(a, (int64_t[]){ 2, 3, 7, 13 }[k], 1);
+    EXPECT_OK(crl_td_set(td, "action", a, &f.err), f.err);
+    EXPECT_OK(crl_env_step(f.env, td, &f.err), f.err);
+    got = crl_td_get(td, "next.act");
+    ck_assert(crl_tensor_flat_get(got, 0) == 3 && crl_tensor_flat_get(got, 1) == -2 &&
+              crl_tensor_flat_get(got, 2) == 1 && crl_tensor_flat_get(got, 3) == 1);
+    /* A row that is no MultiOneHot is refused by the spec before the env sees it. */
+    crl_tensor_fill(a, 0);
+    EXPECT_OK(crl_td_set(td, "action", a, &f.err), f.err);
+    ck_assert_int_ne(crl_env_step(f.env, td, &f.err), CRL_OK);
+    EXPECT_HAS(f.err.message, "action");
+    EXPECT_OK(crl_env_check_specs(f.env, 10, &f.err), f.err);
+    crl_tensor_unref(a);
+    crl_td_unref(td);
+    fx_close(&f);
+    /* A MultiDiscrete of more than one dim has no MultiOneHot here: a clear error naming the way out. */
+    expect_make_error("id = spaces\nentry_point = gym_test_envs:SpaceEnv\nkwargs.act = multi_discrete_2d\n"
+                      "categorical_action_encoding = false", CRL_E_UNSUPPORTED,
+                      (const char *const[]){ "has 2 dims", "categorical_action_encoding = true", NULL });
+    open_space(&f, "discrete", "multi_discrete_2d", "categorical_action_encoding = true");
+    ck_assert_int_eq(crl_spec_get_kind(crl_env_action_spec(f.env)), CRL_SPEC_MULTI_CATEGORICAL);
     fx_close(&f);
 }
 END_TEST
@@ -1001,7 +1047,7 @@ END_TEST
 START_TEST(test_pixels)
 {
     fx f;
-    fx_must_open(&f, "id = TestImage-v0\nfrom_pixels = true\nseed = 3\nnum_envs = 2");
+    fx_must_open(&f, "id = TestImage-v0\nfrom_pixels = true\npixels_only = false\nseed = 3\nnum_envs = 2");
     ck_assert_int_eq(crl_env_render_height(f.env), 48);
     ck_assert_int_eq(crl_env_render_width(f.env), 64);
     const crl_spec *p = leaf(crl_env_observation_spec(f.env), "pixels");
@@ -1013,6 +1059,7 @@ START_TEST(test_pixels)
         /* ImageEnv's frame: red 4 t, green 128, blue round(255 x); pixel (47, 0) is far from the dot. */
         const crl_tensor *px = crl_td_get(td, t ? "next.pixels" : "pixels");
         const crl_tensor *ob = crl_td_get(td, t ? "next.observation" : "observation");
+        ck_assert_ptr_nonnull(ob);
         for (int i = 0; i < 2; i++) {
             double x = crl_tensor_flat_get(ob, i * 4);
             int64_t base = i * 48 * 64 * 3 + 47 * 64 * 3;
@@ -1038,8 +1085,9 @@ START_TEST(test_pixels)
     crl_td_unref(td);
     EXPECT_OK(crl_env_check_specs(f.env, 10, &f.err), f.err);
     fx_close(&f);
-    /* Declared frame sizes skip the probe; a wrong one is a clear error. */
-    fx_must_open(&f, "id = TestImage-v0\nfrom_pixels = true\npixels_only = true\nrender_height = 48\nrender_width = 64");
+    /* Declared frame sizes skip the probe; a wrong one is a clear error.  pixels_only defaults to true with
+     * from_pixels, as GymEnv's does. */
+    fx_must_open(&f, "id = TestImage-v0\nfrom_pixels = true\nrender_height = 48\nrender_width = 64");
     EXPECT_OK(crl_env_check_specs(f.env, 5, &f.err), f.err);
     ck_assert_ptr_null(crl_spec_composite_get(crl_env_observation_spec(f.env), "observation"));
     fx_close(&f);

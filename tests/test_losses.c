@@ -533,9 +533,12 @@ static crl_td *pg_batch(loss_fx *f, int64_t M, double shift, crl_rng *rng)
     crl_tensor *obs = t_rows(M, 4, NULL, rng), *adv = t_rows(M, 1, NULL, rng), *vt = t_rows(M, 1, NULL, rng);
     ck_assert_int_eq(crl_td_set(td, "observation", obs, &e), CRL_OK);
     ck_assert_msg(f->ops->act(f->st, td, CRL_EXPLORE_RANDOM, rng, &e) == CRL_OK, "act: %s", e.message);
+    /* PPO's own policy returns the log-probs, [M] as TorchRL's; A2C's and REINFORCE's do not */
     crl_tensor *lp = crl_td_get(td, "sample_log_prob");
-    ck_assert_ptr_nonnull(lp);
-    for (int64_t i = 0; i < M; i++)
+    ck_assert(shift > 0 ? lp != NULL : true);
+    if (lp)
+        ck_assert(crl_tensor_ndim(lp) == 1 && crl_tensor_shape(lp)[0] == M);
+    for (int64_t i = 0; lp && i < M; i++)
         crl_tensor_flat_set(lp, i, crl_tensor_flat_get(lp, i) + crl_rng_range(rng, -shift, shift));
     ck_assert_int_eq(crl_td_set(td, "advantage", adv, &e), CRL_OK);
     ck_assert_int_eq(crl_td_set(td, "value_target", vt, &e), CRL_OK);
@@ -601,11 +604,8 @@ START_TEST(pg_prepare_targets)
     ck_assert_int_eq(crl_td_set(td, "next.reward", r, &e), CRL_OK);
     ck_assert_int_eq(crl_td_set(td, "next.done", done, &e), CRL_OK);
     ck_assert_int_eq(crl_td_set(td, "next.terminated", term, &e), CRL_OK);
-    /* without the policy's log-probs: refused */
-    ck_assert_int_eq(f.ops->prepare(f.st, td, &e), CRL_E_NOT_FOUND);
-    assert_msg_has(&e, "sample_log_prob");
+    /* A2C does not read the policy's log-probs (TorchRL's A2CLoss): no sample_log_prob needed */
     crl_tensor *lp = t_new(CRL_F32, 1, SHAPE(T));
-    ck_assert_int_eq(crl_td_set(td, "sample_log_prob", lp, &e), CRL_OK);
     ck_assert_msg(f.ops->prepare(f.st, td, &e) == CRL_OK, "prepare: %s", e.message);
     crl_tensor *vt = crl_td_get(td, "value_target"), *nv = crl_td_get(td, "next.state_value");
     ck_assert_ptr_nonnull(vt);
@@ -753,11 +753,493 @@ START_TEST(dsac_bad_input)
 }
 END_TEST
 
+/* ---- discrete action encodings ---------------------------------------------------- */
+
+/* fx_open with the 2-way action as OneHot int64 [1, 2] (categorical_action_encoding = false) instead of
+ * Categorical. */
+static int fx_open_onehot(loss_fx *f, const char *loss_ini, crl_error *e)
+{
+    memset(f, 0, sizeof *f);
+    crl_test_host_open(&f->h, "losses", loss_ini);
+    fx_specs(f, true);
+    crl_spec_unref(f->act);
+    f->act = crl_spec_composite_of(1, "action", crl_spec_onehot(2, CRL_I64, 2, SHAPE(1, 2), e), e);
+    ck_assert_ptr_nonnull(f->act);
+    return crl_loss_from_config(f->h.host, f->h.cfg, "loss", f->obs, f->act, 7, &f->ops, &f->st, e);
+}
+
+/* A copy of batch with its index actions as one-hot int64 [B, 2] rows. */
+static crl_td *as_onehot(crl_td *batch)
+{
+    crl_error e = { 0 };
+    crl_td *td = crl_td_clone(batch, &e);
+    crl_tensor *idx = crl_td_get(batch, "action");
+    int64_t B = crl_tensor_numel(idx);
+    crl_tensor *oh = t_new(CRL_I64, 2, SHAPE(B, 2));
+    crl_tensor_fill(oh, 0);
+    for (int64_t i = 0; i < B; i++)
+        crl_tensor_flat_set(oh, i * 2 + (int64_t)crl_tensor_flat_get(idx, i), 1);
+    ck_assert_int_eq(crl_td_set(td, "action", oh, &e), CRL_OK);
+    crl_tensor_unref(oh);
+    return td;
+}
+
+/* Every loss term of a forward, in key order. */
+static void forward_terms(loss_fx *f, crl_td *batch, double *out, size_t *n)
+{
+    crl_error e = { 0 };
+    crl_td *losses = crl_td_new(0, NULL, &e);
+    ck_assert_msg(f->ops->forward(f->st, batch, losses, &e) == CRL_OK, "forward: %s", e.message);
+    *n = crl_td_len(losses);
+    ck_assert_uint_le(*n, 8);
+    for (size_t i = 0; i < *n; i++)
+        out[i] = crl_tensor_flat_get(crl_td_tensor_at(losses, i), 0);
+    crl_td_unref(losses);
+}
+
+/* DQN, discrete SAC, PPO and A2C give the same losses on one-hot actions as on their indices, and their
+ * policies write the env's encoding; a one-hot row that is none is refused. */
+START_TEST(discrete_encodings)
+{
+    static const char *const inis[] = {
+        "[loss]\ntype = dqn\nnum_cells = 8\n",
+        "[loss]\ntype = discrete_sac\n" AC_NET,
+        "[loss]\ntype = ppo\n" PG_NET,
+        "[loss]\ntype = a2c\n" PG_NET,
+    };
+    for (size_t k = 0; k < G_N_ELEMENTS(inis); k++) {
+        loss_fx ci, oh;
+        crl_error e = { 0 };
+        ck_assert_msg(fx_open(&ci, inis[k], true, &e) == CRL_OK, "%s: %s", inis[k], e.message);
+        ck_assert_msg(fx_open_onehot(&oh, inis[k], &e) == CRL_OK, "%s one-hot: %s", inis[k], e.message);
+        crl_rng rng;
+        crl_rng_init(&rng, 40 + k, 0);
+        bool pg = k >= 2;
+        crl_td *b = pg ? pg_batch(&ci, 8, 0.05, &rng) : dqn_batch(8, &rng);
+        crl_td *bo = as_onehot(b);
+        double lc[8], lo[8];
+        size_t nc, no;
+        forward_terms(&ci, b, lc, &nc);
+        forward_terms(&oh, bo, lo, &no);
+        ck_assert_uint_eq(nc, no);
+        for (size_t i = 0; i < nc; i++)
+            ck_assert_msg(lc[i] == lo[i], "%s term %zu: %.9g (indices) != %.9g (one-hot)", inis[k], i, lc[i], lo[i]);
+        /* The policy writes the env's encoding. */
+        crl_td *obs = crl_td_new(1, SHAPE(8), &e);
+        ck_assert_int_eq(crl_td_set(obs, "observation", crl_td_get(b, "observation"), &e), CRL_OK);
+        ck_assert_msg(oh.ops->act(oh.st, obs, CRL_EXPLORE_MODE, &rng, &e) == CRL_OK, "act: %s", e.message);
+        crl_tensor *a = crl_td_get(obs, "action");
+        ck_assert_int_eq(crl_tensor_ndim(a), 2);
+        ck_assert_int_eq(crl_tensor_shape(a)[1], 2);
+        for (int64_t r = 0; r < 8; r++)
+            ck_assert(crl_tensor_flat_get(a, 2 * r) + crl_tensor_flat_get(a, 2 * r + 1) == 1);
+        crl_td_unref(obs);
+        /* A row with no one in it is no action. */
+        crl_tensor_flat_set(crl_td_get(bo, "action"), 2 * 3 + (int64_t)crl_tensor_flat_get(crl_td_get(b, "action"), 3), 0);
+        crl_td *losses = crl_td_new(0, NULL, &e);
+        ck_assert_int_eq(oh.ops->forward(oh.st, bo, losses, &e), CRL_E_RANGE);
+        ck_assert_msg(strstr(e.message, "row 3") || strstr(e.message, "action"), "%s", e.message);
+        crl_td_unref(losses);
+        crl_td_unref(b);
+        crl_td_unref(bo);
+        fx_close(&ci);
+        fx_close(&oh);
+    }
+}
+END_TEST
+
+/* ---- losses over the user's own modules (crl_loss_from_modules) ------------------------------ */
+
+/* What a user builds for a loss: the networks, the actor and the value module. */
+typedef struct user_nets {
+    crl_mlp *anet, *qnet;
+    crl_spec *spec;
+    crl_det_actor *det;
+    crl_prob_actor *prob;
+    crl_qvalue_actor *qa;
+    crl_tdmodule *value;
+    crl_loss_modules m;
+} user_nets;
+
+/* Networks over a 4-feature "observation" for loss `type`: a Bounded [-2, 2] action of 1 dim, or 2 classes. */
+static void user_nets_build(user_nets *u, const char *type)
+{
+    crl_error e = { 0 };
+    memset(u, 0, sizeof *u);
+    u->m.struct_size = sizeof u->m;
+    bool discrete = !strcmp(type, "dqn") || !strcmp(type, "discrete_sac") || !strcmp(type, "ppo") ||
+                    !strcmp(type, "a2c") || !strcmp(type, "reinforce");
+    bool qsa = !strcmp(type, "ddpg") || !strcmp(type, "td3") || !strcmp(type, "sac");
+    const int64_t cells[] = { 8 };
+    crl_rng rng;
+    crl_rng_init(&rng, 5, 0);
+    u->spec = discrete ? crl_spec_categorical(2, CRL_I64, 1, SHAPE(1), &e)
+                       : crl_spec_bounded(CRL_F32, 1, SHAPE(1), -2, 2, &e);
+    ck_assert_msg(u->spec != NULL, "%s", e.message);
+    int64_t aout = discrete ? 2 : !strcmp(type, "sac") ? 2 : 1;
+    u->anet = crl_mlp_new("policy", 4, aout, cells, 1, CRL_ACT_TANH, false, &rng, &e);
+    u->qnet = crl_mlp_new("critic", qsa ? 5 : 4, !strcmp(type, "discrete_sac") || !strcmp(type, "dqn") ? 2 : 1, cells, 1, CRL_ACT_TANH, false,
+                          &rng, &e);
+    ck_assert(u->anet && u->qnet);
+    const char *obs[] = { "observation", NULL }, *obs_act[] = { "observation", "action", NULL };
+    if (!strcmp(type, "dqn")) {
+        crl_mlp_unref(u->anet);
+        u->anet = NULL;
+        u->qa = u->m.qvalue_actor = crl_qvalue_actor_new(u->qnet, obs, u->spec, &e);
+        ck_assert_msg(u->qa != NULL, "%s", e.message);
+        return;
+    }
+    if (!strcmp(type, "ddpg") || !strcmp(type, "td3"))
+        u->det = u->m.det_actor = crl_det_actor_new(u->anet, obs, u->spec, &e);
+    else
+        u->prob = u->m.prob_actor = crl_prob_actor_new(u->anet, obs,
+                                                       discrete ? CRL_DIST_CATEGORICAL : CRL_DIST_TANH_NORMAL,
+                                                       u->spec, &e);
+    ck_assert_msg(u->det || u->prob, "%s", e.message);
+    crl_prob_actor_set_return_log_prob(u->prob, !strcmp(type, "ppo"));
+    u->value = u->m.value = crl_tdmodule_new(u->qnet, qsa ? obs_act : obs,
+                                             qsa ? "state_action_value" : "state_value", &e);
+    ck_assert_msg(u->value != NULL, "%s", e.message);
+}
+
+static void user_nets_free(user_nets *u)
+{
+    crl_det_actor_free(u->det);
+    crl_prob_actor_free(u->prob);
+    crl_qvalue_actor_free(u->qa);
+    crl_tdmodule_free(u->value);
+    crl_mlp_unref(u->anet);
+    crl_mlp_unref(u->qnet);
+    crl_spec_unref(u->spec);
+}
+
+static int fx_open_modules(loss_fx *f, const char *type, const char *const *kv, const crl_loss_modules *m,
+                           crl_error *e)
+{
+    memset(f, 0, sizeof *f);
+    crl_test_host_open(&f->h, "losses", "");
+    return crl_loss_from_modules(f->h.host, type, kv, m, 7, &f->ops, &f->st, e);
+}
+
+/* TorchRL's "Objectives" demo: DDPGLoss(actor, value) on a batch with next.done and no next.terminated;
+ * the output has loss_actor, loss_value, pred_value, target_value, their maxima and td_error. */
+START_TEST(ddpg_user_modules)
+{
+    user_nets u;
+    user_nets_build(&u, "ddpg");
+    loss_fx f;
+    crl_error e = { 0 };
+    const char *kv[] = { "gamma = 0.99", NULL };
+    ck_assert_msg(fx_open_modules(&f, "ddpg", kv, &u.m, &e) == CRL_OK, "%s", e.message);
+    /* the loss trains the user's networks in place */
+    const char *name;
+    crl_tensor *p, *g;
+    ck_assert_int_eq(f.ops->param(f.st, 0, &name, &p, &g, &e), CRL_OK);
+    ck_assert_ptr_eq(p, crl_mlp_params_get(u.anet));
+    ck_assert_int_eq(f.ops->param(f.st, 1, &name, &p, &g, &e), CRL_OK);
+    ck_assert_ptr_eq(p, crl_mlp_params_get(u.qnet));
+    int64_t B = 10;
+    crl_rng rng;
+    crl_rng_init(&rng, 40, 0);
+    crl_td *b = cont_batch(B, &rng);
+    crl_tensor *done = crl_tensor_clone(crl_td_get(b, "next.terminated"), &e);
+    crl_tensor_fill(done, 0);
+    crl_tensor_flat_set(done, 3, 1);
+    ck_assert_int_eq(crl_td_del(b, "next.terminated", &e), CRL_OK);
+    ck_assert_int_eq(crl_td_set(b, "next.done", done, &e), CRL_OK);
+    crl_td *losses = crl_td_new(0, NULL, &e);
+    ck_assert_msg(f.ops->forward(f.st, b, losses, &e) == CRL_OK, "forward: %s", e.message);
+    static const char *const scalars[] = { "loss_actor", "loss_value", "pred_value_max", "target_value_max" },
+                             *const vecs[] = { "pred_value", "target_value", "td_error" };
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(crl_td_get(losses, scalars[i]) && crl_tensor_ndim(crl_td_get(losses, scalars[i])) == 0, "%s",
+                      scalars[i]);
+    for (int i = 0; i < 3; i++) {
+        crl_tensor *t = crl_td_get(losses, vecs[i]);
+        ck_assert_msg(t && crl_tensor_ndim(t) == 1 && crl_tensor_shape(t)[0] == B, "%s", vecs[i]);
+    }
+    ck_assert_uint_eq(crl_td_len(losses), 7);
+    ck_assert_ptr_nonnull(crl_td_get(b, "td_error"));
+    /* against the user's own networks: pred = Q(s, a), target = r + 0.99 (1 - done) Q(s', mu(s')) */
+    crl_tensor *pred = crl_td_get(losses, "pred_value"), *tgt = crl_td_get(losses, "target_value"),
+               *tde = crl_td_get(losses, "td_error");
+    crl_td *nx = crl_td_new(1, &B, &e);
+    ck_assert_int_eq(crl_td_set(nx, "observation", crl_td_get(b, "next.observation"), &e), CRL_OK);
+    ck_assert_int_eq(crl_det_actor_act(u.det, nx, CRL_EXPLORE_MODE, NULL, &e), CRL_OK);
+    crl_tensor *x = t_new(CRL_F32, 2, SHAPE(B, 5)), *q = t_new(CRL_F32, 2, SHAPE(B, 1)),
+               *nq = t_new(CRL_F32, 2, SHAPE(B, 1));
+    for (int pass = 0; pass < 2; pass++) {
+        crl_tensor *o = crl_td_get(b, pass ? "next.observation" : "observation"),
+                   *a = pass ? crl_td_get(nx, "action") : crl_td_get(b, "action");
+        for (int64_t r = 0; r < B; r++) {
+            for (int j = 0; j < 4; j++)
+                crl_tensor_flat_set(x, r * 5 + j, crl_tensor_flat_get(o, r * 4 + j));
+            crl_tensor_flat_set(x, r * 5 + 4, crl_tensor_flat_get(a, r));
+        }
+        ck_assert_int_eq(crl_mlp_infer(u.qnet, x, pass ? nq : q, &e), CRL_OK);
+    }
+    double pmax = -INFINITY, tmax = -INFINITY;
+    for (int64_t r = 0; r < B; r++) {
+        double want = crl_tensor_flat_get(crl_td_get(b, "next.reward"), r) +
+                      (r == 3 ? 0.0 : 0.99 * crl_tensor_flat_get(nq, r));
+        assert_close(crl_tensor_flat_get(pred, r), crl_tensor_flat_get(q, r), 1e-6, 1e-6, "pred_value");
+        assert_close(crl_tensor_flat_get(tgt, r), want, 1e-5, 1e-5, "target_value");
+        assert_close(crl_tensor_flat_get(tde, r), fabs(crl_tensor_flat_get(q, r) - want), 1e-5, 1e-5, "td_error");
+        pmax = fmax(pmax, crl_tensor_flat_get(pred, r));
+        tmax = fmax(tmax, crl_tensor_flat_get(tgt, r));
+    }
+    assert_close(crl_tensor_flat_get(crl_td_get(losses, "pred_value_max"), 0), pmax, 0, 0, "pred_value_max");
+    assert_close(crl_tensor_flat_get(crl_td_get(losses, "target_value_max"), 0), tmax, 0, 0, "target_value_max");
+    /* act is the user's actor as it is */
+    crl_td *obs = crl_td_new(1, &B, &e);
+    ck_assert_int_eq(crl_td_set(obs, "observation", crl_td_get(b, "observation"), &e), CRL_OK);
+    ck_assert_int_eq(f.ops->act(f.st, obs, CRL_EXPLORE_MODE, NULL, &e), CRL_OK);
+    ck_assert_int_eq(crl_td_set(nx, "observation", crl_td_get(b, "observation"), &e), CRL_OK);
+    ck_assert_int_eq(crl_det_actor_act(u.det, nx, CRL_EXPLORE_MODE, NULL, &e), CRL_OK);
+    for (int64_t r = 0; r < B; r++)
+        ck_assert(crl_tensor_flat_get(crl_td_get(obs, "action"), r) == crl_tensor_flat_get(crl_td_get(nx, "action"), r));
+    /* neither next.terminated nor next.done: refused, naming both */
+    ck_assert_int_eq(crl_td_del(b, "next.done", &e), CRL_OK);
+    ck_assert_int_eq(f.ops->forward(f.st, b, losses, &e), CRL_E_NOT_FOUND);
+    assert_msg_has(&e, "neither 'next.terminated' nor 'next.done'");
+    UNREF_ALL(done, x, q, nq);
+    crl_td_unref(nx);
+    crl_td_unref(obs);
+    crl_td_unref(losses);
+    crl_td_unref(b);
+    fx_close(&f);
+    user_nets_free(&u);
+}
+END_TEST
+
+/* Every loss that takes user modules: gradients of its loss terms against finite differences. */
+START_TEST(user_modules_grad)
+{
+    static const char *const types[] = { "ddpg", "td3", "sac", "discrete_sac", "dqn", "ppo", "a2c", "reinforce" };
+    static const size_t nparams[] = { 2, 3, 4, 4, 1, 2, 2, 2 };
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+        user_nets u;
+        user_nets_build(&u, types[t]);
+        loss_fx f;
+        crl_error e = { 0 };
+        ck_assert_msg(fx_open_modules(&f, types[t], NULL, &u.m, &e) == CRL_OK, "%s: %s", types[t], e.message);
+        ck_assert_uint_eq(f.ops->num_params(f.st), nparams[t]);
+        crl_rng rng;
+        crl_rng_init(&rng, 41, 0);
+        bool pg = !strcmp(types[t], "ppo") || !strcmp(types[t], "a2c") || !strcmp(types[t], "reinforce");
+        crl_td *b = pg ? pg_batch(&f, 12, !strcmp(types[t], "ppo") ? 0.1 : 0, &rng)
+                       : (u.det || (u.prob && crl_prob_actor_kind(u.prob) == CRL_DIST_TANH_NORMAL)) ? cont_batch(10, &rng)
+                                                                                                  : dqn_batch(10, &rng);
+        actor_terms_only = !pg;
+        check_gradients(&f, b, 1e-2, 3e-2);
+        actor_terms_only = false;
+        ck_assert(pg || crl_td_get(b, "td_error"));
+        if (!strcmp(types[t], "td3")) {   /* TD3Loss's extra outputs: batch means */
+            crl_tensor_fill(crl_td_get(b, "next.terminated"), 0);
+            crl_td *losses = crl_td_new(0, NULL, &e);
+            ck_assert_int_eq(f.ops->forward(f.st, b, losses, &e), CRL_OK);
+            static const char *const keys[] = { "pred_value", "target_value", "next_state_value",
+                                                "state_action_value_actor" };
+            double v[4];
+            for (int k = 0; k < 4; k++) {
+                crl_tensor *x = crl_td_get(losses, keys[k]);
+                ck_assert_msg(x && crl_tensor_ndim(x) == 0, "%s", keys[k]);
+                v[k] = crl_tensor_flat_get(x, 0);
+            }
+            /* nothing terminated: target_value = mean(r) + gamma next_state_value */
+            double rsum = 0, qa = 0;
+            for (int64_t r = 0; r < 10; r++)
+                rsum += crl_tensor_flat_get(crl_td_get(b, "next.reward"), r);
+            assert_close(v[1], rsum / 10 + 0.99 * v[2], 1e-5, 1e-5, "target_value");
+            /* state_action_value_actor = mean Q_0(s, mu(s)) through the user's own networks */
+            crl_td *cur = crl_td_new(1, (const int64_t[]){ 10 }, &e);
+            ck_assert_int_eq(crl_td_set(cur, "observation", crl_td_get(b, "observation"), &e), CRL_OK);
+            ck_assert_int_eq(crl_det_actor_act(u.det, cur, CRL_EXPLORE_MODE, NULL, &e), CRL_OK);
+            ck_assert_int_eq(crl_tdmodule_infer(u.value, cur, &e), CRL_OK);
+            for (int64_t r = 0; r < 10; r++)
+                qa += crl_tensor_flat_get(crl_td_get(cur, "state_action_value"), r) / 10;
+            assert_close(v[3], qa, 1e-5, 1e-5, "state_action_value_actor");
+            crl_td_unref(cur);
+            crl_td_unref(losses);
+        }
+        crl_td_unref(b);
+        fx_close(&f);
+        user_nets_free(&u);
+    }
+}
+END_TEST
+
+/* What crl_loss_from_modules refuses, each with what to do. */
+START_TEST(user_modules_bad_input)
+{
+    user_nets u, v;
+    user_nets_build(&u, "ddpg");
+    loss_fx f;
+    crl_error e = { 0 };
+    crl_loss_modules m = u.m;
+    m.value = NULL;
+    ck_assert_int_eq(fx_open_modules(&f, "ddpg", NULL, &m, &e), CRL_E_INVALID);
+    ck_assert_msg(!strncmp(e.message, "loss 'ddpg': give det_actor (a crl_det_actor) and value", 55), "%s", e.message);
+    fx_close(&f);
+    m = u.m;
+    m.struct_size = 0;
+    ck_assert_int_eq(fx_open_modules(&f, "ddpg", NULL, &m, &e), CRL_E_INVALID);
+    assert_msg_has(&e, "set it to sizeof(crl_loss_modules)");
+    fx_close(&f);
+    ck_assert_int_eq(fx_open_modules(&f, "ddgp", NULL, &u.m, &e), CRL_E_NOT_FOUND);
+    fx_close(&f);
+    const char *cells[] = { "num_cells = 16", NULL }, *bad[] = { "gamma", NULL }, *typed[] = { "type=dqn", NULL },
+               *unknown[] = { "gama = 0.9", NULL };
+    ck_assert_int_eq(fx_open_modules(&f, "ddpg", cells, &u.m, &e), CRL_E_CONFIG);
+    assert_msg_has(&e, "'num_cells' is decided by the modules the loss was given");
+    fx_close(&f);
+    ck_assert_int_eq(fx_open_modules(&f, "ddpg", bad, &u.m, &e), CRL_E_CONFIG);
+    assert_msg_has(&e, "argument 1: 'gamma' is not key=value");
+    fx_close(&f);
+    ck_assert_int_eq(fx_open_modules(&f, "ddpg", typed, &u.m, &e), CRL_E_CONFIG);
+    assert_msg_has(&e, "'type' is the loss argument");
+    fx_close(&f);
+    ck_assert_int_eq(fx_open_modules(&f, "ddpg", unknown, &u.m, &e), CRL_E_CONFIG);
+    assert_msg_has(&e, "gama");
+    assert_msg_has(&e, "loss 'ddpg': ");
+    fx_close(&f);
+    /* a value module reading other keys, or of the wrong size */
+    crl_error e2 = { 0 };
+    const char *obs_only[] = { "observation", NULL };
+    crl_tdmodule *wrong = crl_tdmodule_new(u.qnet, obs_only, "state_action_value", &e2);
+    m = u.m;
+    m.value = wrong;
+    ck_assert_int_eq(fx_open_modules(&f, "td3", NULL, &m, &e), CRL_E_INVALID);
+    assert_msg_has(&e, "reads 1 key ('observation'); it must read the actor's 'observation', then 'action'");
+    fx_close(&f);
+    crl_tdmodule_free(wrong);
+    user_nets_build(&v, "ppo");   /* its critic maps 4 features, not 5 */
+    const char *obs_act[] = { "observation", "action", NULL };
+    wrong = crl_tdmodule_new(v.qnet, obs_act, "state_action_value", &e2);
+    m.value = wrong;
+    ck_assert_int_eq(fx_open_modules(&f, "ddpg", NULL, &m, &e), CRL_E_SHAPE);
+    assert_msg_has(&e, "maps 4 features to 1; Q(s, a) here maps 5 (observation 4 + action 1) to 1");
+    fx_close(&f);
+    crl_tdmodule_free(wrong);
+    /* the wrong actor kinds */
+    m = v.m;   /* a Categorical actor */
+    ck_assert_int_eq(fx_open_modules(&f, "sac", NULL, &m, &e), CRL_E_INVALID);
+    assert_msg_has(&e, "SAC needs a TanhNormal actor");
+    fx_close(&f);
+    ck_assert_int_eq(fx_open_modules(&f, "dqn", NULL, &m, &e), CRL_E_INVALID);
+    assert_msg_has(&e, "give qvalue_actor");
+    fx_close(&f);
+    m.value = u.value;   /* Q(s, a) [5 -> 1] where discrete SAC wants Q(s, .) */
+    ck_assert_int_eq(fx_open_modules(&f, "discrete_sac", NULL, &m, &e), CRL_E_INVALID);
+    assert_msg_has(&e, "reads 2 keys");
+    fx_close(&f);
+    /* PPO without the collecting policy's log-probs: prepare says how to get them */
+    crl_prob_actor_set_return_log_prob(v.prob, false);
+    ck_assert_int_eq(fx_open_modules(&f, "ppo", NULL, &v.m, &e), CRL_OK);
+    int64_t T = 4;
+    crl_td *td = crl_td_new(1, &T, &e);
+    crl_rng rng;
+    crl_rng_init(&rng, 43, 0);
+    crl_tensor *o = t_rows(T, 4, NULL, &rng);
+    ck_assert_int_eq(crl_td_set(td, "observation", o, &e), CRL_OK);
+    ck_assert_int_eq(f.ops->act(f.st, td, CRL_EXPLORE_RANDOM, &rng, &e), CRL_OK);
+    ck_assert(!crl_td_has(td, "sample_log_prob"));
+    ck_assert_int_eq(f.ops->prepare(f.st, td, &e), CRL_E_NOT_FOUND);
+    assert_msg_has(&e, "an actor that has return_log_prob set");
+    crl_tensor_unref(o);
+    crl_td_unref(td);
+    fx_close(&f);
+    user_nets_free(&v);
+    user_nets_free(&u);
+}
+END_TEST
+
+/* A loss over user modules checkpoints what it trains: the user's networks, its targets and twin critic. */
+START_TEST(user_modules_save_load)
+{
+    static const char *const types[] = { "ddpg", "td3", "sac", "discrete_sac", "dqn", "ppo" };
+    char path[] = "/tmp/crl-test-loss-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+        user_nets u;
+        user_nets_build(&u, types[t]);
+        loss_fx f;
+        crl_error e = { 0 };
+        ck_assert_msg(fx_open_modules(&f, types[t], NULL, &u.m, &e) == CRL_OK, "%s: %s", types[t], e.message);
+        crl_rng rng;
+        crl_rng_init(&rng, 45, 0);
+        crl_td *b = !strcmp(types[t], "ppo") ? pg_batch(&f, 12, 0.1, &rng)
+                    : !strcmp(types[t], "dqn") || !strcmp(types[t], "discrete_sac") ? dqn_batch(8, &rng)
+                                                                                    : cont_batch(8, &rng);
+        double before = loss_of(&f, b);
+        save_loss(&f, path);
+        /* every trained vector changes (the user's networks among them), then the load restores them */
+        size_t np = f.ops->num_params(f.st);
+        for (size_t k = 0; k < np; k++) {
+            const char *name;
+            crl_tensor *p, *g;
+            ck_assert_int_eq(f.ops->param(f.st, k, &name, &p, &g, &e), CRL_OK);
+            crl_tensor_fill(p, 0.05);
+        }
+        ck_assert_msg(loss_of(&f, b) != before, "%s", types[t]);
+        ck_assert_msg(load_loss(&f, path, &e) == CRL_OK, "%s: %s", types[t], e.message);
+        ck_assert_msg(loss_of(&f, b) == before, "%s", types[t]);
+        crl_td_unref(b);
+        fx_close(&f);
+        user_nets_free(&u);
+    }
+    /* the section names are those of the loss's own networks: a config-built discrete SAC of the same
+     * sizes loads into one over user modules */
+    loss_fx c, f;
+    crl_error e = { 0 };
+    ck_assert_int_eq(fx_open(&c, "[loss]\ntype = discrete_sac\nnum_cells = 8\nactivation = tanh\n", true, &e), CRL_OK);
+    save_loss(&c, path);
+    user_nets u;
+    user_nets_build(&u, "discrete_sac");
+    ck_assert_int_eq(fx_open_modules(&f, "discrete_sac", NULL, &u.m, &e), CRL_OK);
+    ck_assert_msg(load_loss(&f, path, &e) == CRL_OK, "%s", e.message);
+    crl_rng rng;
+    crl_rng_init(&rng, 46, 0);
+    crl_td *b = dqn_batch(8, &rng);
+    ck_assert(loss_of(&f, b) == loss_of(&c, b));
+    crl_td_unref(b);
+    fx_close(&f);
+    fx_close(&c);
+    user_nets_free(&u);
+    g_unlink(path);
+}
+END_TEST
+
+/* The config path too: a batch without next.terminated reads next.done (TorchRL's fallback). */
+START_TEST(done_fallback)
+{
+    loss_fx f;
+    crl_error e = { 0 };
+    ck_assert_int_eq(fx_open(&f, "[loss]\ntype = dqn\nnum_cells = 16\n", true, &e), CRL_OK);
+    crl_rng rng;
+    crl_rng_init(&rng, 44, 0);
+    crl_td *b = dqn_batch(6, &rng);
+    double with_term = loss_of(&f, b);
+    crl_tensor *t = crl_td_get(b, "next.terminated");
+    crl_tensor_ref(t);
+    ck_assert_int_eq(crl_td_del(b, "next.terminated", &e), CRL_OK);
+    ck_assert_int_eq(crl_td_set(b, "next.done", t, &e), CRL_OK);
+    ck_assert(loss_of(&f, b) == with_term);
+    crl_tensor_fill(crl_td_get(b, "next.done"), 0);
+    ck_assert(loss_of(&f, b) != with_term);
+    crl_tensor_unref(t);
+    crl_td_unref(b);
+    fx_close(&f);
+}
+END_TEST
+
 int main(void)
 {
-    return RUN_TESTS("losses", dqn_grad_l2, dqn_grad_smooth_l1_double, dqn_weights, dqn_loss_falls,
+    return RUN_TESTS("losses", ddpg_user_modules, user_modules_grad, user_modules_bad_input, user_modules_save_load, done_fallback, dqn_grad_l2, dqn_grad_smooth_l1_double, dqn_weights, dqn_loss_falls,
                      dqn_target_updates, dqn_save_load, dqn_counters_checked, ppo_rng_checked, dqn_bad_input, ppo_grad_clip, ppo_grad_clip_outside,
                      ppo_grad_kl, ppo_grad_continuous, a2c_grad, reinforce_grad, pg_prepare_targets, pg_bad_input, ddpg_grad, td3_grad, sac_grad,
                      sac_fixed_alpha_grad, td3_delay, ac_bad_input, dsac_grad, dsac_fixed_alpha_grad,
-                     dsac_bad_input);
+                     dsac_bad_input, discrete_encodings);
 }

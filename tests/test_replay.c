@@ -597,6 +597,50 @@ START_TEST(test_prioritized_probabilities_and_weights)
 }
 END_TEST
 
+/* update_priority on a slot not written yet, as TorchRL's PrioritizedSampler: accepted, never drawn while
+ * empty, its priority raises the max (the default of new items), and the item written there starts at
+ * that default, not at the value given before. */
+START_TEST(test_prioritized_unwritten_slot)
+{
+    crl_error e;
+    crl_replay *rb = rb_new("storage=fix", "capacity=4", "sampler=prioritized", "alpha=1", "beta=0.5", "eps=0",
+                            "seed=12", NULL);
+    fill(rb, 0, 2);
+    int64_t idx[2] = { 3, 2 };
+    double p[2] = { 0, 9 };
+    EXPECT_OK(crl_replay_update_priority(rb, idx, p, 2, &e), e);
+    crl_td *s = crl_replay_sample(rb, 2000, &e);
+    int64_t n;
+    const int64_t *ix = index_of(s, &n);
+    for (int64_t k = 0; k < n; k++)
+        ck_assert_int_lt(ix[k], 2);
+    crl_td_unref(s);
+    /* errors change nothing: out of range, or a bad priority for an empty slot */
+    int64_t bad[2] = { 3, 4 };
+    double bp[2] = { 100, 1 };
+    ck_assert_int_eq(crl_replay_update_priority(rb, bad, bp, 2, &e), CRL_E_RANGE);
+    ck_assert_msg(strstr(e.message, "index 4 at position 1 is out of range [0, 4)"), "%s", e.message);
+    bad[1] = -1;
+    ck_assert_int_eq(crl_replay_update_priority(rb, bad, bp, 2, &e), CRL_E_RANGE);
+    bad[1] = 2;
+    bp[0] = NAN;
+    ck_assert_int_eq(crl_replay_update_priority(rb, bad, bp, 2, &e), CRL_E_INVALID);
+    ck_assert_msg(strstr(e.message, "position 0 (index 3)"), "%s", e.message);
+    /* slots 2 and 3 written now: each at the default 9 (the max), against 1 for slots 0 and 1 */
+    fill(rb, 2, 2);
+    int64_t count[4] = { 0 };
+    s = crl_replay_sample(rb, 4000, &e);
+    ix = index_of(s, &n);
+    for (int64_t k = 0; k < n; k++)
+        count[ix[k]]++;
+    crl_td_unref(s);
+    /* expected 200, 200, 1800, 1800; the bounds are many standard deviations (~31) away */
+    ck_assert_msg(count[2] > 1500 && count[3] > 1500 && count[0] < 400 && count[1] < 400,
+                  "draws %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64, count[0], count[1], count[2], count[3]);
+    crl_replay_free(rb);
+}
+END_TEST
+
 START_TEST(test_update_td_priority)
 {
     crl_error e;
@@ -1193,6 +1237,133 @@ START_TEST(test_load_bad_checkpoint_leaves_buffer)
 }
 END_TEST
 
+/* ---- tensor-only buffers ----------------------------------------------------------------------- */
+
+/* TorchRL's demo: rb.add(1); rb.sample(1); rb.extend([2, 3]); rb.sample(3); and PrioritizedReplayBuffer's
+ * rb.add(1); rb.sample(1); rb.update_priority(1, 0.5) (slot 1 not written yet). */
+START_TEST(test_tensor_buffer)
+{
+    crl_error e;
+    crl_replay *rb = rb_new("storage=fix", "capacity=10", "seed=1", NULL);
+    crl_tensor *one = crl_tensor_new(CRL_I64, 0, NULL, &e);
+    *(int64_t *)crl_tensor_data(one) = 1;
+    int64_t slot = -1, slots[2];
+    EXPECT_OK(crl_replay_add_tensor(rb, one, &slot, &e), e);
+    ck_assert_int_eq(slot, 0);
+    crl_tensor *s = crl_replay_sample_tensor(rb, 1, NULL, &e);
+    ck_assert_msg(s != NULL, "%s", e.message);
+    ck_assert(crl_tensor_ndim(s) == 1 && crl_tensor_shape(s)[0] == 1 && crl_tensor_dtype(s) == CRL_I64);
+    ck_assert_int_eq((int64_t)crl_tensor_flat_get(s, 0), 1);
+    crl_tensor_unref(s);
+    int64_t two = 2;
+    crl_tensor *pair = crl_tensor_new(CRL_I64, 1, &two, &e);
+    ((int64_t *)crl_tensor_data(pair))[0] = 2;
+    ((int64_t *)crl_tensor_data(pair))[1] = 3;
+    EXPECT_OK(crl_replay_extend_tensor(rb, pair, slots, &e), e);
+    ck_assert(slots[0] == 1 && slots[1] == 2 && crl_replay_len(rb) == 3);
+    crl_td *info = NULL;
+    s = crl_replay_sample_tensor(rb, 3, &info, &e);
+    ck_assert_msg(s != NULL && info != NULL, "%s", e.message);
+    ck_assert(crl_tensor_ndim(s) == 1 && crl_tensor_shape(s)[0] == 3);
+    int64_t n;
+    const int64_t *ix = index_of(info, &n);
+    ck_assert_int_eq(n, 3);
+    ck_assert(!crl_td_has(info, CRL_REPLAY_TENSOR_KEY));
+    for (int64_t k = 0; k < 3; k++)
+        ck_assert_int_eq((int64_t)crl_tensor_flat_get(s, k), ix[k] + 1);
+    crl_tensor_unref(s);
+    crl_td_unref(info);
+    crl_tensor *got = crl_replay_get_tensor(rb, 2, &e);
+    ck_assert(got && crl_tensor_ndim(got) == 0 && (int64_t)crl_tensor_flat_get(got, 0) == 3);
+    crl_tensor_unref(got);
+    /* the TensorDict view of the same buffer */
+    crl_td *td = crl_replay_sample(rb, 2, &e);
+    ck_assert(td && crl_td_get(td, CRL_REPLAY_TENSOR_KEY) && crl_td_get(td, "index"));
+    crl_td_unref(td);
+    /* failures: a 0-dim extend, NULL arguments, a slot out of range */
+    ck_assert_int_eq(crl_replay_extend_tensor(rb, one, NULL, &e), CRL_E_SHAPE);
+    ck_assert_msg(strstr(e.message, "a 0-dim tensor holds one item"), "%s", e.message);
+    ck_assert_int_eq(crl_replay_add_tensor(rb, NULL, NULL, &e), CRL_E_INVALID);
+    ck_assert_int_eq(crl_replay_add_tensor(NULL, one, NULL, &e), CRL_E_INVALID);
+    ck_assert_ptr_null(crl_replay_sample_tensor(NULL, 1, &info, &e));
+    ck_assert_ptr_null(info);
+    ck_assert_ptr_null(crl_replay_get_tensor(rb, 11, &e));
+    crl_replay_free(rb);
+    /* an empty buffer, and a buffer of TensorDicts */
+    rb = rb_new("storage=fix", "capacity=10", NULL);
+    info = (crl_td *)rb;
+    ck_assert_ptr_null(crl_replay_sample_tensor(rb, 1, &info, &e));
+    ck_assert_ptr_null(info);
+    fill(rb, 0, 3);
+    ck_assert_ptr_null(crl_replay_sample_tensor(rb, 1, &info, &e));
+    ck_assert_int_eq(e.code, CRL_E_INVALID);
+    ck_assert_msg(strstr(e.message, "this buffer holds TensorDicts (keys") && strstr(e.message, "'obs'"), "%s",
+                  e.message);
+    ck_assert_ptr_null(crl_replay_get_tensor(rb, 0, &e));
+    ck_assert_int_eq(e.code, CRL_E_INVALID);
+    crl_replay_free(rb);
+    /* prioritized: the info has _weight; update_priority on slot 1 before it is written, as the demo does */
+    rb = rb_new("storage=fix", "capacity=10", "sampler=prioritized", "alpha=0.7", "beta=1.1", NULL);
+    EXPECT_OK(crl_replay_add_tensor(rb, one, NULL, &e), e);
+    s = crl_replay_sample_tensor(rb, 1, &info, &e);
+    ck_assert(s && info && crl_td_get(info, "_weight"));
+    crl_tensor_unref(s);
+    crl_td_unref(info);
+    int64_t i1 = 1;
+    double half = 0.5;
+    EXPECT_OK(crl_replay_update_priority(rb, &i1, &half, 1, &e), e);
+    crl_replay_free(rb);
+    crl_tensor_unref(one);
+    crl_tensor_unref(pair);
+}
+END_TEST
+
+/* The plugin storages (ListStorage, LazyTensorStorage) of plain float tensors [3]. */
+START_TEST(test_tensor_buffer_plugin_storages)
+{
+    crl_error e;
+    if (crl_host_load_name(host, "replay", &e) != CRL_OK) {
+        fprintf(stderr, "test_tensor_buffer_plugin_storages: replay.so not found (%s); skipped\n", e.message);
+        return;
+    }
+    const char *names[] = { "storage=list", "storage=tensor" };
+    for (int st = 0; st < 2; st++) {
+        if (!crl_host_find(host, CRL_KIND_STORAGE, names[st] + 8))
+            continue;
+        crl_replay *rb = rb_new(names[st], "capacity=8", "seed=3", NULL);
+        crl_tensor *x = crl_tensor_new(CRL_F32, 2, (const int64_t[]){ 5, 3 }, &e);
+        for (int i = 0; i < 15; i++)
+            ((float *)crl_tensor_data(x))[i] = (float)i;
+        EXPECT_OK(crl_replay_extend_tensor(rb, x, NULL, &e), e);
+        EXPECT_OK(crl_replay_extend_tensor(rb, x, NULL, &e), e);   /* wraps: slots 5..7, 0, 1 */
+        ck_assert_uint_eq(crl_replay_len(rb), 8);
+        crl_td *info;
+        crl_tensor *s = crl_replay_sample_tensor(rb, 4, &info, &e);
+        ck_assert_msg(s != NULL, "%s: %s", names[st], e.message);
+        ck_assert(crl_tensor_ndim(s) == 2 && crl_tensor_shape(s)[0] == 4 && crl_tensor_shape(s)[1] == 3);
+        int64_t n;
+        const int64_t *ix = index_of(info, &n);
+        for (int64_t k = 0; k < 4; k++) {
+            /* slot i holds row (i < 2 ? i + 3 : i < 5 ? i : i - 5) of x */
+            int64_t row = ix[k] < 2 ? ix[k] + 3 : ix[k] < 5 ? ix[k] : ix[k] - 5;
+            for (int j = 0; j < 3; j++)
+                ck_assert(crl_tensor_flat_get(s, k * 3 + j) == (double)(row * 3 + j));
+        }
+        crl_tensor_unref(s);
+        crl_td_unref(info);
+        crl_tensor_unref(x);
+        /* LazyTensorStorage: the first write fixed [3] float32 items */
+        if (st == 1) {
+            crl_tensor *y = crl_tensor_new(CRL_F32, 2, (const int64_t[]){ 2, 4 }, &e);
+            ck_assert_int_ne(crl_replay_extend_tensor(rb, y, NULL, &e), CRL_OK);
+            ck_assert_msg(strstr(e.message, CRL_REPLAY_TENSOR_KEY), "%s", e.message);
+            crl_tensor_unref(y);
+        }
+        crl_replay_free(rb);
+    }
+}
+END_TEST
+
 /* ---- the plugin storages, when plugins/replay is built ------------------------------------- */
 
 START_TEST(test_plugin_storages)
@@ -1241,6 +1412,9 @@ static Suite *replay_suite(void)
     tcase_add_test(tc, test_partial_write_failure);
     tcase_add_test(tc, test_uniform_chi_square);
     tcase_add_test(tc, test_prioritized_probabilities_and_weights);
+    tcase_add_test(tc, test_prioritized_unwritten_slot);
+    tcase_add_test(tc, test_tensor_buffer);
+    tcase_add_test(tc, test_tensor_buffer_plugin_storages);
     tcase_add_test(tc, test_update_td_priority);
     tcase_add_test(tc, test_beta_annealing);
     tcase_add_test(tc, test_without_replacement_epochs);

@@ -462,12 +462,14 @@ START_TEST(checkpoint_little_endian_checked)
     /* No evaluation: INT64_MAX, which a double holds as 2^63. */
     ckpt_le_u64(want, 0x43E0000000000000ull);
     ck_assert(memcmp(c + 24, want, 8) == 0);
-    /* CartPole's actions: little-endian int64 0 or 1, one per frame. */
-    ck_assert_uint_eq(alen, 8 * (size_t)crl_trainer_frames(t));
-    for (size_t i = 0; i < alen; i += 8) {
+    /* CartPole's actions: one-hot (categorical_action_encoding = false), two little-endian int64 0 or 1 per
+     * frame, exactly one of them 1. */
+    ck_assert_uint_eq(alen, 16 * (size_t)crl_trainer_frames(t));
+    for (size_t i = 0; i < alen; i += 16) {
         ck_assert_uint_le(acts[i], 1);
+        ck_assert_uint_eq(acts[i] + acts[i + 8], 1);
         for (int k = 1; k < 8; k++)
-            ck_assert_uint_eq(acts[i + k], 0);
+            ck_assert(acts[i + k] == 0 && acts[i + 8 + k] == 0);
     }
 
     crl_trainer *t2 = open_trainer(&h2, ini, &e);
@@ -479,7 +481,7 @@ START_TEST(checkpoint_little_endian_checked)
         { 1, 10.5, "section 'trainer/counters': frames = 10.5 is not a whole number in [0, 2^53]" },
         { 0, -1, "optimizer steps = -1 is not" },
         { 2, 1e9, "1000000000 batches of 512 frames" },
-        { 5, 8, "section 'trainer/actions': 4096 bytes, but section 'trainer/counters' says 8" },
+        { 5, 8, "section 'trainer/actions': 8192 bytes, but section 'trainer/counters' says 8" },
         { 3, INFINITY, "next evaluation = inf is not" },
     };
     for (size_t k = 0; k < G_N_ELEMENTS(counts); k++) {
@@ -504,7 +506,7 @@ START_TEST(checkpoint_little_endian_checked)
     ckpt_edit_replace(path, bad, "crl.train", "trainer/counters", c_bad, 48);
     ckpt_edit_replace(bad, bad2, "crl.train", "trainer/actions", acts, alen - 4);
     ck_assert_int_eq(crl_trainer_load(t2, bad2, &e), CRL_E_CORRUPT);
-    assert_msg_has(&e, "4092 bytes is no whole number of the env's 8-byte actions");
+    assert_msg_has(&e, "8188 bytes is no whole number of the env's 8-byte actions");
     memcpy(r_bad, rb, 48);
     ckpt_le_u32(r_bad + 40, 6);
     ckpt_edit_replace(path, bad, "crl.train", "trainer/rng", r_bad, 48);

@@ -396,7 +396,7 @@ START_TEST(test_inverse)
                               "transforms = s\n"
                               "[transform.s]\ntype = ActShift\nshift = 0.5\n");
     crl_error e = { 0 };
-    const crl_spec *a = crl_spec_composite_get(crl_env_action_spec(env), "action");
+    const crl_spec *a = crl_env_action_spec(env);
     ck_assert_double_eq_tol(crl_tensor_flat_get(crl_spec_low(a), 0), -0.5, 1e-9);
     ck_assert_double_eq_tol(crl_tensor_flat_get(crl_spec_high(a), 1), 1.5, 1e-9);
     int64_t shape[2] = { 2, 1 };
@@ -434,7 +434,7 @@ START_TEST(test_inverse)
     /* Inverses run in reverse chain order: a -> (a - 0.5) * 2. */
     env = fx_env(&f, "[env]\nbackend = countenv\nid = CountBox-v0\nnum_envs = 2\ntransforms = s1, s2\n"
                      "[transform.s1]\ntype = ActShift\nshift = 0\nscale = 2\n[transform.s2]\ntype = ActShift\nshift = 0.5\n");
-    a = crl_spec_composite_get(crl_env_action_spec(env), "action");
+    a = crl_env_action_spec(env);
     ck_assert_double_eq_tol(crl_tensor_flat_get(crl_spec_low(a), 0), 0.0, 1e-9);
     ck_assert_double_eq_tol(crl_tensor_flat_get(crl_spec_high(a), 0), 1.0, 1e-9);
     td = reset(env, NULL);
@@ -782,6 +782,118 @@ START_TEST(test_untransformed_untouched)
 }
 END_TEST
 
+/* print(env), print(transform) and transform.parent as TorchRL prints them. */
+START_TEST(test_reprs_and_parent)
+{
+    fx f;
+    crl_error e = { 0 };
+    crl_env *env = fx_env(&f, "[env]\nbackend = countenv\nid = CountNoState-v0\nnum_envs = 2\ntransforms = a, c, b\n"
+                              "[transform.a]\ntype = AddOne\n"
+                              "[transform.c]\ntype = Counter\n[transform.b]\ntype = BadSpecs\nok = true\n");
+    crl_transform *a = crl_env_transform_at(env, 0), *c = crl_env_transform_at(env, 1),
+                  *b = crl_env_transform_at(env, 2);
+    /* The default repr: TorchRL's Transform.__repr__ from in_keys (a dotted key is a tuple, a quote is escaped;
+     * none: []). */
+    const char *kv[] = { "in_keys = observation, next.x, it's", NULL };
+    crl_transform *alone = crl_transform_new(f.host, "AddOne", kv, &e);
+    ck_assert_msg(alone != NULL, "%s", e.message);
+    char *r = crl_transform_repr(alone);
+    ck_assert_str_eq(r, "AddOne(keys=['observation', ('next', 'x'), 'it\\'s'])");
+    crl_free(r);
+    ck_assert_ptr_null(crl_transform_parent_repr(alone));
+    crl_transform_free(alone);
+    r = crl_transform_repr(a);
+    ck_assert_str_eq(r, "AddOne(keys=['observation'])");
+    crl_free(r);
+    r = crl_transform_repr(c);
+    ck_assert_str_eq(r, "Counter(keys=[])");
+    crl_free(r);
+    r = crl_transform_repr(b);
+    ck_assert_str_eq(r, "BadSpecs()");
+    crl_free(r);
+    r = crl_env_repr(env);
+    ck_assert_str_eq(r, "TransformedEnv(\n"
+                        "    env=EnvBase(backend=countenv, env=CountNoState-v0, batch_size=torch.Size([2]), device=cpu),\n"
+                        "    transform=Compose(\n"
+                        "            AddOne(keys=['observation']),\n"
+                        "            Counter(keys=[]),\n"
+                        "            BadSpecs()))");
+    crl_free(r);
+    /* parent: the env with the transforms before this one; the first's is an empty Compose. */
+    r = crl_transform_parent_repr(a);
+    ck_assert_str_eq(r, "TransformedEnv(\n"
+                        "    env=EnvBase(backend=countenv, env=CountNoState-v0, batch_size=torch.Size([2]), device=cpu),\n"
+                        "    transform=Compose(\n"
+                        "    ))");
+    crl_free(r);
+    r = crl_transform_parent_repr(b);
+    ck_assert_str_eq(r, "TransformedEnv(\n"
+                        "    env=EnvBase(backend=countenv, env=CountNoState-v0, batch_size=torch.Size([2]), device=cpu),\n"
+                        "    transform=Compose(\n"
+                        "            AddOne(keys=['observation']),\n"
+                        "            Counter(keys=[])))");
+    crl_free(r);
+    size_t idx = 9;
+    ck_assert_ptr_eq(crl_transform_parent_env(b, &idx), env);
+    ck_assert_uint_eq(idx, 2);
+    ck_assert_ptr_eq(crl_transform_parent_env(a, NULL), env);
+    /* The parent's specs: Counter's parent lacks "count", BadSpecs' has it. */
+    const crl_transform_specs *pc = crl_transform_parent_specs(c), *pb = crl_transform_parent_specs(b);
+    ck_assert_ptr_nonnull(pc);
+    ck_assert_ptr_nonnull(pb);
+    ck_assert_ptr_null(crl_spec_composite_get(pc->observation, "count"));
+    ck_assert_ptr_nonnull(crl_spec_composite_get(pb->observation, "count"));
+    ck_assert_int_eq(pb->batch_ndim, 1);
+    ck_assert_int_eq(pb->batch_shape[0], 2);
+    ck_assert(crl_spec_equal(crl_transform_parent_specs(a)->observation, crl_env_base_observation_spec(env)));
+    ck_assert(crl_spec_equal(pb->action, crl_env_full_action_spec(env)));
+
+    /* Taken out of the chain, a transform has no parent; the env's repr follows the chain. */
+    crl_transform *out = crl_env_remove_transform(env, 1, &e);
+    ck_assert_ptr_eq(out, c);
+    ck_assert_ptr_null(crl_transform_parent_repr(c));
+    ck_assert_ptr_null(crl_transform_parent_specs(c));
+    ck_assert_ptr_null(crl_transform_parent_env(c, &idx));
+    r = crl_transform_repr(c);                  /* a standalone transform still prints */
+    ck_assert_str_eq(r, "Counter(keys=[])");
+    crl_free(r);
+    crl_transform_free(c);
+    r = crl_transform_parent_repr(b);
+    assert_has(r, "AddOne(keys=['observation'])))");
+    crl_free(r);
+    while (crl_env_transform_count(env))
+        crl_transform_free(crl_env_remove_transform(env, 0, &e));
+    r = crl_env_repr(env);                      /* no transforms: the base env */
+    ck_assert_str_eq(r, "EnvBase(backend=countenv, env=CountNoState-v0, batch_size=torch.Size([2]), device=cpu)");
+    crl_free(r);
+    fx_close(&f);
+
+    /* A repr longer than the host's first buffer, and one that fails (the default then). */
+    env = fx_env(&f, "[env]\nbackend = classic\nid = CartPole-v1\ntransforms = l, x\n"
+                     "[transform.l]\ntype = BadSpecs\nok = true\nrepr = 700\n"
+                     "[transform.x]\ntype = BadSpecs\nok = true\nrepr = -1\n");
+    r = crl_transform_repr(crl_env_transform_at(env, 0));
+    ck_assert_uint_eq(strlen(r), 710);
+    ck_assert(g_str_has_prefix(r, "BadSpecs(xxx") && g_str_has_suffix(r, "xx)"));
+    crl_free(r);
+    r = crl_transform_repr(crl_env_transform_at(env, 1));
+    ck_assert_str_eq(r, "BadSpecs(keys=[])");
+    crl_free(r);
+    r = crl_env_repr(env);
+    ck_assert(g_str_has_prefix(r, "TransformedEnv(\n    env=GymEnv(env=CartPole-v1, batch_size=torch.Size([]), "
+                                  "device=cpu),\n    transform=Compose(\n            BadSpecs(xxx"));
+    ck_assert(g_str_has_suffix(r, "xx),\n            BadSpecs(keys=[])))"));
+    crl_free(r);
+    fx_close(&f);
+
+    ck_assert_ptr_null(crl_env_repr(NULL));
+    ck_assert_ptr_null(crl_transform_repr(NULL));
+    ck_assert_ptr_null(crl_transform_parent_repr(NULL));
+    ck_assert_ptr_null(crl_transform_parent_specs(NULL));
+    ck_assert_ptr_null(crl_transform_parent_env(NULL, NULL));
+}
+END_TEST
+
 static Suite *transform_suite(void)
 {
     Suite *s = suite_create("transform");
@@ -804,6 +916,7 @@ static Suite *transform_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("runtime");
     tcase_add_test(tc, test_chain_api);
+    tcase_add_test(tc, test_reprs_and_parent);
     tcase_add_test(tc, test_config_failures);
     tcase_add_test(tc, test_schema);
     suite_add_tcase(s, tc);

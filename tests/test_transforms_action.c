@@ -66,8 +66,11 @@ static crl_env *fx_open_n(fx *f, const char *id, int num, const char *env_extra,
     char nums[32] = "";
     if (num > 0)
         snprintf(nums, sizeof nums, "num_envs = %d\n", num);
-    char *text = g_strdup_printf("[env]\nbackend = classic\nid = %s\n%sseed = 7\n%s\n%s\n", id, nums,
-                                 env_extra ? env_extra : "", rest ? rest : "");
+    /* Most cases write action indices; discrete_projection_onehot asks for the one-hot default. */
+    bool named = env_extra && strstr(env_extra, "categorical_action_encoding");
+    char *text = g_strdup_printf("[env]\nbackend = classic\nid = %s\n%sseed = 7\n%s\n%s%s\n", id, nums,
+                                 env_extra ? env_extra : "", named ? "" : "categorical_action_encoding = true\n",
+                                 rest ? rest : "");
     int rc = crl_config_load_buffer(f->cfg, "test.ini", text, strlen(text), CRL_LAYER_FILE, &e);
     g_free(text);
     ck_assert_msg(rc == CRL_OK, "config: %s", e.message);
@@ -107,7 +110,7 @@ static crl_td *reset_all(crl_env *env)
 static crl_tensor *action_of(crl_env *env, const double *v)
 {
     crl_error e = { 0 };
-    const crl_spec *a = crl_spec_composite_get(crl_env_action_spec(env), "action");
+    const crl_spec *a = crl_env_action_spec(env);
     ck_assert_ptr_nonnull(a);
     crl_tensor *t = crl_tensor_new(crl_spec_dtype(a), crl_spec_ndim(a), crl_spec_shape(a), &e);
     ck_assert_ptr_nonnull(t);
@@ -164,7 +167,7 @@ static const spec_case spec_cases[] = {
       "[transform.p]\ntype = DiscreteActionProjection\nnum_actions_effective = 2\nmax_actions = 5" },
     { "CartPole-v1", "transforms = pr, m",
       "[transform.pr]\ntype = TensorDictPrimer\nprimers.action_mask = bool [2] 1\n[transform.m]\ntype = ActionMask" },
-    { "CartPole-v1", "transforms = x", "[transform.x]\ntype = ExcludeTransform\nexclude_keys = state" },
+    { "CartPole-v1", "transforms = x\nreturn_state = true", "[transform.x]\ntype = ExcludeTransform\nexclude_keys = state" },
     { "CartPole-v1", "transforms = s", "[transform.s]\ntype = SelectTransform\nkeys = observation" },
     { "Pendulum-v1", "transforms = r",
       "[transform.r]\ntype = RenameTransform\nin_keys = observation\nout_keys = obs\nin_keys_inv = action\n"
@@ -208,7 +211,7 @@ START_TEST(action_scaling_maps_onto_bounds)
     crl_error e = { 0 };
     crl_env *ea = fx_env(&a, "Pendulum-v1", "transforms = s", "[transform.s]\ntype = ActionScaling");
     crl_env *eb = fx_env(&b, "Pendulum-v1", NULL, NULL);
-    const crl_spec *as = crl_spec_composite_get(crl_env_action_spec(ea), "action");
+    const crl_spec *as = crl_env_action_spec(ea);
     ck_assert_int_eq(crl_spec_get_kind(as), CRL_SPEC_BOUNDED);
     ck_assert_int_eq(crl_spec_dtype(as), CRL_F32);
     for (int64_t i = 0; i < 4; i++) {
@@ -216,7 +219,7 @@ START_TEST(action_scaling_maps_onto_bounds)
         ck_assert_double_eq(crl_tensor_flat_get(crl_spec_high(as), i), 1.0);
     }
     /* The base env's bounds are untouched: [-2, 2]. */
-    const crl_spec *bs = crl_spec_composite_get(crl_env_base_action_spec(ea), "action");
+    const crl_spec *bs = crl_env_base_action_spec(ea);
     ck_assert_double_eq(crl_tensor_flat_get(crl_spec_high(bs), 0), 2.0);
 
     crl_td *ta = reset_all(ea), *tb = reset_all(eb);
@@ -278,13 +281,13 @@ START_TEST(double_to_float_round_trip)
 {
     fx a, b;
     crl_error e = { 0 };
-    crl_env *ea = fx_env(&a, "Pendulum-v1", "transforms = up, d2f",
+    crl_env *ea = fx_env(&a, "Pendulum-v1", "transforms = up, d2f\nreturn_state = true",
                          "[transform.up]\ntype = DTypeCastTransform\ndtype_in = float32\ndtype_out = float64\n"
                          "in_keys = observation\nin_keys_inv = action\n[transform.d2f]\ntype = DoubleToFloat");
     crl_env *eb = fx_env(&b, "Pendulum-v1", NULL, NULL);
     /* After `up` everything is float64; DoubleToFloat brings both back to float32. */
     ck_assert_int_eq(crl_spec_dtype(crl_spec_composite_get(crl_env_observation_spec(ea), "observation")), CRL_F32);
-    ck_assert_int_eq(crl_spec_dtype(crl_spec_composite_get(crl_env_action_spec(ea), "action")), CRL_F32);
+    ck_assert_int_eq(crl_spec_dtype(crl_env_action_spec(ea)), CRL_F32);
     /* The state stays float64: DoubleToFloat's default keys are observation leaves. */
     ck_assert_int_eq(crl_spec_dtype(crl_spec_composite_get(crl_env_state_spec(ea), "state")), CRL_F64);
 
@@ -559,6 +562,34 @@ END_TEST
 
 /* ---- DiscreteActionProjection ------------------------------------------------------- */
 
+/* TorchRL's DiscreteActionProjection takes one-hot actions, the classic envs' default encoding: the outer
+ * OneHot(max_actions) is projected onto the env's OneHot(2). */
+START_TEST(discrete_projection_onehot)
+{
+    fx a, b;
+    crl_env *ea = fx_env(&a, "CartPole-v1", "categorical_action_encoding = false\ntransforms = p",
+                         "[transform.p]\ntype = DiscreteActionProjection\nnum_actions_effective = 2\n"
+                         "max_actions = 5\nprojection = modulo");
+    crl_env *eb = fx_env(&b, "CartPole-v1", NULL, NULL);
+    const crl_spec *s = crl_env_action_spec(ea);
+    ck_assert_int_eq(crl_spec_get_kind(s), CRL_SPEC_ONEHOT);
+    ck_assert_int_eq(crl_spec_n(s), 5);
+    crl_td *ta = reset_all(ea), *tb = reset_all(eb);
+    double wide[20] = { 0 };
+    const int hot[4] = { 0, 1, 3, 4 };
+    for (int i = 0; i < 4; i++)
+        wide[i * 5 + hot[i]] = 1;
+    const double proj[4] = { 0, 1, 1, 0 };
+    step_with(ea, ta, wide);
+    step_with(eb, tb, proj);
+    ck_assert(crl_tensor_equal(crl_td_get(ta, "next.observation"), crl_td_get(tb, "next.observation")));
+    crl_td_unref(ta);
+    crl_td_unref(tb);
+    fx_close(&a);
+    fx_close(&b);
+}
+END_TEST
+
 START_TEST(discrete_projection_modulo_and_random)
 {
     fx a, b;
@@ -566,7 +597,7 @@ START_TEST(discrete_projection_modulo_and_random)
                          "[transform.p]\ntype = DiscreteActionProjection\nnum_actions_effective = 2\n"
                          "max_actions = 5\nprojection = modulo");
     crl_env *eb = fx_env(&b, "CartPole-v1", NULL, NULL);
-    const crl_spec *s = crl_spec_composite_get(crl_env_action_spec(ea), "action");
+    const crl_spec *s = crl_env_action_spec(ea);
     ck_assert_int_eq(crl_spec_get_kind(s), CRL_SPEC_CATEGORICAL);
     ck_assert_int_eq(crl_spec_n(s), 5);
     crl_td *ta = reset_all(ea), *tb = reset_all(eb);
@@ -668,7 +699,7 @@ START_TEST(action_mask_updates_spec_mask)
                           "[transform.pr]\ntype = TensorDictPrimer\nprimers.action_mask = bool [2] 1\n"
                           "[transform.m]\ntype = ActionMask");
     crl_td *td = reset_all(env);
-    const crl_spec *a = crl_spec_composite_get(crl_env_action_spec(env), "action");
+    const crl_spec *a = crl_env_action_spec(env);
     ck_assert_ptr_nonnull(crl_spec_mask(a));
     /* Env 2 may only push left, env 3 only right, from this step on. */
     crl_tensor_flat_set(crl_td_get(td, "action_mask"), 2 * 2 + 1, 0);
@@ -703,8 +734,8 @@ START_TEST(exclude_select_rename_keys)
 {
     fx f;
     crl_error e = { 0 };
-    crl_env *env = fx_env(&f, "CartPole-v1", "transforms = x", "[transform.x]\ntype = ExcludeTransform\n"
-                          "exclude_keys = state");
+    crl_env *env = fx_env(&f, "CartPole-v1", "transforms = x\nreturn_state = true",
+                          "[transform.x]\ntype = ExcludeTransform\nexclude_keys = state");
     ck_assert_ptr_null(crl_spec_composite_get(crl_env_state_spec(env), "state"));
     crl_td *td = reset_all(env);
     ck_assert(!crl_td_has(td, "state"));
@@ -716,7 +747,8 @@ START_TEST(exclude_select_rename_keys)
     crl_td_unref(td);
     fx_close(&f);
 
-    env = fx_env(&f, "CartPole-v1", "transforms = s", "[transform.s]\ntype = SelectTransform\nkeys = observation");
+    env = fx_env(&f, "CartPole-v1", "transforms = s\nreturn_state = true",
+                 "[transform.s]\ntype = SelectTransform\nkeys = observation");
     td = reset_all(env);
     ck_assert(!crl_td_has(td, "state"));
     step_with(env, td, act);
@@ -733,7 +765,7 @@ START_TEST(exclude_select_rename_keys)
                  "out_keys_inv = torque");
     ck_assert_ptr_nonnull(crl_spec_composite_get(crl_env_observation_spec(env), "obs"));
     ck_assert_ptr_null(crl_spec_composite_get(crl_env_observation_spec(env), "observation"));
-    ck_assert_ptr_nonnull(crl_spec_composite_get(crl_env_action_spec(env), "torque"));
+    ck_assert_ptr_nonnull(crl_spec_composite_get(crl_env_full_action_spec(env), "torque"));
     td = reset_all(env);
     crl_td *tb = reset_all(eb);
     ck_assert(crl_tensor_equal(crl_td_get(td, "obs"), crl_td_get(tb, "observation")));
@@ -1136,6 +1168,7 @@ static Suite *suite(void)
     tcase_add_test(tc, clip_values_and_bounds);
     tcase_add_test(tc, clip_missing_key_and_bad_bounds);
     tcase_add_test(tc, discrete_projection_modulo_and_random);
+    tcase_add_test(tc, discrete_projection_onehot);
     tcase_add_test(tc, discrete_projection_bad_options);
     tcase_add_test(tc, action_mask_refuses_masked_action);
     tcase_add_test(tc, action_mask_updates_spec_mask);

@@ -284,17 +284,17 @@ START_TEST(test_specs_shapes)
     const crl_spec *sc = crl_spec_composite_get(crl_env_observation_spec(f.env), "step_count");
     ck_assert_ptr_nonnull(sc);
     ck_assert_int_eq(crl_spec_dtype(sc), CRL_I64);
-    ck_assert_ptr_nonnull(crl_spec_composite_get(crl_env_done_spec(f.env), "truncated"));
+    ck_assert_ptr_nonnull(crl_spec_composite_get(crl_env_full_done_spec(f.env), "truncated"));
     fx_close(&f);
 
     fx_env(&f, "off", "BinarizeReward", NULL);
-    const crl_spec *br = crl_spec_composite_get(crl_env_reward_spec(f.env), "reward");
+    const crl_spec *br = crl_env_reward_spec(f.env);
     ck_assert_int_eq(crl_spec_get_kind(br), CRL_SPEC_BINARY);
     ck_assert_int_eq(crl_spec_dtype(br), CRL_I64);
     fx_close(&f);
 
     fx_env(&f, "off", "RewardClipping", "clamp_min = -0.25\nclamp_max = 0.5\n");
-    const crl_spec *rc = crl_spec_composite_get(crl_env_reward_spec(f.env), "reward");
+    const crl_spec *rc = crl_env_reward_spec(f.env);
     ck_assert_int_eq(crl_spec_get_kind(rc), CRL_SPEC_BOUNDED);
     CLOSE(crl_tensor_flat_get(crl_spec_low(rc), 0), -0.25, 1e-9);
     CLOSE(crl_tensor_flat_get(crl_spec_high(rc), 0), 0.5, 1e-9);

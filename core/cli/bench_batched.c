@@ -54,7 +54,7 @@ static int bench_open(bench_env *b, crl_host *host, const char *id, int64_t num,
     g_free(text);
     crl_rng rng;
     crl_rng_init(&rng, 11, 0);
-    const crl_spec *leaf = rc ? NULL : crl_spec_composite_get(crl_env_action_spec(b->env), "action");
+    const crl_spec *leaf = rc ? NULL : crl_spec_composite_get(crl_env_full_action_spec(b->env), "action");
     for (int i = 0; !rc && i < BANK; i++)
         if (!(b->bank[i] = crl_spec_rand(leaf, &rng, &e)))
             rc = crl_error_pass(err, &e, CRL_E_NOMEM);
@@ -175,7 +175,7 @@ static int async_open(bench_async *b, crl_host *host, const char *id, int64_t nu
     g_free(text);
     crl_rng rng;
     crl_rng_init(&rng, 11, 0);
-    const crl_spec *leaf = rc ? NULL : crl_spec_composite_get(crl_env_action_spec(b->env), "action");
+    const crl_spec *leaf = rc ? NULL : crl_spec_composite_get(crl_env_full_action_spec(b->env), "action");
     /* B rows of a [num] draw: in the domain of every env. */
     for (int i = 0; !rc && i < BANK; i++) {
         crl_tensor *all = crl_spec_rand(leaf, &rng, &e);

@@ -133,7 +133,9 @@ static void host_close(host_loop *h)
 static int host_open(host_loop *h, crl_host *host, const char *id, bool pixels, crl_error *err)
 {
     memset(h, 0, sizeof *h);
-    char *text = g_strdup_printf("[env]\nbackend = dm_control\nid = %s\nauto_reset = same_step\nseed = 1\n%s", id,
+    /* return_state: sub_steps reads the physics time from the state. */
+    char *text = g_strdup_printf("[env]\nbackend = dm_control\nid = %s\nauto_reset = same_step\nseed = 1\n"
+                                 "return_state = true\n%s", id,
                                  pixels ? "from_pixels = true\npixels_only = true\n" : "");
     int rc = CRL_OK;
     crl_error e;

@@ -287,7 +287,7 @@ static int host_open(host_env *h, crl_host *host, const char *id, int64_t num, c
 /* Views of the bank's steps shaped like the env's action leaf. */
 static int host_bind_bank(host_env *h, const action_bank *bank, crl_error *err)
 {
-    const crl_spec *leaf = leaf_of(crl_env_action_spec(h->env), "action");
+    const crl_spec *leaf = crl_spec_composite_get(crl_env_full_action_spec(h->env), "action");
     if (!leaf)
         return crl_error_set(err, CRL_E_INVALID, "%s has no 'action' spec", crl_env_id(h->env));
     crl_dtype dt = crl_spec_dtype(leaf);
@@ -459,7 +459,7 @@ static int replay_policy(void *user, crl_env *env, crl_td *td, crl_error *err)
 {
     replay *r = user;
     crl_tensor *dst = crl_td_get_k(td, r->key);
-    const crl_spec *leaf = leaf_of(crl_env_action_spec(env), "action");
+    const crl_spec *leaf = crl_spec_composite_get(crl_env_full_action_spec(env), "action");
     const uint8_t *src = r->bank->data + (size_t)(r->t++ % r->bank->k) * r->bank->step_bytes;
     if (dst && crl_tensor_is_contiguous(dst) && crl_tensor_nbytes(dst) == r->bank->step_bytes &&
         crl_tensor_dtype(dst) == crl_spec_dtype(leaf)) {
@@ -744,7 +744,7 @@ static int bench_ffi(crl_host *host, double seconds, crl_error *err)
         g_free(batch_text);
         if (rc)
             return rc;
-        if (!(rc = bank_fill(&bank, leaf_of(crl_env_action_spec(hf.env), "action"), 64, 1, err)) &&
+        if (!(rc = bank_fill(&bank, leaf_of(crl_env_full_action_spec(hf.env), "action"), 64, 1, err)) &&
             !(rc = host_bind_bank(&hf, &bank, err)) && !(rc = host_bind_bank(&hn, &bank, err)) &&
             !(rc = host_bind_bank(&hb, &bank, err))) {
             crl_env_set_seed(hf.env, 0);

@@ -46,6 +46,19 @@ void crl__cli_print_error(const char *cmd, const crl_error *err);
 /* Escape s as a JSON string (with quotes) into f. */
 void crl__cli_json_string(FILE *f, const char *s);
 
+/* The command table (main.c), in the order `crl --help` lists it. */
+typedef struct crl_cli_command {
+    const char *name;
+    int (*run)(int, char **);
+    const char *summary;
+} crl_cli_command;
+const crl_cli_command *crl__cli_commands(size_t *n);
+/* `crl --help`: the commands and their summaries. */
+void crl__cli_usage(FILE *f);
+/* crl help [--man PAGE | --complete WHAT] (cmd_help.c): man pages and completion lists made from the
+ * command table, each command's --help and the config schema. */
+int crl__cmd_help(int argc, char **argv);
+
 /* Subcommands: argc/argv start at the subcommand name. */
 int crl__cmd_version(int argc, char **argv);
 int crl__cmd_plugins(int argc, char **argv);

@@ -12,4 +12,10 @@
  * NULL with err set when a table is malformed. */
 crl_schema *crl__cli_schema_new(crl_host *host, crl_error *err);
 
+/* The sections crl__cli_schema_new adds, in order (for the man page and completion): the i-th one's
+ * name ("transform.*"), option table, selector key (NULL when none) and the kind it selects, and a
+ * one-line doc.  Returns false past the end. */
+bool crl__cli_schema_section(size_t i, const char **section, const crl_option **table, const char **selector,
+                             crl_kind *kind, const char **doc);
+
 #endif

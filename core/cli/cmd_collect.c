@@ -1,6 +1,7 @@
 /* crl collect: run the [collector] of a config with a random policy and report its batches. */
 #include "config.h"
 #include "cli-private.h"
+#include "examples-private.h"
 
 #include <crl/collector.h>
 #include <crl/config.h>
@@ -21,11 +22,11 @@ static void usage(FILE *f)
             "frames, wall-clock seconds, frames/s, episodes completed and their mean\n"
             "return.  With a [replay] section every batch is also written to that replay\n"
             "buffer.  E.g.\n\n"
-            "  crl collect conf/examples/cartpole-collect.ini\n"
-            "  crl collect conf/examples/cartpole-collect.ini collector.sync=false\n\n"
+            "  crl collect %s/cartpole-collect.ini\n"
+            "  crl collect %s/cartpole-collect.ini collector.sync=false\n\n"
             "  --quiet     print the summary only\n"
             "  -h, --help  print this help\n\n"
-            "Exit status: 0 ok, 1 runtime failure, 2 bad usage or bad config.\n");
+            "Exit status: 0 ok, 1 runtime failure, 2 bad usage or bad config.\n", crl__examples_dir(), crl__examples_dir());
 }
 
 /* Completed episodes and the sum of their returns. */
@@ -73,7 +74,7 @@ int crl__cmd_collect(int argc, char **argv)
         goto fail;
     if (!crl_config_has_section(ctx.cfg, "collector")) {
         crl_error_set(&err, CRL_E_CONFIG, "no [collector] section: add one with frames_per_batch and total_frames "
-                      "(see conf/examples/cartpole-collect.ini)");
+                      "(see %s/cartpole-collect.ini)", crl__examples_dir());
         goto fail;
     }
     if (crl_config_get_int(ctx.cfg, "collector", "total_frames", -1, &total, &err))

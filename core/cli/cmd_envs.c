@@ -1,6 +1,7 @@
 /* crl envs: every env id offered by every registered env backend. */
 #include "config.h"
 #include "cli-private.h"
+#include "examples-private.h"
 
 #include <crl/env.h>
 #include <crl/trainer.h>
@@ -20,6 +21,59 @@ const crl_env_ops *crl__cli_env_ops(const crl_component *c)
     return ops;
 }
 
+/* The backends this source tree can build as plugins, for the message when one is not registered: which
+ * plugin file brings it, whether this build made that file, and what building it needs. */
+typedef struct {
+    const char *backend, *plugin;
+    bool built;
+    const char *needs;
+} known_backend;
+
+static const known_backend known_backends[] = {
+#ifdef CRL_HAVE_GYM
+    { "gym", "gym", true, NULL },
+#else
+    { "gym", "gym", false,
+      "it was built without Python: configure found no embedded CPython with numpy; install libpython3-dev and "
+      "python3-numpy (./bootstrap.sh does) and configure again with --enable-gym" },
+#endif
+#ifdef CRL_HAVE_DM_CONTROL
+    { "dm_control", "dm_control", true, NULL },
+#else
+    { "dm_control", "dm_control", false,
+      "it was built without libmujoco: install libmujoco-dev (./bootstrap.sh does) and configure again with "
+      "--enable-dm-control" },
+#endif
+#ifdef CRL_BUILTIN_CLASSIC
+    { "classic", "classic", true, NULL },
+#else
+    { "classic", "classic", false,
+      "it was configured with --disable-classic: install libcairo2-dev and configure again without it" },
+#endif
+};
+
+/* Why `backend` is not registered and how to get it; CRL_EXIT_USAGE. */
+static int backend_missing(const char *backend, const crl_error *lookup)
+{
+    for (size_t i = 0; i < sizeof known_backends / sizeof known_backends[0]; i++) {
+        const known_backend *k = &known_backends[i];
+        if (strcmp(k->backend, backend))
+            continue;
+        if (k->built)
+            fprintf(stderr, "crl envs: env backend '%s' is not registered: its plugin '%s' (%s.so) was not loaded. "
+                    "This build makes it; put its directory on CRL_PLUGIN_PATH (in the build tree: "
+                    "BUILD/plugins/%s/.libs) or [plugins] path, or install it (make install), and leave "
+                    "plugins.autoload on (or add plugins.load=%s)\n", backend, k->plugin, k->plugin, k->plugin,
+                    k->plugin);
+        else
+            fprintf(stderr, "crl envs: env backend '%s' is not registered: it comes from the plugin '%s' (%s.so), "
+                    "which this crl does not have because %s\n", backend, k->plugin, k->plugin, k->needs);
+        return CRL_EXIT_USAGE;
+    }
+    crl__cli_print_error("envs", lookup);
+    return CRL_EXIT_USAGE;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -27,7 +81,8 @@ static void usage(FILE *f)
             "List every env id of every registered env backend (component kind 'env'),\n"
             "one 'backend/id' per line, sorted by backend then in the backend's order.\n"
             "Plugins are loaded as [plugins] says; the built-in backends are always there.\n\n"
-            "  --backend NAME  only the ids of backend NAME (unknown: exit 2 with a hint)\n"
+            "  --backend NAME  only the ids of backend NAME (not registered: exit 2 naming the plugin\n"
+            "                  that brings it and how to get it, or a close name)\n"
             "  --json          print {\"envs\":[{\"backend\":...,\"id\":...},...]}\n"
             "  -h, --help      print this help\n\n"
             "Exit status: 0 ok, 1 runtime failure, 2 bad usage or bad config.\n");
@@ -72,9 +127,9 @@ int crl__cmd_envs(int argc, char **argv)
         return crl__cli_setup_failed("envs", &err);
     const crl_component *only = NULL;
     if (backend && !(only = crl_host_lookup(ctx.host, CRL_KIND_ENV, backend, &err))) {
-        crl__cli_print_error("envs", &err);
+        rc = backend_missing(backend, &err);
         crl__cli_teardown(&ctx);
-        return CRL_EXIT_USAGE;
+        return rc;
     }
     size_t nb = crl_host_component_count(ctx.host, CRL_KIND_ENV);
     if (json)
@@ -95,6 +150,12 @@ int crl__cmd_envs(int argc, char **argv)
             continue;
         }
         const char *const *ids = ops->list();
+        /* A backend without a fixed list (gym: whatever gymnasium.make knows) still exists. */
+        if (!ids || !*ids)
+            fprintf(stderr, "crl envs: env/%s (plugin %s) lists no fixed ids; its make accepts or refuses each "
+                    "env.id%s\n", c->name, crl_host_component_owner(ctx.host, CRL_KIND_ENV, c->name),
+                    !strcmp(c->name, "gym") ? " (any id gymnasium.make or gym.make knows, e.g. env.backend=gym "
+                                              "env.id=CartPole-v1)" : "");
         for (const char *const *id = ids; id && *id; id++) {
             if (json) {
                 printf("%s{\"backend\":", first ? "" : ",");
@@ -110,8 +171,11 @@ int crl__cmd_envs(int argc, char **argv)
     }
     if (json)
         printf("]}\n");
-    if (!json && first)
-        fprintf(stderr, "crl envs: no env backend is registered (load one with plugins.load=NAME)\n");
+    if (nb == 0) {
+        fprintf(stderr, "crl envs: no env backend is registered: this crl was built without the classic backend "
+                "and loaded no env plugin; load one with plugins.load=NAME (see 'crl plugins')\n");
+        status = CRL_EXIT_RUNTIME;
+    }
     crl__cli_teardown(&ctx);
     return status;
 }
@@ -125,8 +189,8 @@ int crl__cli_env_setup(crl_cli_ctx *ctx, int nargs, char **args, crl_env **env, 
     if (!crl_config_has_section(ctx->cfg, "env")) {
         rc = crl_error_set(err, CRL_E_USAGE,
                            "no [env] section: give an experiment file with one (e.g. "
-                           "conf/examples/cartpole-random.ini) or overrides such as env.backend=classic "
-                           "env.id=CartPole-v1 ('crl envs' lists the ids)");
+                           "%s/cartpole-random.ini) or overrides such as env.backend=classic "
+                           "env.id=CartPole-v1 ('crl envs' lists the ids)", crl__examples_dir());
         crl__cli_teardown(ctx);
         return rc;
     }

@@ -1,8 +1,10 @@
 /* crl inspect: build the env of an [env] section and print its specs (text or JSON). */
 #include "config.h"
 #include "cli-private.h"
+#include "examples-private.h"
 
 #include <crl/env.h>
+#include <crl/transform.h>
 #include <glib.h>
 #include <math.h>
 #include <stdlib.h>
@@ -150,6 +152,24 @@ static void print_json(const crl_env *env)
     crl__cli_json_shape(f, crl_env_batch_ndim(env), crl_env_batch_shape(env));
     fprintf(f, ",\"num_envs\":%" G_GINT64_FORMAT ",\"max_episode_steps\":%" G_GINT64_FORMAT,
             (gint64)crl_env_num(env), (gint64)crl_env_max_episode_steps(env));
+    char *repr = crl_env_repr(env);
+    fputs(",\"repr\":", f);
+    crl__cli_json_string(f, repr ? repr : "");
+    crl_free(repr);
+    fputs(",\"transforms\":[", f);
+    for (size_t i = 0; i < crl_env_transform_count(env); i++) {
+        const crl_transform *t = crl_env_transform_at(env, i);
+        char *tr = crl_transform_repr(t);
+        fputs(i ? ",{\"name\":" : "{\"name\":", f);
+        crl__cli_json_string(f, crl_transform_name(t));
+        fputs(",\"type\":", f);
+        crl__cli_json_string(f, crl_transform_type(t));
+        fputs(",\"repr\":", f);
+        crl__cli_json_string(f, tr ? tr : "");
+        fputc('}', f);
+        crl_free(tr);
+    }
+    fputc(']', f);
     int32_t h = crl_env_render_height(env), w = crl_env_render_width(env);
     if (h > 0 && w > 0)
         fprintf(f, ",\"render\":{\"height\":%d,\"width\":%d}", (int)h, (int)w);
@@ -159,11 +179,11 @@ static void print_json(const crl_env *env)
         const char *name;
         const crl_spec *(*get)(const crl_env *);
     } specs[] = {
-        { "observation_spec", crl_env_observation_spec },
-        { "action_spec", crl_env_action_spec },
-        { "reward_spec", crl_env_reward_spec },
-        { "done_spec", crl_env_done_spec },
-        { "state_spec", crl_env_state_spec },
+        { "observation_spec", crl_env_full_observation_spec },
+        { "action_spec", crl_env_full_action_spec },
+        { "reward_spec", crl_env_full_reward_spec },
+        { "done_spec", crl_env_full_done_spec },
+        { "state_spec", crl_env_full_state_spec },
     };
     for (size_t i = 0; i < G_N_ELEMENTS(specs); i++) {
         fprintf(f, ",\"%s\":", specs[i].name);
@@ -178,19 +198,23 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "Usage: crl inspect [FILE.ini...] [section.key=value...] [--json]\n\n"
-            "Build the env that the [env] section describes and print its specs as\n"
-            "TorchRL prints env.observation_spec, env.action_spec, ... e.g.\n\n"
+            "Build the env that the [env] section describes and print it as TorchRL's\n"
+            "print(env) does (a TransformedEnv with its Compose of transforms when it\n"
+            "has transforms), then its specs as TorchRL prints env.observation_spec,\n"
+            "env.action_spec, ... e.g.\n\n"
             "  crl inspect env.backend=classic env.id=Pendulum-v1\n"
-            "  crl inspect conf/examples/cartpole-random.ini env.num_envs=8\n\n"
+            "  crl inspect %s/cartpole-random.ini env.num_envs=8\n\n"
             "  --json      print the specs as one JSON object: backend, id, batch_size,\n"
-            "              num_envs, max_episode_steps, render, and observation_spec,\n"
-            "              action_spec, reward_spec, done_spec, state_spec, each a spec\n"
+            "              num_envs, max_episode_steps, repr (print(env)), transforms\n"
+            "              ([{name, type, repr}] in chain order), render, and\n"
+            "              observation_spec, action_spec, reward_spec, done_spec,\n"
+            "              state_spec (each the full Composite), each a spec\n"
             "              {\"kind\", \"dtype\", \"shape\", \"device\", and \"low\"/\"high\" arrays\n"
             "              for Bounded, \"n\" for Categorical/OneHot/Binary, \"nvec\" for the\n"
             "              Multi* kinds, \"entries\" for Composite}; infinite bounds are\n"
             "              written as the strings \"inf\" and \"-inf\"\n"
             "  -h, --help  print this help\n\n"
-            "Exit status: 0 ok, 1 runtime failure, 2 bad usage, bad config or unknown env.\n");
+            "Exit status: 0 ok, 1 runtime failure, 2 bad usage, bad config or unknown env.\n", crl__examples_dir());
 }
 
 int crl__cmd_inspect(int argc, char **argv)
@@ -223,9 +247,11 @@ int crl__cmd_inspect(int argc, char **argv)
         print_json(env);
     } else {
         char *batch = crl_shape_repr(crl_env_batch_ndim(env), crl_env_batch_shape(env));
-        char *repr = crl_env_specs_repr(env);
-        printf("%s/%s: batch_size=%s, max_episode_steps=%" G_GINT64_FORMAT "\n%s", crl_env_backend_name(env),
-               crl_env_id(env), batch ? batch : "?", (gint64)crl_env_max_episode_steps(env), repr ? repr : "");
+        char *repr = crl_env_specs_repr(env), *env_repr = crl_env_repr(env);
+        printf("%s/%s: batch_size=%s, max_episode_steps=%" G_GINT64_FORMAT "\nenv:\n%s\n%s", crl_env_backend_name(env),
+               crl_env_id(env), batch ? batch : "?", (gint64)crl_env_max_episode_steps(env), env_repr ? env_repr : "",
+               repr ? repr : "");
+        crl_free(env_repr);
         if (repr && repr[0] && repr[strlen(repr) - 1] != '\n')
             printf("\n");
         crl_free(repr);

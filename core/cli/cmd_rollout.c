@@ -2,6 +2,7 @@
  * rollout TensorDict and an episode summary, optionally save env 0's frames. */
 #include "config.h"
 #include "cli-private.h"
+#include "examples-private.h"
 
 #include <crl/env.h>
 #include <errno.h>
@@ -162,7 +163,7 @@ static int action_file_load(action_file *af, const char *path, crl_env *env, con
     af->path = g_strdup(path);
     int count = 0;
     const crl_spec *leaf = NULL;
-    find_leaves(crl_env_action_spec(env), "", &count, &leaf, &af->key);
+    find_leaves(crl_env_full_action_spec(env), "", &count, &leaf, &af->key);
     if (count != 1 || !leaf)
         return crl_error_set(err, CRL_E_USAGE, "--actions %s: env %s/%s has %d action entries; an actions file "
                              "can only drive an env with one", path, crl_env_backend_name(env), crl_env_id(env),
@@ -276,7 +277,7 @@ static void print_json(const crl_td *td)
 
 /* Episodes per env along the time dim: returns of completed ones, and the
  * partial return of the one still running at the end. */
-static int print_summary(const crl_env *env, const crl_td *td, crl_error *err)
+static int print_summary(const crl_env *env, const crl_td *td, int64_t asked, crl_error *err)
 {
     crl_tensor *reward = crl_td_get(td, "next.reward");
     crl_tensor *done = crl_td_get(td, "next.done");
@@ -320,6 +321,9 @@ static int print_summary(const crl_env *env, const crl_td *td, crl_error *err)
     printf("summary:\n");
     printf("  steps:              %" G_GINT64_FORMAT " (x %" G_GINT64_FORMAT " env%s of %s/%s)\n", (gint64)T,
            (gint64)E, E == 1 ? "" : "s", crl_env_backend_name(env), crl_env_id(env));
+    if (T < asked)
+        printf("  stopped:            after step %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT ", at the first done "
+               "(--auto-reset runs on through ended episodes)\n", (gint64)T, (gint64)asked);
     printf("  episodes completed: %" G_GINT64_FORMAT "\n", (gint64)completed);
     if (completed)
         printf("  mean return:        %.6g (over the completed episodes)\n", completed_sum / (double)completed);
@@ -338,16 +342,21 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "Usage: crl rollout [FILE.ini...] [section.key=value...] --steps N [--seed S]\n"
-            "                   [--actions FILE] [--json] [--save-frames DIR]\n\n"
-            "Build the env of the [env] section, reset it and run N steps with a random\n"
-            "policy (or the actions of FILE); ended episodes are reset and the rollout goes\n"
-            "on.  Prints the rollout TensorDict (batch [batch..., N]) and a summary: steps,\n"
-            "episodes completed, the mean return of the completed ones and the partial\n"
-            "return of the running ones.  E.g.\n\n"
-            "  crl rollout conf/examples/cartpole-random.ini --steps 200\n"
+            "                   [--auto-reset] [--actions FILE] [--json] [--save-frames DIR]\n\n"
+            "Build the env of the [env] section, reset it and run up to N steps with a\n"
+            "random policy (or the actions of FILE).  As TorchRL's rollout\n"
+            "(break_when_any_done=True), it stops after the first step where any env is\n"
+            "done; with --auto-reset ended episodes are reset and it runs all N steps.\n"
+            "Prints the rollout TensorDict (batch [batch..., T], T <= N) and a summary:\n"
+            "steps, episodes completed, the mean return of the completed ones and the\n"
+            "partial return of the running ones.  E.g.\n\n"
+            "  crl rollout %s/cartpole-random.ini --steps 200 --auto-reset\n"
             "  crl rollout env.backend=classic env.id=Pendulum-v1 --steps 20 --seed 7\n\n"
             "  --steps N          number of steps (required, 1..100000000)\n"
             "  --seed S           seed the envs with S (overrides [env] seed)\n"
+            "  --auto-reset       reset ended episodes and go on through all N steps\n"
+            "                     (TorchRL's break_when_any_done=False) instead of\n"
+            "                     stopping at the first done\n"
             "  --actions FILE     replay the actions of FILE, one step per line: one integer\n"
             "                     for a categorical action (the index for one-hot), or\n"
             "                     whitespace-separated numbers for a vector action, given once\n"
@@ -358,10 +367,10 @@ static void usage(FILE *f)
             "                     with dotted keys (\"next.reward\"); inf and nan are the\n"
             "                     strings \"inf\", \"-inf\" and \"nan\"\n"
             "  --save-frames DIR  write env 0's frames to DIR/frame_00000.png ... (after the\n"
-            "                     reset and after every step: N+1 files); the env must render\n"
+            "                     reset and after every step: T+1 files); the env must render\n"
             "  -h, --help         print this help\n\n"
             "Exit status: 0 ok, 1 runtime failure (e.g. the env cannot render), 2 bad usage,\n"
-            "bad config, unknown env or a malformed actions file.\n");
+            "bad config, unknown env or a malformed actions file.\n", crl__examples_dir());
 }
 
 /* "--name VALUE" or "--name=VALUE": 1 when matched (value in *out), -1 when
@@ -385,7 +394,7 @@ static int take_value(int argc, char **argv, int *i, const char *name, const cha
 
 int crl__cmd_rollout(int argc, char **argv)
 {
-    bool json = false;
+    bool json = false, auto_reset = false;
     const char *steps_s = NULL, *seed_s = NULL, *actions_path = NULL, *frames_dir = NULL;
     GPtrArray *rest = g_ptr_array_new();
     int status = CRL_EXIT_USAGE;
@@ -398,6 +407,8 @@ int crl__cmd_rollout(int argc, char **argv)
             return CRL_EXIT_OK;
         } else if (!strcmp(a, "--json")) {
             json = true;
+        } else if (!strcmp(a, "--auto-reset")) {
+            auto_reset = true;
         } else if ((m = take_value(argc, argv, &i, "--steps", &steps_s)) ||
                    (m = take_value(argc, argv, &i, "--seed", &seed_s)) ||
                    (m = take_value(argc, argv, &i, "--actions", &actions_path)) ||
@@ -478,7 +489,7 @@ int crl__cmd_rollout(int argc, char **argv)
             goto fail;
         st.frames_dir = frames_dir;
     }
-    if (!(out = crl_env_rollout(env, steps, policy, &st, false, true, NULL, &err)))
+    if (!(out = crl_env_rollout(env, steps, policy, &st, !auto_reset, true, NULL, &err)))
         goto fail;
     if (frames_dir && save_frame(&st, &err))
         goto fail;
@@ -488,7 +499,7 @@ int crl__cmd_rollout(int argc, char **argv)
         char *repr = crl_td_repr(out);
         printf("%s\n", repr ? repr : "");
         crl_free(repr);
-        if (print_summary(env, out, &err))
+        if (print_summary(env, out, steps, &err))
             goto fail;
     }
     if (frames_dir)

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "cli-private.h"
+#include "examples-private.h"
 #include "remove-tree.h"
 
 #include <crl/checkpoint.h>
@@ -39,8 +40,8 @@ static void usage(FILE *f)
             "by the crl run writing the directory).  A run directory is never shared: an\n"
             "existing [train] run_dir is refused (exit 2) unless --resume or --overwrite.\n"
             "E.g.\n\n"
-            "  crl run conf/examples/cartpole-dqn.ini\n"
-            "  crl run conf/examples/cartpole-dqn.ini collector.total_frames=20000 train.seed=3\n\n"
+            "  crl run %s/cartpole-dqn.ini\n"
+            "  crl run %s/cartpole-dqn.ini collector.total_frames=20000 train.seed=3\n\n"
             "  --dry-run   check the experiment as a run would (without stepping an env),\n"
             "              print the resolved config with every default and stop\n"
             "  --overwrite with an existing [train] run_dir: remove what it holds and\n"
@@ -65,7 +66,7 @@ static void usage(FILE *f)
             "checkpoint, with 128 + its number.\n\n"
             "Exit status: 0 ok, 1 runtime failure (a checkpoint is written first) or a\n"
             "checkpoint, metrics.csv or curve.png that could not be written, 2 bad usage\n"
-            "or bad config, 130/143 stopped by a signal.\n");
+            "or bad config, 130/143 stopped by a signal.\n", crl__examples_dir(), crl__examples_dir());
 }
 
 #define METRICS_HEADER "frames,seconds,fps,episodes,recent_return,loss,eval_return,optim_steps\n"

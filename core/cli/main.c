@@ -5,11 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const struct {
-    const char *name;
-    int (*run)(int, char **);
-    const char *summary;
-} commands[] = {
+static const crl_cli_command commands[] = {
     { "version", crl__cmd_version, "print crl's version and ABI" },
     { "plugins", crl__cmd_plugins, "list loaded plugins and what they registered" },
     { "config", crl__cmd_config, "check or show a layered configuration" },
@@ -22,7 +18,13 @@ static const struct {
     { "bench", crl__cmd_bench, "run a benchmark and print its figures" },
 };
 
-static void usage(FILE *f)
+const crl_cli_command *crl__cli_commands(size_t *n)
+{
+    *n = sizeof commands / sizeof commands[0];
+    return commands;
+}
+
+void crl__cli_usage(FILE *f)
 {
     fprintf(f, "Usage: crl COMMAND [ARGS...]\n\n"
                "crl is a reinforcement-learning framework whose environments, transforms,\n"
@@ -36,14 +38,16 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        usage(stderr);
+        crl__cli_usage(stderr);
         return CRL_EXIT_USAGE;
     }
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
-        usage(stdout);
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        crl__cli_usage(stdout);
         return CRL_EXIT_OK;
     }
+    if (!strcmp(cmd, "help"))
+        return crl__cmd_help(argc - 1, argv + 1);
     if (!strcmp(cmd, "--version"))
         return crl__cmd_version(argc - 1, argv + 1);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

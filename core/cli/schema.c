@@ -55,3 +55,16 @@ crl_schema *crl__cli_schema_new(crl_host *host, crl_error *err)
     }
     return s;
 }
+
+bool crl__cli_schema_section(size_t i, const char **section, const crl_option **table, const char **selector,
+                             crl_kind *kind, const char **doc)
+{
+    if (i >= sizeof sections / sizeof sections[0])
+        return false;
+    *section = sections[i].section;
+    *table = sections[i].table();
+    *selector = sections[i].selector;
+    *kind = sections[i].kind;
+    *doc = sections[i].doc;
+    return true;
+}

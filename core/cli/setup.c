@@ -1,6 +1,7 @@
 /* Shared start-up of the subcommands: config layers, host, plugins. */
 #include "config.h"
 #include "cli-private.h"
+#include "examples-private.h"
 
 #include <glib.h>
 #include <string.h>
@@ -38,7 +39,8 @@ int crl__cli_setup(crl_cli_ctx *ctx, int nargs, char **args, unsigned flags, crl
     crl_error e;
     crl_error_clear(&e);
     if ((flags & CRL_CLI_REQUIRE_FILE) && !ctx->files[0]) {
-        rc = crl_error_set(err, CRL_E_USAGE, "no experiment file given (e.g. conf/examples/plugins-check.ini)");
+        rc = crl_error_set(err, CRL_E_USAGE, "no experiment file given (e.g. %s/plugins-check.ini)",
+                           crl__examples_dir());
         goto fail;
     }
     if (!(ctx->cfg = crl_config_new(&e))) {

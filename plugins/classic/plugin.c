@@ -70,10 +70,18 @@ static void append(char *dst, size_t size, const char *src)
         snprintf(dst + used, size - used, "%s", src);
 }
 
+/* Options that are no physics parameter, ahead of the generated ones. */
+#define CLASSIC_ENCODING_OPTION "categorical_action_encoding"
+
 static void build_options(void)
 {
     size_t n = 0;
     crl_error_clear(&classic_options_error);
+    /* TorchRL's GymEnv default: discrete actions one-hot unless asked otherwise. */
+    classic_options[n++] = (crl_option){CLASSIC_ENCODING_OPTION, CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
+                                        "the discrete actions of CartPole-v1, MountainCar-v0 and Acrobot-v1 as "
+                                        "Categorical int64 [num] indices (true) or OneHot int64 [num, n] (false, "
+                                        "TorchRL GymEnv's default); the continuous envs ignore it"};
     for (size_t di = 0; di < classic_def_count(); di++) {
         const classic_def *d = classic_def_at(di);
         for (int pi = 0; pi < d->n_params; pi++) {
@@ -124,7 +132,7 @@ static void build_options(void)
             append(classic_option_docs[k], CLASSIC_DOC_MAX, entry);
         }
     }
-    for (size_t k = 0; k < n; k++)
+    for (size_t k = 1; k < n; k++)
         append(classic_option_docs[k], CLASSIC_DOC_MAX, ")");
     classic_options[n] = (crl_option)CRL_OPTIONS_END;
 }
@@ -153,7 +161,10 @@ typedef struct classic_env {
     bool bound;
     /* The host's buffers (borrowed, contiguous, checked in bind). */
     float *obs;               /* [num, obs_dim] */
-    void *action;             /* [num] int64 or [num, action_dim] float32 */
+    void *action;             /* [num] int64 or [num, action_dim] float32: what the physics reads */
+    bool onehot;              /* discrete actions come one-hot: decoded into `index` before a step */
+    int64_t *onehot_buf;      /* [num, action_n] int64, the host's buffer */
+    int64_t *index;           /* [num] */
     float *reward;            /* [num, 1] */
     uint8_t *terminated;      /* [num, 1] bool */
     uint8_t *truncated;       /* [num, 1] bool */
@@ -221,7 +232,7 @@ static int params_from_opts(const classic_def *d, const crl_opts *opts, double *
         return CRL_OK;
     const char *section = crl_opts_section(opts);
     for (const crl_option *o = classic_options; o->type != CRL_OPT_END; o++) {
-        if (!crl_opts_is_set(opts, o->name))
+        if (!crl_opts_is_set(opts, o->name) || !strcmp(o->name, CLASSIC_ENCODING_OPTION))
             continue;
         int pi = classic_param_index(d, o->name);
         const char *origin = crl_opts_origin(opts, o->name);
@@ -303,6 +314,7 @@ static void classic_close(void *env)
     free(e->last_action);
     free(e->reset_at);
     free(e->started);
+    free(e->index);
     free(e);
 }
 
@@ -345,21 +357,30 @@ static int classic_make(const char *id, int64_t num, const crl_opts *opts, crl_e
                                  crl_opts_section(opts), (long long)max_steps);
     }
 
+    bool categorical = false;
+    if (opts && crl_opts_is_set(opts, CLASSIC_ENCODING_OPTION)) {
+        rc = crl_opts_bool(opts, CLASSIC_ENCODING_OPTION, &categorical, err);
+        if (rc != CRL_OK)
+            return rc;
+    }
+
     float obs_low[CLASSIC_MAX_OBS], obs_high[CLASSIC_MAX_OBS];
     float act_low[CLASSIC_MAX_ACTION], act_high[CLASSIC_MAX_ACTION];
     bool box = d->action_kind == CLASSIC_ACTION_BOX;
+    bool onehot = !box && !categorical;
     d->bounds(d, params, obs_low, obs_high, box ? act_low : NULL, box ? act_high : NULL);
 
     crl_error le;   /* the specs' calls take NULL from the one before and pass its failure on */
     crl_error_clear(&le);
     crl_spec *observation = NULL, *action = NULL, *reward = NULL, *done = NULL, *state = NULL;
-    int64_t col[2] = {num, 1}, st[2] = {num, d->state_dim};
+    int64_t col[2] = {num, 1}, st[2] = {num, d->state_dim}, oh[2] = {num, d->action_n};
     observation = crl_spec_composite_of(num, "observation", bounded_rows(num, d->obs_dim, obs_low, obs_high, &le),
                                &le);
     if (observation)
         action = crl_spec_composite_of(num, "action",
-                              box ? bounded_rows(num, d->action_dim, act_low, act_high, &le)
-                                  : crl_spec_categorical(d->action_n, CRL_I64, 1, &num, &le),
+                              box      ? bounded_rows(num, d->action_dim, act_low, act_high, &le)
+                              : onehot ? crl_spec_onehot(d->action_n, CRL_I64, 2, oh, &le)
+                                       : crl_spec_categorical(d->action_n, CRL_I64, 1, &num, &le),
                               &le);
     if (action)
         reward = crl_spec_composite_of(num, "reward", crl_spec_unbounded(CRL_F32, 2, col, &le), &le);
@@ -380,7 +401,9 @@ static int classic_make(const char *id, int64_t num, const crl_opts *opts, crl_e
         e->reset_at = calloc((size_t)num, sizeof *e->reset_at);
         e->started = calloc((size_t)num, sizeof *e->started);
         e->unstarted = num;
-        if (!e->rng || !e->step_rng || !e->last_action || !e->reset_at || !e->started) {
+        e->onehot = onehot;
+        e->index = onehot ? calloc((size_t)num, sizeof *e->index) : NULL;
+        if (!e->rng || !e->step_rng || !e->last_action || !e->reset_at || !e->started || (onehot && !e->index)) {
             classic_close(e);
             e = NULL;
         }
@@ -440,8 +463,8 @@ static int classic_bind(void *env, crl_td *buffers, crl_error *err)
     bool box = d->action_kind == CLASSIC_ACTION_BOX;
     int rc = CRL_OK;
     float *obs = buffer(e, buffers, "observation", CRL_F32, d->obs_dim, &rc, err);
-    void *action = buffer(e, buffers, "action", box ? CRL_F32 : CRL_I64, box ? d->action_dim : 0,
-                          &rc, err);
+    void *action = buffer(e, buffers, "action", box ? CRL_F32 : CRL_I64,
+                          box ? d->action_dim : e->onehot ? d->action_n : 0, &rc, err);
     float *reward = buffer(e, buffers, "reward", CRL_F32, 1, &rc, err);
     uint8_t *terminated = buffer(e, buffers, "terminated", CRL_BOOL, 1, &rc, err);
     uint8_t *truncated = buffer(e, buffers, "truncated", CRL_BOOL, 1, &rc, err);
@@ -449,7 +472,8 @@ static int classic_bind(void *env, crl_td *buffers, crl_error *err)
     if (rc != CRL_OK)
         return rc;
     e->obs = obs;
-    e->action = action;
+    e->onehot_buf = e->onehot ? action : NULL;
+    e->action = e->onehot ? (void *)e->index : action;
     e->reward = reward;
     e->terminated = terminated;
     e->truncated = truncated;
@@ -530,6 +554,31 @@ static int classic_step(void *env, crl_error *err)
         return crl_error_set(err, CRL_E_INVALID,
                              "classic: %s: step before env %lld was ever reset; reset it first",
                              d->id, (long long)i);
+    }
+    if (e->onehot) {
+        /* The host checks actions against the OneHot spec unless they are projected; a backend driven
+         * directly gets the same rule here. */
+        const int64_t n = d->action_n;
+        for (int64_t i = 0; i < e->num; i++) {
+            const int64_t *row = e->onehot_buf + i * n;
+            int64_t hot = -1, ones = 0;
+            bool binary = true;
+            for (int64_t j = 0; j < n; j++) {
+                binary &= row[j] == 0 || row[j] == 1;
+                if (row[j] == 1) {
+                    hot = j;
+                    ones++;
+                }
+            }
+            if (!binary || ones != 1)
+                return crl_error_set(err, CRL_E_RANGE,
+                                     "classic: %s: the action of env %lld is not one-hot (%lld ones among %lld "
+                                     "values%s); give exactly one 1, or set categorical_action_encoding = true "
+                                     "for int64 indices",
+                                     d->id, (long long)i, (long long)ones, (long long)n,
+                                     binary ? "" : ", and values other than 0 and 1");
+            e->index[i] = hot;
+        }
     }
     int rc = classic_check_step(d, e->action, e->num, e->params, e->step_rng, err);
     if (rc != CRL_OK)

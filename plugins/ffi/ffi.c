@@ -41,7 +41,10 @@ static const crl_option ffi_options[] = {
     { "action_low", CRL_OPT_DOUBLE, 0, "-1", 0, 0, NULL, "floating action lower bound" },
     { "action_high", CRL_OPT_DOUBLE, 0, "1", 0, 0, NULL, "floating action upper bound" },
     { "action_n", CRL_OPT_INT, CRL_OPT_RANGE, "2", 1, 1e9, NULL,
-      "number of categories of an integer action (action is then a Categorical scalar)" },
+      "number of categories of an integer action (one category per env)" },
+    { "categorical_action_encoding", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
+      "an integer action as OneHot int64 [num, action_n] (false, TorchRL's wrappers' default; the library still "
+      "gets the index) or Categorical int64 [num] (true); floating actions ignore it" },
     { "calls", CRL_OPT_ENUM, 0, "per_env", 0, 0, "per_env|batch",
       "per_env = each function is called once per env; batch = once for all envs, with pointers to whole buffers "
       "(count, mask and seeds arguments)" },
@@ -76,6 +79,12 @@ typedef struct ffi_env {
     crl_dtype dt[L_COUNT];
     int64_t per_env[L_COUNT];  /* elements per env */
     void *buf[L_COUNT];
+    /* categorical_action_encoding = false with an integer action: the host's one-hot rows [num, action_n],
+     * decoded into index (what buf[L_ACTION] points at) before every step. */
+    bool onehot;
+    int64_t action_n;
+    const int64_t *onehot_buf;
+    int64_t *index;
     bool bound;
 } ffi_env;
 
@@ -135,6 +144,7 @@ static void ffi_close(void *env)
             free(e->fns[j].args[k].staging);
     free(e->handles);
     free(e->all);
+    free(e->index);
     if (e->lib)
         dlclose(e->lib);
     free(e);
@@ -394,8 +404,18 @@ static int ffi_make(const char *id, int64_t num, const crl_opts *opts, crl_env_s
                                                            : crl_spec_bounded(CRL_F32, nd, full, lo, hi, err), err);
         if (e->dt[L_ACTION] == CRL_I64) {
             int64_t n;
+            bool categorical = false;
             crl_opts_int(opts, "action_n", &n, NULL);
-            act = crl_spec_composite_of(num, "action", crl_spec_categorical(n, CRL_I64, 1, &num, err), err);
+            crl_opts_bool(opts, "categorical_action_encoding", &categorical, NULL);
+            e->action_n = n;
+            e->onehot = !categorical;
+            int64_t oh[2] = { num, n };
+            if (e->onehot && !(e->index = calloc((size_t)num, sizeof *e->index)))
+                rc = crl_error_set(err, CRL_E_NOMEM, "ffi: out of memory");
+            else
+                act = crl_spec_composite_of(num, "action", e->onehot ? crl_spec_onehot(n, CRL_I64, 2, oh, err)
+                                                                     : crl_spec_categorical(n, CRL_I64, 1, &num, err),
+                                            err);
         } else {
             full[0] = num;
             for (int k = 0; k < shape[L_ACTION][0]; k++)
@@ -452,13 +472,18 @@ static int ffi_bind(void *env, crl_td *buffers, crl_error *err)
     b[L_OBSERVATION] = crl_env_backend_buffer(buffers, who, "observation", CRL_F32, e->num, e->per_env[L_OBSERVATION],
                                               &rc, err);
     b[L_ACTION] = crl_env_backend_buffer(buffers, who, "action", e->dt[L_ACTION], e->num,
-                                         e->dt[L_ACTION] == CRL_I64 ? 0 : e->per_env[L_ACTION], &rc, err);
+                                         e->dt[L_ACTION] != CRL_I64 ? e->per_env[L_ACTION] : e->onehot ? e->action_n : 0,
+                                         &rc, err);
     b[L_REWARD] = crl_env_backend_buffer(buffers, who, "reward", CRL_F32, e->num, 1, &rc, err);
     b[L_TERMINATED] = crl_env_backend_buffer(buffers, who, "terminated", CRL_BOOL, e->num, 1, &rc, err);
     b[L_TRUNCATED] = crl_env_backend_buffer(buffers, who, "truncated", CRL_BOOL, e->num, 1, &rc, err);
     if (rc)
         return rc;
     memcpy(e->buf, b, sizeof b);
+    if (e->onehot) {
+        e->onehot_buf = b[L_ACTION];
+        e->buf[L_ACTION] = e->index;
+    }
     e->dt[L_OBSERVATION] = CRL_F32;
     e->dt[L_REWARD] = CRL_F32;
     e->dt[L_TERMINATED] = e->dt[L_TRUNCATED] = CRL_BOOL;
@@ -505,6 +530,26 @@ static int ffi_step(void *env, crl_error *err)
         return crl_error_set(err, CRL_E_INVALID, "ffi: step needs an env");
     if (!e->bound)
         return crl_error_set(err, CRL_E_INVALID, "ffi: %s: step before bind", e->id);
+    for (int64_t i = 0; e->onehot && i < e->num; i++) {
+        /* The host checks actions against the OneHot spec unless they are projected; a backend driven
+         * directly gets the same rule here. */
+        const int64_t *row = e->onehot_buf + i * e->action_n;
+        int64_t hot = -1, ones = 0;
+        bool binary = true;
+        for (int64_t j = 0; j < e->action_n; j++) {
+            binary &= row[j] == 0 || row[j] == 1;
+            if (row[j] == 1) {
+                hot = j;
+                ones++;
+            }
+        }
+        if (!binary || ones != 1)
+            return crl_error_set(err, CRL_E_RANGE, "ffi: %s: the action of env %lld is not one-hot (%lld ones among "
+                                 "%lld values%s); give exactly one 1, or set categorical_action_encoding = true for "
+                                 "int64 indices", e->id, (long long)i, (long long)ones, (long long)e->action_n,
+                                 binary ? "" : ", and values other than 0 and 1");
+        e->index[i] = hot;
+    }
     for (int64_t i = 0; i < e->ncalls; i++) {
         int rc = call_one(e, &e->fns[F_STEP], i, 0, NULL, err);
         if (rc)

@@ -380,7 +380,19 @@ PyObject *gym_action_arg(gym_env *e, int64_t i)
         return PyLong_FromLongLong(idx + (a->start ? a->start[0] : 0));
     }
     gym_one *o = &e->envs[i];
-    if (o->staging) {
+    if (a->oh_width) {
+        /* Each group's first maximum, as for Discrete; the env gets start + index. */
+        const int64_t *oh = (const int64_t *)(const void *)(a->buf + (size_t)i * (size_t)a->oh_width * sizeof(int64_t));
+        size_t es = crl_dtype_size(a->dt);
+        for (size_t j = 0; j < a->k; j++) {
+            int64_t idx = 0;
+            for (int64_t c = 1; c < a->nvec[j]; c++)
+                if (oh[c] > oh[idx])
+                    idx = c;
+            store_i64(o->staging + j * es, a->dt, idx + (a->start ? a->start[j] : 0));
+            oh += a->nvec[j];
+        }
+    } else if (o->staging) {
         size_t es = crl_dtype_size(a->dt);
         for (int64_t j = 0; j < a->numel; j++)
             store_i64(o->staging + (size_t)j * es, a->dt, load_int(row + (size_t)j * es, a->dt) + a->start[j]);

@@ -38,6 +38,8 @@ typedef struct gym_leaf {
     double *low, *high;        /* Box: numel each; NULL: Unbounded */
     bool warned;               /* the cast fallback was announced */
     uint8_t *buf;              /* bound: the [num, ...] buffer */
+    int64_t oh_width;          /* MultiDiscrete action one-hot: int64 values per buffer row (sum of nvec); the
+                                * env's value (row_bytes) is then decoded into staging; 0 otherwise */
 } gym_leaf;
 
 /* One Python env of the batch and what is called on it (owned refs). */
@@ -59,7 +61,7 @@ typedef struct gym_env {
     gym_leaf *info;
     size_t ninfo;
     gym_leaf action;
-    bool onehot;               /* Discrete action as OneHot */
+    bool onehot;               /* Discrete action as OneHot, MultiDiscrete as MultiOneHot */
     bool tuple2;               /* 2-Tuple observation space (see split_reset) */
     int32_t render_h, render_w;
     int64_t max_steps;

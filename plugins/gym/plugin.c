@@ -24,9 +24,10 @@ static const crl_option gym_options[] = {
     { "kwargs.", CRL_OPT_STRING, CRL_OPT_PREFIX, NULL, 0, 0, NULL,
       "kwargs.NAME = VALUE: keyword arguments of gymnasium.make / gym.make / the entry point; VALUE is read as a "
       "Python literal (ast.literal_eval), else taken as a string" },
-    { "categorical_action_encoding", CRL_OPT_BOOL, 0, "true", 0, 0, NULL,
-      "a Discrete action space as Categorical int64 [num] (true) or OneHot int64 [num, n] (false); Discrete "
-      "observations are always Categorical" },
+    { "categorical_action_encoding", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
+      "a Discrete action space as Categorical int64 [num] (true) or OneHot int64 [num, n] (false, TorchRL "
+      "GymEnv's default), a 1-D MultiDiscrete one as MultiCategorical [num, k] (true) or MultiOneHot int64 "
+      "[num, sum(nvec)] (false); Discrete observations are always Categorical" },
     { "info_keys", CRL_OPT_LIST, 0, NULL, 0, 0, NULL,
       "info entries to output next to the observation, typed by the first reset's info (float: float32 [1], "
       "int: int64 [1], bool: bool [1], numpy values: their dtype and shape); a '.' in a name becomes '_'" },
@@ -239,7 +240,7 @@ static int read_options(const crl_opts *opts, make_args *a, crl_error *err)
     int rc = CRL_OK;
     if (crl_opts_is_set(opts, "entry_point"))
         rc = crl_opts_string(opts, "entry_point", &a->entry_point, err);
-    bool categorical = true;
+    bool categorical = false;
     if (!rc)
         rc = crl_opts_bool(opts, "categorical_action_encoding", &categorical, err);
     a->onehot = !categorical;
@@ -350,12 +351,25 @@ static int make_locked(gym_env *e, const char *id, const crl_opts *opts, const m
     if (rc)
         return rc;
     gym_leaf *al0 = &e->action;
-    e->onehot = a->onehot && al0->kind == GYM_DISCRETE;
-    if (e->onehot) {
+    e->onehot = a->onehot && (al0->kind == GYM_DISCRETE || al0->kind == GYM_MULTI_DISCRETE);
+    if (e->onehot && al0->kind == GYM_DISCRETE) {
         al0->ndim = 1;
         al0->shape[0] = al0->n;
         al0->numel = al0->n;
         al0->row_bytes = (size_t)al0->n * sizeof(int64_t);
+    } else if (e->onehot) {
+        if (al0->vndim != 1)
+            return crl_error_set(err, CRL_E_UNSUPPORTED,
+                                 "gym: %s: categorical_action_encoding = false one-hot encodes a 1-D MultiDiscrete "
+                                 "action space, and this one has %d dims; set categorical_action_encoding = true",
+                                 e->id, al0->vndim);
+        int64_t width = 0;
+        for (size_t j = 0; j < al0->k; j++)
+            width += al0->nvec[j];
+        /* numel and row_bytes stay the env's value (k entries); the buffer row is the one-hot groups. */
+        al0->oh_width = width;
+        al0->ndim = 1;
+        al0->shape[0] = width;
     }
 
     /* One reset (and render) of env 0 when make must learn the info types
@@ -562,7 +576,7 @@ static int make_action_views(gym_env *e, crl_error *err)
         gym_one *o = &e->envs[i];
         Py_CLEAR(o->action);
         uint8_t *mem = a->buf + (size_t)i * a->row_bytes;
-        if (a->start) {
+        if (a->start || a->oh_width) {
             if (!o->staging)
                 o->staging = g_malloc0(a->row_bytes);
             mem = o->staging;
@@ -590,7 +604,8 @@ static int gym_bind(void *env, crl_td *buffers, crl_error *err)
         e->info[i].buf = buffer(e, buffers, e->info[i].key, e->info[i].dt, e->info[i].ndim, e->info[i].shape, &rc,
                                 err);
     gym_leaf *a = &e->action;
-    a->buf = buffer(e, buffers, a->key, a->kind == GYM_DISCRETE ? CRL_I64 : a->dt, a->ndim, a->shape, &rc, err);
+    a->buf = buffer(e, buffers, a->key, a->kind == GYM_DISCRETE || a->oh_width ? CRL_I64 : a->dt, a->ndim, a->shape,
+                    &rc, err);
     float *reward = buffer(e, buffers, "reward", CRL_F32, 1, &one, &rc, err);
     uint8_t *term = buffer(e, buffers, "terminated", CRL_BOOL, 1, &one, &rc, err);
     uint8_t *trunc = buffer(e, buffers, "truncated", CRL_BOOL, 1, &one, &rc, err);

@@ -165,6 +165,10 @@ crl_spec *gym_leaf_spec(const gym_leaf *l, int64_t num, bool onehot, crl_error *
         }
         return crl_spec_categorical(l->n, CRL_I64, 1, shape, err);
     case GYM_MULTI_DISCRETE:
+        if (onehot && l->oh_width) {
+            int64_t oh[2] = { num, l->oh_width };
+            return crl_spec_multi_onehot(l->nvec, l->k, CRL_I64, 2, oh, err);
+        }
         return crl_spec_multi_categorical(l->nvec, l->dt, nd, shape, err);
     case GYM_MULTI_BINARY:
         return crl_spec_binary(l->n, l->dt, nd, shape, err);

@@ -273,7 +273,9 @@ int ls_action_index(crl_td *batch, int64_t rows, int64_t n, const char *who, int
     crl_tensor *action = crl_td_get(batch, "action");
     if (!action)
         return crl_error_set(err, CRL_E_NOT_FOUND, "%s: the batch has no 'action'", who);
-    bool onehot = crl_tensor_numel(action) == rows * n && n > 1;
+    /* One value per row is an index, n a one-hot (categorical_action_encoding true or false); with n = 1 both
+     * read as action 0 once checked. */
+    bool onehot = crl_tensor_numel(action) == rows * n && (n > 1 || crl_tensor_ndim(action) > crl_td_batch_ndim(batch));
     if (!onehot && crl_tensor_numel(action) != rows)
         return crl_error_set(err, CRL_E_SHAPE, "%s: 'action' holds %lld values for %lld rows (expected an index or "
                              "a one-hot of %lld per row)", who, (long long)crl_tensor_numel(action), (long long)rows,
@@ -281,9 +283,20 @@ int ls_action_index(crl_td *batch, int64_t rows, int64_t n, const char *who, int
     for (int64_t r = 0; r < rows; r++) {
         int64_t a = 0;
         if (onehot) {
-            for (int64_t j = 1; j < n; j++)
-                if (crl_tensor_flat_get(action, r * n + j) > crl_tensor_flat_get(action, r * n + a))
+            int64_t ones = 0;
+            bool binary = true;
+            for (int64_t j = 0; j < n; j++) {
+                double v = crl_tensor_flat_get(action, r * n + j);
+                binary &= v == 0 || v == 1;
+                if (v == 1) {
                     a = j;
+                    ones++;
+                }
+            }
+            if (!binary || ones != 1)
+                return crl_error_set(err, CRL_E_RANGE, "%s: 'action' row %lld is not one-hot (%lld ones among %lld "
+                                     "values%s)", who, (long long)r, (long long)ones, (long long)n,
+                                     binary ? "" : ", and values other than 0 and 1");
         } else {
             a = (int64_t)crl_tensor_flat_get(action, r);
         }
@@ -317,5 +330,51 @@ int ls_discrete_n(const crl_spec *action_spec, const char *who, const char *inst
         return crl_error_set(err, CRL_E_INVALID, "%s: needs a discrete action (Categorical or OneHot), the env's is "
                              "%s; use %s for continuous actions", who, crl_spec_kind_name(k), instead);
     *n = crl_spec_n(act);
+    return CRL_OK;
+}
+
+int ls_batch_terminal(crl_td *batch, int64_t rows, const char *who, const float **data, crl_tensor **owned,
+                      crl_error *err)
+{
+    *owned = NULL;
+    const char *key = crl_td_get(batch, "next.terminated") ? "next.terminated" : "next.done";
+    if (!crl_td_get(batch, key))
+        return crl_error_set(err, CRL_E_NOT_FOUND, "%s: the batch has neither 'next.terminated' nor 'next.done'",
+                             who);
+    return ls_batch_f32(batch, key, rows, 1, who, data, owned, err);
+}
+
+int ls_set_vec(crl_td *td, const char *key, const float *v, int64_t n, crl_error *err)
+{
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *t = crl_tensor_new(CRL_F32, 1, &n, &e);
+    if (!t)
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
+    memcpy(crl_tensor_data(t), v, (size_t)n * sizeof *v);
+    int rc = crl_td_set(td, key, t, err);
+    crl_tensor_unref(t);
+    return rc;
+}
+
+const char *const ls_net_keys[] = { "in_key", "num_cells", "activation", NULL };
+
+int ls_reject_set(const crl_opts *opts, const char *who, const char *const *keys, crl_error *err)
+{
+    for (size_t i = 0; keys[i]; i++)
+        if (crl_opts_is_set(opts, keys[i]))
+            return crl_error_set(err, CRL_E_CONFIG, "%s: %s: '%s' is decided by the modules the loss was given "
+                                 "(their networks, keys and exploration); drop it", who,
+                                 crl_opts_origin(opts, keys[i]), keys[i]);
+    return CRL_OK;
+}
+
+int ls_module_key(crl_tdmodule *m, const char *who, const char *what, const char **key, crl_error *err)
+{
+    size_t n = crl_tdmodule_num_in_keys(m);
+    if (n != 1)
+        return crl_error_set(err, CRL_E_INVALID, "%s: the %s module '%s' reads %zu keys; this loss takes a %s reading "
+                             "one observation key", who, what, crl_mlp_name(crl_tdmodule_net_get(m)), n, what);
+    *key = crl_tdmodule_in_key(m, 0);
     return CRL_OK;
 }

@@ -4,6 +4,7 @@
 
 #include <glib.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 const crl_option ls_dqn_options[] = {
@@ -42,6 +43,7 @@ typedef struct dqn {
     int64_t *idx;
     int64_t cap;
     crl_tensor *next_obs;              /* scratch for rows != cap */
+    bool user;                         /* the actor is the user's (create_from_modules) */
 } dqn;
 
 static void dqn_destroy(void *st)
@@ -49,7 +51,8 @@ static void dqn_destroy(void *st)
     dqn *d = st;
     if (!d)
         return;
-    crl_qvalue_actor_free(d->actor);
+    if (!d->user)
+        crl_qvalue_actor_free(d->actor);
     crl_tdmodule_free(d->mod);
     crl_mlp_unref(d->q);
     crl_mlp_unref(d->target);
@@ -102,11 +105,51 @@ fail:
     return rc ? rc : crl_error_pass(err, &e, CRL_E_INVALID);
 }
 
+/* create_from_modules: TorchRL's DQNLoss(value_network=QValueActor); the target network is a copy. */
+static int dqn_create_modules(const crl_opts *opts, const crl_loss_modules *m, uint64_t seed, void **st,
+                              crl_error *err)
+{
+    (void)seed;
+    const char *who = "loss 'dqn'";
+    static const char *const refused[] = { "in_key", "num_cells", "activation", "eps_init", "eps_end",
+                                           "annealing_num_steps", NULL };
+    if (!m->qvalue_actor)
+        return crl_error_set(err, CRL_E_INVALID, "%s: give qvalue_actor (a crl_qvalue_actor)", who);
+    dqn *d = g_new0(dqn, 1);
+    d->user = true;
+    d->actor = m->qvalue_actor;
+    const char *lf, *key;
+    int rc;
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tdmodule *mod = crl_qvalue_actor_module_get(d->actor);
+    if ((rc = ls_reject_set(opts, who, refused, err)) || (rc = crl_opts_double(opts, "gamma", &d->gamma, err)) ||
+        (rc = crl_opts_double(opts, "tau", &d->tau, err)) || (rc = crl_opts_string(opts, "loss_function", &lf, err)) ||
+        (rc = crl_opts_bool(opts, "double_dqn", &d->double_dqn, err)) ||
+        (rc = crl_opts_int(opts, "hard_update_interval", &d->hard_interval, err)) ||
+        (rc = ls_module_key(mod, who, "qvalue actor", &key, err)))
+        goto fail;
+    d->smooth_l1 = !strcmp(lf, "smooth_l1");
+    snprintf(d->no.in_key, sizeof d->no.in_key, "%s", key);
+    d->q = crl_mlp_ref(crl_tdmodule_net_get(mod));
+    d->n = crl_mlp_out_features(d->q);
+    const char *keys[] = { key, NULL };
+    if (!(d->target = crl_mlp_clone(d->q, "qvalue_target", &e)) ||
+        !(d->mod = crl_tdmodule_new(d->q, keys, "action_value", &e)))
+        goto fail;
+    d->next_key = g_strconcat("next.", key, NULL);
+    *st = d;
+    return CRL_OK;
+fail:
+    dqn_destroy(d);
+    return rc ? rc : crl_error_pass(err, &e, CRL_E_INVALID);
+}
+
 static int dqn_act(void *st, crl_td *td, crl_exploration e, crl_rng *rng, crl_error *err)
 {
     dqn *d = st;
     int rc = crl_qvalue_actor_act(d->actor, td, e, rng, err);
-    if (rc)
+    if (rc || d->user)
         return rc;
     static const char *const extra[] = { "action_value", "chosen_action_value", NULL };
     return ls_drop_keys(td, extra, err);
@@ -115,7 +158,8 @@ static int dqn_act(void *st, crl_td *td, crl_exploration e, crl_rng *rng, crl_er
 static void dqn_explore_step(void *st, int64_t frames)
 {
     dqn *d = st;
-    crl_qvalue_actor_step(d->actor, frames);
+    if (!d->user)   /* a user's actor keeps its own schedule */
+        crl_qvalue_actor_step(d->actor, frames);
     d->counters[1] += (double)frames;
     d->counters[2] += 1;
     d->explore_frames_per_call = (double)frames;
@@ -161,7 +205,7 @@ static int dqn_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     int rc = CRL_OK;
     int64_t in = crl_mlp_in_features(d->q);
     if ((rc = ls_batch_f32(batch, "next.reward", rows, 1, who, &reward, &tmp[0], err)) ||
-        (rc = ls_batch_f32(batch, "next.terminated", rows, 1, who, &term, &tmp[1], err)) ||
+        (rc = ls_batch_terminal(batch, rows, who, &term, &tmp[1], err)) ||
         (rc = ls_batch_f32(batch, d->next_key, rows, in, who, &nobs, &tmp[2], err)))
         goto out;
     if (crl_td_get(batch, "_weight") && (rc = ls_batch_f32(batch, "_weight", rows, 1, who, &weight, &tmp[3], err)))
@@ -278,9 +322,11 @@ static int dqn_load(void *st, const crl_ckpt_reader *r, const char *prefix, crl_
         crl_tensor_copy(crl_mlp_params_get(d->target), crl_mlp_params_get(t), NULL);
         d->counters[0] = c[0];
         /* Replay the epsilon schedule with the same calls, so it matches bitwise. */
-        crl_qvalue_actor_set_egreedy(d->actor, d->eps_init, d->eps_end, d->eps_steps, NULL);
-        for (int64_t i = 0, n = ls_anneal_calls((int64_t)c[2], (int64_t)c[3], d->eps_steps); i < n; i++)
-            dqn_explore_step(d, (int64_t)c[3]);
+        if (!d->user) {
+            crl_qvalue_actor_set_egreedy(d->actor, d->eps_init, d->eps_end, d->eps_steps, NULL);
+            for (int64_t i = 0, n = ls_anneal_calls((int64_t)c[2], (int64_t)c[3], d->eps_steps); i < n; i++)
+                dqn_explore_step(d, (int64_t)c[3]);
+        }
         /* What all c[2] calls add up to (exact: below 2^53). */
         d->counters[1] = c[2] * c[3];
         d->counters[2] = c[2];
@@ -304,4 +350,6 @@ const crl_loss_ops ls_dqn_ops = {
     .update = dqn_update,
     .save = dqn_save,
     .load = dqn_load,
+    .param_active = NULL,
+    .create_from_modules = dqn_create_modules,
 };

@@ -34,6 +34,7 @@ typedef struct dsac {
     int64_t *idx;
     float *buf;           /* [7 B n + 2 B] scratch */
     int64_t cap;
+    bool user;            /* the actor is the user's (create_from_modules) */
 } dsac;
 
 static void dsac_destroy(void *st)
@@ -41,7 +42,8 @@ static void dsac_destroy(void *st)
     dsac *d = st;
     if (!d)
         return;
-    crl_prob_actor_free(d->actor);
+    if (!d->user)
+        crl_prob_actor_free(d->actor);
     crl_mlp_unref(d->actor_net);
     for (int i = 0; i < 2; i++) {
         crl_mlp_unref(d->q[i]);
@@ -102,11 +104,71 @@ fail:
     return rc ? rc : crl_error_pass(err, &e, CRL_E_INVALID);
 }
 
+/* create_from_modules: a Categorical actor and Q(s, .) network of the user's; the second critic is a copy
+ * re-drawn from seed, the targets copies. */
+static int dsac_create_modules(const crl_opts *opts, const crl_loss_modules *m, uint64_t seed, void **st,
+                               crl_error *err)
+{
+    const char *who = "loss 'discrete_sac'";
+    if (!m->prob_actor || !m->value)
+        return crl_error_set(err, CRL_E_INVALID, "%s: give prob_actor (a Categorical crl_prob_actor) and value "
+                             "(Q(s, .): a crl_tdmodule reading the actor's key, one output per action)", who);
+    if (crl_prob_actor_kind(m->prob_actor) != CRL_DIST_CATEGORICAL)
+        return crl_error_set(err, CRL_E_INVALID, "%s: prob_actor is a TanhNormal; discrete SAC needs a Categorical "
+                             "actor (use sac for continuous actions)", who);
+    dsac *d = g_new0(dsac, 1);
+    d->user = true;
+    d->actor = m->prob_actor;
+    double alpha, w;
+    int64_t one = 1;
+    int rc;
+    const char *key, *vkey;
+    crl_error e;
+    crl_error_clear(&e);
+    crl_mlp *anet = crl_prob_actor_net_get(d->actor), *qnet = crl_tdmodule_net_get(m->value);
+    if ((rc = ls_reject_set(opts, who, ls_net_keys, err)) || (rc = crl_opts_double(opts, "gamma", &d->gamma, err)) ||
+        (rc = crl_opts_double(opts, "tau", &d->tau, err)) || (rc = crl_opts_double(opts, "alpha_init", &alpha, err)) ||
+        (rc = crl_opts_bool(opts, "fixed_alpha", &d->fixed_alpha, err)) ||
+        (rc = crl_opts_double(opts, "target_entropy_weight", &w, err)) ||
+        (rc = ls_module_key(crl_prob_actor_module_get(d->actor), who, "actor", &key, err)) ||
+        (rc = ls_module_key(m->value, who, "value", &vkey, err)))
+        goto fail;
+    d->o = crl_mlp_in_features(anet);
+    d->n = crl_mlp_out_features(anet);
+    if (strcmp(key, vkey) || crl_mlp_in_features(qnet) != d->o || crl_mlp_out_features(qnet) != d->n) {
+        rc = crl_error_set(err, CRL_E_SHAPE, "%s: the value module '%s' reads '%s' (%lld features) and gives %lld "
+                           "values; it must read the actor's '%s' (%lld features) and give one value per action (%lld)",
+                           who, crl_mlp_name(qnet), vkey, (long long)crl_mlp_in_features(qnet),
+                           (long long)crl_mlp_out_features(qnet), key, (long long)d->o, (long long)d->n);
+        goto fail;
+    }
+    snprintf(d->no.in_key, sizeof d->no.in_key, "%s", key);
+    d->target_entropy = w * log((double)d->n);
+    crl_rng rng;
+    crl_rng_init(&rng, seed, 0);
+    d->actor_net = crl_mlp_ref(anet);
+    d->q[0] = crl_mlp_ref(qnet);
+    if (!(d->q[1] = crl_mlp_clone(d->q[0], "qvalue1", &e)) ||
+        (rc = crl_mlp_init(d->q[1], CRL_INIT_DEFAULT, 1, 1, &rng, err)) ||
+        !(d->qt[0] = crl_mlp_clone(d->q[0], "qvalue0_target", &e)) ||
+        !(d->qt[1] = crl_mlp_clone(d->q[1], "qvalue1_target", &e)) ||
+        !(d->log_alpha = crl_tensor_new(CRL_F32, 1, &one, &e)) ||
+        !(d->log_alpha_grad = crl_tensor_new(CRL_F32, 1, &one, &e)))
+        goto fail;
+    crl_tensor_flat_set(d->log_alpha, 0, log(alpha));
+    d->next_key = g_strconcat("next.", key, NULL);
+    *st = d;
+    return CRL_OK;
+fail:
+    dsac_destroy(d);
+    return rc ? rc : crl_error_pass(err, &e, CRL_E_INVALID);
+}
+
 static int dsac_act(void *st, crl_td *td, crl_exploration e, crl_rng *rng, crl_error *err)
 {
     dsac *d = st;
     int rc = crl_prob_actor_act(d->actor, td, e, rng, err);
-    if (rc)
+    if (rc || d->user)
         return rc;
     static const char *const extra[] = { "logits", "sample_log_prob", NULL };
     return ls_drop_keys(td, extra, err);
@@ -175,7 +237,7 @@ static int dsac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     crl_error e;   /* for the calls that return NULL on failure */
     crl_error_clear(&e);
     if ((rc = ls_batch_f32(batch, "next.reward", B, 1, who, &reward, &own[0], err)) ||
-        (rc = ls_batch_f32(batch, "next.terminated", B, 1, who, &term, &own[1], err)) ||
+        (rc = ls_batch_terminal(batch, B, who, &term, &own[1], err)) ||
         (rc = ls_batch_f32(batch, d->no.in_key, B, o, who, &obs, &own[2], err)) ||
         (rc = ls_batch_f32(batch, d->next_key, B, o, who, &nobs, &own[3], err)) ||
         (crl_td_get(batch, "_weight") && (rc = ls_batch_f32(batch, "_weight", B, 1, who, &weight, &own[4], err))))
@@ -295,12 +357,15 @@ static int dsac_update(void *st, crl_error *err)
     return CRL_OK;
 }
 
+/* Checkpoint section names: fixed, as a user's networks may share a name (those the loss builds have these). */
+static const char *const sec_names[5] = { "actor", "qvalue0", "qvalue0_target", "qvalue1", "qvalue1_target" };
+
 static int dsac_save(void *st, crl_ckpt_writer *w, const char *prefix, crl_error *err)
 {
     dsac *d = st;
     crl_mlp *m[5] = { d->actor_net, d->q[0], d->qt[0], d->q[1], d->qt[1] };
     for (int i = 0; i < 5; i++) {
-        int rc = ls_mlp_save(m[i], w, prefix, crl_mlp_name(m[i]), err);
+        int rc = ls_mlp_save(m[i], w, prefix, sec_names[i], err);
         if (rc)
             return rc;
     }
@@ -317,10 +382,10 @@ static int dsac_load(void *st, const crl_ckpt_reader *r, const char *prefix, crl
     crl_error e;
     crl_error_clear(&e);
     for (int i = 0; i < 5 && !rc; i++) {
-        if (!(c[i] = crl_mlp_clone(m[i], crl_mlp_name(m[i]), &e)))
+        if (!(c[i] = crl_mlp_clone(m[i], sec_names[i], &e)))
             rc = crl_error_pass(err, &e, CRL_E_NOMEM);
         else
-            rc = ls_mlp_load(c[i], r, prefix, crl_mlp_name(m[i]), err);
+            rc = ls_mlp_load(c[i], r, prefix, sec_names[i], err);
     }
     if (!rc) {
         for (int i = 0; i < 5; i++)
@@ -347,4 +412,5 @@ const crl_loss_ops ls_dsac_ops = {
     .save = dsac_save,
     .load = dsac_load,
     .param_active = NULL,
+    .create_from_modules = dsac_create_modules,
 };

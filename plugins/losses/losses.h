@@ -87,6 +87,22 @@ int64_t ls_anneal_calls(int64_t calls, int64_t frames, int64_t steps);
 int ls_mlp_save(crl_mlp *m, crl_ckpt_writer *w, const char *prefix, const char *name, crl_error *err);
 int ls_mlp_load(crl_mlp *m, const crl_ckpt_reader *r, const char *prefix, const char *name, crl_error *err);
 
+/* The batch's "next.terminated" as float rows, or "next.done" when the
+ * batch has no "next.terminated" (TorchRL's fallback); as ls_batch_f32.
+ * CRL_E_NOT_FOUND names both keys when neither is there. */
+int ls_batch_terminal(crl_td *batch, int64_t rows, const char *who, const float **data, crl_tensor **owned,
+                      crl_error *err);
+/* Set a float32 [n] tensor v under key (into a loss output of batch []). */
+int ls_set_vec(crl_td *td, const char *key, const float *v, int64_t n, crl_error *err);
+/* create_from_modules: CRL_E_CONFIG for the first of keys[] (NULL-terminated)
+ * the options set, since the user's modules decide it. */
+int ls_reject_set(const crl_opts *opts, const char *who, const char *const *keys, crl_error *err);
+/* The one key a user's module reads (into *key, borrowed); `what` names
+ * the module ("actor") in the CRL_E_INVALID otherwise. */
+int ls_module_key(crl_tdmodule *m, const char *who, const char *what, const char **key, crl_error *err);
+/* The network options every loss's create_from_modules refuses. */
+extern const char *const ls_net_keys[];
+
 /* Huber (smooth L1, beta = 1) or squared error of d = pred - target, and
  * its derivative. */
 double ls_distance(bool smooth_l1, double d, double *grad);

@@ -69,7 +69,9 @@ typedef struct ac {
     double explore[3];               /* frames, calls, frames per call */
     double sigma[3];                 /* exploration noise: init, end, annealing frames */
     char *next_key;
-    float *x, *x2, *ga, *y, *td_err, *gsave;
+    bool user;                       /* the actor and critic are the user's (create_from_modules) */
+    float *x, *x2, *ga, *y, *td_err, *gsave, *pred;
+    double pred_mean, actor_q, next_v;   /* TD3Loss's outputs of the last forward: batch means */
     int64_t cap, gsave_cap;
 } ac;
 
@@ -78,9 +80,11 @@ static void ac_destroy(void *st)
     ac *a = st;
     if (!a)
         return;
-    crl_det_actor_free(a->det);
+    if (!a->user) {
+        crl_det_actor_free(a->det);
+        crl_prob_actor_free(a->prob);
+    }
     crl_det_actor_free(a->det_target);
-    crl_prob_actor_free(a->prob);
     crl_mlp_unref(a->actor_net);
     crl_mlp_unref(a->actor_target_net);
     for (int i = 0; i < 2; i++) {
@@ -98,6 +102,7 @@ static void ac_destroy(void *st)
     g_free(a->y);
     g_free(a->td_err);
     g_free(a->gsave);
+    g_free(a->pred);
     g_free(a);
 }
 
@@ -215,13 +220,125 @@ static int sac_create(const crl_opts *o, const crl_spec *obs, const crl_spec *ac
     return ac_create(AC_SAC, o, obs, act, seed, st, err);
 }
 
+/* create_from_modules: the user's actor and Q(s, a) network; targets (and the second critic) are copies. */
+static int ac_create_modules(ac_mode mode, const crl_opts *opts, const crl_loss_modules *m, uint64_t seed, void **st,
+                             crl_error *err)
+{
+    static const char *const names[] = { "loss 'ddpg'", "loss 'td3'", "loss 'sac'" };
+    static const char *const refused[] = { "in_key", "num_cells", "activation", "sigma", "sigma_end",
+                                           "annealing_num_steps", NULL };
+    const char *who = names[mode];
+    bool sac = mode == AC_SAC;
+    if (sac ? !m->prob_actor || !m->value : !m->det_actor || !m->value)
+        return crl_error_set(err, CRL_E_INVALID, "%s: give %s and value (Q(s, a): a crl_tdmodule reading the "
+                             "actor's observation key and \"action\")", who,
+                             sac ? "prob_actor (a TanhNormal crl_prob_actor)" : "det_actor (a crl_det_actor)");
+    if (sac && crl_prob_actor_kind(m->prob_actor) != CRL_DIST_TANH_NORMAL)
+        return crl_error_set(err, CRL_E_INVALID, "%s: prob_actor is a Categorical; SAC needs a TanhNormal actor (use "
+                             "discrete_sac for discrete actions)", who);
+    ac *a = g_new0(ac, 1);
+    a->mode = mode;
+    a->who = who;
+    a->seed = seed;
+    a->user = true;
+    a->nq = mode == AC_DDPG ? 1 : 2;
+    a->delay = 1;
+    a->det = m->det_actor;
+    a->prob = m->prob_actor;
+    int rc;
+    const char *key;
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tdmodule *am = sac ? crl_prob_actor_module_get(a->prob) : crl_det_actor_module_get(a->det);
+    crl_mlp *anet = crl_tdmodule_net_get(am), *qnet = crl_tdmodule_net_get(m->value);
+    if ((rc = ls_reject_set(opts, who, refused, err)) || (rc = crl_opts_double(opts, "gamma", &a->gamma, err)) ||
+        (rc = crl_opts_double(opts, "tau", &a->tau, err)) || (rc = ls_module_key(am, who, "actor", &key, err)))
+        goto fail;
+    if (mode == AC_TD3 && ((rc = crl_opts_int(opts, "policy_delay", &a->delay, err)) ||
+                           (rc = crl_opts_double(opts, "policy_noise", &a->policy_noise, err)) ||
+                           (rc = crl_opts_double(opts, "noise_clip", &a->noise_clip, err))))
+        goto fail;
+    snprintf(a->no.in_key, sizeof a->no.in_key, "%s", key);
+    a->o = crl_mlp_in_features(anet);
+    const float *low = NULL, *high = NULL;
+    a->d = sac ? crl_mlp_out_features(anet) / 2 : crl_det_actor_bounds(a->det, &low, &high);
+    size_t nk = crl_tdmodule_num_in_keys(m->value);
+    if (nk != 2 || strcmp(crl_tdmodule_in_key(m->value, 0), key) || strcmp(crl_tdmodule_in_key(m->value, 1), "action")) {
+        rc = crl_error_set(err, CRL_E_INVALID, "%s: the value module '%s' reads %zu key%s ('%s'%s%s%s); it must read "
+                           "the actor's '%s', then 'action'", who, crl_mlp_name(qnet), nk, nk == 1 ? "" : "s",
+                           crl_tdmodule_in_key(m->value, 0), nk > 1 ? ", '" : "",
+                           nk > 1 ? crl_tdmodule_in_key(m->value, 1) : "", nk > 1 ? "'" : "", key);
+        goto fail;
+    }
+    if (crl_mlp_in_features(qnet) != a->o + a->d || crl_mlp_out_features(qnet) != 1) {
+        rc = crl_error_set(err, CRL_E_SHAPE, "%s: the value module '%s' maps %lld features to %lld; Q(s, a) here maps "
+                           "%lld (observation %lld + action %lld) to 1", who, crl_mlp_name(qnet),
+                           (long long)crl_mlp_in_features(qnet), (long long)crl_mlp_out_features(qnet),
+                           (long long)(a->o + a->d), (long long)a->o, (long long)a->d);
+        goto fail;
+    }
+    a->low = g_new(double, a->d);
+    a->high = g_new(double, a->d);
+    for (int64_t j = 0; j < a->d; j++) {
+        a->low[j] = low ? low[j] : -INFINITY;
+        a->high[j] = high ? high[j] : INFINITY;
+    }
+    a->next_key = g_strconcat("next.", key, NULL);
+    a->actor_net = crl_mlp_ref(anet);
+    a->q[0] = crl_mlp_ref(qnet);
+    crl_rng rng;
+    crl_rng_init(&rng, seed, 0);
+    if (!(a->qt[0] = crl_mlp_clone(a->q[0], "qvalue0_target", &e)))
+        goto fail;
+    if (a->nq == 2 && (!(a->q[1] = crl_mlp_clone(a->q[0], "qvalue1", &e)) ||
+                       (rc = crl_mlp_init(a->q[1], CRL_INIT_DEFAULT, 1, 1, &rng, err)) ||
+                       !(a->qt[1] = crl_mlp_clone(a->q[1], "qvalue1_target", &e))))
+        goto fail;
+    if (sac) {
+        double alpha;
+        int64_t one = 1;
+        if ((rc = crl_opts_double(opts, "alpha_init", &alpha, err)) ||
+            (rc = crl_opts_bool(opts, "fixed_alpha", &a->fixed_alpha, err)))
+            goto fail;
+        a->target_entropy = -(double)a->d;
+        if (crl_opts_is_set(opts, "target_entropy") &&
+            (rc = crl_opts_double(opts, "target_entropy", &a->target_entropy, err)))
+            goto fail;
+        if (!(a->log_alpha = crl_tensor_new(CRL_F32, 1, &one, &e)) ||
+            !(a->log_alpha_grad = crl_tensor_new(CRL_F32, 1, &one, &e)))
+            goto fail;
+        crl_tensor_flat_set(a->log_alpha, 0, log(alpha));
+    } else if (!(a->actor_target_net = crl_mlp_clone(a->actor_net, "actor_target", &e)) ||
+               !(a->det_target = crl_det_actor_copy_new(a->det, a->actor_target_net, &e))) {
+        goto fail;
+    }
+    *st = a;
+    return CRL_OK;
+fail:
+    ac_destroy(a);
+    return rc ? rc : crl_error_pass(err, &e, CRL_E_INVALID);
+}
+
+static int ddpg_create_modules(const crl_opts *o, const crl_loss_modules *m, uint64_t seed, void **st, crl_error *err)
+{
+    return ac_create_modules(AC_DDPG, o, m, seed, st, err);
+}
+static int td3_create_modules(const crl_opts *o, const crl_loss_modules *m, uint64_t seed, void **st, crl_error *err)
+{
+    return ac_create_modules(AC_TD3, o, m, seed, st, err);
+}
+static int sac_create_modules(const crl_opts *o, const crl_loss_modules *m, uint64_t seed, void **st, crl_error *err)
+{
+    return ac_create_modules(AC_SAC, o, m, seed, st, err);
+}
+
 static int ac_act(void *st, crl_td *td, crl_exploration e, crl_rng *rng, crl_error *err)
 {
     ac *a = st;
     if (a->mode != AC_SAC)
         return crl_det_actor_act(a->det, td, e, rng, err);
     int rc = crl_prob_actor_act(a->prob, td, e, rng, err);
-    if (rc)
+    if (rc || a->user)
         return rc;
     static const char *const extra[] = { "loc", "scale", "sample_log_prob", NULL };
     return ls_drop_keys(td, extra, err);
@@ -230,7 +347,7 @@ static int ac_act(void *st, crl_td *td, crl_exploration e, crl_rng *rng, crl_err
 static void ac_explore_step(void *st, int64_t frames)
 {
     ac *a = st;
-    if (a->det)
+    if (a->det && !a->user)
         crl_det_actor_step(a->det, frames);
     a->explore[0] += (double)frames;
     a->explore[1] += 1;
@@ -282,6 +399,7 @@ static void reserve(ac *a, int64_t B)
     a->ga = g_renew(float, a->ga, B * a->d);
     a->y = g_renew(float, a->y, B);
     a->td_err = g_renew(float, a->td_err, B);
+    a->pred = g_renew(float, a->pred, B);
     a->cap = B;
 }
 
@@ -358,6 +476,44 @@ static int critic_action_grad(ac *a, crl_mlp *q, const float *grad_q, int64_t B,
     return CRL_OK;
 }
 
+static double vmax(const float *v, int64_t n)
+{
+    double m = -INFINITY;
+    for (int64_t i = 0; i < n; i++)
+        m = fmax(m, v[i]);
+    return m;
+}
+
+static double vmean(const float *v, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += v[i];
+    return s / (double)n;
+}
+
+/* What TorchRL's losses output besides the loss terms: DDPGLoss's td_error, pred_value,
+ * target_value [B] and their maxima; TD3Loss's batch means (pred_value over both critics,
+ * state_action_value_actor of the first critic at the actor's action, next_state_value before
+ * reward and discount, target_value). */
+static int torchrl_outputs(ac *a, crl_td *losses, int64_t B, crl_error *err)
+{
+    int rc = CRL_OK;
+    if (a->mode == AC_DDPG) {
+        if ((rc = ls_set_vec(losses, "td_error", a->td_err, B, err)) ||
+            (rc = ls_set_vec(losses, "pred_value", a->pred, B, err)) ||
+            (rc = ls_set_vec(losses, "target_value", a->y, B, err)) ||
+            (rc = ls_set_scalar(losses, "pred_value_max", vmax(a->pred, B), err)))
+            return rc;
+        return ls_set_scalar(losses, "target_value_max", vmax(a->y, B), err);
+    }
+    if (a->mode == AC_TD3 && (!(rc = ls_set_scalar(losses, "pred_value", a->pred_mean, err)) &&
+                              !(rc = ls_set_scalar(losses, "state_action_value_actor", a->actor_q, err)) &&
+                              !(rc = ls_set_scalar(losses, "target_value", vmean(a->y, B), err))))
+        rc = ls_set_scalar(losses, "next_state_value", a->next_v, err);
+    return rc;
+}
+
 static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
 {
     ac *a = st;
@@ -377,7 +533,7 @@ static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
         goto out;
     }
     if ((rc = ls_batch_f32(batch, "next.reward", B, 1, who, &reward, &own[0], err)) ||
-        (rc = ls_batch_f32(batch, "next.terminated", B, 1, who, &term, &own[1], err)) ||
+        (rc = ls_batch_terminal(batch, B, who, &term, &own[1], err)) ||
         (rc = f32_rows(obs_t, B, o, who, a->no.in_key, &obs, &own[2], err)) ||
         (rc = f32_rows(nobs_t, B, o, who, a->next_key, &nobs, &own[3], err)) ||
         (rc = f32_rows(act_t, B, d, who, "action", &act, &own[4], err)) ||
@@ -389,6 +545,7 @@ static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     crl_rng noise;
     crl_rng_init(&noise, a->seed, 1000 + (uint64_t)a->steps);
     double alpha = a->mode == AC_SAC ? exp(crl_tensor_flat_get(a->log_alpha, 0)) : 0;
+    a->next_v = a->pred_mean = a->actor_q = 0;
     crl_tensor *o_c = crl_tensor_contiguous(obs_t, &e), *n_c = o_c ? crl_tensor_contiguous(nobs_t, &e) : NULL;
     if (o_c && n_c) {
         cur = obs_td(a, o_c, B, &e);
@@ -428,9 +585,11 @@ static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     crl_tensor_unref(x2);
     crl_tensor_unref(qo);
     if (!rc) {
-        const float *nlp = a->mode == AC_SAC ? crl_tensor_data(crl_td_get(nxt, "sample_log_prob")) : NULL;
+        /* the actor's own log-probs: whether it writes sample_log_prob is the user's choice */
+        const float *nlp = a->mode == AC_SAC ? crl_tensor_data(crl_prob_actor_log_prob_get(a->prob)) : NULL;
         for (int64_t b = 0; b < B; b++) {
             double v = a->nq == 2 ? fmin(qn[b], qn[B + b]) : qn[b];
+            a->next_v += v / (double)B;
             if (nlp)
                 v -= alpha * nlp[b];
             a->y[b] = (float)(reward[b] + (term[b] != 0 ? 0.0 : a->gamma * v));
@@ -475,6 +634,7 @@ static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     for (int64_t b = 0; b < B && !rc; b++) {
         double qmin = a->mode == AC_SAC ? fmin(qv[b], qv[B + b]) : qv[b];
         loss_actor += (lp ? alpha * lp[b] : 0.0) - qmin;
+        a->actor_q += qv[b] / (double)B;
         if (lp)
             lp_sum += lp[b];
     }
@@ -526,8 +686,11 @@ static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
             double diff = pred[b] - a->y[b], wt = weight ? weight[b] : 1.0;
             loss_q += 0.5 * wt * diff * diff;
             g1[b] = (float)(wt * diff / (double)B);
-            if (i == 0)
+            a->pred_mean += pred[b] / (double)(B * a->nq);
+            if (i == 0) {
                 a->td_err[b] = (float)fabs(diff);
+                a->pred[b] = pred[b];
+            }
         }
         crl_tensor *g = wrap(g1, B, 1, &e);
         rc = g ? crl_mlp_backward(a->q[i], g, NULL, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
@@ -553,7 +716,8 @@ static int ac_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
         goto out;
     }
     if ((rc = ls_set_rows(batch, "td_error", a->td_err, err)) || (rc = ls_set_scalar(losses, "loss_actor", loss_actor, err)) ||
-        (rc = ls_set_scalar(losses, a->mode == AC_DDPG ? "loss_value" : "loss_qvalue", loss_q, err)))
+        (rc = ls_set_scalar(losses, a->mode == AC_DDPG ? "loss_value" : "loss_qvalue", loss_q, err)) ||
+        (rc = torchrl_outputs(a, losses, B, err)))
         goto out;
     if (a->mode == AC_SAC) {
         if (!a->fixed_alpha && (rc = ls_set_scalar(losses, "loss_alpha", loss_alpha, err)))
@@ -656,9 +820,11 @@ static int ac_load(void *st, const crl_ckpt_reader *r, const char *prefix, crl_e
         if (a->log_alpha)
             crl_tensor_flat_set(a->log_alpha, 0, s[4]);
         /* replay the exploration schedule with the same calls (bitwise) */
-        if (a->det)
+        /* (a user's actor keeps its own schedule) */
+        bool own = a->det && !a->user;
+        if (own)
             crl_det_actor_set_gaussian(a->det, a->sigma[0], a->sigma[1], (int64_t)a->sigma[2], 0, 1, NULL);
-        int64_t calls = a->det ? ls_anneal_calls((int64_t)s[2], (int64_t)s[3], (int64_t)a->sigma[2]) : 0;
+        int64_t calls = own ? ls_anneal_calls((int64_t)s[2], (int64_t)s[3], (int64_t)a->sigma[2]) : 0;
         for (int64_t i = 0; i < calls; i++)
             ac_explore_step(a, (int64_t)s[3]);
         /* what all s[2] calls add up to (exact: below 2^53) */
@@ -672,14 +838,14 @@ static int ac_load(void *st, const crl_ckpt_reader *r, const char *prefix, crl_e
     return rc;
 }
 
-#define AC_OPS(create_)                                                                                        \
+#define AC_OPS(create_, modules_)                                                                              \
     {                                                                                                          \
         .struct_size = sizeof(crl_loss_ops), .flags = 0, .create = create_, .destroy = ac_destroy,            \
         .act = ac_act, .explore_step = ac_explore_step, .num_params = ac_num_params, .param = ac_param,       \
         .prepare = NULL, .forward = ac_forward, .update = ac_update, .save = ac_save, .load = ac_load,        \
-        .param_active = ac_param_active,                                                                       \
+        .param_active = ac_param_active, .create_from_modules = modules_,                                     \
     }
 
-const crl_loss_ops ls_ddpg_ops = AC_OPS(ddpg_create);
-const crl_loss_ops ls_td3_ops = AC_OPS(td3_create);
-const crl_loss_ops ls_sac_ops = AC_OPS(sac_create);
+const crl_loss_ops ls_ddpg_ops = AC_OPS(ddpg_create, ddpg_create_modules);
+const crl_loss_ops ls_td3_ops = AC_OPS(td3_create, td3_create_modules);
+const crl_loss_ops ls_sac_ops = AC_OPS(sac_create, sac_create_modules);

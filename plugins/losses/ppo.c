@@ -68,6 +68,7 @@ typedef struct pg {
     int64_t cap;
     double kl_sum;
     int64_t kl_n;
+    bool user;                                /* the actor is the user's (create_from_modules) */
 } pg;
 
 static void pg_destroy(void *st)
@@ -75,7 +76,8 @@ static void pg_destroy(void *st)
     pg *p = st;
     if (!p)
         return;
-    crl_prob_actor_free(p->actor);
+    if (!p->user)
+        crl_prob_actor_free(p->actor);
     crl_tdmodule_free(p->v_now);
     crl_tdmodule_free(p->v_next);
     crl_tdmodule_free(p->v_train);
@@ -156,6 +158,9 @@ static int pg_create(pg_mode mode, const crl_opts *opts, const crl_spec *obs_spe
         !(p->v_next = crl_tdmodule_new(p->critic, nkeys, "next.state_value", &e)) ||
         !(p->v_train = crl_tdmodule_new(p->critic, keys, "state_value", &e)))
         rc = rc ? rc : crl_error_pass(err, &e, CRL_E_INVALID);
+    /* PPO's ratio needs the collecting policy's log-probs in the batch */
+    if (!rc)
+        crl_prob_actor_set_return_log_prob(p->actor, mode == PG_PPO);
     g_free(next_key);
     if (rc)
         goto fail;
@@ -180,6 +185,89 @@ static int reinforce_create(const crl_opts *o, const crl_spec *obs, const crl_sp
                             crl_error *err)
 {
     return pg_create(PG_REINFORCE, o, obs, act, seed, st, err);
+}
+
+/* create_from_modules: TorchRL's ClipPPOLoss / A2CLoss / ReinforceLoss(actor_network, critic_network).  The
+ * critic reads its in_keys now and under "next." for the next state's value. */
+static int pg_create_modules(pg_mode mode, const crl_opts *opts, const crl_loss_modules *m, uint64_t seed, void **st,
+                             crl_error *err)
+{
+    static const char *const names[] = { "loss 'ppo'", "loss 'a2c'", "loss 'reinforce'" };
+    static const char *const refused[] = { "in_key", "num_cells", "activation", "init", NULL };
+    const char *who = names[mode];
+    if (!m->prob_actor || !m->value)
+        return crl_error_set(err, CRL_E_INVALID, "%s: give prob_actor (a crl_prob_actor) and value (V(s): a "
+                             "crl_tdmodule with one output)", who);
+    crl_mlp *vnet = crl_tdmodule_net_get(m->value);
+    if (crl_mlp_out_features(vnet) != 1)
+        return crl_error_set(err, CRL_E_SHAPE, "%s: the value module '%s' gives %lld outputs; V(s) gives 1", who,
+                             crl_mlp_name(vnet), (long long)crl_mlp_out_features(vnet));
+    pg *p = g_new0(pg, 1);
+    p->mode = mode;
+    p->who = who;
+    p->user = true;
+    p->actor = m->prob_actor;
+    const char *ct, *est;
+    int rc;
+    crl_error e;
+    crl_error_clear(&e);
+    if ((rc = ls_reject_set(opts, who, refused, err)) || (rc = crl_opts_double(opts, "gamma", &p->gamma, err)) ||
+        (rc = crl_opts_double(opts, "lmbda", &p->lmbda, err)) ||
+        (rc = crl_opts_double(opts, "entropy_coef", &p->ent_coef, err)) ||
+        (rc = crl_opts_double(opts, "critic_coef", &p->critic_coef, err)) ||
+        (rc = crl_opts_string(opts, "loss_critic_type", &ct, err)) ||
+        (rc = crl_opts_bool(opts, "normalize_advantage", &p->normalize, err)) ||
+        (rc = crl_opts_string(opts, "estimator", &est, err)) ||
+        (rc = crl_value_estimator_from_name(est, &p->est, err)))
+        goto fail;
+    if (mode == PG_PPO) {
+        const char *variant;
+        if ((rc = crl_opts_string(opts, "variant", &variant, err)) ||
+            (rc = crl_opts_double(opts, "clip_epsilon", &p->clip, err)) ||
+            (rc = crl_opts_double(opts, "kl_target", &p->kl_target, err)) ||
+            (rc = crl_opts_double(opts, "kl_beta", &p->beta, err)))
+            goto fail;
+        p->kl = !strcmp(variant, "kl");
+    }
+    p->smooth_l1 = !strcmp(ct, "smooth_l1");
+    p->categorical = crl_prob_actor_kind(p->actor) == CRL_DIST_CATEGORICAL;
+    crl_rng_init(&p->rng, seed, 1);
+    p->actor_net = crl_mlp_ref(crl_prob_actor_net_get(p->actor));
+    p->critic = crl_mlp_ref(vnet);
+    size_t nk = crl_tdmodule_num_in_keys(m->value);
+    const char **keys = g_new0(const char *, nk + 1);
+    char **next = g_new0(char *, nk + 1);
+    for (size_t i = 0; i < nk; i++) {
+        keys[i] = crl_tdmodule_in_key(m->value, i);
+        next[i] = g_strconcat("next.", keys[i], NULL);
+    }
+    if (!(p->v_now = crl_tdmodule_new(p->critic, keys, "state_value", &e)) ||
+        !(p->v_next = crl_tdmodule_new(p->critic, (const char *const *)next, "next.state_value", &e)) ||
+        !(p->v_train = crl_tdmodule_new(p->critic, keys, "state_value", &e)))
+        rc = crl_error_pass(err, &e, CRL_E_INVALID);
+    g_free(keys);
+    g_strfreev(next);
+    if (rc)
+        goto fail;
+    *st = p;
+    return CRL_OK;
+fail:
+    pg_destroy(p);
+    return rc;
+}
+
+static int ppo_create_modules(const crl_opts *o, const crl_loss_modules *m, uint64_t seed, void **st, crl_error *err)
+{
+    return pg_create_modules(PG_PPO, o, m, seed, st, err);
+}
+static int a2c_create_modules(const crl_opts *o, const crl_loss_modules *m, uint64_t seed, void **st, crl_error *err)
+{
+    return pg_create_modules(PG_A2C, o, m, seed, st, err);
+}
+static int reinforce_create_modules(const crl_opts *o, const crl_loss_modules *m, uint64_t seed, void **st,
+                                    crl_error *err)
+{
+    return pg_create_modules(PG_REINFORCE, o, m, seed, st, err);
 }
 
 static int pg_act(void *st, crl_td *td, crl_exploration e, crl_rng *rng, crl_error *err)
@@ -210,9 +298,10 @@ static int pg_param(void *st, size_t i, const char **name, crl_tensor **params, 
 static int pg_prepare(void *st, crl_td *batch, crl_error *err)
 {
     pg *p = st;
-    if (!crl_td_get(batch, "sample_log_prob"))
-        return crl_error_set(err, CRL_E_NOT_FOUND, "%s: the batch has no 'sample_log_prob' (collect it with this "
-                             "loss's policy, without init_random_frames)", p->who);
+    if (p->mode == PG_PPO && !crl_td_get(batch, "sample_log_prob"))
+        return crl_error_set(err, CRL_E_NOT_FOUND, "%s: the batch has no 'sample_log_prob' (collect it with an actor "
+                             "that has return_log_prob set, as this loss's policy does, without init_random_frames)",
+                             p->who);
     int rc;
     if ((rc = crl_tdmodule_infer(p->v_now, batch, err)) || (rc = crl_tdmodule_infer(p->v_next, batch, err)) ||
         (rc = crl_value_estimate_td(p->est, p->gamma, p->lmbda, batch, err)))
@@ -383,14 +472,14 @@ static int pg_load(void *st, const crl_ckpt_reader *r, const char *prefix, crl_e
     return rc;
 }
 
-#define PG_OPS(create_)                                                                                        \
+#define PG_OPS(create_, modules_)                                                                              \
     {                                                                                                          \
         .struct_size = sizeof(crl_loss_ops), .flags = CRL_LOSS_ON_POLICY, .create = create_,                  \
         .destroy = pg_destroy, .act = pg_act, .explore_step = NULL, .num_params = pg_num_params,              \
         .param = pg_param, .prepare = pg_prepare, .forward = pg_forward, .update = NULL, .save = pg_save,     \
-        .load = pg_load,                                                                                       \
+        .load = pg_load, .param_active = NULL, .create_from_modules = modules_,                               \
     }
 
-const crl_loss_ops ls_ppo_ops = PG_OPS(ppo_create);
-const crl_loss_ops ls_a2c_ops = PG_OPS(a2c_create);
-const crl_loss_ops ls_reinforce_ops = PG_OPS(reinforce_create);
+const crl_loss_ops ls_ppo_ops = PG_OPS(ppo_create, ppo_create_modules);
+const crl_loss_ops ls_a2c_ops = PG_OPS(a2c_create, a2c_create_modules);
+const crl_loss_ops ls_reinforce_ops = PG_OPS(reinforce_create, reinforce_create_modules);

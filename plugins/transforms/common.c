@@ -139,3 +139,67 @@ int tf_register(crl_host *host, const char *name, const char *description, const
     crl_component c = { sizeof(crl_component), CRL_KIND_TRANSFORM, name, description, options, ops };
     return crl_host_register(host, &c, err);
 }
+
+/* Appends s quoted as Python does ('it\'s') at out + *len (out may be NULL: count only). */
+static void put_pystr(char *out, size_t *len, const char *s, size_t n)
+{
+    if (out)
+        out[*len] = '\'';
+    ++*len;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '\'' || s[i] == '\\') {
+            if (out)
+                out[*len] = '\\';
+            ++*len;
+        }
+        if (out)
+            out[*len] = s[i];
+        ++*len;
+    }
+    if (out)
+        out[*len] = '\'';
+    ++*len;
+}
+
+static void put_raw(char *out, size_t *len, const char *s)
+{
+    size_t n = strlen(s);
+    if (out)
+        memcpy(out + *len, s, n);
+    *len += n;
+}
+
+static size_t pylist(char *out, size_t n, char *const *keys)
+{
+    size_t len = 0;
+    put_raw(out, &len, "[");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            put_raw(out, &len, ", ");
+        const char *k = keys[i];
+        if (!strchr(k, '.')) {
+            put_pystr(out, &len, k, strlen(k));
+            continue;
+        }
+        put_raw(out, &len, "(");
+        for (const char *p = k;;) {
+            const char *dot = strchr(p, '.');
+            put_pystr(out, &len, p, dot ? (size_t)(dot - p) : strlen(p));
+            if (!dot)
+                break;
+            put_raw(out, &len, ", ");
+            p = dot + 1;
+        }
+        put_raw(out, &len, ")");
+    }
+    put_raw(out, &len, "]");
+    return len;
+}
+
+char *tf_pylist(size_t n, char *const *keys)
+{
+    char *out = malloc(pylist(NULL, n, keys) + 1);
+    if (out)
+        out[pylist(out, n, keys)] = '\0';
+    return out;
+}

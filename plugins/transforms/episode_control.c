@@ -160,12 +160,20 @@ static int noop_reset(void *p, crl_transform_ctx *ctx, crl_td *td, const bool *m
     return rc;
 }
 
+static int noop_repr(void *p, char *buf, size_t size)
+{
+    const noop *t = p;
+    return snprintf(buf, size, "NoopResetEnv(noops=%lld, random=%s)", (long long)t->noops,
+                    t->random ? "True" : "False");
+}
+
 static const crl_transform_ops noop_ops = {
     .struct_size = sizeof(crl_transform_ops),
     .create = noop_create,
     .bind = noop_bind,
     .reset = noop_reset,
     .destroy = noop_destroy,
+    .repr = noop_repr,
 };
 
 static const crl_option noop_options[] = {

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #define KEY_OPTIONS(doc_in)                                                                                  \
@@ -470,14 +471,29 @@ static const crl_option gray_options[] = {
 
 /* ---- registration ----------------------------------------------------- */
 
-#define IMG_OPS(create_)                                                                                     \
-    { sizeof(crl_transform_ops), 0, create_, img_tf_specs, NULL, img_tf_call, NULL, NULL, NULL, img_tf_destroy }
+/* TorchRL's Resize repr (torchvision's InterpolationMode names). */
+static int resize_repr(void *p, char *buf, size_t size)
+{
+    const img_tf *t = p;
+    const resize_params *q = t->extra;
+    char *keys = tf_pylist(t->keys.n, t->keys.in);
+    if (!keys)
+        return -1;
+    int n = snprintf(buf, size, "Resize(w=%lld, h=%lld, interpolation=InterpolationMode.%s, keys=%s)",
+                     (long long)q->w, (long long)q->h, q->nearest ? "NEAREST" : "BILINEAR", keys);
+    free(keys);
+    return n;
+}
 
-static const crl_transform_ops tti_ops = IMG_OPS(tti_create);
-static const crl_transform_ops resize_ops = IMG_OPS(resize_create);
-static const crl_transform_ops ccrop_ops = IMG_OPS(ccrop_create);
-static const crl_transform_ops crop_ops = IMG_OPS(crop_create);
-static const crl_transform_ops gray_ops = IMG_OPS(gray_create);
+#define IMG_OPS(create_, repr_)                                                                              \
+    { .struct_size = sizeof(crl_transform_ops), .create = create_, .transform_specs = img_tf_specs,           \
+      .call = img_tf_call, .destroy = img_tf_destroy, .repr = repr_ }
+
+static const crl_transform_ops tti_ops = IMG_OPS(tti_create, NULL);
+static const crl_transform_ops resize_ops = IMG_OPS(resize_create, resize_repr);
+static const crl_transform_ops ccrop_ops = IMG_OPS(ccrop_create, NULL);
+static const crl_transform_ops crop_ops = IMG_OPS(crop_create, NULL);
+static const crl_transform_ops gray_ops = IMG_OPS(gray_create, NULL);
 
 int tf_register_image_pixels(crl_host *host, crl_error *err)
 {

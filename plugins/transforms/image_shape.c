@@ -565,14 +565,39 @@ static const crl_option cat_options[] = {
 /* ---- registration ----------------------------------------------------- */
 
 #define SHAPE_OPS(create_)                                                                                   \
-    { sizeof(crl_transform_ops), 0, create_, img_tf_specs, NULL, img_tf_call, NULL, NULL, NULL, img_tf_destroy }
+    { .struct_size = sizeof(crl_transform_ops), .create = create_, .transform_specs = img_tf_specs,           \
+      .call = img_tf_call, .destroy = img_tf_destroy }
+
+/* TorchRL's: CatTensors(in_keys=[...], out_key=observation), the out key as Python formats it. */
+static int cat_repr(void *p, char *buf, size_t size)
+{
+    const cat_tf *t = p;
+    char *in = tf_pylist(t->n, t->in), *out = tf_pylist(1, &t->out);
+    int n = -1;
+    if (in && out) {
+        /* A plain key prints bare (str), a nested one as its tuple: strip the list's brackets and quotes. */
+        size_t ol = strlen(out);
+        if (strchr(t->out, '.'))
+            n = snprintf(buf, size, "CatTensors(in_keys=%s, out_key=%.*s)", in, (int)(ol - 2), out + 1);
+        else
+            n = snprintf(buf, size, "CatTensors(in_keys=%s, out_key=%s)", in, t->out);
+    }
+    free(in);
+    free(out);
+    return n;
+}
 
 static const crl_transform_ops permute_ops = SHAPE_OPS(permute_create);
 static const crl_transform_ops unsqueeze_ops = SHAPE_OPS(unsqueeze_create);
 static const crl_transform_ops squeeze_ops = SHAPE_OPS(squeeze_create);
 static const crl_transform_ops flatten_ops = SHAPE_OPS(flatten_create);
 static const crl_transform_ops cat_ops = {
-    sizeof(crl_transform_ops), 0, cat_create, cat_specs, NULL, cat_call, NULL, NULL, NULL, cat_destroy
+    .struct_size = sizeof(crl_transform_ops),
+    .create = cat_create,
+    .transform_specs = cat_specs,
+    .call = cat_call,
+    .destroy = cat_destroy,
+    .repr = cat_repr,
 };
 
 int tf_register_image_shape(crl_host *host, crl_error *err)

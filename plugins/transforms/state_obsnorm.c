@@ -403,6 +403,21 @@ const crl_option st_obsnorm_options[] = {
     CRL_OPTIONS_END
 };
 
+/* TorchRL's: loc and scale when they are set scalars, else the default Transform repr. */
+static int onorm_repr(void *p, char *buf, size_t size)
+{
+    const onorm *t = p;
+    char *keys = tf_pylist(t->k.n, t->k.in);
+    if (!keys)
+        return -1;
+    int n = t->init_stats == 0 && t->nloc == 1 && t->nscale == 1
+                ? snprintf(buf, size, "ObservationNorm(loc=%.4f, scale=%.4f, keys=%s)", t->loc_opt[0], t->scale_opt[0],
+                           keys)
+                : snprintf(buf, size, "ObservationNorm(keys=%s)", keys);
+    free(keys);
+    return n;
+}
+
 const crl_transform_ops st_obsnorm_ops = {
     .struct_size = sizeof(crl_transform_ops),
     .create = onorm_create,
@@ -410,4 +425,5 @@ const crl_transform_ops st_obsnorm_ops = {
     .bind = onorm_bind,
     .call = onorm_call,
     .destroy = onorm_destroy,
+    .repr = onorm_repr,
 };

@@ -63,6 +63,7 @@ typedef struct vnorm {
     char *shm_name;
     vn_key *keys;
     st_scratch x, stats;
+    crl_transform_ctx *ctx;  /* from bind (NULL standalone): the workers' turn order */
 } vnorm;
 
 static size_t region_bytes(int64_t F)
@@ -488,6 +489,11 @@ static int vnorm_bind(void *p, crl_transform_ctx *ctx, crl_error *err)
 {
     vnorm *t = p;
     int rc;
+    t->ctx = ctx;
+    /* Workers joining the same named statistics update them in env order, whatever their timing (a memfd
+     * is each instance's own). */
+    if (t->shared && t->shm_name)
+        crl_transform_ctx_use_turns(ctx);
     for (size_t i = 0; i < t->k.n; i++)
         if (t->keys[i].spec_F >= 0 && (rc = ensure_region(t, i, t->keys[i].spec_F, crl_transform_ctx_name(ctx), err)))
             return rc;
@@ -528,6 +534,8 @@ static int vnorm_run(vnorm *t, crl_td *td, const bool *mask, bool allow_none, co
         crl_tensor_unref(x);
         vn_region *r = t->keys[i].r;
         double *sum = r->data, *ssq = r->data + F;
+        if (t->shared && t->shm_name)
+            crl_transform_ctx_wait_turn(t->ctx);
         region_lock(r, t->shared);
         if (!t->frozen) {
             int64_t used = 0;

@@ -37,6 +37,10 @@ crl_tensor *tf_td_need(const crl_td *td, const char *key, const char *who, crl_e
  * observation Composite.  Steals child's reference. */
 int tf_specs_put(crl_transform_specs *s, const char *key, crl_spec *child, crl_error *err);
 
+/* Python's repr of a key list, as TorchRL prints in_keys: ['a', 'b'], a
+ * dotted key as a tuple ('next', 'x').  malloc'd; NULL when out of memory. */
+char *tf_pylist(size_t n, char *const *keys);
+
 /* Register one transform component (static strings, options and ops). */
 int tf_register(crl_host *host, const char *name, const char *description, const crl_option *options,
                 const crl_transform_ops *ops, crl_error *err);

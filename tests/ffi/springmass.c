@@ -63,6 +63,14 @@ int32_t sm_step(void *sim, const double *u, double *obs, double *reward, uint8_t
     return 0;
 }
 
+int32_t sm_step_discrete(void *sim, const int64_t *action, double *obs, double *reward, uint8_t *terminated)
+{
+    if (action[0] < 0 || action[0] > 2)
+        return -1;
+    double u = (double)(action[0] - 1);
+    return sm_step(sim, &u, obs, reward, terminated);
+}
+
 int32_t sm_step_plant(void *sim, const double *u, double *obs, double *reward)
 {
     uint8_t ignored;

@@ -20,6 +20,8 @@ void sm_reset(void *sim, double *obs);
  * -(x^2 + 0.1 v^2 + 0.001 u^2), and terminated (|x| > 4).  Returns 0, or -1 when the
  * force is not finite or the mass is negative. */
 int32_t sm_step(void *sim, const double *u, double *obs, double *reward, uint8_t *terminated);
+/* sm_step with a discrete push: action[0] = 0, 1 or 2 is the force -1, 0 or +1 (another value: -1). */
+int32_t sm_step_discrete(void *sim, const int64_t *action, double *obs, double *reward, uint8_t *terminated);
 /* sm_step without terminated: the plant alone, whose episodes never end. */
 int32_t sm_step_plant(void *sim, const double *u, double *obs, double *reward);
 void sm_free(void *sim);

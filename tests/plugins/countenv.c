@@ -10,7 +10,11 @@
  *   render      an 8 wide, 6 high frame: pixel (y, x) = (counter, i, y * 8 + x)
  * CountNoState-v0 has no state, cannot render, and declares a time limit
  * of 4 steps.  CountBox-v0 is Count-v0 without state or render, whose
- * action is Bounded float32 [num, 1] in [-1, 1] (reward = that value). */
+ * action is Bounded float32 [num, 1] in [-1, 1] (reward = that value).
+ * CountLong-v0 is CountNoState-v0 with a time limit of 8 steps: the same
+ * specs under another id (per_env.id).
+ * aux_action = true adds a second action leaf "aux" (Categorical(2) int64
+ * [num], ignored), so the action Composite has two leaves. */
 #include <crl/crl.h>
 #include <crl/env_backend.h>
 
@@ -20,8 +24,9 @@
 #define COUNT_H 6
 #define COUNT_W 8
 #define COUNT_NOSTATE_LIMIT 4
+#define COUNT_LONG_LIMIT 8
 
-static const char *const count_ids[] = { "Count-v0", "CountNoState-v0", "CountBox-v0", NULL };
+static const char *const count_ids[] = { "Count-v0", "CountNoState-v0", "CountBox-v0", "CountLong-v0", NULL };
 
 typedef struct count_env {
     int64_t num;
@@ -58,16 +63,19 @@ static void count_close(void *env)
 static int count_make(const char *id, int64_t num, const crl_opts *opts, crl_env_specs *specs, void **env,
                       crl_error *err)
 {
-    bool full = false, box = false;
+    bool full = false, box = false, lng = false;
     if (!strcmp(id, "Count-v0"))
         full = true;
     else if (!strcmp(id, "CountBox-v0"))
         box = true;
+    else if (!strcmp(id, "CountLong-v0"))
+        lng = true;
     else if (strcmp(id, "CountNoState-v0") != 0)
         return crl_error_set(err, CRL_E_NOT_FOUND, "countenv: no env '%s' (ids: Count-v0, CountNoState-v0, "
-                             "CountBox-v0)", id);
+                             "CountBox-v0, CountLong-v0)", id);
     int64_t range = 3;
-    if (opts && crl_opts_int(opts, "offset_range", &range, err))
+    bool aux = false;
+    if (opts && (crl_opts_int(opts, "offset_range", &range, err) || crl_opts_bool(opts, "aux_action", &aux, err)))
         return err->code;
     int64_t col[2] = { num, 1 }, obs_shape[2] = { num, 2 };
     specs->observation = crl_spec_composite_of(num, "observation", crl_spec_unbounded(CRL_F32, 2, obs_shape, err), err);
@@ -75,13 +83,21 @@ static int count_make(const char *id, int64_t num, const crl_opts *opts, crl_env
                                  box ? crl_spec_bounded(CRL_F32, 2, col, -1.0, 1.0, err)
                                      : crl_spec_categorical(3, CRL_I64, 1, &num, err),
                                  err);
+    if (aux && specs->action) {
+        crl_spec *a = crl_spec_categorical(2, CRL_I64, 1, &num, err);
+        if (!a || crl_spec_composite_set(specs->action, "aux", a, err)) {
+            crl_spec_unref(a);
+            return err ? err->code : CRL_E_INVALID;
+        }
+        crl_spec_unref(a);
+    }
     specs->reward = crl_spec_composite_of(num, "reward", crl_spec_unbounded(CRL_F32, 2, col, err), err);
     specs->done = crl_env_backend_done_spec(num, err);
     if (full)
         specs->state = crl_spec_composite_of(num, "state", crl_spec_unbounded(CRL_F64, 2, col, err), err);
     if (!specs->observation || !specs->action || !specs->reward || !specs->done || (full && !specs->state))
         return err ? err->code : CRL_E_INVALID;
-    specs->max_episode_steps = full || box ? 0 : COUNT_NOSTATE_LIMIT;
+    specs->max_episode_steps = full || box ? 0 : lng ? COUNT_LONG_LIMIT : COUNT_NOSTATE_LIMIT;
     specs->render_height = full ? COUNT_H : 0;
     specs->render_width = full ? COUNT_W : 0;
     count_env *e = calloc(1, sizeof *e);
@@ -205,6 +221,7 @@ static const crl_env_ops count_ops = {
 static const crl_option count_options[] = {
     { "offset_range", CRL_OPT_INT, CRL_OPT_RANGE, "3", 1, 100, NULL,
       "start counters are drawn uniformly from [0, offset_range)" },
+    { "aux_action", CRL_OPT_BOOL, 0, "false", 0, 0, NULL, "add a second action leaf \"aux\" (ignored)" },
     CRL_OPTIONS_END
 };
 

@@ -19,6 +19,7 @@
 #include <crl/crl.h>
 #include <crl/transform_backend.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -513,25 +514,50 @@ static const crl_transform_ops noops_ops = {
 
 static const crl_option badspecs_options[] = {
     { "ok", CRL_OPT_BOOL, 0, "false", 0, 0, NULL, "let transform_specs pass" },
+    { "repr", CRL_OPT_INT, CRL_OPT_RANGE, "0", -1, 4000, NULL,
+      "the repr op: -1 fails, else BadSpecs(N x's)" },
     CRL_OPTIONS_END
 };
 
+typedef struct badspecs {
+    bool ok;                /* first: badspecs_specs reads it as a bool */
+    int64_t repr;
+} badspecs;
+
 static int badspecs_create(const crl_opts *o, void **t, crl_error *err)
 {
-    bool *ok = calloc(1, sizeof *ok);
-    int rc = crl_opts_bool(o, "ok", ok, err);
+    badspecs *b = calloc(1, sizeof *b);
+    int rc = crl_opts_bool(o, "ok", &b->ok, err);
+    if (!rc)
+        rc = crl_opts_int(o, "repr", &b->repr, err);
     if (rc) {
-        free(ok);
+        free(b);
         return rc;
     }
-    *t = ok;
+    *t = b;
     return CRL_OK;
+}
+
+static int badspecs_repr(void *p, char *buf, size_t size)
+{
+    const badspecs *b = p;
+    if (b->repr < 0)
+        return -1;
+    if (b->repr == 0)
+        return snprintf(buf, size, "BadSpecs()");
+    int64_t n = b->repr;
+    size_t len = strlen("BadSpecs()") + (size_t)n;
+    for (size_t i = 0; i < size && i < len; i++)
+        buf[i] = i < 9 ? "BadSpecs("[i] : i + 1 == len ? ')' : 'x';
+    if (size)
+        buf[len < size ? len : size - 1] = '\0';
+    return (int)len;
 }
 
 static int badspecs_specs(void *p, crl_transform_specs *s, crl_error *err)
 {
     (void)s;
-    return *(bool *)p ? CRL_OK : crl_error_set(err, CRL_E_SHAPE, "BadSpecs: refusing the specs on purpose");
+    return ((const badspecs *)p)->ok ? CRL_OK : crl_error_set(err, CRL_E_SHAPE, "BadSpecs: refusing the specs on purpose");
 }
 
 static const crl_transform_ops badspecs_ops = {
@@ -539,6 +565,7 @@ static const crl_transform_ops badspecs_ops = {
     .create = badspecs_create,
     .transform_specs = badspecs_specs,
     .destroy = free,
+    .repr = badspecs_repr,
 };
 
 /* ---- registration ---------------------------------------------------------------------------- */

@@ -121,16 +121,39 @@ CRL_API const int64_t *crl_env_batch_shape(const crl_env *env);
 CRL_API crl_autoreset crl_env_autoreset(const crl_env *env);
 CRL_API int64_t crl_env_max_episode_steps(const crl_env *env);  /* 0: none */
 
-/* Specs as the user sees them: Composites with the env's batch shape,
- * "pixels" included with from_pixels.  Borrowed.  state and info may be
- * empty Composites. */
-CRL_API const crl_spec *crl_env_observation_spec(const crl_env *env);
+/* Specs as the user sees them (after the transforms), with the env's batch
+ * shape, "pixels" included with from_pixels.  Borrowed; valid until the env
+ * is freed or its transform chain changes.  NULL for a NULL env.
+ *
+ * As TorchRL's EnvBase: the full_* getters return the Composites (every
+ * action, reward, done and state key of one step); observation_spec and
+ * state_spec are those Composites too (state and info may be empty).
+ * action_spec, reward_spec and done_spec return the leaf when the Composite
+ * holds exactly one leaf (at any depth: a nested ("agent", "action") alone
+ * counts), so crl_spec_is_in / crl_spec_project / crl_spec_rand apply to it
+ * directly; with several leaves, or none, they return the whole Composite,
+ * as TorchRL does.  So done_spec is the Composite of "done", "terminated"
+ * and "truncated" (as the tutorial prints env.done_spec), and a
+ * multi-action env's action_spec is its Composite.
+ *
+ * ABI note: crl_env_action_spec, crl_env_reward_spec and crl_env_done_spec
+ * returned the Composites before the full_* getters were added (both within
+ * the unreleased node CRL_1.2, so no symbol version changed). */
+CRL_API const crl_spec *crl_env_full_observation_spec(const crl_env *env);
+CRL_API const crl_spec *crl_env_full_action_spec(const crl_env *env);
+CRL_API const crl_spec *crl_env_full_reward_spec(const crl_env *env);
+CRL_API const crl_spec *crl_env_full_done_spec(const crl_env *env);
+CRL_API const crl_spec *crl_env_full_state_spec(const crl_env *env);
+CRL_API const crl_spec *crl_env_observation_spec(const crl_env *env);  /* = full_observation_spec */
 CRL_API const crl_spec *crl_env_action_spec(const crl_env *env);
 CRL_API const crl_spec *crl_env_reward_spec(const crl_env *env);
 CRL_API const crl_spec *crl_env_done_spec(const crl_env *env);
-CRL_API const crl_spec *crl_env_state_spec(const crl_env *env);
-/* All specs printed as TorchRL prints env.observation_spec, ... with the
- * headings "observation_spec:", "action_spec:", ...  Free with crl_free. */
+CRL_API const crl_spec *crl_env_state_spec(const crl_env *env);        /* = full_state_spec */
+/* All specs printed as TorchRL prints env.observation_spec, env.action_spec,
+ * env.reward_spec, env.done_spec, env.state_spec (so the leaf of a
+ * single-leaf action or reward), each under its heading
+ * "observation_spec:", "action_spec:", ...  Free with crl_free; NULL for a
+ * NULL env. */
 CRL_API char *crl_env_specs_repr(const crl_env *env);
 
 /* Seed env i with element i of the seed chain starting at `seed` (seed_0 =

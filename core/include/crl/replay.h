@@ -66,7 +66,11 @@ CRL_API crl_td *crl_replay_sample(crl_replay *rb, size_t batch_size, crl_error *
 
 /* Prioritized sampler only (CRL_E_UNSUPPORTED otherwise): set the raw
  * priorities of slots idx[0..n).  Everything is checked first (slots in
- * range and filled, priorities finite and >= 0): on error nothing changes. */
+ * [0, capacity), priorities finite and >= 0): on error nothing changes.  A
+ * slot not written yet is accepted as by TorchRL's PrioritizedSampler: its
+ * priority raises the max priority (the default of new items) but no sample
+ * draws the empty slot, and the item later written there starts at the
+ * default priority. */
 CRL_API int crl_replay_update_priority(crl_replay *rb, const int64_t *idx, const double *priority, size_t n,
                                        crl_error *err);
 /* The same from a sampled TensorDict: slots from "index", priorities from
@@ -89,6 +93,36 @@ CRL_API int crl_replay_empty(crl_replay *rb, crl_error *err);
  * with CRL_OK in err->code at the end of the epoch (pass an err to tell
  * the end from a failure). */
 CRL_API crl_td *crl_replay_next(crl_replay *rb, crl_error *err);
+
+/* ---- tensor-only buffers (TorchRL's ReplayBuffer storing plain tensors) ----
+ * A buffer can store tensors instead of TensorDicts: each tensor is kept
+ * as the entry CRL_REPLAY_TENSOR_KEY of an item, with every storage,
+ * sampler, writer and checkpoint of the buffer (crl_replay_sample on such a
+ * buffer gives the TensorDict view: that key, "index", "_weight").  The
+ * first write fixes the per-item shape and dtype where the storage needs
+ * one (a later tensor that differs is the storage's CRL_E_SHAPE /
+ * CRL_E_DTYPE naming the key); TensorDicts and tensors do not mix in one
+ * buffer.  Since ABI 1.2. */
+#define CRL_REPLAY_TENSOR_KEY "data"
+
+/* Add one item: the whole tensor (any shape, 0-dim included; copied, the
+ * caller keeps item).  *index (may be NULL) receives its slot.  Errors as
+ * crl_replay_add; CRL_E_INVALID for a NULL argument. */
+CRL_API int crl_replay_add_tensor(crl_replay *rb, crl_tensor *item, int64_t *index, crl_error *err);
+/* Add items[0..n) along the first dim (n = shape[0]; copied); index (may
+ * be NULL) receives n slots.  CRL_E_SHAPE for a 0-dim tensor; otherwise as
+ * crl_replay_extend. */
+CRL_API int crl_replay_extend_tensor(crl_replay *rb, crl_tensor *items, int64_t *index, crl_error *err);
+/* Draw batch_size items (0: the configured batch_size) stacked along a new
+ * first dim: a new tensor [batch_size, item shape...].  With info not NULL,
+ * *info receives a new TensorDict of batch [batch_size] with what TorchRL's
+ * sample(return_info=True) gives: "index" and, prioritized, "_weight".
+ * NULL on error (as crl_replay_sample; CRL_E_INVALID for a buffer holding
+ * TensorDicts, naming its keys), *info NULL then. */
+CRL_API crl_tensor *crl_replay_sample_tensor(crl_replay *rb, size_t batch_size, crl_td **info, crl_error *err);
+/* The tensor in slot i; new reference.  Errors as crl_replay_get, and
+ * CRL_E_INVALID for a buffer holding TensorDicts. */
+CRL_API crl_tensor *crl_replay_get_tensor(crl_replay *rb, int64_t i, crl_error *err);
 
 /* The buffer takes ownership of t (also on failure).  Applied to every
  * sampled batch, in order. */

@@ -255,6 +255,26 @@ CRL_API int crl_loss_from_config(crl_host *host, const crl_config *cfg, const ch
                                  const crl_spec *action_spec, uint64_t seed, const crl_loss_ops **ops, void **st,
                                  crl_error *err);
 
+/* A loss over networks the caller built (TorchRL's DDPGLoss(actor, value)):
+ * component `type` (ddpg, td3, sac, dqn, discrete_sac, ppo, a2c,
+ * reinforce) built with create_from_modules over `modules` (see
+ * crl_loss_modules in crl/loss_backend.h for what each loss takes and the
+ * ownership: the modules are borrowed and trained in place).  kv: the
+ * loss's options as "key=value" strings (NULL-terminated; may be NULL for
+ * the defaults), e.g. "gamma=0.99"; errors name "argument N".  The loss
+ * reads the batches of ops->forward as the config path does (a batch
+ * without "next.terminated" uses "next.done") and writes TorchRL's output
+ * keys.  *ops and *st are set; free st with ops->destroy.  Errors:
+ * CRL_E_INVALID for a NULL argument or a struct_size too small,
+ * CRL_E_NOT_FOUND for an unknown type, CRL_E_UNSUPPORTED for a loss that
+ * builds its own networks only, CRL_E_CONFIG for a bad argument (unknown
+ * key, value out of range, a network option the modules decide), and the
+ * loss's own errors about the modules; each names "loss 'TYPE'".
+ * Since ABI 1.2. */
+CRL_API int crl_loss_from_modules(crl_host *host, const char *type, const char *const *kv,
+                                  const crl_loss_modules *modules, uint64_t seed, const crl_loss_ops **ops,
+                                  void **st, crl_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -75,9 +75,57 @@ CRL_API int crl_env_insert_transform(crl_env *env, size_t i, crl_transform *t, c
 /* Detach transform i and hand it back (caller frees it); NULL with
  * CRL_E_RANGE for a bad index. */
 CRL_API crl_transform *crl_env_remove_transform(crl_env *env, size_t i, crl_error *err);
-/* The specs before any transform (the base env's).  Borrowed. */
+/* The specs before any transform (the base env's, TorchRL's
+ * env.base_env.*_spec).  Borrowed; NULL for a NULL env.  The observation
+ * spec is the Composite; base_action_spec follows crl_env_action_spec's
+ * rule (the leaf when there is exactly one, else the Composite) and
+ * base_full_action_spec is the Composite. */
 CRL_API const crl_spec *crl_env_base_observation_spec(const crl_env *env);
 CRL_API const crl_spec *crl_env_base_action_spec(const crl_env *env);
+CRL_API const crl_spec *crl_env_base_full_action_spec(const crl_env *env);
+
+/* ---- reprs and parents (TorchRL's print(env) and transform.parent) ---- */
+
+/* The transform as TorchRL prints it inside a Compose, e.g.
+ * "GrayScale(keys=['pixels'])" or "CatTensors(in_keys=['orientations',
+ * 'velocity'], out_key=observation)": the transform's own repr when it has
+ * one (crl_transform_ops.repr), else TorchRL's default "Type(keys=[...])"
+ * from its in_keys (a dotted key prints as a tuple, ('next', 'x')).  New
+ * string, free with crl_free; NULL for a NULL transform. */
+CRL_API char *crl_transform_repr(const crl_transform *t);
+
+/* print(env): an env with transforms prints as TorchRL's TransformedEnv
+ *     TransformedEnv(
+ *         env=DMControlEnv(env=acrobot, task=swingup, batch_size=torch.Size([])),
+ *         transform=Compose(
+ *                 CatTensors(in_keys=['orientations', 'velocity'], out_key=observation),
+ *                 GrayScale(keys=['pixels'])))
+ * and one without as its base env.  The base env is named after the
+ * TorchRL wrapper of its library: the gym and classic backends print
+ * "GymEnv(env=ID, batch_size=torch.Size([...]), device=cpu)" (classic
+ * reimplements gym's classic-control envs), dm_control
+ * "DMControlEnv(env=DOMAIN, task=TASK, batch_size=torch.Size([...]))", any
+ * other backend "EnvBase(backend=NAME, env=ID, batch_size=..., device=cpu)".
+ * The batch size is the env's (num_envs, whatever the executor).  New
+ * string, free with crl_free; NULL for a NULL env. */
+CRL_API char *crl_env_repr(const crl_env *env);
+
+/* TorchRL's transform.parent for a transform in an env's chain: the env
+ * with the transforms before t (not t itself).  NULL when t is NULL or in
+ * no chain.
+ *   crl_transform_parent_repr: print(transform.parent), always a
+ *     TransformedEnv (the first transform's parent prints an empty
+ *     Compose, as TorchRL's does).  New string, free with crl_free.
+ *   crl_transform_parent_specs: the specs the parent produces, which t
+ *     receives (observation, action, reward, done, state Composites with
+ *     the env's batch shape; what crl_transform_ctx_parent_specs gives the
+ *     plugin).  Borrowed, valid while t stays in the chain and the chain
+ *     is unchanged.
+ *   crl_transform_parent_env: the env whose chain holds t, and t's index
+ *     in it in *index (may be NULL).  Borrowed. */
+CRL_API char *crl_transform_parent_repr(const crl_transform *t);
+CRL_API const crl_transform_specs *crl_transform_parent_specs(const crl_transform *t);
+CRL_API crl_env *crl_transform_parent_env(const crl_transform *t, size_t *index);
 
 #ifdef __cplusplus
 }

@@ -6,8 +6,8 @@
  * backward cache, exploration applied.  Losses use `forward` / `evaluate`
  * and `backward`, or the underlying network directly.
  *
- * The action spec is the env's (crl_env_action_spec's "action" leaf, batch
- * dims included): Categorical gives integer actions with the td's batch
+ * The action spec is the env's "action" leaf (what crl_env_action_spec
+ * returns for a single-action env; batch dims included): Categorical gives integer actions with the td's batch
  * shape, OneHot gives [batch..., n], Bounded / Unbounded give [batch..., d]
  * floats with the bounds of the spec's last dim (those of its first row). */
 #ifndef CRL_ACTOR_H
@@ -74,6 +74,18 @@ CRL_API crl_det_actor *crl_det_actor_new(crl_mlp *net, const char *const *in_key
 CRL_API void crl_det_actor_free(crl_det_actor *a);
 /* The network, borrowed (valid while a lives). */
 CRL_API crl_mlp *crl_det_actor_net_get(crl_det_actor *a);
+/* The TensorDict module in_keys -> raw network output, borrowed (valid
+ * while a lives; NULL for NULL).  Since ABI 1.2. */
+CRL_API crl_tdmodule *crl_det_actor_module_get(crl_det_actor *a);
+/* The action dims d; *low and *high (either may be NULL) receive the [d]
+ * bounds of a Bounded spec (borrowed, valid while a lives) or NULL for an
+ * Unbounded one.  a must not be NULL. */
+CRL_API int64_t crl_det_actor_bounds(const crl_det_actor *a, const float **low, const float **high);
+/* A noise-free actor with a's in_keys and action space over another
+ * network of the same sizes (a loss's target actor: TorchRL's
+ * delay_actor).  Takes a reference to net.  New actor or NULL:
+ * CRL_E_SHAPE when net's sizes differ from a's network. */
+CRL_API crl_det_actor *crl_det_actor_copy_new(crl_det_actor *a, crl_mlp *net, crl_error *err);
 /* Additive Gaussian noise (AdditiveGaussianModule): action +
  * sigma * N(mean, std), sigma annealed linearly from sigma_init to
  * sigma_end over annealing_num_steps frames, then clamped to the bounds. */
@@ -116,11 +128,27 @@ CRL_API crl_prob_actor *crl_prob_actor_new(crl_mlp *net, const char *const *in_k
 CRL_API void crl_prob_actor_free(crl_prob_actor *a);
 /* The network, borrowed (valid while a lives). */
 CRL_API crl_mlp *crl_prob_actor_net_get(crl_prob_actor *a);
+/* TorchRL's return_log_prob: whether act / forward write
+ * "sample_log_prob" [batch...] into the td (off by default, as TorchRL's;
+ * PPO needs it in the batches it is given).  The log-probs of the last
+ * call are in crl_prob_actor_log_prob_get either way.  NULL-safe; never
+ * fails.  Since ABI 1.2. */
+CRL_API void crl_prob_actor_set_return_log_prob(crl_prob_actor *a, bool return_log_prob);
+/* The current setting (false for NULL). */
+CRL_API bool crl_prob_actor_return_log_prob(const crl_prob_actor *a);
+/* The TensorDict module in_keys -> "logits" (Categorical) or "loc"
+ * (TanhNormal), borrowed (valid while a lives; NULL for NULL): its in_keys
+ * tell a loss which keys the actor reads. */
+CRL_API crl_tdmodule *crl_prob_actor_module_get(crl_prob_actor *a);
+/* The distribution the actor was built with.  a must not be NULL. */
+CRL_API crl_dist_kind crl_prob_actor_kind(const crl_prob_actor *a);
 /* Writes the distribution's parameters, "action" (RANDOM: a sample, the
  * reparameterised one for TanhNormal; MODE: the mode; MEAN: TanhNormal's
  * 1000-draw mean, CRL_E_UNSUPPORTED for Categorical, whose mean is not an
- * action) and "sample_log_prob" [batch...] (log-prob of that action).
- * rng is needed for RANDOM and MEAN. */
+ * action) and, when return_log_prob is set, "sample_log_prob" [batch...]
+ * (the log-prob of that action, summed over the action dims, as TorchRL's
+ * ProbabilisticActor with return_log_prob=True).  rng is needed for
+ * RANDOM and MEAN. */
 CRL_API int crl_prob_actor_act(crl_prob_actor *a, crl_td *td, crl_exploration exploration, crl_rng *rng,
                                crl_error *err);
 /* The same with the backward cache, and the entropy: exact for

@@ -12,7 +12,8 @@
  *
  * Off-policy losses (DQN, DDPG, TD3, SAC) are given replay-buffer samples:
  * a TensorDict of batch [B] with "observation", "action", "next.reward",
- * "next.observation", "next.done", "next.terminated" (as collected).
+ * "next.observation", "next.done", "next.terminated" (as collected; without
+ * "next.terminated" the loss reads "next.done", as TorchRL does).
  * On-policy losses (flag CRL_LOSS_ON_POLICY: PPO, A2C, REINFORCE) are given
  * the collected batch [N, T] (or [T]) once through `prepare`, which writes
  * what the epochs need ("advantage", "value_target", "sample_log_prob"),
@@ -34,13 +35,40 @@ extern "C" {
 /* The loss learns from the data it collected with its current policy. */
 #define CRL_LOSS_ON_POLICY 0x1u
 
+/* The networks a user built, for a loss that trains them (TorchRL's
+ * DDPGLoss(actor_network, value_network), DQNLoss(value_network), ...),
+ * given to create_from_modules.  Set struct_size to sizeof and the members
+ * the loss takes (the rest NULL):
+ *   dqn            qvalue_actor (its module reads one observation key)
+ *   ddpg, td3      det_actor, value: Q(s, a), a crl_tdmodule whose in_keys
+ *                  are the actor's observation key then "action", one output
+ *   sac            prob_actor (TanhNormal), value as for ddpg
+ *   discrete_sac   prob_actor (Categorical), value: one output per action
+ *                  over the actor's observation key
+ *   ppo, a2c,      prob_actor, value: V(s), one output (its in_keys are
+ *   reinforce      read under "next." for the next state's value)
+ * The actors and modules are borrowed (keep them until the loss is
+ * destroyed); the loss trains their networks in place, as TorchRL's loss
+ * shares the module's parameters, and keeps target copies of its own.  Twin
+ * critics (td3, sac, discrete_sac) are the value network and a copy of it
+ * re-drawn from the seed (TorchRL's num_qvalue_nets = 2).  Exploration
+ * (noise, epsilon, return_log_prob) stays the actor's: the loss's act calls
+ * the actor as it is and explore_step leaves it alone. */
+typedef struct crl_loss_modules {
+    uint32_t struct_size;            /* sizeof(crl_loss_modules) */
+    crl_det_actor *det_actor;
+    crl_prob_actor *prob_actor;
+    crl_qvalue_actor *qvalue_actor;
+    crl_tdmodule *value;
+} crl_loss_modules;
+
 typedef struct crl_loss_ops {
     uint32_t struct_size;      /* sizeof(crl_loss_ops) */
     uint32_t flags;            /* CRL_LOSS_* */
 
     /* Build the loss and its networks.  observation_spec and action_spec
-     * are the env's Composites (crl_env_observation_spec /
-     * crl_env_action_spec, batch dims included); the loss reads the keys
+     * are the env's Composites (crl_env_full_observation_spec /
+     * crl_env_full_action_spec, batch dims included); the loss reads the keys
      * its options name ("observation" by default) and "action".  seed
      * draws the initial parameters (same seed, bitwise-same networks).
      * Errors: CRL_E_INVALID / CRL_E_SHAPE naming the key when a spec does
@@ -77,8 +105,13 @@ typedef struct crl_loss_ops {
     /* The loss of one batch: sets scalar float32 tensors "loss_*" in
      * `losses` (batch shape [], caller's; e.g. "loss" for DQN,
      * "loss_objective", "loss_critic", "loss_entropy" for PPO) and, where
-     * it exists, "td_error" [B] into batch.  Adds the gradient of the sum
-     * of the loss_* terms into the parameter gradients (the caller zeroes
+     * it exists, "td_error" [B] into batch.  What TorchRL's loss outputs
+     * besides goes into `losses` too: DDPG's "td_error", "pred_value",
+     * "target_value" [B] and "pred_value_max", "target_value_max"; TD3's
+     * "pred_value" (both critics), "state_action_value_actor",
+     * "next_state_value", "target_value" (batch means).  Only the "loss*" entries are summed into the
+     * objective.  Adds the gradient of the sum of the loss_* terms into the
+     * parameter gradients (the caller zeroes
      * them before).  A loss or gradient that is not finite is reported
      * with CRL_E_RUNTIME naming the term; nothing else is changed then. */
     int (*forward)(void *st, crl_td *batch, crl_td *losses, crl_error *err);
@@ -99,6 +132,18 @@ typedef struct crl_loss_ops {
      * actor, critic and alpha optimizers) and steps only the active ones:
      * TD3's delayed policy updates.  May be NULL: always. */
     bool (*param_active)(void *st, size_t i);
+
+    /* Build the loss over the user's networks instead of its own
+     * (crl_loss_modules above; opts as for create, whose network options
+     * -- in_key, num_cells, activation, and the exploration ones -- are
+     * refused with CRL_E_CONFIG when set, since the modules decide them).
+     * seed draws what the loss creates (a twin critic).  Errors:
+     * CRL_E_INVALID naming the member that is missing or of the wrong kind,
+     * CRL_E_SHAPE / CRL_E_INVALID naming the module, its keys and sizes when
+     * they do not fit together.  Sets *st.  May be NULL (the loss only
+     * builds its own networks).  Since ABI 1.2 (struct_size tells). */
+    int (*create_from_modules)(const crl_opts *opts, const crl_loss_modules *modules, uint64_t seed, void **st,
+                               crl_error *err);
 } crl_loss_ops;
 
 #ifdef __cplusplus

@@ -201,6 +201,12 @@ CRL_API crl_tdmodule *crl_tdmodule_new(crl_mlp *net, const char *const *in_keys,
 CRL_API void crl_tdmodule_free(crl_tdmodule *mod);
 /* The wrapped network, borrowed (valid while mod lives). */
 CRL_API crl_mlp *crl_tdmodule_net_get(crl_tdmodule *mod);
+/* The module's in_keys (how many, and key i as given: NULL past the last
+ * or for a NULL module) and out_key; borrowed, valid while mod lives.
+ * Since ABI 1.2. */
+CRL_API size_t crl_tdmodule_num_in_keys(const crl_tdmodule *mod);
+CRL_API const char *crl_tdmodule_in_key(const crl_tdmodule *mod, size_t i);
+CRL_API const char *crl_tdmodule_out_key(const crl_tdmodule *mod);
 /* Run the network on td and write out_key.  An existing float32 tensor of
  * the right shape under out_key is written in place (no allocation);
  * otherwise a new one is set.  Errors name the module and key: a missing

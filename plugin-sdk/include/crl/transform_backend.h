@@ -84,6 +84,27 @@ CRL_API int crl_transform_ctx_parent_reset(crl_transform_ctx *ctx, crl_td *td, c
  * (RewardSum, StepCounter, CatFrames).  Valid during step.  Borrowed. */
 CRL_API const bool *crl_transform_ctx_step_resets(const crl_transform_ctx *ctx);
 
+/* Since ABI 1.2.  Turn order, for a transform whose state is shared between
+ * the workers of one env (VecNorm with shared statistics in
+ * worker_transforms under executor = threads or processes), so that its
+ * updates happen in env order, as the serial executor makes them, and not
+ * in whatever order the workers get there: bitwise the same results on
+ * every run and with every executor.
+ *   crl_transform_ctx_use_turns: call it from bind; the executor then
+ *     hands a turn from worker to worker (in env order) in every reset and
+ *     step job, each worker passing it on when it has finished that job.
+ *   crl_transform_ctx_wait_turn: call it before reading or updating the
+ *     shared state; it returns once every worker before this one has
+ *     finished the current job.  Several calls in one job wait once.
+ * Both return at once where there is nothing to order: a chain outside an
+ * executor (the env's own `transforms`, standalone use) or under the
+ * inline and serial executors.  Workers run the rest of their job (the
+ * backend's step, the other transforms) in parallel as before.  A worker
+ * that dies or hangs releases the others (that one job's order is then
+ * not kept; under on_worker_failure = restart its envs' episodes end). */
+CRL_API void crl_transform_ctx_use_turns(crl_transform_ctx *ctx);
+CRL_API void crl_transform_ctx_wait_turn(crl_transform_ctx *ctx);
+
 /* Set the mask of the action leaf `key` in the specs seen outside the chain
  * (crl_spec_update_mask; NULL removes it), so random actions and the
  * outer action check honour it (ActionMask).  The mask has the outer batch
@@ -136,6 +157,17 @@ typedef struct crl_transform_ops {
 
     /* Free everything create allocated.  NULL-safe on t. */
     void (*destroy)(void *t);
+
+    /* Since ABI 1.2.  TorchRL's repr of the transform, one line as
+     * print(env) shows it inside a Compose, e.g.
+     * "CatTensors(in_keys=['orientations', 'velocity'], out_key=observation)".
+     * Write it into buf as snprintf does (at most size bytes, NUL included;
+     * buf may be NULL when size is 0) and return the length of the whole
+     * repr without the NUL, or a negative value when it cannot be made (the
+     * host then prints the default).  NULL: the host prints TorchRL's
+     * default Transform repr, "Type(keys=[<in_keys>])", from the "in_keys"
+     * option (keys=[] when the transform declares none). */
+    int (*repr)(void *t, char *buf, size_t size);
 } crl_transform_ops;
 
 /* The tensor to write out_key into: the one at `key` in td when it already

@@ -38,7 +38,8 @@ CRL_API int crl_value_estimate(crl_value_estimator kind, double gamma, double la
 /* The same on a TensorDict of batch [T] or [N, T] (time last): reads
  * "state_value", "next.state_value", "next.reward", "next.done",
  * "next.terminated" (each [..., 1] or with the batch shape alone; done and
- * terminated bool or numeric) and writes "advantage" and "value_target"
+ * terminated bool or numeric; without "next.terminated", "next.done" is
+ * read in its place, as TorchRL does) and writes "advantage" and "value_target"
  * ([..., 1] float32, in place when present).  Errors name the missing or
  * misshapen key. */
 CRL_API int crl_value_estimate_td(crl_value_estimator kind, double gamma, double lambda, crl_td *td, crl_error *err);

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The manual pages the build made with `crl help --man` (doc/doc.am): crl(1) documents every command with
+# its options, crl.ini(5) every section and key crl accepts (the host's, every component's a selector can
+# name, every plugin's own), crl-plugins(7) the search path, scanner and ABI; none names the source tree,
+# and groff formats them without a warning.
+set -uo pipefail
+crl=${CRL:?}
+top_build=$(cd "${CRL_TEST_BUILDDIR:?}/.." && pwd)
+top_src=$(cd "${CRL_TEST_SRCDIR:?}/.." && pwd)
+doc=$top_build/doc
+n=0; failures=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+nok() { n=$((n + 1)); failures=$((failures + 1)); echo "not ok $n - $1"; shift; printf '%s\n' "$@" | sed 's/^/# /'; }
+# The pages document the plugins of this build, not the test fixtures on the suites' plugin path.
+CRL_PLUGIN_PATH=$(tr ':' '\n' <<<"${CRL_PLUGIN_PATH:-}" | grep -v '/tests/' | paste -sd:)
+export CRL_PLUGIN_PATH
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/crl-man.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+for p in crl.1 crl.ini.5 crl-plugins.7; do
+    [ -s "$doc/$p" ] && ok "doc/$p was made" || nok "doc/$p is missing or empty (make all makes it)"
+done
+# roff's \- as -, so the pages can be grepped as text.
+for p in crl.1 crl.ini.5 crl-plugins.7; do sed 's/\\-/-/g; s/\\e/\\/g' "$doc/$p" > "$tmp/$p" 2>/dev/null; done
+
+# crl(1): a subsection per command, holding each long option its --help lists.
+missing=""
+for c in $("$crl" help --complete commands); do
+    [ "$c" = help ] && continue
+    if ! grep -qx ".SS \"crl $c\"" "$tmp/crl.1"; then missing+=" $c"; continue; fi
+    body=$(awk -v h=".SS \"crl $c\"" '$0 == h { on = 1; next } /^\.S[SH] / { on = 0 } on' "$tmp/crl.1")
+    for o in $("$crl" help --complete options "$c"); do
+        grep -qF -- "$o" <<<"$body" || missing+=" $c:$o"
+    done
+done
+[ -z "$missing" ] && ok "crl(1) documents every command and each of its options" \
+    || nok "crl(1) lacks commands or options:$missing"
+# ... and the page follows the command table: a command added to main.c appears without editing the page.
+ncmd=$("$crl" help --complete commands | grep -vcx help)
+nss=$(awk '/^\.SH COMMANDS/ { on = 1; next } /^\.SH / { on = 0 } on && /^\.SS / { k++ } END { print k + 0 }' "$tmp/crl.1")
+[ "$ncmd" -eq "$nss" ] && ok "crl(1) has one subsection per command ($ncmd)" \
+    || nok "crl(1) has $nss command subsections for $ncmd commands"
+
+# crl.ini(5): "section key" pairs as the page gives them (.SS "[section]" or "[section] sel = name", then
+# .TP / .B key), against every key crl accepts (crl help --complete keys) and every section and key
+# `crl config show` prints with defaults.
+awk '/^\.SS "\[/ { s = $0; sub(/^\.SS "\[/, "", s); sub(/\].*/, "", s); next }
+     /^\.SH / { s = "" }
+     prev == ".TP" && /^\.B / && s != "" { k = $0; sub(/^\.B /, "", k); sub(/NAME$/, "", k); print s "." k }
+     { prev = $0 }' "$tmp/crl.ini.5" | sort -u > "$tmp/documented"
+"$crl" help --complete keys | sort -u > "$tmp/keys"
+[ -s "$tmp/keys" ] && ok "crl accepts $(wc -l < "$tmp/keys") keys" || nok "crl help --complete keys printed nothing"
+undoc=$(comm -23 "$tmp/keys" "$tmp/documented")
+[ -z "$undoc" ] && ok "crl.ini(5) documents every key crl accepts with the plugins of this build" \
+    || nok "keys crl accepts that crl.ini(5) does not document (built without these plugins' options?)" "$undoc"
+# The pattern section [transform.NAME] and its selector.
+grep -qx 'transform.NAME.type' "$tmp/documented" && ok "crl.ini(5) documents [transform.NAME] type" \
+    || nok "crl.ini(5) has no [transform.NAME] type" "$(grep transform "$tmp/documented" | head)"
+if out=$("$crl" config show plugins.autoload=false 2>&1); then
+    shown=$(awk '/^\[/ { s = $0; gsub(/[][]/, "", s); next } /^[a-z_.]+ *=/ && s != "" { k = $1; print s "." k }' <<<"$out" | sort -u)
+    notdoc=$(comm -23 <(printf '%s\n' "$shown") "$tmp/documented")
+    [ -n "$shown" ] && [ -z "$notdoc" ] && ok "every section and key of crl config show is in crl.ini(5) ($(wc -l <<<"$shown") keys)" \
+        || nok "crl config show keys missing from crl.ini(5)" "$notdoc"
+else nok "crl config show failed" "$out"; fi
+
+# crl-plugins(7): search path, scanner, registry cache, ABI, the SDK's guide.
+for w in CRL_PLUGIN_PATH crl-plugin-scanner scan_timeout registry- "crl-abi-" "GUIDE.md" "pkg-config --variable=abi_depends crl-plugin-sdk"; do
+    grep -qF -- "$w" "$tmp/crl-plugins.7" || nok "crl-plugins(7) does not mention '$w'"
+done
+ok "crl-plugins(7) covers search path, scanner, registry cache, ABI and the guide"
+
+# Installed paths, never the build's or the source tree's.
+if bad=$(grep -lF -e "$top_src" -e "$top_build" "$doc"/crl.1 "$doc"/crl.ini.5 "$doc"/crl-plugins.7); then
+    nok "man pages name the source or build tree" "$bad" "$(grep -nF -e "$top_src" -e "$top_build" $bad | head -5)"
+else ok "the pages name installed paths only"; fi
+
+# groff: no warnings (lintian's check), when man-db is there.
+if command -v man >/dev/null 2>&1; then
+    warn=""
+    for p in crl.1 crl.ini.5 crl-plugins.7; do
+        w=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l -Tutf8 -Z "$doc/$p" 2>&1 >/dev/null)
+        [ -z "$w" ] || warn+="$p: $w"$'\n'
+    done
+    [ -z "$warn" ] && ok "groff formats the pages without a warning" || nok "groff warnings" "$warn"
+else
+    echo "# man not installed: groff warnings not checked"
+fi
+# crl help --man refuses an unknown page.
+out=$("$crl" help --man crl.conf 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "no manual page 'crl.conf'" <<<"$out" && ok "unknown page: exit 2 naming it" \
+    || nok "crl help --man crl.conf (exit $rc)" "$out"
+echo "1..$n"
+[ $failures -eq 0 ]
