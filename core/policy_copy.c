@@ -36,6 +36,11 @@ struct crl_policy_copy {
     crl_rng rng;
     int64_t version, explore_frames;
     size_t weights_size;
+    /* every action the copy took, in order; while replaying (a resume re-collects its frames) the
+     * recorded ones replace the policy's from ff_pos on */
+    GByteArray *actions;
+    bool ff;
+    size_t ff_pos;
 };
 
 /* Bytes of the loss's parameter vectors, in order. */
@@ -100,13 +105,14 @@ crl_policy_copy *crl_policy_copy_new(crl_host *host, const crl_config *cfg, cons
         return NULL;
     crl_policy_copy *p = g_new0(crl_policy_copy, 1);
     /* the trainer's seed: the copy starts with the learner's initial weights even before the first sync */
-    if (crl_loss_from_config(host, cfg, "loss", crl_env_observation_spec(env), crl_env_action_spec(env),
+    if (crl_loss_from_config(host, cfg, "loss", crl_env_full_observation_spec(env), crl_env_full_action_spec(env),
                              (uint64_t)seed, &p->ops, &p->loss, err)) {
         g_free(p);
         return NULL;
     }
     crl_rng_init(&p->rng, (uint64_t)seed, POLICY_STREAM + (uint64_t)index);
     p->weights_size = weights_size(p->ops, p->loss);
+    p->actions = g_byte_array_new();
     return p;
 }
 
@@ -116,6 +122,7 @@ void crl_policy_copy_free(crl_policy_copy *p)
         return;
     if (p->loss)
         p->ops->destroy(p->loss);
+    g_byte_array_free(p->actions, TRUE);
     g_free(p);
 }
 
@@ -146,7 +153,77 @@ int crl_policy_copy_act(void *user, crl_env *env, crl_td *td, crl_error *err)
 {
     (void)env;
     crl_policy_copy *p = user;
-    return p->ops->act(p->loss, td, CRL_EXPLORE_RANDOM, &p->rng, err);
+    /* replaying: the policy only fills the td (its action is replaced), without touching the stream */
+    crl_rng scratch = p->rng;
+    int rc = p->ops->act(p->loss, td, p->ff ? CRL_EXPLORE_MODE : CRL_EXPLORE_RANDOM, p->ff ? &scratch : &p->rng,
+                         err);
+    if (rc)
+        return rc;
+    crl_tensor *a = crl_td_get(td, "action");
+    if (!a || !crl_tensor_is_contiguous(a))
+        return crl_error_set(err, CRL_E_INVALID, "policy copy: the policy wrote no contiguous 'action'");
+    size_t n = crl_tensor_nbytes(a);
+    if (!p->ff) {
+        if ((uint64_t)p->actions->len + n > G_MAXUINT)
+            return crl_error_set(err, CRL_E_NOMEM, "policy copy: more than %u bytes of actions recorded", G_MAXUINT);
+        g_byte_array_append(p->actions, crl_tensor_data(a), (guint)n);
+        return CRL_OK;
+    }
+    if (p->ff_pos + n > p->actions->len)
+        return crl_error_set(err, CRL_E_CORRUPT, "resume: the sub-collector's recorded actions end at byte %zu, "
+                             "its frame needs %zu more", p->ff_pos, n);
+    memcpy(crl_tensor_data(a), p->actions->data + p->ff_pos, n);
+    p->ff_pos += n;
+    return CRL_OK;
+}
+
+int crl_policy_copy_get_state(const crl_policy_copy *p, crl_policy_copy_state *st)
+{
+    if (!p || !st || st->struct_size < sizeof *st)
+        return CRL_E_INVALID;
+    st->version = p->version;
+    st->explore_frames = p->explore_frames;
+    st->rng = p->rng;
+    st->actions = p->actions->data;
+    st->actions_len = p->actions->len;
+    return CRL_OK;
+}
+
+int crl_policy_copy_replay(crl_policy_copy *p, const void *actions, size_t nbytes, crl_error *err)
+{
+    if (!p || (!actions && nbytes))
+        return crl_error_set(err, CRL_E_INVALID, "crl_policy_copy_replay: %s is NULL", !p ? "policy copy" : "actions");
+    if (p->actions->len || p->explore_frames || p->version)
+        return crl_error_set(err, CRL_E_INVALID, "resume: this policy copy has acted already; replay on a new one");
+    if (nbytes > G_MAXUINT)
+        return crl_error_set(err, CRL_E_INVALID, "resume: %zu bytes of actions; a copy records at most %u", nbytes,
+                             G_MAXUINT);
+    g_byte_array_append(p->actions, actions, (guint)nbytes);
+    p->ff = true;
+    p->ff_pos = 0;
+    return CRL_OK;
+}
+
+int crl_policy_copy_restore(crl_policy_copy *p, const crl_policy_copy_state *st, const void *weights, size_t nbytes,
+                            crl_error *err)
+{
+    if (!p || !st || st->struct_size < sizeof *st)
+        return crl_error_set(err, CRL_E_INVALID, "crl_policy_copy_restore: %s", !p ? "policy copy is NULL"
+                             : "no state (or an older struct_size)");
+    if (p->ff && p->ff_pos != p->actions->len)
+        return crl_error_set(err, CRL_E_CONFIG, "resume: the sub-collector re-collected with %zu of its %u recorded "
+                             "action bytes: the config differs from the checkpointed run's (env, collector)",
+                             p->ff_pos, p->actions->len);
+    if (st->explore_frames < 0 || st->version < 0)
+        return crl_error_set(err, CRL_E_INVALID, "resume: a policy copy's version and frames are >= 0");
+    int rc = crl_policy_copy_set(p, st->version, st->explore_frames, weights, nbytes, err);
+    if (rc)
+        return rc;
+    if (!weights)
+        p->version = st->version;
+    p->rng = st->rng;
+    p->ff = false;
+    return CRL_OK;
 }
 
 int crl_policy_copy_stamp(const crl_policy_copy *p, crl_td *batch, crl_error *err)

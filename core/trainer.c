@@ -106,6 +106,9 @@ struct crl_trainer {
     size_t ncopies;
     int64_t sync_interval, synced_steps;
     bool published;
+    GByteArray *pub_weights;  /* the weights of the last sync (checkpoints keep them for the copies) */
+    int64_t nsubs;            /* sub-collectors */
+    bool sync;
     bool has_remote;
     crl_trainer_remote remote;
 };
@@ -244,15 +247,17 @@ static int publish_policy(crl_trainer *t, crl_error *err)
     if (due) {
         t->synced_steps = t->optim_steps;
         t->published = true;
+        g_byte_array_set_size(t->pub_weights, (guint)crl_trainer_weights_size(t));
+        int rc = crl_trainer_weights(t, t->pub_weights->data, t->pub_weights->len, err);
+        if (rc)
+            return rc;
     }
     if (t->has_remote)
         return t->remote.publish(t->remote.user, t, t->synced_steps, t->frames, due, err);
-    size_t n = due ? crl_trainer_weights_size(t) : 0;
-    void *buf = due ? g_malloc(n ? n : 1) : NULL;
-    int rc = due ? crl_trainer_weights(t, buf, n, err) : CRL_OK;
+    int rc = CRL_OK;
     for (size_t k = 0; k < t->ncopies && !rc; k++)
-        rc = crl_policy_copy_set(t->copies[k], t->synced_steps, t->frames, buf, n, err);
-    g_free(buf);
+        rc = crl_policy_copy_set(t->copies[k], t->synced_steps, t->frames, due ? t->pub_weights->data : NULL,
+                                 due ? t->pub_weights->len : 0, err);
     return rc;
 }
 
@@ -274,6 +279,7 @@ static crl_trainer *build(crl_host *host, const crl_config *cfg, const crl_train
     t->cfg = cfg;
     t->last_loss = NAN;
     t->actions = g_byte_array_new();
+    t->pub_weights = g_byte_array_new();
     t->cuts = g_array_new(FALSE, FALSE, sizeof(int64_t));
     t->returns = crl_returns_new();
     crl_opts *otrain = NULL, *ooptim = NULL, *ocoll = NULL, *odist = NULL;
@@ -295,6 +301,9 @@ static crl_trainer *build(crl_host *host, const crl_config *cfg, const crl_train
     if (!rc && !(rc = crl_opts_string(odist, "backend", &backend, err)) &&
         !(rc = crl_opts_int(odist, "sync_interval", &t->sync_interval, err)))
         rc = crl_opts_int(ocoll, "num_collectors", &ncoll, err);
+    if (!rc)
+        rc = crl_opts_bool(ocoll, "sync", &t->sync, err);
+    t->nsubs = ncoll;
     if (!rc && !t->has_remote && strcmp(backend, "none"))
         rc = crl_error_set(err, CRL_E_CONFIG, "%s: [distributed] backend = %s: this trainer runs its sub-collectors "
                            "in this process; start the run with mpirun -np K crl run (or set backend = none)",
@@ -389,6 +398,7 @@ void crl_trainer_free(crl_trainer *t)
     crl_td_unref(t->losses);
     crl_returns_free(t->returns);
     g_byte_array_free(t->actions, TRUE);
+    g_byte_array_free(t->pub_weights, TRUE);
     g_array_free(t->cuts, TRUE);
     g_free(t);
 }
@@ -750,6 +760,66 @@ static size_t action_elem_size(const crl_trainer *t)
     return (unsigned)dt < CRL_DTYPE_COUNT ? crl_dtype_size(dt) : 0;
 }
 
+/* Sub-collector k's policy copy as a checkpoint keeps it. */
+static int copy_state(crl_trainer *t, size_t k, crl_policy_copy_state *st, crl_error *err)
+{
+    memset(st, 0, sizeof *st);
+    st->struct_size = sizeof *st;
+    if (t->has_remote)
+        return t->remote.struct_size >= offsetof(crl_trainer_remote, copy_state) + sizeof t->remote.copy_state &&
+                       t->remote.copy_state
+                   ? t->remote.copy_state(t->remote.user, k, st, err)
+                   : crl_error_set(err, CRL_E_UNSUPPORTED, "checkpoint: the remote sub-collectors give no state");
+    if (crl_policy_copy_get_state(t->copies[k], st))
+        return crl_error_set(err, CRL_E_INVALID, "checkpoint: sub-collector %zu has no policy copy", k);
+    return CRL_OK;
+}
+
+/* The copies' sections (runs with num_collectors > 1 or [distributed]):
+ *   "copies/counters"   4 f64: sub-collectors, the version (optimizer steps) of the last sync's weights,
+ *                       1 when a sync happened (else 0), the bytes of "copies/weights"
+ *   "copies/weights"    the weights of the last sync (crl_trainer_weights: raw parameter bytes as the
+ *                       host stores them, little-endian on x86-64)
+ *   "copies/<k>/state"  3 f64: sub-collector k's copy's version, exploration frames, action bytes
+ *   "copies/<k>/rng"    its exploration stream;  "copies/<k>/actions": every action it took, in order */
+static int save_copies(crl_trainer *t, crl_ckpt_writer *w, crl_error *err)
+{
+    size_t esize = action_elem_size(t);
+    esize = esize ? esize : 1;
+    uint8_t c[32], r[CRL_CKPT_RNG_BYTES];
+    crl_ckpt_put_f64(c, (double)t->nsubs);
+    crl_ckpt_put_f64(c + 8, (double)t->synced_steps);
+    crl_ckpt_put_f64(c + 16, t->published ? 1.0 : 0.0);
+    crl_ckpt_put_f64(c + 24, (double)t->pub_weights->len);
+    int rc = crl_ckpt_write(w, "copies/counters", c, sizeof c, err);
+    if (!rc)
+        rc = crl_ckpt_write(w, "copies/weights", t->pub_weights->data, t->pub_weights->len, err);
+    for (size_t k = 0; k < (size_t)t->nsubs && !rc; k++) {
+        crl_policy_copy_state st;
+        if ((rc = copy_state(t, k, &st, err)))
+            break;
+        char name[64];
+        crl_ckpt_put_f64(c, (double)st.version);
+        crl_ckpt_put_f64(c + 8, (double)st.explore_frames);
+        crl_ckpt_put_f64(c + 16, (double)st.actions_len);
+        crl_ckpt_put_rng(r, &st.rng);
+        uint8_t *le = g_try_malloc(st.actions_len ? st.actions_len : 1);
+        if (!le)
+            return crl_error_set(err, CRL_E_NOMEM, "checkpoint: no memory for %zu action bytes", st.actions_len);
+        crl__ckpt_le_copy(le, st.actions, esize, st.actions_len / esize);
+        snprintf(name, sizeof name, "copies/%zu/state", k);
+        rc = crl_ckpt_write(w, name, c, 24, err);
+        snprintf(name, sizeof name, "copies/%zu/rng", k);
+        if (!rc)
+            rc = crl_ckpt_write(w, name, r, sizeof r, err);
+        snprintf(name, sizeof name, "copies/%zu/actions", k);
+        if (!rc)
+            rc = crl_ckpt_write(w, name, le, st.actions_len, err);
+        g_free(le);
+    }
+    return rc;
+}
+
 int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err)
 {
     size_t esize = action_elem_size(t), alen = t->actions->len;
@@ -789,6 +859,8 @@ int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err)
         !(rc = crl_ckpt_write(w, "trainer/actions", actions ? actions : t->actions->data, alen, err)))
         rc = crl_ckpt_write(w, "trainer/cuts", cuts, 8 * (size_t)t->cuts->len, err);
     g_free(cuts);
+    if (!rc && t->copies_mode)
+        rc = save_copies(t, w, err);
     g_free(actions);
     if (rc) {
         crl_ckpt_writer_abort(w);
@@ -988,19 +1060,174 @@ int crl_trainer_checkpoint(crl_trainer *t, const char *dir, crl_error *err)
     return rc;
 }
 
+/* The copies' sections of a checkpoint, read and checked. */
+typedef struct copies_ckpt {
+    int64_t synced_steps;
+    bool published;
+    GByteArray *weights;
+    crl_policy_copy_state *st;  /* nsubs; actions point into actions[k] */
+    GByteArray **actions;
+} copies_ckpt;
+
+static void copies_ckpt_clear(copies_ckpt *cc, size_t n)
+{
+    if (cc->weights)
+        g_byte_array_free(cc->weights, TRUE);
+    for (size_t k = 0; cc->actions && k < n; k++)
+        if (cc->actions[k])
+            g_byte_array_free(cc->actions[k], TRUE);
+    g_free(cc->actions);
+    g_free(cc->st);
+    memset(cc, 0, sizeof *cc);
+}
+
+static bool whole(double v) { return v >= 0 && v <= 0x1p53 && v == floor(v); }
+
+static int read_copies(crl_trainer *t, const char *path, copies_ckpt *cc, crl_error *err)
+{
+    crl_error e;
+    crl_error_clear(&e);
+    crl_ckpt_reader *r = crl_ckpt_reader_open(path, TRAIN_KIND, 1, &e);
+    if (!r)
+        return crl_error_pass(err, &e, CRL_E_IO);
+    size_t n = (size_t)t->nsubs, len = 0, esize = action_elem_size(t);
+    esize = esize ? esize : 1;
+    cc->st = g_new0(crl_policy_copy_state, n);
+    cc->actions = g_new0(GByteArray *, n);
+    cc->weights = g_byte_array_new();
+    int rc = CRL_OK;
+    const char *sec = "copies/counters";
+    const uint8_t *p = NULL;
+    if (!crl_ckpt_has(r, sec)) {
+        rc = crl_error_set(err, CRL_E_CONFIG, "%s: no section '%s': the checkpointed run had one sub-collector "
+                           "acting with the learner's policy; resume it with [collector] num_collectors = 1 and no "
+                           "[distributed] section", path, sec);
+        goto out;
+    }
+    if (!(p = crl_ckpt_section(r, sec, &len, &e))) {
+        rc = crl_error_pass(err, &e, CRL_E_CORRUPT);
+        goto out;
+    }
+    double v[4];
+    for (int i = 0; i < 4 && len == 32; i++)
+        v[i] = crl_ckpt_get_f64(p + 8 * i);
+    if (len != 32 || !whole(v[0]) || !whole(v[1]) || (v[2] != 0 && v[2] != 1) || !whole(v[3])) {
+        rc = bad_section(r, sec, 0, err, "not 4 whole numbers (sub-collectors, version, synced 0/1, bytes)");
+        goto out;
+    }
+    if ((int64_t)v[0] != t->nsubs) {
+        rc = crl_error_set(err, CRL_E_CONFIG, "%s: the checkpointed run had %.0f sub-collectors, this one has %lld: "
+                           "keep [collector] num_collectors (under mpirun, the collector ranks) as it was", path, v[0],
+                           (long long)t->nsubs);
+        goto out;
+    }
+    cc->synced_steps = (int64_t)v[1];
+    cc->published = v[2] == 1;
+    sec = "copies/weights";
+    if (!(p = crl_ckpt_section(r, sec, &len, &e))) {
+        rc = crl_error_pass(err, &e, CRL_E_CORRUPT);
+        goto out;
+    }
+    if ((double)len != v[3] || (cc->published && len != crl_trainer_weights_size(t))) {
+        rc = bad_section(r, sec, 0, err, "%zu bytes; the counters say %.0f, the loss's weights are %zu", len, v[3],
+                         crl_trainer_weights_size(t));
+        goto out;
+    }
+    g_byte_array_append(cc->weights, p, (guint)len);
+    for (size_t k = 0; k < n; k++) {
+        char name[64];
+        crl_policy_copy_state *st = &cc->st[k];
+        st->struct_size = sizeof *st;
+        snprintf(name, sizeof name, "copies/%zu/state", k);
+        if (!(p = crl_ckpt_section(r, name, &len, &e))) {
+            rc = crl_error_pass(err, &e, CRL_E_CORRUPT);
+            goto out;
+        }
+        double s[3];
+        for (int i = 0; i < 3 && len == 24; i++)
+            s[i] = crl_ckpt_get_f64(p + 8 * i);
+        if (len != 24 || !whole(s[0]) || !whole(s[1]) || !whole(s[2]) || s[2] > G_MAXUINT) {
+            rc = bad_section(r, name, 0, err, "not 3 whole numbers (version, exploration frames, action bytes)");
+            goto out;
+        }
+        st->version = (int64_t)s[0];
+        st->explore_frames = (int64_t)s[1];
+        snprintf(name, sizeof name, "copies/%zu/rng", k);
+        if (!(p = crl_ckpt_section(r, name, &len, &e))) {
+            rc = crl_error_pass(err, &e, CRL_E_CORRUPT);
+            goto out;
+        }
+        if (len != CRL_CKPT_RNG_BYTES || !crl_ckpt_get_rng(p, &st->rng)) {
+            rc = bad_section(r, name, 0, err, "no random stream (%zu bytes)", len);
+            goto out;
+        }
+        snprintf(name, sizeof name, "copies/%zu/actions", k);
+        if (!(p = crl_ckpt_section(r, name, &len, &e))) {
+            rc = crl_error_pass(err, &e, CRL_E_CORRUPT);
+            goto out;
+        }
+        if ((double)len != s[2] || len % esize) {
+            rc = bad_section(r, name, 0, err, "%zu bytes; its state says %.0f of the env's %zu-byte actions", len,
+                             s[2], esize);
+            goto out;
+        }
+        cc->actions[k] = g_byte_array_sized_new((guint)len);
+        g_byte_array_set_size(cc->actions[k], (guint)len);
+        crl__ckpt_le_copy(cc->actions[k]->data, p, esize, len / esize);
+        st->actions = cc->actions[k]->data;
+        st->actions_len = len;
+    }
+out:
+    crl_ckpt_reader_free(r);
+    return rc;
+}
+
+/* Resume, the copies' side: hand each sub-collector its actions to replay (done = false), or its state
+ * and the last sync's weights after re-collecting (done = true). */
+static int resume_copies(crl_trainer *t, copies_ckpt *cc, bool done, crl_error *err)
+{
+    int rc = CRL_OK;
+    for (size_t k = 0; k < (size_t)t->nsubs && !rc; k++) {
+        crl_policy_copy_state st = cc->st[k];
+        /* a copy acting with older weights than the last sync's (async) restarts with the last sync's */
+        if (cc->published && st.version != cc->synced_steps)
+            st.version = cc->synced_steps;
+        const void *w = cc->published ? cc->weights->data : NULL;
+        size_t wn = cc->published ? cc->weights->len : 0;
+        if (t->has_remote)
+            rc = t->remote.struct_size >= offsetof(crl_trainer_remote, resume) + sizeof t->remote.resume &&
+                         t->remote.resume
+                     ? t->remote.resume(t->remote.user, k, &st, w, wn, done, err)
+                     : crl_error_set(err, CRL_E_UNSUPPORTED, "the remote sub-collectors cannot resume");
+        else if (!done)
+            rc = crl_policy_copy_replay(t->copies[k], st.actions, st.actions_len, err);
+        else
+            rc = crl_policy_copy_restore(t->copies[k], &st, w, wn, err);
+        if (rc && t->nsubs > 1)
+            crl_error_prefix(err, "sub-collector %zu: ", k);
+    }
+    return rc;
+}
+
 int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err)
 {
     if (t->frames || t->batches)
         return crl_error_set(err, CRL_E_INVALID, "resume: this trainer has run already; resume a new one");
-    if (t->copies_mode)
-        return crl_error_set(err, CRL_E_UNSUPPORTED, "resume from '%s': a run whose sub-collectors act with their own "
-                             "policy copies (num_collectors > 1 or a [distributed] section) cannot be resumed yet: "
-                             "the checkpoint holds the learner, not the collectors' env states", dir);
+    if (t->copies_mode && !t->sync)
+        return crl_error_set(err, CRL_E_UNSUPPORTED, "resume from '%s': an asynchronous run ([collector] sync = "
+                             "false) cannot be resumed: which sub-collector's batch came when is not recorded, so its "
+                             "frames cannot be re-collected; start it anew, or run with sync = true", dir);
     char *model = g_build_filename(dir, "trainer.ckpt", NULL);
+    copies_ckpt cc;
+    memset(&cc, 0, sizeof cc);
     int rc = load_file(t, model, true, err);
+    if (!rc && t->copies_mode && !(rc = read_copies(t, model, &cc, err)))
+        rc = resume_copies(t, &cc, false, err);
     g_free(model);
-    if (rc)
+    if (rc) {
+        copies_ckpt_clear(&cc, (size_t)t->nsubs);
         return crl_error_prefix(err, "resume from '%s': ", dir), rc;
+    }
     /* Re-collect the checkpoint's frames with the recorded actions, in the batches they were collected in:
      * full ones, and a shorter one ending at each cut and at the checkpoint's frame count. */
     int64_t target = t->frames;
@@ -1010,6 +1237,7 @@ int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err)
         rc = crl_error_set(err, CRL_E_CONFIG, "resume: the checkpoint holds %lld frames but [collector] "
                            "total_frames = %lld stops before; raise total_frames", (long long)target,
                            (long long)total);
+        copies_ckpt_clear(&cc, (size_t)t->nsubs);
         return crl_error_prefix(err, "resume from '%s': ", dir), rc;
     }
     crl_rng keep = t->rng;
@@ -1045,6 +1273,13 @@ int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err)
         rc = crl_error_set(err, CRL_E_CONFIG, "resume: re-collecting used %zu of the %u recorded action bytes: the "
                            "config differs from the checkpointed run's (env, collector)", t->ff_pos,
                            t->actions->len);
+    if (!rc && t->copies_mode && !(rc = resume_copies(t, &cc, true, err))) {
+        t->synced_steps = cc.synced_steps;
+        t->published = cc.published;
+        g_byte_array_set_size(t->pub_weights, 0);
+        g_byte_array_append(t->pub_weights, cc.weights->data, cc.weights->len);
+    }
+    copies_ckpt_clear(&cc, (size_t)t->nsubs);
     if (!rc && t->rb) {
         crl_collector_set_replay(t->coll, t->rb);
         char *rdir = g_build_filename(dir, "replay", NULL);

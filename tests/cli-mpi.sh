@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Shell tests of crl run's mpi backend on localhost ([distributed] backend = mpi under mpirun, ranks
 # oversubscribed): sync runs byte for byte equal to one process with num_collectors = K-1 (DQN and PPO on
-# CartPole: checkpoint, replay buffer, metrics), an async run, and the failures: outside mpirun, a
+# CartPole: checkpoint, replay buffer, metrics), --resume of sync runs byte for byte the same (and of
+# async ones refused), an async run, and the failures: outside mpirun, a
 # num_collectors that disagrees with the ranks, a collector rank that errs, one killed, one stopped.
 # Skipped (exit 77) when crl was built without Open MPI.
 set -uo pipefail
@@ -47,11 +48,32 @@ if [ "$rc" -eq 0 ] && same "$tmp/ppo1" "$tmp/ppo3"
 then ok "PPO, mpirun -np 3 sync, sync_interval = 3: checkpoint and metrics byte for byte those of one process"
 else nok "PPO sync (exit $rc)" "$out"; fi
 
+# --resume under mpirun: the learner hands each rank its recorded actions to re-collect with, then its
+# policy copy's stream and the last sync's weights; N + N equals 2N and the one-process run.
+mpirun -np 3 "$crl" run "$dqn" distributed.backend=mpi $dshort collector.total_frames=600 train.run_dir="$tmp/dqnr" >/dev/null 2>&1
+out=$(mpirun -np 3 "$crl" run --resume "$tmp/dqnr" collector.total_frames=1500 --quiet 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && same "$tmp/dqn1" "$tmp/dqnr" && grep -q '^resumed at frame 600' "$tmp/dqnr/run.txt"
+then ok "DQN, mpirun -np 3 sync, 600 + 900 frames through --resume: byte for byte one process's 1500"
+else nok "DQN resume (exit $rc)" "$out"; fi
+mpirun -np 3 "$crl" run "$ppo" distributed.backend=mpi $pshort collector.total_frames=1024 train.run_dir="$tmp/ppor" >/dev/null 2>&1
+out=$(mpirun -np 3 "$crl" run --resume "$tmp/ppor" collector.total_frames=1536 --quiet 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && same "$tmp/ppo1" "$tmp/ppor"
+then ok "PPO, mpirun -np 3 sync, sync_interval = 3, 1024 + 512 frames through --resume: byte for byte one process's 1536"
+else nok "PPO resume (exit $rc)" "$out"; fi
+out=$(mpirun -np 2 "$crl" run --resume "$tmp/dqnr" collector.total_frames=3000 --quiet 2>&1); rc=$?
+if [ "$rc" -eq 2 ] && grep -qF 'num_collectors = 2, but mpirun started 1 collector rank (-np 2)' <<<"$out"
+then ok "--resume with fewer ranks than the checkpointed run: exit 2, no hang"
+else nok "resume with other ranks (exit $rc)" "$out"; fi
+
 out=$(mpirun -np 3 "$crl" run "$dqn" distributed.backend=mpi collector.sync=false $dshort train.run_dir="$tmp/async" 2>&1); rc=$?
 if [ "$rc" -eq 0 ] && grep -qE '^  frames: +1500 ' <<<"$out" && grep -qE '^  mpi: +2 collector ranks; 150 batches' <<<"$out" \
     && [ -s "$tmp/async/checkpoint/trainer.ckpt" ]
 then ok "async (sync = false): every batch as it comes, 1500 frames in 150 batches of 10"
 else nok "async (exit $rc)" "$out"; fi
+out=$(mpirun -np 3 "$crl" run --resume "$tmp/async" collector.total_frames=3000 --quiet 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -qF 'an asynchronous run ([collector] sync = false) cannot be resumed' <<<"$out"
+then ok "--resume of an async run is refused with the reason, no hang"
+else nok "async resume (exit $rc)" "$out"; fi
 out=$("$crl" run "$dqn" collector.sync=false collector.num_collectors=2 $dshort train.run_dir="$tmp/async1" 2>&1); rc=$?
 if [ "$rc" -eq 2 ] && grep -qF 'sync = false: training with asynchronous sub-collectors needs them in other processes' <<<"$out"
 then ok "async sub-collectors in one process are refused (exit 2)"

@@ -4,7 +4,11 @@
  * [collector] describes (crl_collector_sub_from_config: its env seeded as in one process) acting with its
  * own policy copy (crl_policy_copy).  Messages, all from or to rank 0:
  *   REQ    0 -> r   int64 {T, version, explore_frames, weights bytes (0: keep yours)}, then WEIGHTS
- *   BATCH  r -> 0   the sub-collector's batch (serialized below) and its trajectory-start flags
+ *   BATCH  r -> 0   the sub-collector's batch (serialized below), its trajectory-start flags, then its
+ *                   policy copy's stream and the actions it took for the batch (for checkpoints)
+ *   REPLAY 0 -> r   int64 {action bytes, 0, 0, 0}, then ACTIONS: resume, the actions to re-collect with
+ *   RESTORE 0 -> r  int64 {version, explore_frames, weights bytes, 0}, then STATE (its stream, the
+ *                   weights): resume, after re-collecting
  *   ERR    r -> 0   what failed, as text; the rank then waits for STOP
  *   STOP   0 -> r   the run is over
  * The learner polls (MPI_Iprobe) with [distributed] timeout: a rank that reports an error ends the run
@@ -62,7 +66,7 @@ void crl__mpi_summary(FILE *f) { (void)f; }
 
 #else
 
-enum { TAG_REQ = 1, TAG_WEIGHTS, TAG_BATCH, TAG_ERR, TAG_STOP };
+enum { TAG_REQ = 1, TAG_WEIGHTS, TAG_BATCH, TAG_ERR, TAG_STOP, TAG_REPLAY, TAG_ACTIONS, TAG_RESTORE, TAG_STATE };
 #define BATCH_MAGIC 0x63726c6d70693031LL  /* "crlmpi01" */
 
 static struct {
@@ -76,6 +80,9 @@ static struct {
     bool abort;          /* a rank cannot be stopped cleanly (silent, or the transport failed) */
     GByteArray *weights;
     int64_t version, explore;
+    /* [size] each rank's policy copy as of its last batch (its stream, its actions), for checkpoints */
+    GByteArray **acts;
+    crl_rng *rng;
     /* figures of `crl bench mpi` (learner) */
     int64_t batches, batch_bytes, syncs, sync_bytes;
     double recv_s, sync_s;
@@ -94,7 +101,8 @@ static int mpi_error(int code, const char *what, crl_error *err)
 
 static void put_i64(GByteArray *b, int64_t v) { g_byte_array_append(b, (const guint8 *)&v, sizeof v); }
 
-static int serialize(const crl_td *td, const bool *starts, int64_t nstarts, GByteArray *b, crl_error *err)
+static int serialize(const crl_td *td, const bool *starts, int64_t nstarts, const crl_rng *rng, const void *acts,
+                     size_t nacts, GByteArray *b, crl_error *err)
 {
     char **keys = crl_td_leaf_keys(td, err);
     if (!keys)
@@ -130,6 +138,9 @@ static int serialize(const crl_td *td, const bool *starts, int64_t nstarts, GByt
         guint8 v = starts[i];
         g_byte_array_append(b, &v, 1);
     }
+    g_byte_array_append(b, (const guint8 *)rng, sizeof *rng);
+    put_i64(b, (int64_t)nacts);
+    g_byte_array_append(b, acts, (guint)nacts);
     return rc;
 }
 
@@ -159,7 +170,8 @@ static bool get_bytes(reader *r, void *dst, size_t n)
 }
 
 /* A batch from rank `rank`; NULL with err set when the message is malformed. */
-static crl_td *deserialize(const guint8 *buf, size_t len, int rank, bool **starts, crl_error *err)
+static crl_td *deserialize(const guint8 *buf, size_t len, int rank, bool **starts, crl_rng *rng, GByteArray *acts,
+                           crl_error *err)
 {
     reader r = { buf, len };
     int64_t magic, n, nb, bs[CRL_MAX_DIMS], nst;
@@ -200,8 +212,14 @@ static crl_td *deserialize(const guint8 *buf, size_t len, int rank, bool **start
         g_free(key);
         key = NULL;
     }
-    if (!get_i64(&r, &nst) || nst < 0 || (uint64_t)nst != r.left)
+    int64_t na;
+    if (!get_i64(&r, &nst) || nst < 0 || (uint64_t)nst > r.left || r.left - (size_t)nst < sizeof *rng + 8)
         goto bad;
+    reader tail = { r.p + nst, r.left - (size_t)nst };
+    if (!get_bytes(&tail, rng, sizeof *rng) || !get_i64(&tail, &na) || na < 0 || (uint64_t)na != tail.left ||
+        (uint64_t)acts->len + (uint64_t)na > G_MAXUINT)
+        goto bad;
+    g_byte_array_append(acts, tail.p, (guint)na);
     *starts = g_new0(bool, nst ? (gsize)nst : 1);
     for (int64_t i = 0; i < nst; i++)
         (*starts)[i] = r.p[i] != 0;
@@ -223,6 +241,7 @@ static bool under_mpirun(void)
 
 int crl__mpi_begin(crl_cli_ctx *ctx, bool resume, int *rank, crl_error *err)
 {
+    (void)resume;   /* the learner resumes; it hands the collector ranks what they replay */
     *rank = 0;
     if (!under_mpirun()) {
         crl_error_set(err, CRL_E_CONFIG, "%s: [distributed] backend = mpi, but crl run was not started by mpirun: "
@@ -245,10 +264,6 @@ int crl__mpi_begin(crl_cli_ctx *ctx, bool resume, int *rank, crl_error *err)
     if (M.size < 2)
         crl_error_set(&e, CRL_E_CONFIG, "%s: [distributed] backend = mpi needs at least 2 ranks (a learner and a "
                       "collector): mpirun -np K crl run ... with K >= 2", backend_origin(ctx->cfg));
-    else if (resume)
-        crl_error_set(&e, CRL_E_UNSUPPORTED, "%s: --resume of a run with [distributed] backend = mpi is not "
-                      "supported yet (the checkpoint holds the learner, not the collectors' envs)",
-                      backend_origin(ctx->cfg));
     else if (kset && (crl_config_get_int(ctx->cfg, "collector", "num_collectors", 1, &k, &e) || k != M.size - 1)) {
         if (!e.code)
             crl_error_set(&e, CRL_E_CONFIG, "%s: [collector] num_collectors = %lld, but mpirun started %d collector "
@@ -319,6 +334,7 @@ int crl__mpi_collector_main(crl_cli_ctx *ctx)
     if (c)
         pol.copy = crl_policy_copy_new(ctx->host, ctx->cfg, crl_collector_env(c, 0), index, &e);
     bool failed = !c || !pol.copy;
+    size_t sent_acts = 0;   /* bytes of the copy's actions the learner has */
     GByteArray *w = g_byte_array_new(), *out = g_byte_array_new();
     for (;;) {
         MPI_Status st;
@@ -326,6 +342,33 @@ int crl__mpi_collector_main(crl_cli_ctx *ctx)
         if (MPI_Recv(hdr, 4, MPI_INT64_T, 0, MPI_ANY_TAG, MPI_COMM_WORLD, &st) != MPI_SUCCESS ||
             st.MPI_TAG == TAG_STOP)
             break;
+        if (st.MPI_TAG == TAG_REPLAY || st.MPI_TAG == TAG_RESTORE) {
+            /* resume: an error surfaces as the answer to the next request */
+            bool replay = st.MPI_TAG == TAG_REPLAY;
+            int64_t n = replay ? hdr[0] : (int64_t)sizeof(crl_rng) + hdr[2];
+            if (n < 0 || n > INT_MAX)
+                break;
+            g_byte_array_set_size(w, (guint)n);
+            if (MPI_Recv(w->data, (int)n, MPI_BYTE, 0, replay ? TAG_ACTIONS : TAG_STATE, MPI_COMM_WORLD,
+                         MPI_STATUS_IGNORE) != MPI_SUCCESS)
+                break;
+            if (failed)
+                continue;
+            if (replay) {
+                failed = crl_policy_copy_replay(pol.copy, w->data, (size_t)n, &e) != CRL_OK;
+            } else {
+                crl_policy_copy_state cs = { .struct_size = sizeof cs, .version = hdr[0], .explore_frames = hdr[1] };
+                memcpy(&cs.rng, w->data, sizeof cs.rng);
+                failed = crl_policy_copy_restore(pol.copy, &cs, hdr[2] > 0 ? w->data + sizeof cs.rng : NULL,
+                                                 (size_t)hdr[2], &e) != CRL_OK;
+            }
+            if (!failed) {
+                crl_policy_copy_state cs = { .struct_size = sizeof cs };
+                crl_policy_copy_get_state(pol.copy, &cs);
+                sent_acts = cs.actions_len;
+            }
+            continue;
+        }
         if (hdr[3] > 0) {
             g_byte_array_set_size(w, (guint)hdr[3]);
             if (MPI_Recv(w->data, (int)hdr[3], MPI_BYTE, 0, TAG_WEIGHTS, MPI_COMM_WORLD, MPI_STATUS_IGNORE) !=
@@ -339,9 +382,12 @@ int crl__mpi_collector_main(crl_cli_ctx *ctx)
         crl_td *b = NULL;
         bool *starts = NULL;
         g_byte_array_set_size(out, 0);
+        crl_policy_copy_state cs = { .struct_size = sizeof cs };
         if (crl_policy_copy_set(pol.copy, hdr[1], hdr[2], hdr[3] > 0 ? w->data : NULL, (size_t)hdr[3], &e) ||
             crl_collector_collect(c, hdr[0], &b, &starts, &e) || crl_policy_copy_stamp(pol.copy, b, &e) ||
-            serialize(b, starts, crl_env_num(crl_collector_env(c, 0)) * hdr[0], out, &e)) {
+            crl_policy_copy_get_state(pol.copy, &cs) ||
+            serialize(b, starts, crl_env_num(crl_collector_env(c, 0)) * hdr[0], &cs.rng,
+                      (const guint8 *)cs.actions + sent_acts, cs.actions_len - sent_acts, out, &e)) {
             failed = true;
             send_err(&e);
         } else if (out->len > INT_MAX) {
@@ -351,6 +397,7 @@ int crl__mpi_collector_main(crl_cli_ctx *ctx)
             send_err(&e);
         } else {
             MPI_Send(out->data, (int)out->len, MPI_BYTE, 0, TAG_BATCH, MPI_COMM_WORLD);
+            sent_acts = cs.actions_len;
         }
         crl_td_unref(b);
         crl_free(starts);
@@ -485,7 +532,7 @@ static int wait_batch(void *user, size_t *k, crl_td **out, bool **starts, crl_er
         rc = crl_error_set(err, CRL_E_RUNTIME, "mpi: rank %d sent an unexpected message (tag %d)", src, tag);
     } else if (!rc) {
         double d0 = MPI_Wtime();
-        if (!(*out = deserialize(buf->data, buf->len, src, starts, err)))
+        if (!(*out = deserialize(buf->data, buf->len, src, starts, &M.rng[src], M.acts[src], err)))
             rc = CRL_E_RUNTIME;
         M.recv_s += MPI_Wtime() - d0;
         *k = (size_t)src - 1;
@@ -498,12 +545,70 @@ static int wait_batch(void *user, size_t *k, crl_td **out, bool **starts, crl_er
 
 static const crl_collector_remote remote_collector = { sizeof(crl_collector_remote), request, wait_batch };
 
+static int copy_state(void *user, size_t k, crl_policy_copy_state *st, crl_error *err)
+{
+    (void)user;
+    int r = (int)k + 1;
+    if (r >= M.size)
+        return crl_error_set(err, CRL_E_INVALID, "mpi: no collector rank %d", r);
+    /* sync runs: every rank takes the last published policy with its next request, as local copies
+     * take it at once (async runs are not resumed) */
+    st->version = M.version;
+    st->explore_frames = M.explore;
+    st->rng = M.rng[r];
+    st->actions = M.acts[r]->data;
+    st->actions_len = M.acts[r]->len;
+    return CRL_OK;
+}
+
+static int resume(void *user, size_t k, const crl_policy_copy_state *st, const void *weights, size_t nbytes, bool done,
+                  crl_error *err)
+{
+    (void)user;
+    int r = (int)k + 1;
+    if (r >= M.size)
+        return crl_error_set(err, CRL_E_INVALID, "mpi: no collector rank %d", r);
+    if (!done) {
+        if (st->actions_len > INT_MAX)
+            return crl_error_set(err, CRL_E_UNSUPPORTED, "mpi: %zu action bytes to replay are more than one MPI "
+                                 "message takes", st->actions_len);
+        g_byte_array_set_size(M.acts[r], 0);
+        g_byte_array_append(M.acts[r], st->actions, (guint)st->actions_len);
+        int64_t hdr[4] = { (int64_t)st->actions_len, 0, 0, 0 };
+        int rc = send_timed(hdr, 4, MPI_INT64_T, r, TAG_REPLAY, err);
+        return rc ? rc : send_timed(M.acts[r]->data, (int)M.acts[r]->len, MPI_BYTE, r, TAG_ACTIONS, err);
+    }
+    if (nbytes + sizeof st->rng > INT_MAX)
+        return crl_error_set(err, CRL_E_UNSUPPORTED, "mpi: %zu weight bytes are more than one MPI message takes",
+                             nbytes);
+    /* what the rank holds now: the learner's view of it continues from here */
+    g_byte_array_set_size(M.weights, 0);
+    g_byte_array_append(M.weights, weights, (guint)nbytes);
+    M.version = st->version;
+    M.explore = st->explore_frames;
+    M.rng[r] = st->rng;
+    M.has_weights[r] = true;
+    GByteArray *msg = g_byte_array_new();
+    g_byte_array_append(msg, (const guint8 *)&st->rng, sizeof st->rng);
+    g_byte_array_append(msg, weights, (guint)nbytes);
+    int64_t hdr[4] = { st->version, st->explore_frames, (int64_t)nbytes, 0 };
+    int rc = send_timed(hdr, 4, MPI_INT64_T, r, TAG_RESTORE, err);
+    if (!rc)
+        rc = send_timed(msg->data, (int)msg->len, MPI_BYTE, r, TAG_STATE, err);
+    g_byte_array_free(msg, TRUE);
+    return rc;
+}
+
 crl_trainer *crl__mpi_trainer(crl_cli_ctx *ctx, crl_error *err)
 {
     M.outstanding = g_new0(bool, (gsize)M.size);
     M.has_weights = g_new0(bool, (gsize)M.size);
     M.weights = g_byte_array_new();
-    crl_trainer_remote r = { sizeof r, &remote_collector, publish, NULL };
+    M.acts = g_new0(GByteArray *, (gsize)M.size);
+    for (int i = 0; i < M.size; i++)
+        M.acts[i] = g_byte_array_new();
+    M.rng = g_new0(crl_rng, (gsize)M.size);
+    crl_trainer_remote r = { sizeof r, &remote_collector, publish, NULL, copy_state, resume };
     return crl_trainer_from_config_remote(ctx->host, ctx->cfg, &r, err);
 }
 
@@ -550,6 +655,10 @@ int crl__mpi_end(int status)
         g_byte_array_free(M.weights, TRUE);
     g_free(M.outstanding);
     g_free(M.has_weights);
+    for (int i = 0; M.acts && i < M.size; i++)
+        g_byte_array_free(M.acts[i], TRUE);
+    g_free(M.acts);
+    g_free(M.rng);
     M.started = false;
     return status;
 }
