@@ -775,11 +775,30 @@ static int copy_state(crl_trainer *t, size_t k, crl_policy_copy_state *st, crl_e
     return CRL_OK;
 }
 
+/* Weights (crl_trainer_weights' layout: the loss's parameter vectors in order) to or from little-endian,
+ * each vector by its own element size. */
+static void weights_le_copy(const crl_trainer *t, uint8_t *dst, const uint8_t *src, size_t n)
+{
+    size_t off = 0;
+    for (size_t i = 0; i < t->ops.num_params(t->loss) && off < n; i++) {
+        const char *name;
+        crl_tensor *p = NULL, *g = NULL;
+        if (t->ops.param(t->loss, i, &name, &p, &g, NULL) || !p)
+            break;
+        size_t m = crl_tensor_nbytes(p), es = crl_dtype_size(crl_tensor_dtype(p));
+        m = m < n - off ? m : n - off;
+        crl__ckpt_le_copy(dst + off, src + off, es ? es : 1, m / (es ? es : 1));
+        off += m;
+    }
+    if (off < n)
+        memcpy(dst + off, src + off, n - off);
+}
+
 /* The copies' sections (runs with num_collectors > 1 or [distributed]):
  *   "copies/counters"   4 f64: sub-collectors, the version (optimizer steps) of the last sync's weights,
  *                       1 when a sync happened (else 0), the bytes of "copies/weights"
- *   "copies/weights"    the weights of the last sync (crl_trainer_weights: raw parameter bytes as the
- *                       host stores them, little-endian on x86-64)
+ *   "copies/weights"    the weights of the last sync (crl_trainer_weights' layout, each parameter
+ *                       vector's elements little-endian)
  *   "copies/<k>/state"  3 f64: sub-collector k's copy's version, exploration frames, action bytes
  *   "copies/<k>/rng"    its exploration stream;  "copies/<k>/actions": every action it took, in order */
 static int save_copies(crl_trainer *t, crl_ckpt_writer *w, crl_error *err)
@@ -792,8 +811,13 @@ static int save_copies(crl_trainer *t, crl_ckpt_writer *w, crl_error *err)
     crl_ckpt_put_f64(c + 16, t->published ? 1.0 : 0.0);
     crl_ckpt_put_f64(c + 24, (double)t->pub_weights->len);
     int rc = crl_ckpt_write(w, "copies/counters", c, sizeof c, err);
+    uint8_t *wle = g_try_malloc(t->pub_weights->len ? t->pub_weights->len : 1);
+    if (!wle)
+        return crl_error_set(err, CRL_E_NOMEM, "checkpoint: no memory for %u weight bytes", t->pub_weights->len);
+    weights_le_copy(t, wle, t->pub_weights->data, t->pub_weights->len);
     if (!rc)
-        rc = crl_ckpt_write(w, "copies/weights", t->pub_weights->data, t->pub_weights->len, err);
+        rc = crl_ckpt_write(w, "copies/weights", wle, t->pub_weights->len, err);
+    g_free(wle);
     for (size_t k = 0; k < (size_t)t->nsubs && !rc; k++) {
         crl_policy_copy_state st;
         if ((rc = copy_state(t, k, &st, err)))
@@ -1133,7 +1157,8 @@ static int read_copies(crl_trainer *t, const char *path, copies_ckpt *cc, crl_er
                          crl_trainer_weights_size(t));
         goto out;
     }
-    g_byte_array_append(cc->weights, p, (guint)len);
+    g_byte_array_set_size(cc->weights, (guint)len);
+    weights_le_copy(t, cc->weights->data, p, len);
     for (size_t k = 0; k < n; k++) {
         char name[64];
         crl_policy_copy_state *st = &cc->st[k];
