@@ -18,10 +18,10 @@
 CRL_INTERNAL int crl__collector_check_config(const crl_config *cfg, const char *section, const char *env_section,
                                              const crl_env *env, crl_error *err);
 
-/* Training's rules on [collector] (opts of its table): one sub-collector,
- * sync (the policy runs in the collecting thread).  *init_random (may be
- * NULL) receives init_random_frames. */
-CRL_INTERNAL int crl__trainer_check_collector(const crl_opts *ocoll, int64_t *init_random, crl_error *err);
+/* Training's rules on [collector] (opts of its table): sync sub-collectors
+ * unless they run in other processes (remote: [distributed] backend = mpi).
+ * *init_random (may be NULL) receives init_random_frames. */
+CRL_INTERNAL int crl__trainer_check_collector(const crl_opts *ocoll, bool remote, int64_t *init_random, crl_error *err);
 /* Set the collector's total_frames to `total` (-1: endless) and return the
  * one it had: the trainer's resume re-collects a checkpoint's frames in the
  * batches they were first collected in (a run's last batch is shorter when

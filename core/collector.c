@@ -91,6 +91,12 @@ struct crl_collector {
     pthread_cond_t cond;
     GQueue ready;                /* async: indices of sub-collectors with a result, in completion order */
     bool quit;
+    /* remote sub-collectors (crl_collector_from_config_remote): no threads, no envs past sub 0's */
+    bool has_remote;
+    crl_collector_remote remote;
+    void *ruser;
+    crl_collector_batch_fn batch_fn;
+    void *batch_user;
 };
 
 /* ---- one sub-collector's rollout ------------------------------------------------------------ */
@@ -315,6 +321,8 @@ static int sub_collect(sub *s, int64_t T, crl_td **out_p, bool **new_p, crl_erro
             crl_error_prefix(err, "frame %" PRId64 ": reset: ", s->frames - n);
     }
     crl_free(keys);
+    if (!rc && c->batch_fn && (rc = c->batch_fn(c->batch_user, s->index, out, err)))
+        crl_error_prefix(err, "after its batch: ");
     if (rc) {
         sub_prefix(s, err);
         crl_td_unref(out);
@@ -574,11 +582,45 @@ static void *worker_main(void *data)
     return NULL;
 }
 
-static void request(crl_collector *c, sub *s, int64_t T)
+static int request(crl_collector *c, sub *s, int64_t T, crl_error *err)
 {
     s->req_T = T;
     s->state = SUB_REQUESTED;
+    if (c->has_remote) {
+        int rc = c->remote.request(c->ruser, s->index, T, err);
+        if (rc)
+            crl_error_prefix(err, "collector [%s]: remote sub-collector %zu: ", c->section, s->index);
+        return rc;
+    }
     pthread_cond_broadcast(&c->cond);
+    return CRL_OK;
+}
+
+/* Remote: block until one requested batch is back, and file it as that sub-collector's result. */
+static int remote_wait_one(crl_collector *c, crl_error *err)
+{
+    size_t k = 0;
+    crl_td *out = NULL;
+    bool *starts = NULL;
+    int rc = c->remote.wait(c->ruser, &k, &out, &starts, err);
+    if (rc)
+        return rc;
+    sub *s = k < c->K ? &c->subs[k] : NULL;
+    bool fits = s && s->state == SUB_REQUESTED && out && starts && crl_td_batch_ndim(out) == s->bndim + 1 &&
+                crl_td_batch_shape(out)[s->bndim] == s->req_T &&
+                !memcmp(crl_td_batch_shape(out), s->bshape, sizeof(int64_t) * (size_t)s->bndim);
+    if (!fits) {
+        crl_td_unref(out);
+        crl_free(starts);
+        return crl_error_set(err, CRL_E_RUNTIME, "collector [%s]: remote sub-collector %zu sent a batch it was not "
+                             "asked for (or of another shape)", c->section, k);
+    }
+    s->result = out;
+    s->result_new = starts;
+    s->result_rc = CRL_OK;
+    s->state = SUB_READY;
+    g_queue_push_tail(&c->ready, GSIZE_TO_POINTER(k));
+    return CRL_OK;
 }
 
 /* Steps per sub-collector for a batch when `remaining` frames are left to give
@@ -674,8 +716,11 @@ int crl__collector_check_config(const crl_config *cfg, const char *section, cons
     return rc;
 }
 
-crl_collector *crl_collector_from_config(crl_host *host, const crl_config *cfg, const char *section,
-                                         const char *env_section, crl_policy_fn policy, void *user, crl_error *err)
+/* Local sub-collectors (remote NULL, only >= SIZE_MAX), remote ones (remote set) or the one sub-collector
+ * `only` of the collector [section] describes. */
+static crl_collector *build(crl_host *host, const crl_config *cfg, const char *section, const char *env_section,
+                            crl_policy_fn policy, void *user, const crl_collector_remote *remote, void *ruser,
+                            size_t only, crl_error *err)
 {
     if (!host || !cfg || !section || !env_section) {
         crl_error_set(err, CRL_E_INVALID, "crl_collector_from_config: %s is NULL",
@@ -707,8 +752,18 @@ crl_collector *crl_collector_from_config(crl_host *host, const crl_config *cfg, 
     c->sync = st.sync;
     c->split = st.split;
     c->reset_each = st.reset_each;
-    c->K = (size_t)st.K;
-    c->threaded = st.K > 1 || !c->sync;
+    if (only != SIZE_MAX && only >= (size_t)st.K) {
+        rc = crl_error_set(err, CRL_E_CONFIG, "%s: [%s] num_collectors = %lld has no sub-collector %zu",
+                           crl_opts_origin(o, "num_collectors"), section, (long long)st.K, only);
+        goto out;
+    }
+    c->K = only != SIZE_MAX ? 1 : (size_t)st.K;
+    c->threaded = !remote && only == SIZE_MAX && (st.K > 1 || !c->sync);
+    if (remote) {
+        c->has_remote = true;
+        c->remote = *remote;
+        c->ruser = ruser;
+    }
     c->subs = g_new0(sub, c->K);
     int64_t seed = 0;
     if ((rc = crl_config_get_int(cfg, env_section, "seed", 0, &seed, err)))
@@ -717,25 +772,34 @@ crl_collector *crl_collector_from_config(crl_host *host, const crl_config *cfg, 
     for (size_t k = 0; k < c->K; k++) {
         sub *s = &c->subs[k];
         s->c = c;
-        s->index = k;
+        s->index = only != SIZE_MAX ? only : k;
         crl_error e;
         crl_error_clear(&e);
-        if (!(s->env = crl_env_from_config(host, cfg, env_section, &e))) {
-            rc = crl_error_pass(err, &e, CRL_E_CONFIG);
-            if (c->K > 1)
-                crl_error_prefix(err, "collector [%s]: sub-collector %zu: ", section, k);
-            goto out;
+        if (remote && k > 0) {
+            /* runs elsewhere: only its batch layout (sub-collector 0's) is needed here */
+            s->num = c->subs[0].num;
+            s->bndim = c->subs[0].bndim;
+            memcpy(s->bshape, c->subs[0].bshape, sizeof s->bshape);
+        } else {
+            if (!(s->env = crl_env_from_config(host, cfg, env_section, &e))) {
+                rc = crl_error_pass(err, &e, CRL_E_CONFIG);
+                if (c->K > 1 || only != SIZE_MAX)
+                    crl_error_prefix(err, "collector [%s]: sub-collector %zu: ", section, s->index);
+                goto out;
+            }
+            /* Sub-collector k's envs continue the seed chain after k-1's. */
+            for (size_t j = 0; j < (only != SIZE_MAX ? only : 0) * (size_t)crl_env_num(s->env); j++)
+                chain = crl_seed_next(chain);
+            chain = crl_env_set_seed(s->env, chain);
+            s->num = crl_env_num(s->env);
+            s->bndim = crl_env_batch_ndim(s->env);
+            if (s->bndim + 1 >= CRL_MAX_DIMS) {
+                rc = crl_error_set(err, CRL_E_SHAPE, "collector [%s]: the env's batch has %d dims; a collector "
+                                   "needs room for the time dim and a sub-collector dim", section, s->bndim);
+                goto out;
+            }
+            memcpy(s->bshape, crl_env_batch_shape(s->env), sizeof(int64_t) * (size_t)s->bndim);
         }
-        /* Sub-collector k's envs continue the seed chain after k-1's. */
-        chain = crl_env_set_seed(s->env, chain);
-        s->num = crl_env_num(s->env);
-        s->bndim = crl_env_batch_ndim(s->env);
-        if (s->bndim + 1 >= CRL_MAX_DIMS) {
-            rc = crl_error_set(err, CRL_E_SHAPE, "collector [%s]: the env's batch has %d dims; a collector needs "
-                               "room for the time dim and a sub-collector dim", section, s->bndim);
-            goto out;
-        }
-        memcpy(s->bshape, crl_env_batch_shape(s->env), sizeof(int64_t) * (size_t)s->bndim);
         int64_t ms[CRL_MAX_DIMS];
         memcpy(ms, s->bshape, sizeof(int64_t) * (size_t)s->bndim);
         ms[s->bndim] = 1;
@@ -751,6 +815,8 @@ crl_collector *crl_collector_from_config(crl_host *host, const crl_config *cfg, 
         for (int64_t i = 0; i < s->num; i++)
             s->cur_ids[i] = (int64_t)k * s->num + i;
     }
+    if (only != SIZE_MAX)
+        c->K = 1;
     c->N = c->subs[0].num;
     c->next_id = (int64_t)c->K * c->N;
     int64_t width = c->sync ? (int64_t)c->K * c->N : c->N;
@@ -774,6 +840,46 @@ out:
         return NULL;
     }
     return c;
+}
+
+crl_collector *crl_collector_from_config(crl_host *host, const crl_config *cfg, const char *section,
+                                         const char *env_section, crl_policy_fn policy, void *user, crl_error *err)
+{
+    return build(host, cfg, section, env_section, policy, user, NULL, NULL, SIZE_MAX, err);
+}
+
+crl_collector *crl_collector_from_config_remote(crl_host *host, const crl_config *cfg, const char *section,
+                                                const char *env_section, const crl_collector_remote *remote,
+                                                void *user, crl_error *err)
+{
+    if (!remote || remote->struct_size < sizeof *remote || !remote->request || !remote->wait) {
+        crl_error_set(err, CRL_E_INVALID, "crl_collector_from_config_remote: incomplete remote ops");
+        return NULL;
+    }
+    return build(host, cfg, section, env_section, NULL, NULL, remote, user, SIZE_MAX, err);
+}
+
+crl_collector *crl_collector_sub_from_config(crl_host *host, const crl_config *cfg, const char *section,
+                                             const char *env_section, size_t index, crl_policy_fn policy,
+                                             void *user, crl_error *err)
+{
+    return build(host, cfg, section, env_section, policy, user, NULL, NULL, index, err);
+}
+
+int crl_collector_collect(crl_collector *c, int64_t T, crl_td **out, bool **starts, crl_error *err)
+{
+    if (!c || !out || !starts || T < 1)
+        return crl_error_set(err, CRL_E_INVALID, "crl_collector_collect: %s", !c ? "collector is NULL"
+                             : T < 1 ? "T < 1" : "out or starts is NULL");
+    *out = NULL;
+    *starts = NULL;
+    if (c->threaded || c->has_remote || c->K != 1)
+        return crl_error_set(err, CRL_E_INVALID, "collector [%s]: crl_collector_collect needs a collector of one "
+                             "local sub-collector (crl_collector_sub_from_config)", c->section);
+    int rc = sub_collect(&c->subs[0], T, out, starts, err);
+    if (!rc)
+        c->handed += T * c->subs[0].num;
+    return rc;
 }
 
 void crl_collector_shutdown(crl_collector *c)
@@ -805,6 +911,14 @@ void crl_collector_free(crl_collector *c)
     pthread_cond_destroy(&c->cond);
     g_free(c->section);
     g_free(c);
+}
+
+void crl_collector_set_batch_fn(crl_collector *c, crl_collector_batch_fn fn, void *user)
+{
+    if (c) {
+        c->batch_fn = fn;
+        c->batch_user = user;
+    }
 }
 
 void crl_collector_set_replay(crl_collector *c, crl_replay *rb)
@@ -864,15 +978,25 @@ static crl_td *take_result(sub *s, bool **flags, crl_error *e)
 static crl_td *next_sync(crl_collector *c, int64_t T, crl_error *err)
 {
     pthread_mutex_lock(&c->lock);
-    for (size_t k = 0; k < c->K; k++)
-        request(c, &c->subs[k], T);
+    crl_error re;
+    crl_error_clear(&re);
+    int rrc = CRL_OK;
+    for (size_t k = 0; k < c->K && !rrc; k++)
+        rrc = request(c, &c->subs[k], T, &re);
     for (;;) {
         size_t ready = 0;
         for (size_t k = 0; k < c->K; k++)
             ready += c->subs[k].state == SUB_READY;
-        if (ready == c->K)
+        if (ready == c->K || rrc)
             break;
-        pthread_cond_wait(&c->cond, &c->lock);
+        if (c->has_remote)
+            rrc = remote_wait_one(c, &re);
+        else
+            pthread_cond_wait(&c->cond, &c->lock);
+    }
+    if (rrc) {
+        pthread_mutex_unlock(&c->lock);
+        return fail(c, &re, err);
     }
     g_queue_clear(&c->ready);
     crl_td **outs = g_new0(crl_td *, c->K);
@@ -915,7 +1039,12 @@ static crl_td *next_async(crl_collector *c, crl_error *err)
             continue;
         int64_t T = steps_for(c, c->total - c->requested, c->N);
         c->requested += T * c->N;
-        request(c, s, T);
+        crl_error re;
+        crl_error_clear(&re);
+        if (request(c, s, T, &re)) {
+            pthread_mutex_unlock(&c->lock);
+            return fail(c, &re, err);
+        }
     }
     bool busy = false;
     for (size_t k = 0; k < c->K; k++)
@@ -924,8 +1053,18 @@ static crl_td *next_async(crl_collector *c, crl_error *err)
         pthread_mutex_unlock(&c->lock);
         return NULL;   /* every requested frame was handed out */
     }
-    while (g_queue_is_empty(&c->ready))
-        pthread_cond_wait(&c->cond, &c->lock);
+    while (g_queue_is_empty(&c->ready)) {
+        if (!c->has_remote) {
+            pthread_cond_wait(&c->cond, &c->lock);
+            continue;
+        }
+        crl_error re;
+        crl_error_clear(&re);
+        if (remote_wait_one(c, &re)) {
+            pthread_mutex_unlock(&c->lock);
+            return fail(c, &re, err);
+        }
+    }
     size_t k = GPOINTER_TO_SIZE(g_queue_pop_head(&c->ready));
     sub *s = &c->subs[k];
     int64_t T = s->req_T;
@@ -937,7 +1076,10 @@ static crl_td *next_async(crl_collector *c, crl_error *err)
     if (out && (c->total < 0 || c->requested < c->total)) {
         int64_t T2 = steps_for(c, c->total - c->requested, c->N);
         c->requested += T2 * c->N;
-        request(c, s, T2);
+        if (request(c, s, T2, &e)) {
+            crl_td_unref(out);
+            out = NULL;
+        }
     }
     pthread_mutex_unlock(&c->lock);
     crl_tensor *w = NULL;
@@ -973,7 +1115,7 @@ crl_td *crl_collector_next(crl_collector *c, crl_error *err)
         return NULL;
     }
     crl_td *batch;
-    if (!c->threaded) {
+    if (!c->threaded && !c->has_remote) {
         batch = next_inline(c, steps_for(c, c->total - c->handed, c->N), err);
     } else if (c->sync) {
         batch = next_sync(c, steps_for(c, c->total - c->handed, (int64_t)c->K * c->N), err);

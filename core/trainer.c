@@ -100,6 +100,17 @@ struct crl_trainer {
      * ends its batches there too (reset_at_each_iter makes them matter) */
     GArray *cuts;
     int64_t fpb;
+    /* sub-collectors with their own policies (crl/trainer.h): local copies, or remote ones */
+    bool copies_mode;
+    crl_policy_copy **copies;
+    size_t ncopies;
+    int64_t sync_interval, synced_steps;
+    bool published;
+    GByteArray *pub_weights;  /* the weights of the last sync (checkpoints keep them for the copies) */
+    int64_t nsubs;            /* sub-collectors */
+    bool sync;
+    bool has_remote;
+    crl_trainer_remote remote;
 };
 
 static const crl_option no_options[] = { CRL_OPTIONS_END };
@@ -212,6 +223,44 @@ static int collect_policy(void *user, crl_env *env, crl_td *td, crl_error *err)
     return CRL_OK;
 }
 
+/* Sub-collector k's policy copy acts for its env. */
+static int copy_policy(void *user, crl_env *env, crl_td *td, crl_error *err)
+{
+    crl_trainer *t = user;
+    for (size_t k = 0; k < t->ncopies; k++)
+        if (crl_collector_env(t->coll, k) == env)
+            return crl_policy_copy_act(t->copies[k], env, td, err);
+    return crl_error_set(err, CRL_E_INVALID, "trainer: a policy call for an env of no sub-collector");
+}
+
+static int stamp_batch(void *user, size_t k, crl_td *batch, crl_error *err)
+{
+    crl_trainer *t = user;
+    return crl_policy_copy_stamp(t->copies[k], batch, err);
+}
+
+/* Before each batch: the copies get the exploration schedule, and the weights when sync_interval
+ * optimizer steps passed since they last did (always before the first batch). */
+static int publish_policy(crl_trainer *t, crl_error *err)
+{
+    bool due = !t->published || t->optim_steps - t->synced_steps >= t->sync_interval;
+    if (due) {
+        t->synced_steps = t->optim_steps;
+        t->published = true;
+        g_byte_array_set_size(t->pub_weights, (guint)crl_trainer_weights_size(t));
+        int rc = crl_trainer_weights(t, t->pub_weights->data, t->pub_weights->len, err);
+        if (rc)
+            return rc;
+    }
+    if (t->has_remote)
+        return t->remote.publish(t->remote.user, t, t->synced_steps, t->frames, due, err);
+    int rc = CRL_OK;
+    for (size_t k = 0; k < t->ncopies && !rc; k++)
+        rc = crl_policy_copy_set(t->copies[k], t->synced_steps, t->frames, due ? t->pub_weights->data : NULL,
+                                 due ? t->pub_weights->len : 0, err);
+    return rc;
+}
+
 static int eval_policy(void *user, crl_env *env, crl_td *td, crl_error *err)
 {
     (void)env;
@@ -219,16 +268,21 @@ static int eval_policy(void *user, crl_env *env, crl_td *td, crl_error *err)
     return t->ops.act(t->loss, td, CRL_EXPLORE_MODE, &t->eval_rng, err);
 }
 
-crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_error *err)
+static crl_trainer *build(crl_host *host, const crl_config *cfg, const crl_trainer_remote *remote, crl_error *err)
 {
     crl_trainer *t = g_new0(crl_trainer, 1);
+    if (remote) {
+        t->has_remote = true;
+        t->remote = *remote;
+    }
     t->host = host;
     t->cfg = cfg;
     t->last_loss = NAN;
     t->actions = g_byte_array_new();
+    t->pub_weights = g_byte_array_new();
     t->cuts = g_array_new(FALSE, FALSE, sizeof(int64_t));
     t->returns = crl_returns_new();
-    crl_opts *otrain = NULL, *ooptim = NULL, *ocoll = NULL;
+    crl_opts *otrain = NULL, *ooptim = NULL, *ocoll = NULL, *odist = NULL;
     /* Each part checks the sections it reads against its own tables; the whole config (unknown sections)
      * is the application's to validate against the schema it assembles. */
     int rc = crl__config_section_opts(cfg, "train", train_options, &otrain, err);
@@ -237,14 +291,43 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
     if (!rc)
         rc = crl__config_section_opts(cfg, "collector", crl_collector_options(), &ocoll, err);
     if (!rc)
-        rc = crl__trainer_check_collector(ocoll, &t->init_random, err);
+        rc = crl__trainer_check_collector(ocoll, t->has_remote, &t->init_random, err);
     if (!rc)
         rc = crl_opts_int(ocoll, "frames_per_batch", &t->fpb, err);
+    if (!rc)
+        rc = crl__config_section_opts(cfg, "distributed", crl_distributed_options(), &odist, err);
+    const char *backend = "none";
+    int64_t ncoll = 1;
+    if (!rc && !(rc = crl_opts_string(odist, "backend", &backend, err)) &&
+        !(rc = crl_opts_int(odist, "sync_interval", &t->sync_interval, err)))
+        rc = crl_opts_int(ocoll, "num_collectors", &ncoll, err);
+    if (!rc)
+        rc = crl_opts_bool(ocoll, "sync", &t->sync, err);
+    t->nsubs = ncoll;
+    if (!rc && !t->has_remote && strcmp(backend, "none"))
+        rc = crl_error_set(err, CRL_E_CONFIG, "%s: [distributed] backend = %s: this trainer runs its sub-collectors "
+                           "in this process; start the run with mpirun -np K crl run (or set backend = none)",
+                           crl_opts_origin(odist, "backend"), backend);
+    t->copies_mode = t->has_remote || ncoll > 1 || crl_config_has_section(cfg, "distributed");
     crl_error e;
     crl_error_clear(&e);
-    if (!rc && !(t->coll = crl_collector_from_config(host, cfg, "collector", "env", collect_policy, t, &e)))
+    if (!rc && t->has_remote)
+        t->coll = crl_collector_from_config_remote(host, cfg, "collector", "env", t->remote.collector, t->remote.user,
+                                                   &e);
+    else if (!rc)
+        t->coll = crl_collector_from_config(host, cfg, "collector", "env", t->copies_mode ? copy_policy : collect_policy,
+                                            t, &e);
+    if (!rc && !t->coll)
         rc = crl_error_pass(err, &e, CRL_E_CONFIG);
     crl_env *env = t->coll ? crl_collector_env(t->coll, 0) : NULL;
+    if (!rc && t->copies_mode && !t->has_remote) {
+        t->ncopies = crl_collector_num_envs(t->coll);
+        t->copies = g_new0(crl_policy_copy *, t->ncopies);
+        for (size_t k = 0; k < t->ncopies && !rc; k++)
+            if (!(t->copies[k] = crl_policy_copy_new(host, cfg, env, k, &e)))
+                rc = crl_error_pass(err, &e, CRL_E_CONFIG);
+        crl_collector_set_batch_fn(t->coll, stamp_batch, t);
+    }
     const crl_loss_ops *ops = NULL;
     if (!rc && !(rc = crl_loss_from_config(host, cfg, "loss", crl_env_full_observation_spec(env),
                                            crl_env_full_action_spec(env), t->seed, &ops, &t->loss, err)))
@@ -274,6 +357,7 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
     crl_opts_free(otrain);
     crl_opts_free(ooptim);
     crl_opts_free(ocoll);
+    crl_opts_free(odist);
     if (rc) {
         crl_trainer_free(t);
         return NULL;
@@ -281,11 +365,29 @@ crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_
     return t;
 }
 
+crl_trainer *crl_trainer_from_config(crl_host *host, const crl_config *cfg, crl_error *err)
+{
+    return build(host, cfg, NULL, err);
+}
+
+crl_trainer *crl_trainer_from_config_remote(crl_host *host, const crl_config *cfg, const crl_trainer_remote *remote,
+                                            crl_error *err)
+{
+    if (!remote || remote->struct_size < sizeof *remote || !remote->collector || !remote->publish) {
+        crl_error_set(err, CRL_E_INVALID, "crl_trainer_from_config_remote: incomplete remote ops");
+        return NULL;
+    }
+    return build(host, cfg, remote, err);
+}
+
 void crl_trainer_free(crl_trainer *t)
 {
     if (!t)
         return;
     crl_collector_free(t->coll);
+    for (size_t k = 0; k < t->ncopies; k++)
+        crl_policy_copy_free(t->copies[k]);
+    g_free(t->copies);
     crl_replay_free(t->rb);
     crl_env_free(t->eval_env);
     for (size_t i = 0; i < t->n_optims; i++)
@@ -296,6 +398,7 @@ void crl_trainer_free(crl_trainer *t)
     crl_td_unref(t->losses);
     crl_returns_free(t->returns);
     g_byte_array_free(t->actions, TRUE);
+    g_byte_array_free(t->pub_weights, TRUE);
     g_array_free(t->cuts, TRUE);
     g_free(t);
 }
@@ -439,8 +542,50 @@ static crl_td *gather(crl_td *flat, const int64_t *idx, int64_t m, crl_error *er
     return out;
 }
 
+/* A [rows, T] view of a [..., T] batch (sync sub-collectors stack theirs into [K, N, T]): value
+ * estimators take [T] or [N, T], and rows of one env never mix across the merged dims. */
+static crl_td *merge_lead(crl_td *td, crl_error *err)
+{
+    int nb = crl_td_batch_ndim(td);
+    const int64_t *bs = crl_td_batch_shape(td);
+    int64_t two[2] = { 1, bs[nb - 1] };
+    for (int d = 0; d < nb - 1; d++)
+        two[0] *= bs[d];
+    char **keys = crl_td_leaf_keys(td, err);
+    if (!keys)
+        return NULL;
+    crl_td *out = crl_td_new(2, two, err);
+    for (size_t i = 0; out && keys[i]; i++) {
+        crl_tensor *x = crl_td_get(td, keys[i]);
+        int64_t shape[CRL_MAX_DIMS];
+        int nd = crl_tensor_ndim(x) - nb + 2;
+        shape[0] = two[0];
+        shape[1] = two[1];
+        for (int d = 2; d < nd; d++)
+            shape[d] = crl_tensor_shape(x)[nb + d - 2];
+        crl_tensor *v = crl_tensor_reshape(x, nd, shape, err);
+        if (!v || crl_td_set(out, keys[i], v, err)) {
+            crl_td_unref(out);
+            out = NULL;
+        }
+        crl_tensor_unref(v);
+    }
+    crl_free(keys);
+    return out;
+}
+
 static int train_on_policy(crl_trainer *t, crl_td *batch, crl_error *err)
 {
+    if (crl_td_batch_ndim(batch) > 2) {
+        crl_error me;
+        crl_error_clear(&me);
+        crl_td *m = merge_lead(batch, &me);
+        if (!m)
+            return crl_error_pass(err, &me, CRL_E_NOMEM);
+        int rc = train_on_policy(t, m, err);
+        crl_td_unref(m);
+        return rc;
+    }
     int rc = t->ops.prepare(t->loss, batch, err);
     if (rc)
         return rc;
@@ -535,7 +680,11 @@ int crl_trainer_run(crl_trainer *t, crl_train_progress_fn progress, void *user, 
     /* NULL from the collector is its end or its error: only its own code tells which */
     crl_error ce;
     crl_error_clear(&ce);
-    while ((batch = crl_collector_next(t->coll, &ce)) != NULL) {
+    for (;;) {
+        if (t->copies_mode && (rc = publish_policy(t, err)))
+            break;
+        if (!(batch = crl_collector_next(t->coll, &ce)))
+            break;
         int64_t frames = crl_collector_frames(t->coll);
         if (t->ops.explore_step)
             t->ops.explore_step(t->loss, frames - t->frames);
@@ -611,6 +760,90 @@ static size_t action_elem_size(const crl_trainer *t)
     return (unsigned)dt < CRL_DTYPE_COUNT ? crl_dtype_size(dt) : 0;
 }
 
+/* Sub-collector k's policy copy as a checkpoint keeps it. */
+static int copy_state(crl_trainer *t, size_t k, crl_policy_copy_state *st, crl_error *err)
+{
+    memset(st, 0, sizeof *st);
+    st->struct_size = sizeof *st;
+    if (t->has_remote)
+        return t->remote.struct_size >= offsetof(crl_trainer_remote, copy_state) + sizeof t->remote.copy_state &&
+                       t->remote.copy_state
+                   ? t->remote.copy_state(t->remote.user, k, st, err)
+                   : crl_error_set(err, CRL_E_UNSUPPORTED, "checkpoint: the remote sub-collectors give no state");
+    if (crl_policy_copy_get_state(t->copies[k], st))
+        return crl_error_set(err, CRL_E_INVALID, "checkpoint: sub-collector %zu has no policy copy", k);
+    return CRL_OK;
+}
+
+/* Weights (crl_trainer_weights' layout: the loss's parameter vectors in order) to or from little-endian,
+ * each vector by its own element size. */
+static void weights_le_copy(const crl_trainer *t, uint8_t *dst, const uint8_t *src, size_t n)
+{
+    size_t off = 0;
+    for (size_t i = 0; i < t->ops.num_params(t->loss) && off < n; i++) {
+        const char *name;
+        crl_tensor *p = NULL, *g = NULL;
+        if (t->ops.param(t->loss, i, &name, &p, &g, NULL) || !p)
+            break;
+        size_t m = crl_tensor_nbytes(p), es = crl_dtype_size(crl_tensor_dtype(p));
+        m = m < n - off ? m : n - off;
+        crl__ckpt_le_copy(dst + off, src + off, es ? es : 1, m / (es ? es : 1));
+        off += m;
+    }
+    if (off < n)
+        memcpy(dst + off, src + off, n - off);
+}
+
+/* The copies' sections (runs with num_collectors > 1 or [distributed]):
+ *   "copies/counters"   4 f64: sub-collectors, the version (optimizer steps) of the last sync's weights,
+ *                       1 when a sync happened (else 0), the bytes of "copies/weights"
+ *   "copies/weights"    the weights of the last sync (crl_trainer_weights' layout, each parameter
+ *                       vector's elements little-endian)
+ *   "copies/<k>/state"  3 f64: sub-collector k's copy's version, exploration frames, action bytes
+ *   "copies/<k>/rng"    its exploration stream;  "copies/<k>/actions": every action it took, in order */
+static int save_copies(crl_trainer *t, crl_ckpt_writer *w, crl_error *err)
+{
+    size_t esize = action_elem_size(t);
+    esize = esize ? esize : 1;
+    uint8_t c[32], r[CRL_CKPT_RNG_BYTES];
+    crl_ckpt_put_f64(c, (double)t->nsubs);
+    crl_ckpt_put_f64(c + 8, (double)t->synced_steps);
+    crl_ckpt_put_f64(c + 16, t->published ? 1.0 : 0.0);
+    crl_ckpt_put_f64(c + 24, (double)t->pub_weights->len);
+    int rc = crl_ckpt_write(w, "copies/counters", c, sizeof c, err);
+    uint8_t *wle = g_try_malloc(t->pub_weights->len ? t->pub_weights->len : 1);
+    if (!wle)
+        return crl_error_set(err, CRL_E_NOMEM, "checkpoint: no memory for %u weight bytes", t->pub_weights->len);
+    weights_le_copy(t, wle, t->pub_weights->data, t->pub_weights->len);
+    if (!rc)
+        rc = crl_ckpt_write(w, "copies/weights", wle, t->pub_weights->len, err);
+    g_free(wle);
+    for (size_t k = 0; k < (size_t)t->nsubs && !rc; k++) {
+        crl_policy_copy_state st;
+        if ((rc = copy_state(t, k, &st, err)))
+            break;
+        char name[64];
+        crl_ckpt_put_f64(c, (double)st.version);
+        crl_ckpt_put_f64(c + 8, (double)st.explore_frames);
+        crl_ckpt_put_f64(c + 16, (double)st.actions_len);
+        crl_ckpt_put_rng(r, &st.rng);
+        uint8_t *le = g_try_malloc(st.actions_len ? st.actions_len : 1);
+        if (!le)
+            return crl_error_set(err, CRL_E_NOMEM, "checkpoint: no memory for %zu action bytes", st.actions_len);
+        crl__ckpt_le_copy(le, st.actions, esize, st.actions_len / esize);
+        snprintf(name, sizeof name, "copies/%zu/state", k);
+        rc = crl_ckpt_write(w, name, c, 24, err);
+        snprintf(name, sizeof name, "copies/%zu/rng", k);
+        if (!rc)
+            rc = crl_ckpt_write(w, name, r, sizeof r, err);
+        snprintf(name, sizeof name, "copies/%zu/actions", k);
+        if (!rc)
+            rc = crl_ckpt_write(w, name, le, st.actions_len, err);
+        g_free(le);
+    }
+    return rc;
+}
+
 int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err)
 {
     size_t esize = action_elem_size(t), alen = t->actions->len;
@@ -650,6 +883,8 @@ int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err)
         !(rc = crl_ckpt_write(w, "trainer/actions", actions ? actions : t->actions->data, alen, err)))
         rc = crl_ckpt_write(w, "trainer/cuts", cuts, 8 * (size_t)t->cuts->len, err);
     g_free(cuts);
+    if (!rc && t->copies_mode)
+        rc = save_copies(t, w, err);
     g_free(actions);
     if (rc) {
         crl_ckpt_writer_abort(w);
@@ -849,15 +1084,175 @@ int crl_trainer_checkpoint(crl_trainer *t, const char *dir, crl_error *err)
     return rc;
 }
 
+/* The copies' sections of a checkpoint, read and checked. */
+typedef struct copies_ckpt {
+    int64_t synced_steps;
+    bool published;
+    GByteArray *weights;
+    crl_policy_copy_state *st;  /* nsubs; actions point into actions[k] */
+    GByteArray **actions;
+} copies_ckpt;
+
+static void copies_ckpt_clear(copies_ckpt *cc, size_t n)
+{
+    if (cc->weights)
+        g_byte_array_free(cc->weights, TRUE);
+    for (size_t k = 0; cc->actions && k < n; k++)
+        if (cc->actions[k])
+            g_byte_array_free(cc->actions[k], TRUE);
+    g_free(cc->actions);
+    g_free(cc->st);
+    memset(cc, 0, sizeof *cc);
+}
+
+static bool whole(double v) { return v >= 0 && v <= 0x1p53 && v == floor(v); }
+
+static int read_copies(crl_trainer *t, const char *path, copies_ckpt *cc, crl_error *err)
+{
+    crl_error e;
+    crl_error_clear(&e);
+    crl_ckpt_reader *r = crl_ckpt_reader_open(path, TRAIN_KIND, 1, &e);
+    if (!r)
+        return crl_error_pass(err, &e, CRL_E_IO);
+    size_t n = (size_t)t->nsubs, len = 0, esize = action_elem_size(t);
+    esize = esize ? esize : 1;
+    cc->st = g_new0(crl_policy_copy_state, n);
+    cc->actions = g_new0(GByteArray *, n);
+    cc->weights = g_byte_array_new();
+    int rc = CRL_OK;
+    const char *sec = "copies/counters";
+    const uint8_t *p = NULL;
+    if (!crl_ckpt_has(r, sec)) {
+        rc = crl_error_set(err, CRL_E_CONFIG, "%s: no section '%s': the checkpointed run had one sub-collector "
+                           "acting with the learner's policy; resume it with [collector] num_collectors = 1 and no "
+                           "[distributed] section", path, sec);
+        goto out;
+    }
+    if (!(p = crl_ckpt_section(r, sec, &len, &e))) {
+        rc = crl_error_pass(err, &e, CRL_E_CORRUPT);
+        goto out;
+    }
+    double v[4];
+    for (int i = 0; i < 4 && len == 32; i++)
+        v[i] = crl_ckpt_get_f64(p + 8 * i);
+    if (len != 32 || !whole(v[0]) || !whole(v[1]) || (v[2] != 0 && v[2] != 1) || !whole(v[3])) {
+        rc = bad_section(r, sec, 0, err, "not 4 whole numbers (sub-collectors, version, synced 0/1, bytes)");
+        goto out;
+    }
+    if ((int64_t)v[0] != t->nsubs) {
+        rc = crl_error_set(err, CRL_E_CONFIG, "%s: the checkpointed run had %.0f sub-collectors, this one has %lld: "
+                           "keep [collector] num_collectors (under mpirun, the collector ranks) as it was", path, v[0],
+                           (long long)t->nsubs);
+        goto out;
+    }
+    cc->synced_steps = (int64_t)v[1];
+    cc->published = v[2] == 1;
+    sec = "copies/weights";
+    if (!(p = crl_ckpt_section(r, sec, &len, &e))) {
+        rc = crl_error_pass(err, &e, CRL_E_CORRUPT);
+        goto out;
+    }
+    if ((double)len != v[3] || (cc->published && len != crl_trainer_weights_size(t))) {
+        rc = bad_section(r, sec, 0, err, "%zu bytes; the counters say %.0f, the loss's weights are %zu", len, v[3],
+                         crl_trainer_weights_size(t));
+        goto out;
+    }
+    g_byte_array_set_size(cc->weights, (guint)len);
+    weights_le_copy(t, cc->weights->data, p, len);
+    for (size_t k = 0; k < n; k++) {
+        char name[64];
+        crl_policy_copy_state *st = &cc->st[k];
+        st->struct_size = sizeof *st;
+        snprintf(name, sizeof name, "copies/%zu/state", k);
+        if (!(p = crl_ckpt_section(r, name, &len, &e))) {
+            rc = crl_error_pass(err, &e, CRL_E_CORRUPT);
+            goto out;
+        }
+        double s[3];
+        for (int i = 0; i < 3 && len == 24; i++)
+            s[i] = crl_ckpt_get_f64(p + 8 * i);
+        if (len != 24 || !whole(s[0]) || !whole(s[1]) || !whole(s[2]) || s[2] > G_MAXUINT) {
+            rc = bad_section(r, name, 0, err, "not 3 whole numbers (version, exploration frames, action bytes)");
+            goto out;
+        }
+        st->version = (int64_t)s[0];
+        st->explore_frames = (int64_t)s[1];
+        snprintf(name, sizeof name, "copies/%zu/rng", k);
+        if (!(p = crl_ckpt_section(r, name, &len, &e))) {
+            rc = crl_error_pass(err, &e, CRL_E_CORRUPT);
+            goto out;
+        }
+        if (len != CRL_CKPT_RNG_BYTES || !crl_ckpt_get_rng(p, &st->rng)) {
+            rc = bad_section(r, name, 0, err, "no random stream (%zu bytes)", len);
+            goto out;
+        }
+        snprintf(name, sizeof name, "copies/%zu/actions", k);
+        if (!(p = crl_ckpt_section(r, name, &len, &e))) {
+            rc = crl_error_pass(err, &e, CRL_E_CORRUPT);
+            goto out;
+        }
+        if ((double)len != s[2] || len % esize) {
+            rc = bad_section(r, name, 0, err, "%zu bytes; its state says %.0f of the env's %zu-byte actions", len,
+                             s[2], esize);
+            goto out;
+        }
+        cc->actions[k] = g_byte_array_sized_new((guint)len);
+        g_byte_array_set_size(cc->actions[k], (guint)len);
+        crl__ckpt_le_copy(cc->actions[k]->data, p, esize, len / esize);
+        st->actions = cc->actions[k]->data;
+        st->actions_len = len;
+    }
+out:
+    crl_ckpt_reader_free(r);
+    return rc;
+}
+
+/* Resume, the copies' side: hand each sub-collector its actions to replay (done = false), or its state
+ * and the last sync's weights after re-collecting (done = true). */
+static int resume_copies(crl_trainer *t, copies_ckpt *cc, bool done, crl_error *err)
+{
+    int rc = CRL_OK;
+    for (size_t k = 0; k < (size_t)t->nsubs && !rc; k++) {
+        crl_policy_copy_state st = cc->st[k];
+        /* a copy acting with older weights than the last sync's (async) restarts with the last sync's */
+        if (cc->published && st.version != cc->synced_steps)
+            st.version = cc->synced_steps;
+        const void *w = cc->published ? cc->weights->data : NULL;
+        size_t wn = cc->published ? cc->weights->len : 0;
+        if (t->has_remote)
+            rc = t->remote.struct_size >= offsetof(crl_trainer_remote, resume) + sizeof t->remote.resume &&
+                         t->remote.resume
+                     ? t->remote.resume(t->remote.user, k, &st, w, wn, done, err)
+                     : crl_error_set(err, CRL_E_UNSUPPORTED, "the remote sub-collectors cannot resume");
+        else if (!done)
+            rc = crl_policy_copy_replay(t->copies[k], st.actions, st.actions_len, err);
+        else
+            rc = crl_policy_copy_restore(t->copies[k], &st, w, wn, err);
+        if (rc && t->nsubs > 1)
+            crl_error_prefix(err, "sub-collector %zu: ", k);
+    }
+    return rc;
+}
+
 int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err)
 {
     if (t->frames || t->batches)
         return crl_error_set(err, CRL_E_INVALID, "resume: this trainer has run already; resume a new one");
+    if (t->copies_mode && !t->sync)
+        return crl_error_set(err, CRL_E_UNSUPPORTED, "resume from '%s': an asynchronous run ([collector] sync = "
+                             "false) cannot be resumed: which sub-collector's batch came when is not recorded, so its "
+                             "frames cannot be re-collected; start it anew, or run with sync = true", dir);
     char *model = g_build_filename(dir, "trainer.ckpt", NULL);
+    copies_ckpt cc;
+    memset(&cc, 0, sizeof cc);
     int rc = load_file(t, model, true, err);
+    if (!rc && t->copies_mode && !(rc = read_copies(t, model, &cc, err)))
+        rc = resume_copies(t, &cc, false, err);
     g_free(model);
-    if (rc)
+    if (rc) {
+        copies_ckpt_clear(&cc, (size_t)t->nsubs);
         return crl_error_prefix(err, "resume from '%s': ", dir), rc;
+    }
     /* Re-collect the checkpoint's frames with the recorded actions, in the batches they were collected in:
      * full ones, and a shorter one ending at each cut and at the checkpoint's frame count. */
     int64_t target = t->frames;
@@ -867,6 +1262,7 @@ int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err)
         rc = crl_error_set(err, CRL_E_CONFIG, "resume: the checkpoint holds %lld frames but [collector] "
                            "total_frames = %lld stops before; raise total_frames", (long long)target,
                            (long long)total);
+        copies_ckpt_clear(&cc, (size_t)t->nsubs);
         return crl_error_prefix(err, "resume from '%s': ", dir), rc;
     }
     crl_rng keep = t->rng;
@@ -902,6 +1298,13 @@ int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err)
         rc = crl_error_set(err, CRL_E_CONFIG, "resume: re-collecting used %zu of the %u recorded action bytes: the "
                            "config differs from the checkpointed run's (env, collector)", t->ff_pos,
                            t->actions->len);
+    if (!rc && t->copies_mode && !(rc = resume_copies(t, &cc, true, err))) {
+        t->synced_steps = cc.synced_steps;
+        t->published = cc.published;
+        g_byte_array_set_size(t->pub_weights, 0);
+        g_byte_array_append(t->pub_weights, cc.weights->data, cc.weights->len);
+    }
+    copies_ckpt_clear(&cc, (size_t)t->nsubs);
     if (!rc && t->rb) {
         crl_collector_set_replay(t->coll, t->rb);
         char *rdir = g_build_filename(dir, "replay", NULL);

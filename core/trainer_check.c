@@ -13,7 +13,7 @@
 
 /* ---- training's rules across sections ------------------------------------------------------ */
 
-int crl__trainer_check_collector(const crl_opts *ocoll, int64_t *init_random, crl_error *err)
+int crl__trainer_check_collector(const crl_opts *ocoll, bool remote, int64_t *init_random, crl_error *err)
 {
     int64_t k, ir;
     bool sync;
@@ -23,12 +23,20 @@ int crl__trainer_check_collector(const crl_opts *ocoll, int64_t *init_random, cr
         return rc;
     if (init_random)
         *init_random = ir;
-    if (k != 1 || !sync)
-        return crl_error_set(err, CRL_E_CONFIG, "%s: [collector] num_collectors = %lld, sync = %s: training runs the "
-                             "policy in the collecting thread; use num_collectors = 1 and sync = true",
-                             crl_opts_origin(ocoll, k != 1 ? "num_collectors" : "sync"), (long long)k,
-                             sync ? "true" : "false");
+    /* async sub-collectors keep collecting while the learner updates: only in other processes, each with
+     * its own policy copy that the updates do not touch */
+    if (!sync && !remote)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [collector] sync = false: training with asynchronous "
+                             "sub-collectors needs them in other processes ([distributed] backend = mpi under "
+                             "mpirun); use sync = true here", crl_opts_origin(ocoll, "sync"));
     return CRL_OK;
+}
+
+/* [distributed] backend = mpi: the sub-collectors run in other processes. */
+static bool mpi_backend(const crl_config *cfg)
+{
+    const char *b = crl_config_get(cfg, "distributed", "backend");
+    return b && !strcmp(b, "mpi");
 }
 
 /* "FILE:LINE" of section.key, else of section.alt, else "default". */
@@ -182,7 +190,7 @@ int crl_experiment_check(crl_host *host, const crl_config *cfg, const crl_schema
             (rc = crl_opts_string(ooptim, "type", &type, &e)) ||
             (rc = config_error(cfg, "optim", "type", crl_optim_kind_from_name(type, &kind, &e), &e, &e)) ||
             (rc = crl__config_section_opts(cfg, "collector", crl_collector_options(), &ocoll, &e)) ||
-            (rc = crl__trainer_check_collector(ocoll, &init_random, &e)))
+            (rc = crl__trainer_check_collector(ocoll, mpi_backend(cfg), &init_random, &e)))
             goto out;
     }
     if (train || crl_config_has_section(cfg, "env") || crl_config_has_section(cfg, "collector")) {

@@ -41,6 +41,24 @@ if [ "$rc" -eq 0 ] && cmp -s "$tmp/full/checkpoint/trainer.ckpt" "$tmp/half/chec
 then ok "--resume: 3000 + 3000 frames give the checkpoint and metrics of 6000 in one go"
 else nok "--resume (exit $rc)" "$out"; fi
 
+# Sub-collectors with their own policy copies (num_collectors = 2, weights synced every 7 optimizer
+# steps, so the copies act with older weights than the learner's at the checkpoint): the same.
+copies="collector.num_collectors=2 distributed.sync_interval=7 collector.init_random_frames=200 train.eval_interval=0 train.eval_episodes=2 train.log_interval=300 --quiet"
+"$crl" run "$ini" $copies collector.total_frames=1500 train.run_dir="$tmp/cfull" >/dev/null 2>&1
+"$crl" run "$ini" $copies collector.total_frames=600 train.run_dir="$tmp/chalf" >/dev/null 2>&1
+out=$("$crl" run --resume "$tmp/chalf" collector.total_frames=1500 --quiet 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && cmp -s "$tmp/cfull/checkpoint/trainer.ckpt" "$tmp/chalf/checkpoint/trainer.ckpt" \
+    && diff -r "$tmp/cfull/checkpoint/replay" "$tmp/chalf/checkpoint/replay" >/dev/null \
+    && diff <(cut -d, -f1,4-8 "$tmp/cfull/metrics.csv") <(cut -d, -f1,4-8 "$tmp/chalf/metrics.csv") >/dev/null \
+    && [ "$(wc -l <"$tmp/cfull/metrics.csv")" -gt 4 ] && grep -q '^resumed at frame 600' "$tmp/chalf/run.txt"
+then ok "--resume, num_collectors = 2 with policy copies: 600 + 900 frames give the checkpoint, replay and metrics of 1500"
+else nok "--resume with policy copies (exit $rc)" "$out"; fi
+# A one-sub-collector checkpoint has no copies to restore: resuming it as two is refused.
+out=$("$crl" run --resume "$tmp/half" collector.num_collectors=2 --accept-changes --quiet 2>&1); rc=$?
+if [ "$rc" -eq 2 ] && grep -qF "no section 'copies/counters': the checkpointed run had one sub-collector" <<<"$out"
+then ok "--resume of a one-sub-collector run with num_collectors = 2: exit 2 naming the missing section"
+else nok "--resume one as two (exit $rc)" "$out"; fi
+
 out=$("$crl" run --resume "$tmp/nothing" 2>&1); rc=$?
 if [ "$rc" -eq 2 ] && grep -qF "$tmp/nothing/experiment.ini" <<<"$out"
 then ok "--resume of a missing run directory: exit 2 naming the file"

@@ -184,8 +184,10 @@ START_TEST(bad_configs)
                "test.ini:14: unknown key 'lrr' in [optim]; did you mean 'lr'?");
     bad_config(ENV_COLL "[replay]\ncapacity = 1000\n[loss]\ntype = dqn\n[train]\nepochs = 0\n", CRL_E_CONFIG,
                "[train] epochs = '0'");
-    bad_config(ENV_COLL "num_collectors = 2\n[replay]\ncapacity = 1000\n[loss]\ntype = dqn\n", CRL_E_CONFIG,
-               "num_collectors");
+    bad_config(ENV_COLL "num_collectors = 2\nsync = false\n[replay]\ncapacity = 1000\n[loss]\ntype = dqn\n",
+               CRL_E_CONFIG, "sync = false: training with asynchronous sub-collectors needs them in other processes");
+    bad_config(ENV_COLL "[replay]\ncapacity = 1000\n[loss]\ntype = dqn\n[distributed]\nbackend = mpi\n", CRL_E_CONFIG,
+               "[distributed] backend = mpi: this trainer runs its sub-collectors in this process");
     bad_config("[env]\nbackend = classic\nid = Pendulum-v1\n[collector]\nframes_per_batch = 10\n"
                "total_frames = 100\n[replay]\ncapacity = 1000\n[loss]\ntype = dqn\n",
                CRL_E_INVALID, "discrete action");
@@ -322,6 +324,75 @@ START_TEST(ppo_resume_bitwise)
     resume_equals(a, b);
     g_free(a);
     g_free(b);
+}
+END_TEST
+
+/* Two sub-collectors acting with their own policy copies, synced every 7 (DQN) or 3 (PPO) optimizer
+ * steps: the checkpoint keeps each copy's actions, stream and the last sync's weights, and N + N frames
+ * through a resume train as 2N do. */
+static char *with_copies(const char *ini, int sync_interval)
+{
+    GString *s = g_string_new(ini);
+    g_string_replace(s, "[collector]\n", "[collector]\nnum_collectors = 2\n", 1);
+    g_string_append_printf(s, "[distributed]\nsync_interval = %d\n", sync_interval);
+    return g_string_free(s, FALSE);
+}
+
+START_TEST(copies_resume_bitwise)
+{
+    char *a0 = g_strdup_printf(DQN_INI, 3000, 500, "eval_episodes = 0\n");
+    char *b0 = g_strdup_printf(DQN_INI, 1500, 500, "eval_episodes = 0\n");
+    char *a = with_copies(a0, 7), *b = with_copies(b0, 7);
+    resume_equals(a, b);
+    g_free(a0);
+    g_free(b0);
+    g_free(a);
+    g_free(b);
+    a0 = g_strdup_printf(PPO_RESUME_INI, 2048);
+    b0 = g_strdup_printf(PPO_RESUME_INI, 1024);
+    a = with_copies(a0, 3);
+    b = with_copies(b0, 3);
+    resume_equals(a, b);
+    g_free(a0);
+    g_free(b0);
+    g_free(a);
+    g_free(b);
+}
+END_TEST
+
+/* A policy copy replays only when new, and takes its state only once every replayed action was used. */
+START_TEST(policy_copy_replay_checked)
+{
+    crl_test_host h;
+    crl_error e = { 0 };
+    char *ini = g_strdup_printf(DQN_INI, 1000, 0, "eval_episodes = 0\n");
+    crl_test_host_open(&h, "classic, replay, losses", ini);
+    crl_env *env = crl_env_from_config(h.host, h.cfg, "env", &e);
+    ck_assert_msg(env != NULL, "env: %s", e.message);
+    crl_policy_copy *p = crl_policy_copy_new(h.host, h.cfg, env, 0, &e);
+    ck_assert_msg(p != NULL, "copy: %s", e.message);
+    int64_t acts[2] = { 1, 0 };
+    ck_assert_int_eq(crl_policy_copy_replay(p, NULL, 8, &e), CRL_E_INVALID);
+    ck_assert_int_eq(crl_policy_copy_replay(p, acts, sizeof acts, &e), CRL_OK);
+    crl_policy_copy_state st = { .struct_size = sizeof st, .version = 0, .explore_frames = 0 };
+    ck_assert_int_eq(crl_policy_copy_restore(p, &st, NULL, 0, &e), CRL_E_CONFIG);
+    assert_msg_has(&e, "with 0 of its 16 recorded action bytes");
+    crl_policy_copy_state small = { .struct_size = 4 };
+    ck_assert_int_eq(crl_policy_copy_get_state(p, &small), CRL_E_INVALID);
+    ck_assert_int_eq(crl_policy_copy_get_state(p, &st), CRL_OK);
+    ck_assert_uint_eq(st.actions_len, sizeof acts);
+    ck_assert_int_eq(memcmp(st.actions, acts, sizeof acts), 0);
+    crl_policy_copy_free(p);
+    /* a copy that took weights (or acted) already cannot replay */
+    p = crl_policy_copy_new(h.host, h.cfg, env, 1, &e);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(crl_policy_copy_set(p, 0, 30, NULL, 0, &e), CRL_OK);
+    ck_assert_int_eq(crl_policy_copy_replay(p, acts, sizeof acts, &e), CRL_E_INVALID);
+    assert_msg_has(&e, "replay on a new one");
+    crl_policy_copy_free(p);
+    crl_env_free(env);
+    crl_test_host_close(&h);
+    g_free(ini);
 }
 END_TEST
 
@@ -646,7 +717,7 @@ int main(void)
     crl_test_keep_cairo();
     return RUN_TESTS("trainer", dqn_learns, ppo_learns, a2c_learns, reinforce_learns, discrete_sac_learns,
                      sac_learns, td3_learns, ddpg_learns, dqn_resume_bitwise, ppo_resume_bitwise,
-                     sac_resume_bitwise, td3_resume_bitwise, resume_mismatch, resume_any_total, dqn_reproducible,
+                     sac_resume_bitwise, td3_resume_bitwise, copies_resume_bitwise, policy_copy_replay_checked, resume_mismatch, resume_any_total, dqn_reproducible,
                      save_load,
                      checkpoint_little_endian_checked,
                      bad_configs, non_finite_stops);

@@ -246,7 +246,7 @@ END_TEST
 START_TEST(trainer_shares_rules)
 {
     static const char *const files[] = { "replay-batch-size-zero.ini", "replay-batch-over-capacity.ini",
-                                         "replay-drop-last.ini", "train-two-collectors.ini", "loss-no-replay.ini",
+                                         "replay-drop-last.ini", "train-async-collectors.ini", "loss-no-replay.ini",
                                          "loss-onpolicy-random-frames.ini", "collector-async-env.ini" };
     for (size_t i = 0; i < G_N_ELEMENTS(files); i++) {
         char *path = g_strdup_printf("%s/%s", BAD_DIR, files[i]);

@@ -152,4 +152,23 @@ void crl__blas_describe(FILE *out);
  * target returns, DQN/PPO on CartPole, SAC/TD3 on Pendulum, 3 seeds. */
 int crl__bench_train(double seconds);
 
+/* crl run's mpi backend (mpi_run.c): [distributed] backend = mpi. */
+struct crl_trainer;
+bool crl__mpi_wanted(const crl_config *cfg);
+/* Under mpirun: MPI_Init, num_collectors from the ranks, every rank checks the config and all agree.
+ * 0 to go on (*rank set), else the exit status; err set when this rank reports the problem, cleared when
+ * another does.  Outside mpirun (or built without Open MPI): CRL_E_CONFIG naming [distributed] backend. */
+int crl__mpi_begin(crl_cli_ctx *ctx, bool resume, int *rank, crl_error *err);
+/* A collector rank's whole life: answers the learner until it says stop.  The exit status. */
+int crl__mpi_collector_main(crl_cli_ctx *ctx);
+/* The learner's trainer, its sub-collectors on ranks 1..K-1. */
+struct crl_trainer *crl__mpi_trainer(crl_cli_ctx *ctx, crl_error *err);
+/* The communication figures of the learner, a line of crl run's summary (nothing without MPI). */
+void crl__mpi_summary(FILE *f);
+/* Stop the collector ranks (MPI_Abort when one cannot be stopped) and MPI_Finalize; returns status.  A
+ * no-op before crl__mpi_begin. */
+int crl__mpi_end(int status);
+/* `crl bench mpi` (bench_mpi.c). */
+int crl__bench_mpi(double seconds);
+
 #endif

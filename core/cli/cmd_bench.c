@@ -23,6 +23,9 @@ static const struct {
     { "plugins", crl__bench_plugins,
       "crl envs start-up with 0, 10 and 50 plugins on the path: cold registry cache (all scanned) vs warm" },
     { "batched", crl__bench_batched, "CartPole/Pendulum steps/s: inline, serial, threads, processes executors; start-up" },
+#ifdef CRL_HAVE_MPI
+    { "mpi", crl__bench_mpi, "crl run under mpirun: frames/s with 1, 2, 3 collector ranks; ms per batch and weight sync" },
+#endif
 #ifdef CRL_HAVE_GYM
     { "gym", crl__bench_gym, "a pure-Python CartPole: plain Python loop vs crl's gym backend, ns crl adds per step" },
 #endif

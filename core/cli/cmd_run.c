@@ -847,7 +847,7 @@ static char *run_info(const crl_cli_ctx *cli, int argc, char **argv)
     return g_string_free(s, FALSE);
 }
 
-int crl__cmd_run(int argc, char **argv)
+static int run_main(int argc, char **argv)
 {
     bool dry = false, quiet = false, overwrite = false, accept = false;
     const char *resume = NULL;
@@ -909,6 +909,19 @@ int crl__cmd_run(int argc, char **argv)
         g_free(base);
         return crl__cli_setup_failed("run", &err);
     }
+    bool mpi = crl__mpi_wanted(ctx.cfg);
+    if (mpi) {
+        int rank = 0, st = crl__mpi_begin(&ctx, resume != NULL, &rank, &err);
+        if (st || rank > 0) {
+            if (st && err.code)
+                crl__cli_print_error("run", &err);
+            if (!st)
+                st = crl__mpi_collector_main(&ctx);
+            g_free(base);
+            crl__cli_teardown(&ctx);
+            return st;
+        }
+    }
     GPtrArray *changes = NULL;
     if (resume && has_ckpt && compare_with_checkpoint(&ctx, base, accept, &changes, &err)) {
         crl_error_prefix(&err, "--resume %s: ", resume);
@@ -966,7 +979,7 @@ int crl__cmd_run(int argc, char **argv)
             goto fail;
         }
     }
-    if (!(t = crl_trainer_from_config(ctx.host, ctx.cfg, &err)))
+    if (!(t = mpi ? crl__mpi_trainer(&ctx, &err) : crl_trainer_from_config(ctx.host, ctx.cfg, &err)))
         goto fail;
     if (!resume) {
         if (explicit_dir && overwrite)
@@ -1117,6 +1130,7 @@ int crl__cmd_run(int argc, char **argv)
     if (crl_config_get(ctx.cfg, "train", "stop_return") &&
         !crl_config_get_double(ctx.cfg, "train", "stop_return", 0, &stop, &err) && r.last.eval_return >= stop)
         printf("  stopped:          the evaluation return reached stop_return = %g\n", stop);
+    crl__mpi_summary(stdout);
     printf("  run directory:    %s\n", r.dir);
     if (failed)
         fprintf(stderr, "crl run: the run ended, but what is listed above could not be written: exit status 1\n");
@@ -1142,4 +1156,10 @@ done:
     crl_free(resolved);
     crl__cli_teardown(&ctx);
     return status;
+}
+
+int crl__cmd_run(int argc, char **argv)
+{
+    /* the learner rank stops the collector ranks whichever way the run ended */
+    return crl__mpi_end(run_main(argc, argv));
 }

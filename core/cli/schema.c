@@ -32,6 +32,8 @@ static const struct {
     { "optim", crl_optim_section_options, NULL, 0, "the optimizer of crl run" },
     { "train", crl_train_options, NULL, 0,
       "the training loop of crl run: updates, evaluation, logging, checkpoints" },
+    { "distributed", crl_distributed_options, NULL, 0,
+      "crl run across processes: the backend (mpi: mpirun -np K crl run), weight syncs, timeout" },
 };
 
 crl_schema *crl__cli_schema_new(crl_host *host, crl_error *err)

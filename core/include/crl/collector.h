@@ -71,6 +71,13 @@ CRL_API crl_td *crl_collector_next(crl_collector *c, crl_error *err);
  * outlive the collector or be unset first. */
 CRL_API void crl_collector_set_replay(crl_collector *c, crl_replay *rb);
 
+/* Call fn(user, k, batch, err) with each batch sub-collector k collected,
+ * on the thread that collected it, before trajectory ids, stacking and
+ * the replay buffer (NULL: none).  It may add keys; an error is the
+ * collector's.  Set it before the first crl_collector_next. */
+typedef int (*crl_collector_batch_fn)(void *user, size_t k, crl_td *batch, crl_error *err);
+CRL_API void crl_collector_set_batch_fn(crl_collector *c, crl_collector_batch_fn fn, void *user);
+
 /* Frames handed out so far (every frame of every batch returned). */
 CRL_API int64_t crl_collector_frames(const crl_collector *c);
 /* Sub-collectors (num_collectors), and sub-collector i's env (borrowed;
@@ -84,6 +91,58 @@ CRL_API crl_env *crl_collector_env(const crl_collector *c, size_t i);
 CRL_API void crl_collector_shutdown(crl_collector *c);
 /* Shut down and free, closing the envs.  NULL-safe. */
 CRL_API void crl_collector_free(crl_collector *c);
+
+/* ---- sub-collectors in other processes (crl run's mpi backend) ----------------------------
+ * A collector whose sub-collectors run elsewhere: the process that trains
+ * builds it with crl_collector_from_config_remote and a transport; each
+ * other process builds its one sub-collector k with
+ * crl_collector_sub_from_config (the env seeded exactly as sub-collector k
+ * of the local multi collector) and answers requests with
+ * crl_collector_collect.  The training side assigns trajectory ids,
+ * stacks (sync) or tags with collector.worker (async), splits and fills
+ * the replay buffer as the local multi collector does, so a sync remote
+ * collector hands out bitwise the batches of the local one. */
+typedef struct crl_collector_remote {
+    uint32_t struct_size;          /* sizeof(crl_collector_remote) */
+    /* Ask remote sub-collector k for a batch of T steps of its envs.
+     * Returns CRL_OK or sets err. */
+    int (*request)(void *user, size_t k, int64_t T, crl_error *err);
+    /* Block until one requested batch is back: its sub-collector in *k,
+     * the [batch..., T] TensorDict (a reference the collector takes) in
+     * *out, and in *starts (allocated with g_malloc/crl's allocator; the
+     * collector frees it with crl_free) num_envs x T flags, frame (i, t)
+     * starts a trajectory -- what crl_collector_collect gave there.
+     * Returns CRL_OK or sets err (a failed or silent process). */
+    int (*wait)(void *user, size_t *k, crl_td **out, bool **starts, crl_error *err);
+} crl_collector_remote;
+
+/* A collector as crl_collector_from_config builds it, with every
+ * sub-collector's rollout handed to `remote` (user passed to it).  Only
+ * sub-collector 0's env is built here (its specs: crl_collector_env(c, 0));
+ * it is never stepped.  Sync and async both; no threads.  Errors as
+ * crl_collector_from_config, CRL_E_INVALID for incomplete ops; a
+ * transport error is the collector's error (crl_collector_next).  New
+ * collector, free with crl_collector_free. */
+CRL_API crl_collector *crl_collector_from_config_remote(crl_host *host, const crl_config *cfg, const char *section,
+                                                        const char *env_section, const crl_collector_remote *remote,
+                                                        void *user, crl_error *err);
+
+/* Sub-collector `index` alone of the collector [section] describes: its
+ * env built from env_section and seeded where sub-collector `index`'s
+ * seeds start in the seed chain.  Drive it with crl_collector_collect;
+ * the policy runs on the calling thread.  Errors as
+ * crl_collector_from_config, CRL_E_CONFIG when num_collectors has no
+ * sub-collector `index`.  Free with crl_collector_free. */
+CRL_API crl_collector *crl_collector_sub_from_config(crl_host *host, const crl_config *cfg, const char *section,
+                                                     const char *env_section, size_t index, crl_policy_fn policy,
+                                                     void *user, crl_error *err);
+
+/* Step a crl_collector_sub_from_config collector T times: *out the new
+ * [batch..., T] TensorDict (no trajectory ids: the training side assigns
+ * them), *starts num_envs x T flags (free with crl_free).  On error both
+ * are NULL and err names the sub-collector, frame and what failed;
+ * CRL_E_INVALID for another kind of collector or T < 1. */
+CRL_API int crl_collector_collect(crl_collector *c, int64_t T, crl_td **out, bool **starts, crl_error *err);
 
 /* Episode returns across batches: frames are matched by
  * "collector.traj_ids" (skipping padding where a split batch's

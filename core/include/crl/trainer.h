@@ -23,6 +23,7 @@
 #define CRL_TRAINER_H
 
 #include <crl/collector.h>
+#include <crl/rng.h>
 #include <crl/loss_backend.h>
 
 #ifdef __cplusplus
@@ -162,7 +163,12 @@ CRL_API int crl_trainer_checkpoint(crl_trainer *t, const char *dir, crl_error *e
  * crl_trainer_run continues bitwise as the uninterrupted run would on CPU
  * (same OpenBLAS thread count).  Errors: CRL_E_CORRUPT / CRL_E_IO naming
  * the file, CRL_E_CONFIG when the config does not reproduce the
- * checkpointed frames (another env, seed or frames_per_batch). */
+ * checkpointed frames (another env, seed or frames_per_batch).  With
+ * policy copies (num_collectors > 1, [distributed]) each sub-collector
+ * re-collects with its own recorded actions and its copy then takes the
+ * checkpoint's stream and last-sync weights; CRL_E_CONFIG for another
+ * num_collectors, CRL_E_UNSUPPORTED for async sub-collectors (sync =
+ * false: which batch came when is not recorded). */
 CRL_API int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err);
 /* Frames collected so far (those of a resumed checkpoint included). */
 CRL_API int64_t crl_trainer_frames(const crl_trainer *t);
@@ -175,6 +181,116 @@ CRL_API void *crl_trainer_loss_state(const crl_trainer *t);
 CRL_API crl_optim *crl_trainer_optim(const crl_trainer *t, size_t i);
 CRL_API crl_replay *crl_trainer_replay(const crl_trainer *t);
 CRL_API crl_collector *crl_trainer_collector(const crl_trainer *t);
+
+/* ---- sub-collectors with their own policy (num_collectors > 1, [distributed]) -----------
+ * With num_collectors > 1 or a [distributed] section, each sub-collector k
+ * acts with its own copy of the policy (crl_policy_copy, exploration
+ * stream k) that gets the learner's weights every [distributed]
+ * sync_interval optimizer steps and the exploration schedule before each
+ * batch; every frame records the weights' version
+ * ("collector.policy_version", int64: the optimizer steps they had).  The copies live on the
+ * collector's threads, or (backend = mpi) in other processes: both give
+ * bitwise the same run.  Each copy records the actions it took; a
+ * checkpoint holds them with each copy's stream, version and exploration
+ * frames, and the weights of the last sync, so crl_trainer_resume
+ * re-collects every sub-collector's frames with its own actions and
+ * restores the copies (sync: bitwise the uninterrupted run). */
+
+/* The [distributed] options (backend, sync_interval, timeout).  Static. */
+CRL_API const crl_option *crl_distributed_options(void);
+
+typedef struct crl_policy_copy crl_policy_copy;
+
+/* Sub-collector `index`'s policy: the loss of cfg's [loss] built over
+ * env's specs with the [train] seed (so it starts with the learner's
+ * initial weights, version 0).  host, cfg and env are borrowed for the
+ * call only.  Errors: the loss's (crl_loss_from_config), CRL_E_INVALID
+ * for NULL arguments.  Free with crl_policy_copy_free (NULL-safe). */
+CRL_API crl_policy_copy *crl_policy_copy_new(crl_host *host, const crl_config *cfg, const crl_env *env, size_t index,
+                                             crl_error *err);
+CRL_API void crl_policy_copy_free(crl_policy_copy *p);
+/* Bytes of the weights (crl_trainer_weights_size of a trainer of the same
+ * config), and the version of those set last (-1 for NULL). */
+CRL_API size_t crl_policy_copy_weights_size(const crl_policy_copy *p);
+CRL_API int64_t crl_policy_copy_version(const crl_policy_copy *p);
+/* Take weights (nbytes of crl_trainer_weights; NULL: keep the current
+ * ones and their version) as version `version`, and advance the
+ * exploration schedule to explore_frames collected frames.  Errors:
+ * CRL_E_INVALID for another size or a schedule going back (nothing
+ * changed then). */
+CRL_API int crl_policy_copy_set(crl_policy_copy *p, int64_t version, int64_t explore_frames, const void *weights,
+                                size_t nbytes, crl_error *err);
+/* A crl_policy_fn (user: the copy): the loss's exploring action.  Not
+ * thread-safe per copy. */
+CRL_API int crl_policy_copy_act(void *user, crl_env *env, crl_td *td, crl_error *err);
+/* Set "collector.policy_version" of a sub-collector's batch (int64 of the
+ * batch's shape, the version of the copy's weights: those that acted for
+ * it, as the copy only changes between batches).  Errors: CRL_E_NOMEM,
+ * CRL_E_INVALID for NULL arguments. */
+CRL_API int crl_policy_copy_stamp(const crl_policy_copy *p, crl_td *batch, crl_error *err);
+
+/* What a checkpoint keeps of a policy copy. */
+typedef struct crl_policy_copy_state {
+    uint32_t struct_size;      /* sizeof(crl_policy_copy_state) */
+    int64_t version;           /* optimizer steps of its weights */
+    int64_t explore_frames;    /* frames its exploration schedule advanced by */
+    crl_rng rng;               /* its exploration stream */
+    const void *actions;       /* every action it took, in order (borrowed) */
+    size_t actions_len;        /* bytes of actions */
+} crl_policy_copy_state;
+/* Fill st (struct_size set by the caller; actions borrowed from the copy
+ * until it acts again or is freed).  CRL_E_INVALID for NULL arguments or
+ * a smaller struct_size. */
+CRL_API int crl_policy_copy_get_state(const crl_policy_copy *p, crl_policy_copy_state *st);
+/* Resume, step 1, on a new copy: the next actions it is asked for are
+ * these recorded ones (copied), in order, in place of the policy's
+ * (which is run without exploring, for the other keys it writes).
+ * Errors: CRL_E_INVALID for a copy that acted or was set already. */
+CRL_API int crl_policy_copy_replay(crl_policy_copy *p, const void *actions, size_t nbytes, crl_error *err);
+/* Resume, step 2, after re-collecting: take st's stream, version,
+ * exploration frames and weights (nbytes of crl_trainer_weights; NULL:
+ * keep the current ones) and act again.  Errors: CRL_E_CONFIG when the
+ * re-collection did not use every replayed action (another config),
+ * crl_policy_copy_set's. */
+CRL_API int crl_policy_copy_restore(crl_policy_copy *p, const crl_policy_copy_state *st, const void *weights,
+                                    size_t nbytes, crl_error *err);
+
+/* The trainer's policy weights (every parameter vector of the loss, in
+ * order, raw bytes): their size, and a copy into buf of exactly that many
+ * bytes.  CRL_E_INVALID for another size. */
+CRL_API size_t crl_trainer_weights_size(const crl_trainer *t);
+CRL_API int crl_trainer_weights(const crl_trainer *t, void *buf, size_t nbytes, crl_error *err);
+
+/* A trainer whose sub-collectors run elsewhere (crl run's mpi backend). */
+typedef struct crl_trainer_remote {
+    uint32_t struct_size;                    /* sizeof(crl_trainer_remote) */
+    const crl_collector_remote *collector;   /* the transport of the batches (crl_collector_from_config_remote) */
+    /* Before each batch is asked for: the policy the next requests carry --
+     * version (optimizer steps of the weights), explore_frames (frames the
+     * exploration schedule advanced by), weights (true: they changed since
+     * the last call; take them with crl_trainer_weights).  Returns CRL_OK
+     * or sets err, which stops the run. */
+    int (*publish)(void *user, crl_trainer *t, int64_t version, int64_t explore_frames, bool weights,
+                   crl_error *err);
+    void *user;                              /* passed to every callback */
+    /* For checkpoints: fill st (struct_size set) with remote sub-collector
+     * k's copy as of the last batch it sent; actions borrowed until the
+     * next batch. */
+    int (*copy_state)(void *user, size_t k, crl_policy_copy_state *st, crl_error *err);
+    /* For crl_trainer_resume: before re-collecting (done = false), hand
+     * sub-collector k the actions of st to replay (crl_policy_copy_replay);
+     * after (done = true), have it take st's state and the weights
+     * (crl_policy_copy_restore). */
+    int (*resume)(void *user, size_t k, const crl_policy_copy_state *st, const void *weights, size_t nbytes,
+                  bool done, crl_error *err);
+} crl_trainer_remote;
+
+/* crl_trainer_from_config with the sub-collectors of [collector]
+ * (num_collectors of them, sync or async) behind `remote`.  remote is
+ * copied.  Errors as crl_trainer_from_config, CRL_E_INVALID for
+ * incomplete ops. */
+CRL_API crl_trainer *crl_trainer_from_config_remote(crl_host *host, const crl_config *cfg,
+                                                    const crl_trainer_remote *remote, crl_error *err);
 
 /* Look up loss component `type` and build it over env's specs: the loss's
  * option table applied to config section `section`.  For tests and tools
