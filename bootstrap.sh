@@ -95,5 +95,7 @@ case "$cmd" in
         if "$crl" bench --help | grep -q '^  gym '; then "$crl" bench gym; fi
         # Built when configure found libmujoco.
         if "$crl" bench --help | grep -q '^  dm_control '; then "$crl" bench dm_control; fi
+        # Built when configure found Open MPI.
+        if "$crl" bench --help | grep -q '^  mpi '; then "$crl" bench mpi; fi
         ;;
 esac
