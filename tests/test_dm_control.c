@@ -713,6 +713,46 @@ START_TEST(test_initial_states)
 }
 END_TEST
 
+/* finger's observations against the physics state it comes from (time, qpos: proximal, distal, hinge,
+ * qvel, extras): position[0:2] are the finger's joint angles and velocity the three joint velocities,
+ * at every step, as the suite's get_observation reads them from its jointpos/jointvel sensors. */
+START_TEST(test_finger_observations)
+{
+    static const char *const ids[] = { "finger/spin", "finger/turn_easy", "finger/turn_hard" };
+    for (size_t k = 0; k < 3; k++) {
+        henv h;
+        crl_error e = {0};
+        char ini[160];
+        snprintf(ini, sizeof ini, "[env]\nbackend = dm_control\nid = %s\nnum_envs = 3\nseed = 5\nreturn_state = true\n",
+                 ids[k]);
+        EXPECT_OK(henv_open(&h, ini, &e), e);
+        crl_td *td = crl_env_reset(h.env, NULL, &e);
+        ck_assert_ptr_nonnull(td);
+        const int per = k == 0 ? 7 : 9; /* turn keeps the target's (x, z) after qvel */
+        for (int t = 0; t < 30; t++) {
+            ck_assert_int_eq(crl_env_rand_action(h.env, td, &e), CRL_OK);
+            EXPECT_OK(crl_env_step(h.env, td, &e), e);
+            const double *st = leaf_f64(td, "next.state");
+            const double *pos = leaf_f64(td, "next.position"), *vel = leaf_f64(td, "next.velocity");
+            for (int i = 0; i < 3; i++) {
+                const double *q = st + per * i + 1, *qd = q + 3;
+                ck_assert_msg(pos[4 * i] == q[0] && pos[4 * i + 1] == q[1], "%s step %d env %d: position %g %g, "
+                              "joint angles %g %g", ids[k], t, i, pos[4 * i], pos[4 * i + 1], q[0], q[1]);
+                for (int j = 0; j < 3; j++)
+                    ck_assert_msg(vel[3 * i + j] == qd[j], "%s step %d env %d: velocity[%d] %g, qvel %g", ids[k], t,
+                                  i, j, vel[3 * i + j], qd[j]);
+            }
+            crl_td *nx = crl_env_step_mdp(h.env, td, &e);
+            ck_assert_ptr_nonnull(nx);
+            crl_td_unref(td);
+            td = nx;
+        }
+        crl_td_unref(td);
+        henv_close(&h);
+    }
+}
+END_TEST
+
 /* The same seed replays the same episode; another seed does not. */
 START_TEST(test_seeding)
 {
@@ -1019,6 +1059,7 @@ static Suite *dm_control_suite(void)
     tcase_add_test(tc, test_walker_rewards);
     tcase_add_test(tc, test_hopper_rewards);
     tcase_add_test(tc, test_finger_rewards);
+    tcase_add_test(tc, test_finger_observations);
     tcase_add_test(tc, test_ball_in_cup_rewards);
     tcase_add_test(tc, test_model_facts);
     tcase_add_test(tc, test_suite_dir);

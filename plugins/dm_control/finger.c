@@ -94,8 +94,10 @@ static int finger_setup_common(dmc_model *dm, crl_error *err)
     for (int k = 0; k < 8; k++)
         dm->adr[k] = dm->m->sensor_adr[ids[k]];
     rc = dmc_name(dm, mjOBJ_SITE, "target", TARGET_SITE, err);
+    /* The hinge's id only: dmc_joint would also write its qpos address into adr[HINGE], which is the
+     * distal angle sensor's slot (S_DISTAL), and position[1] would read the spinner's velocity. */
     if (rc == CRL_OK)
-        rc = dmc_joint(dm, "hinge", HINGE, err);
+        rc = dmc_name(dm, mjOBJ_JOINT, "hinge", HINGE, err);
     if (rc == CRL_OK)
         rc = dmc_name(dm, mjOBJ_GEOM, "cap1", CAP1, err);
     if (rc == CRL_OK)
