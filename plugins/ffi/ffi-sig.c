@@ -60,7 +60,7 @@ static int parse_ctype(const char *s, size_t len, ctype *out)
     return 0;
 }
 
-double ffi_load_double(ctype t, const void *p)
+static double ffi_load_double(ctype t, const void *p)
 {
     switch (t) {
     case T_INT8: return *(const int8_t *)p;
@@ -76,7 +76,7 @@ double ffi_load_double(ctype t, const void *p)
     }
 }
 
-void ffi_store_double(ctype t, void *p, double v)
+static void ffi_store_double(ctype t, void *p, double v)
 {
     switch (t) {
     case T_INT8: *(int8_t *)p = (int8_t)v; break;
@@ -93,7 +93,8 @@ void ffi_store_double(ctype t, void *p, double v)
     }
 }
 
-double ffi_load_crl(crl_dtype dt, const void *p)
+/* A crl tensor element as a double, and back (integers truncated, bool as 0/1). */
+static double ffi_load_crl(crl_dtype dt, const void *p)
 {
     switch (dt) {
     case CRL_BOOL: case CRL_U8: return *(const uint8_t *)p;
@@ -107,7 +108,7 @@ double ffi_load_crl(crl_dtype dt, const void *p)
     }
 }
 
-void ffi_store_crl(crl_dtype dt, void *p, double v)
+static void ffi_store_crl(crl_dtype dt, void *p, double v)
 {
     switch (dt) {
     case CRL_BOOL: *(uint8_t *)p = v != 0.0; break;

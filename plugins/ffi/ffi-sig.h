@@ -118,11 +118,6 @@ typedef union ffi_retval {
 /* A scalar return value as a double (for ok= and messages). */
 double ffi_sig_ret_double(const fn *f, const ffi_retval *r);
 
-double ffi_load_double(ctype t, const void *p);
-void ffi_store_double(ctype t, void *p, double v);
-/* A crl tensor element as a double, and back (integers truncated, bool as 0/1). */
-double ffi_load_crl(crl_dtype dt, const void *p);
-void ffi_store_crl(crl_dtype dt, void *p, double v);
 /* Whether a crl buffer of dtype dt can be passed as is for a C array of type t. */
 bool ffi_same_repr(crl_dtype dt, ctype t);
 /* n elements of crl dtype dt at src into the C array dst of type t (the staging before a call). */

@@ -120,36 +120,6 @@ static const char *const *ffi_list(void)
     return NULL; /* any id: the description names the env */
 }
 
-static void ffi_close(void *env)
-{
-    ffi_env *e = env;
-    if (!e)
-        return;
-    for (int64_t i = 0; e->handles && i < e->ncalls; i++) {
-        if (e->have[F_FREE] && e->handles[i]) {
-            fn *f = &e->fns[F_FREE];
-            for (int k = 0; k < f->nargs; k++)
-                if (f->args[k].kind == A_HANDLE)
-                    f->args[k].value.p = e->handles[i];
-                else if (f->args[k].kind == A_INDEX)
-                    f->args[k].value.i64 = i;
-                else if (f->args[k].kind == A_COUNT)
-                    f->args[k].value.i64 = e->span;
-            ffi_arg rv;
-            ffi_call(&f->cif, f->addr, &rv, f->avalues);
-        }
-    }
-    for (int j = 0; j < F_COUNT; j++)
-        for (int k = 0; k < e->fns[j].nargs; k++)
-            free(e->fns[j].args[k].staging);
-    free(e->handles);
-    free(e->all);
-    free(e->index);
-    if (e->lib)
-        dlclose(e->lib);
-    free(e);
-}
-
 /* Call f for env i: point every argument at env i's data, stage converted inputs, call, convert outputs,
  * then check the return code and NaNs. */
 static int call_one(ffi_env *e, fn *f, int64_t i, uint64_t seed, void **made, crl_error *err)
@@ -211,6 +181,26 @@ static int call_one(ffi_env *e, fn *f, int64_t i, uint64_t seed, void **made, cr
                                  (long long)(i + m / e->per_env[a->leaf]));
     }
     return CRL_OK;
+}
+
+static void ffi_close(void *env)
+{
+    ffi_env *e = env;
+    if (!e)
+        return;
+    /* free's return value, if it declares one, has no one to tell: call_one's error is dropped. */
+    for (int64_t i = 0; e->handles && i < e->ncalls; i++)
+        if (e->have[F_FREE] && e->handles[i])
+            call_one(e, &e->fns[F_FREE], i, 0, NULL, NULL);
+    for (int j = 0; j < F_COUNT; j++)
+        for (int k = 0; k < e->fns[j].nargs; k++)
+            free(e->fns[j].args[k].staging);
+    free(e->handles);
+    free(e->all);
+    free(e->index);
+    if (e->lib)
+        dlclose(e->lib);
+    free(e);
 }
 
 static int shape_of(const crl_opts *opts, const char *key, int64_t out[FFI_MAX_DIMS + 1], int64_t *count,
