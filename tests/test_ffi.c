@@ -19,6 +19,7 @@
 
 #include "config-check.h"
 #include "host-fixture.h"
+#include "unsafe-copy.h"
 
 /* The [env] section; each line is one key so a test can replace one. */
 static const char *const base_keys[][2] = {
@@ -422,19 +423,11 @@ END_TEST
 
 START_TEST(bad_world_writable)
 {
-    GError *ge = NULL;
-    char *dir = g_dir_make_tmp("crl-ffi-XXXXXX", &ge);
-    ck_assert_msg(dir != NULL, "%s", ge ? ge->message : "");
-    char *copy = g_build_filename(dir, "libspringmass.so", NULL);
-    char *data;
-    gsize len;
-    ck_assert(g_file_get_contents(SPRINGMASS_LIB, &data, &len, NULL));
-    ck_assert(g_file_set_contents(copy, data, (gssize)len, NULL));
-    g_free(data);
-    ck_assert_int_eq(chmod(copy, 0755), 0);
-    ck_assert_int_eq(chmod(dir, 0777), 0);
+    char *dir;
+    char *copy = crl_test_unsafe_copy(SPRINGMASS_LIB, "crl-ffi-XXXXXX", "libspringmass.so", &dir);
     expect_config_error("library", copy, "world-writable");
     /* Reached through a symlink from a safe directory: the link's target is checked hop by hop. */
+    GError *ge = NULL;
     char *safe = g_dir_make_tmp("crl-ffi-link-XXXXXX", &ge);
     ck_assert(safe != NULL);
     char *link = g_build_filename(safe, "libsim.so", NULL);
@@ -450,15 +443,11 @@ START_TEST(bad_world_writable)
     else
         g_unsetenv("LD_LIBRARY_PATH");
     g_free(saved);
-    ck_assert_int_eq(chmod(dir, 0700), 0);
     g_unlink(link);
     g_rmdir(safe);
     g_free(link);
     g_free(safe);
-    g_unlink(copy);
-    g_rmdir(dir);
-    g_free(copy);
-    g_free(dir);
+    crl_test_unsafe_copy_free(copy, dir);
 }
 END_TEST
 

@@ -21,6 +21,7 @@
 
 #include "config-check.h"
 #include "host-fixture.h"
+#include "unsafe-copy.h"
 
 #define LIB "library=" OBSFILTER_LIB
 
@@ -318,23 +319,10 @@ END_TEST
 
 START_TEST(world_writable_library)
 {
-    GError *ge = NULL;
-    char *dir = g_dir_make_tmp("crl-fnt-XXXXXX", &ge);
-    ck_assert_msg(dir != NULL, "%s", ge ? ge->message : "");
-    char *copy = g_build_filename(dir, "libobsfilter.so", NULL);
-    char *data;
-    gsize len;
-    ck_assert(g_file_get_contents(OBSFILTER_LIB, &data, &len, NULL));
-    ck_assert(g_file_set_contents(copy, data, (gssize)len, NULL));
-    g_free(data);
-    ck_assert_int_eq(chmod(copy, 0755), 0);
-    ck_assert_int_eq(chmod(dir, 0777), 0);
+    char *dir;
+    char *copy = crl_test_unsafe_copy(OBSFILTER_LIB, "crl-fnt-XXXXXX", "libobsfilter.so", &dir);
     expect_bad("library", copy, "world-writable");
-    ck_assert_int_eq(chmod(dir, 0700), 0);
-    g_unlink(copy);
-    g_rmdir(dir);
-    g_free(copy);
-    g_free(dir);
+    crl_test_unsafe_copy_free(copy, dir);
 }
 END_TEST
 
