@@ -18,12 +18,14 @@
 #if UINTPTR_MAX == UINT64_MAX
 #define NATIVE_CLASS ELFCLASS64
 typedef Elf64_Ehdr ehdr_t;
+typedef Elf64_Phdr phdr_t;
 typedef Elf64_Shdr shdr_t;
 typedef Elf64_Verneed verneed_t;
 typedef Elf64_Vernaux vernaux_t;
 #else
 #define NATIVE_CLASS ELFCLASS32
 typedef Elf32_Ehdr ehdr_t;
+typedef Elf32_Phdr phdr_t;
 typedef Elf32_Shdr shdr_t;
 typedef Elf32_Verneed verneed_t;
 typedef Elf32_Vernaux vernaux_t;
@@ -256,4 +258,35 @@ int crl__elf_abi_check(const char *path, const char *what, crl_error *err)
                              what, need.major, need.minor, need.major, need.minor, CRL_ABI_MAJOR, CRL_ABI_MINOR,
                              crl_version());
     return CRL_OK;
+}
+
+int crl__elf_extent_check(const char *path, const char *what, crl_error *err)
+{
+    struct stat st;
+    int fd = crl__file_open(path, 0, 0, &st, NULL);
+    if (fd < 0)
+        return CRL_OK; /* dlopen will say why */
+    elf_file f = { fd, st.st_size > 0 ? (uint64_t)st.st_size : 0 };
+    ehdr_t eh;
+    int rc = CRL_OK;
+    /* Not an ELF object of this machine: dlopen refuses it without mapping anything. */
+    if (read_at(&f, 0, &eh, sizeof eh) && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+        eh.e_ident[EI_CLASS] == NATIVE_CLASS && eh.e_ident[EI_DATA] == NATIVE_DATA) {
+        if (eh.e_phentsize < sizeof(phdr_t) || eh.e_phoff > f.size ||
+            eh.e_phnum > (f.size - eh.e_phoff) / eh.e_phentsize)
+            rc = crl_error_set(err, CRL_E_CORRUPT, "refusing to load %s: %s is truncated or corrupt (its program "
+                               "headers end past its %llu bytes)", what, path, (unsigned long long)f.size);
+        for (unsigned i = 0; !rc && i < eh.e_phnum; i++) {
+            phdr_t ph;
+            if (!read_at(&f, eh.e_phoff + (uint64_t)i * eh.e_phentsize, &ph, sizeof ph))
+                rc = crl_error_set(err, CRL_E_IO, "refusing to load %s: cannot read %s", what, path);
+            else if (ph.p_type == PT_LOAD && (ph.p_offset > f.size || ph.p_filesz > f.size - ph.p_offset))
+                rc = crl_error_set(err, CRL_E_CORRUPT, "refusing to load %s: %s is truncated or corrupt (a "
+                                   "loadable segment ends at byte %llu of its %llu); mapping it would crash crl",
+                                   what, path, (unsigned long long)ph.p_offset + (unsigned long long)ph.p_filesz,
+                                   (unsigned long long)f.size);
+        }
+    }
+    close(fd);
+    return rc;
 }

@@ -111,6 +111,10 @@ CRL_INTERNAL int crl__secure_path_check(const char *path, const char *what, char
  * machine's class and byte order, or has no such needs, is CRL_OK (dlopen reports what is wrong with it).
  * `what` names the plugin in messages ("plugin 'x' (PATH)"); err may be NULL. */
 CRL_INTERNAL int crl__elf_abi_check(const char *path, const char *what, crl_error *err);
+/* elf_abi.c: refuse an ELF object of this machine whose program headers or loadable segments reach past
+ * the end of the file (truncated): dlopen would map them and the first touch is SIGBUS.  Anything that is
+ * not such an object is CRL_OK (dlopen refuses it cleanly).  CRL_E_CORRUPT naming `what` and `path`. */
+CRL_INTERNAL int crl__elf_extent_check(const char *path, const char *what, crl_error *err);
 
 /* plugin_file.c: stage markers the loader sends to a probing parent or the scanner's host: before dlopen (ELF
  * constructors run there), before the entry point, before init; the scanner adds its report, fini and the

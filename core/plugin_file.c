@@ -2,6 +2,8 @@
  * plugin name its file dictates, the stage markers sent on a report pipe, and how a process ended. */
 #include "host-private.h"
 
+#include <crl/file.h>
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -72,4 +74,23 @@ const char *crl__stage_text(char stage)
     default:
         return "before it was loaded";
     }
+}
+
+/* The SDK's check of a library a plugin loads itself (the ffi backend): the rules plugins are loaded by,
+ * then the ELF extent check, so a truncated library is refused instead of crashing dlopen. */
+int crl_file_check_code(const char *path, const char *what, char **resolved, crl_error *err)
+{
+    if (resolved)
+        *resolved = NULL;
+    if (!path || !*path)
+        return crl_error_set(err, CRL_E_INVALID, "crl_file_check_code: a path must be given");
+    char *real = NULL;
+    int rc = crl__secure_path_check(path, what ? what : "file", &real, err);
+    if (!rc)
+        rc = crl__elf_extent_check(real, what ? what : "file", err);
+    if (!rc && resolved)
+        *resolved = real;
+    else
+        g_free(real);
+    return rc;
 }

@@ -3,8 +3,6 @@
 #define _GNU_SOURCE
 #include "host-private.h"
 
-#include <crl/file.h>
-
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -138,13 +136,4 @@ int crl__secure_path_check(const char *path, const char *what, char **resolved, 
     g_string_free(cur, TRUE);
     g_free(via);
     return rc;
-}
-
-int crl_file_check_code(const char *path, const char *what, char **resolved, crl_error *err)
-{
-    if (resolved)
-        *resolved = NULL;
-    if (!path || !*path)
-        return crl_error_set(err, CRL_E_INVALID, "crl_file_check_code: a path must be given");
-    return crl__secure_path_check(path, what ? what : "file", resolved, err);
 }

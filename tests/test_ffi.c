@@ -421,6 +421,27 @@ START_TEST(bad_missing)
 }
 END_TEST
 
+/* A truncated copy of the library is refused before dlopen would map it (and crash on the missing pages). */
+START_TEST(bad_truncated)
+{
+    GError *ge = NULL;
+    char *dir = g_dir_make_tmp("crl-ffi-trunc-XXXXXX", &ge);
+    ck_assert_msg(dir != NULL, "%s", ge ? ge->message : "");
+    char *copy = g_build_filename(dir, "libspringmass.so", NULL);
+    char *data;
+    gsize len;
+    ck_assert(g_file_get_contents(SPRINGMASS_LIB, &data, &len, NULL));
+    ck_assert(len > 3000);
+    ck_assert(g_file_set_contents(copy, data, 3000, NULL));
+    g_free(data);
+    expect_config_error("library", copy, "is truncated or corrupt");
+    g_unlink(copy);
+    g_rmdir(dir);
+    g_free(copy);
+    g_free(dir);
+}
+END_TEST
+
 START_TEST(bad_world_writable)
 {
     char *dir;
@@ -631,6 +652,7 @@ static Suite *ffi_suite(void)
     tcase_add_test(tc, bad_shape);
     tcase_add_test(tc, bad_missing);
     tcase_add_test(tc, bad_world_writable);
+    tcase_add_test(tc, bad_truncated);
     tcase_add_test(tc, config_check_exits_2);
     tcase_add_test(tc, error_return_code);
     tcase_add_test(tc, nan_output);

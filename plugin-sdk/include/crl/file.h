@@ -47,7 +47,9 @@ CRL_API int crl_file_read(const char *path, const char *what, unsigned flags, ui
  * loads plugins by: the root directory, every directory on the way and the file itself -- each symbolic link
  * followed one hop at a time and its target checked in turn -- owned by root or the invoking user, not
  * world-writable (a world-writable directory with the sticky bit, such as /tmp, excepted), not writable by a
- * group other than root's, and the file a regular file.  A relative path is taken from the working directory.
+ * group other than root's, and the file a regular file -- and, when it is an ELF object of this machine,
+ * one whose program headers and loadable segments lie inside the file (a truncated library would be
+ * mapped by dlopen and crash the process on first touch).  A relative path is taken from the working directory.
  * `what` names the file's role in messages ("simulator library 'libsim.so'"); NULL reads "file".  On
  * success returns CRL_OK and, when `resolved` is not NULL, sets *resolved to the file's path with every
  * symlink resolved (free with crl_free), the path to hand to dlopen.  On failure *resolved is NULL and:
@@ -56,6 +58,7 @@ CRL_API int crl_file_read(const char *path, const char *what, unsigned flags, ui
  *   CRL_E_NOT_FOUND  an entry does not exist;
  *   CRL_E_IO         an entry cannot be examined, a non-directory is in the middle, or links loop;
  *   CRL_E_PLUGIN     the file is not a regular file;
+ *   CRL_E_CORRUPT    an ELF object truncated or corrupt (a segment or the program headers past its end);
  *   CRL_E_INVALID    path is NULL or empty. */
 CRL_API int crl_file_check_code(const char *path, const char *what, char **resolved, crl_error *err);
 
