@@ -137,13 +137,33 @@ void crl__cli_json_tensor_data(FILE *f, const crl_tensor *t);
  * errors name the path. */
 int crl__png_write_rgb(const char *path, const uint8_t *rgb, int width, int height, crl_error *err);
 
-/* png.c: a learning curve (line x, y; dots ex, ey; NaN values skipped) as
- * an 800x480 PNG; CRL_E_UNSUPPORTED without cairo. */
-int crl__png_write_curve(const char *path, const char *title, const double *x, const double *y, size_t n,
-                         const double *ex, const double *ey, size_t en, crl_error *err);
+/* png.c: a learning curve as curve.png draws it: the return panel (training return as a line, evaluation
+ * returns as dots, target as a dashed line) over a loss panel (none when ln is 0); NaN values skipped;
+ * round tick values.  CRL_E_UNSUPPORTED without cairo, CRL_E_IO naming the path. */
+typedef struct crl_curve_plot {
+    const char *title;
+    const double *x, *y;   /* training return */
+    size_t n;
+    const double *ex, *ey; /* evaluation returns */
+    size_t en;
+    const double *lx, *ly; /* loss */
+    size_t ln;
+    double target;         /* NaN: none */
+} crl_curve_plot;
+int crl__png_write_curve(const char *path, const crl_curve_plot *p, crl_error *err);
+/* png.c: a sweep's curve: mean over the band lo..hi at each x (NaN: skipped), target dashed (NaN: none);
+ * errors as crl__png_write_curve. */
+int crl__png_write_band(const char *path, const char *title, const double *x, const double *mean,
+                        const double *lo, const double *hi, size_t n, double target, crl_error *err);
 
 /* crl run (cmd_run.c). */
 int crl__cmd_run(int argc, char **argv);
+/* A new run directory runs/NAME[TAG]-YYYYmmdd-HHMMSS (NAME: the first experiment file's), made by mkdir
+ * with -2, -3, ... when taken; *out is g_free'd by the caller.  Errors: CRL_E_IO, CRL_E_EXISTS. */
+int crl__run_default_dir(const crl_cli_ctx *cli, const char *tag, char **out, crl_error *err);
+/* crl run --seeds LIST [--jobs N] (run_sweep.c): args are the experiment files and overrides; the exit
+ * status. */
+int crl__run_sweep(const char *seeds, const char *jobs, bool quiet, int nargs, char **args);
 /* The BLAS library (blas.c): OpenBLAS's switch to one thread (training is bitwise reproducible for a given
  * thread count and kernel), and a line naming the BLAS build and the kernel it picked, for `crl version`. */
 void crl__blas_single_thread(void);

@@ -26,7 +26,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "Usage: crl run EXPERIMENT.ini... [section.key=value...] [--dry-run] [--quiet] [--overwrite]\n"
-            "       crl run --resume RUN_DIR [section.key=value...] [--accept-changes] [--quiet]\n\n"
+            "       crl run --resume RUN_DIR [section.key=value...] [--accept-changes] [--quiet]\n"
+            "       crl run EXPERIMENT.ini... --seeds LIST [--jobs N] [section.key=value...] [--quiet]\n\n"
             "Train as the config says: the env of [env], the collector of [collector], the\n"
             "replay buffer of [replay] (off-policy losses), the loss of [loss] (type = dqn,\n"
             "ppo, ...), the optimizer of [optim] and the loop of [train].  Writes a run\n"
@@ -58,6 +59,19 @@ static void usage(FILE *f)
             "              other change is refused (exit 2), listing each key\n"
             "  --accept-changes  with --resume: resume with the changed settings anyway\n"
             "              (the run is then no longer bitwise reproducible; run.txt says so)\n"
+            "  --seeds LIST  a sweep: one run per seed (LIST as 0-4 or 0,2,5-7), each a\n"
+            "              crl run of its own with [train] seed, [env] seed and [replay] seed\n"
+            "              set to the seed, in the run directory seed-SEED of the sweep\n"
+            "              directory ([train] run_dir, default runs/NAME-seeds-DATE-TIME),\n"
+            "              its output in seed-SEED.log there; then summary.csv (per frame\n"
+            "              count: seeds, mean, std, min, max of the evaluation return and\n"
+            "              each seed's), seeds.csv (per seed: exit status, frames, seconds,\n"
+            "              last and best evaluation return, frames and seconds to\n"
+            "              stop_return, empty when not reached) and curve.png (mean with\n"
+            "              the min-max band).  A seed that fails is reported with its exit\n"
+            "              status and the others go on; the sweep then exits 1.  SIGINT or\n"
+            "              SIGTERM is passed on to the runs (each checkpoints as above)\n"
+            "  --jobs N    with --seeds: run N seeds at a time (default 1)\n"
             "  --quiet     no progress output (the summary is still printed)\n"
             "  -h, --help  print this help\n\n"
             "SIGINT (Ctrl-C) or SIGTERM: the current update finishes, a checkpoint is\n"
@@ -82,7 +96,10 @@ typedef struct run_ctx {
     bool metrics_failed;  /* a metrics.csv write failed (and was reported) */
     int64_t log_interval, ckpt_interval, next_log, next_ckpt, logged;
     int64_t ckpt_frames;  /* the frame count of the last checkpoint this process wrote, -1: none */
-    const char *title;
+    char *title;          /* of curve.png: env id, loss, seed */
+    double target;        /* [train] stop_return, NaN: unset */
+    int64_t total_frames; /* [collector] total_frames, for the percentage and ETA */
+    gint64 last_line_us;  /* monotonic time of the last progress line (off a terminal, throttled) */
     crl_train_stats last;
 } run_ctx;
 
@@ -256,7 +273,7 @@ static void fmt_num(char *buf, size_t n, double v)
         snprintf(buf, n, "%.6g", v);
 }
 
-/* The learning curve of metrics.csv (the whole run, resumed parts included). */
+/* The learning curve of metrics.csv (the whole run, resumed parts included); columns found by name. */
 static int curve(run_ctx *r, crl_error *err)
 {
     char *mpath = g_build_filename(r->dir, "metrics.csv", NULL);
@@ -266,19 +283,32 @@ static int curve(run_ctx *r, crl_error *err)
     g_free(mpath);
     if (!text)
         return crl_error_pass(err, &e, CRL_E_IO);
-    GArray *x = g_array_new(FALSE, FALSE, sizeof(double)), *y = g_array_new(FALSE, FALSE, sizeof(double)),
-           *ex = g_array_new(FALSE, FALSE, sizeof(double)), *ey = g_array_new(FALSE, FALSE, sizeof(double));
+    GArray *a[6];
+    for (int k = 0; k < 6; k++)
+        a[k] = g_array_new(FALSE, FALSE, sizeof(double));
+    GArray *x = a[0], *y = a[1], *ex = a[2], *ey = a[3], *lx = a[4], *ly = a[5];
     char **lines = g_strsplit(text, "\n", -1);
-    for (char **l = lines + 1; *l && **l; l++) {
-        /* frames,seconds,fps,episodes,recent_return,loss,eval_return,optim_steps */
+    int cf = -1, cr = -1, cl = -1, ce = -1;
+    char **h = g_strsplit(lines[0] ? lines[0] : "", ",", -1);
+    for (int i = 0; h[i]; i++) {
+        int *c = !strcmp(h[i], "frames") ? &cf : !strcmp(h[i], "recent_return") ? &cr : !strcmp(h[i], "loss") ? &cl
+                 : !strcmp(h[i], "eval_return") ? &ce : NULL;
+        if (c && *c < 0)
+            *c = i;
+    }
+    g_strfreev(h);
+    int need = MAX(MAX(cf, cr), MAX(cl, ce));
+    for (char **l = lines + 1; cf >= 0 && cr >= 0 && cl >= 0 && ce >= 0 && *l && **l; l++) {
         char **f = g_strsplit(*l, ",", -1);
-        if (g_strv_length(f) >= 7) {
-            double fr = g_ascii_strtod(f[0], NULL);
-            double rr = *f[4] ? g_ascii_strtod(f[4], NULL) : NAN;
+        if ((int)g_strv_length(f) > need) {
+            double fr = g_ascii_strtod(f[cf], NULL);
+            double rr = *f[cr] ? g_ascii_strtod(f[cr], NULL) : NAN, lo = *f[cl] ? g_ascii_strtod(f[cl], NULL) : NAN;
             g_array_append_val(x, fr);
             g_array_append_val(y, rr);
-            if (*f[6]) {
-                double ev = g_ascii_strtod(f[6], NULL);
+            g_array_append_val(lx, fr);
+            g_array_append_val(ly, lo);
+            if (*f[ce]) {
+                double ev = g_ascii_strtod(f[ce], NULL);
                 g_array_append_val(ex, fr);
                 g_array_append_val(ey, ev);
             }
@@ -288,17 +318,17 @@ static int curve(run_ctx *r, crl_error *err)
     g_strfreev(lines);
     g_free(text);
     char *path = g_build_filename(r->dir, "curve.png", NULL);
-    int rc = crl__png_write_curve(path, r->title, (double *)(void *)x->data, (double *)(void *)y->data, x->len,
-                                  (double *)(void *)ex->data, (double *)(void *)ey->data, ex->len, &e);
+    crl_curve_plot p = { r->title, (double *)(void *)x->data, (double *)(void *)y->data, x->len,
+                         (double *)(void *)ex->data, (double *)(void *)ey->data, ex->len,
+                         (double *)(void *)lx->data, (double *)(void *)ly->data, lx->len, r->target };
+    int rc = crl__png_write_curve(path, &p, &e);
     g_free(path);
     if (rc == CRL_E_UNSUPPORTED)  /* a crl built without cairo draws no curve */
         rc = CRL_OK;
     else if (rc)
         crl_error_pass(err, &e, rc);
-    g_array_free(x, TRUE);
-    g_array_free(y, TRUE);
-    g_array_free(ex, TRUE);
-    g_array_free(ey, TRUE);
+    for (int k = 0; k < 6; k++)
+        g_array_free(a[k], TRUE);
     return rc;
 }
 
@@ -478,10 +508,10 @@ static int create_run_dir(const crl_config *cfg, const char *dir, crl_error *err
     return rc;
 }
 
-/* runs/NAME-YYYYmmdd-HHMMSS from the first experiment file's name, with -2, -3, ... when the name is
+/* runs/NAME[TAG]-YYYYmmdd-HHMMSS from the first experiment file's name, with -2, -3, ... when the name is
  * taken (runs started in the same second): made by mkdir, which fails on an existing name, so no two
  * runs ever share one. */
-static int create_default_run_dir(const crl_cli_ctx *cli, char **out, crl_error *err)
+int crl__run_default_dir(const crl_cli_ctx *cli, const char *tag, char **out, crl_error *err)
 {
     char *base = g_path_get_basename(cli->files && cli->files[0] ? cli->files[0] : "run");
     char *dot = strrchr(base, '.');
@@ -491,7 +521,7 @@ static int create_default_run_dir(const crl_cli_ctx *cli, char **out, crl_error 
     time_t now = time(NULL);
     struct tm tm;
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", gmtime_r(&now, &tm));
-    char *stem = g_strdup_printf("runs/%s-%s", base, stamp);
+    char *stem = g_strdup_printf("runs/%s%s-%s", base, tag ? tag : "", stamp);
     g_free(base);
     int rc = CRL_OK;
     *out = NULL;
@@ -850,7 +880,7 @@ static char *run_info(const crl_cli_ctx *cli, int argc, char **argv)
 static int run_main(int argc, char **argv)
 {
     bool dry = false, quiet = false, overwrite = false, accept = false;
-    const char *resume = NULL;
+    const char *resume = NULL, *seeds = NULL, *jobs = NULL;
     GPtrArray *rest = g_ptr_array_new_with_free_func(g_free);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -868,7 +898,20 @@ static int run_main(int argc, char **argv)
             accept = true;
         else if (!strcmp(argv[i], "--resume") && i + 1 < argc)
             resume = argv[++i];
-        else if (argv[i][0] == '-' && argv[i][1] == '-') {
+        else if (!strncmp(argv[i], "--seeds=", 8))
+            seeds = argv[i] + 8;
+        else if (!strncmp(argv[i], "--jobs=", 7))
+            jobs = argv[i] + 7;
+        else if (!strcmp(argv[i], "--seeds") || !strcmp(argv[i], "--jobs")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "crl run: %s needs a value (e.g. %s; see crl run --help)\n", argv[i],
+                        argv[i][2] == 's' ? "--seeds 0-4 or --seeds 0,2,5-7" : "--jobs 2");
+                g_ptr_array_free(rest, TRUE);
+                return CRL_EXIT_USAGE;
+            }
+            const char **v = argv[i][2] == 's' ? &seeds : &jobs;
+            *v = argv[++i];
+        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
             fprintf(stderr, "crl run: unknown option '%s' (see crl run --help)\n", argv[i]);
             g_ptr_array_free(rest, TRUE);
             return CRL_EXIT_USAGE;
@@ -881,6 +924,23 @@ static int run_main(int argc, char **argv)
                                     : "--accept-changes goes with --resume RUN_DIR");
         g_ptr_array_free(rest, TRUE);
         return CRL_EXIT_USAGE;
+    }
+    if (seeds || jobs) {
+        const char *why = !seeds ? "--jobs goes with --seeds LIST"
+                          : resume ? "--seeds starts new runs; it does not go with --resume (resume each "
+                                     "seed's run directory on its own)"
+                          : dry ? "--dry-run checks one run; drop --seeds"
+                          : overwrite ? "--overwrite does not go with --seeds: remove the sweep directory, or "
+                                        "choose another [train] run_dir"
+                                      : NULL;
+        if (why) {
+            fprintf(stderr, "crl run: %s (see crl run --help)\n", why);
+            g_ptr_array_free(rest, TRUE);
+            return CRL_EXIT_USAGE;
+        }
+        int st = crl__run_sweep(seeds, jobs, quiet, (int)rest->len, (char **)rest->pdata);
+        g_ptr_array_free(rest, TRUE);
+        return st;
     }
     /* --resume: the settings the checkpoint was written with (those of the run directory when it holds no
      * checkpoint yet, or one of an older crl), the overrides after them. */
@@ -987,7 +1047,7 @@ static int run_main(int argc, char **argv)
         else if (explicit_dir)
             rc = create_run_dir(ctx.cfg, dir, &err);
         else
-            rc = create_default_run_dir(&ctx, &r.dir, &err);
+            rc = crl__run_default_dir(&ctx, NULL, &r.dir, &err);
         if (rc)
             goto fail;
         if (!r.dir)
@@ -1063,7 +1123,17 @@ static int run_main(int argc, char **argv)
         metrics_failed(&r, errno, &err);
         goto fail;
     }
-    r.title = crl_config_get(ctx.cfg, "loss", "type");
+    {
+        const char *id = crl_config_get(ctx.cfg, "env", "id"), *loss = crl_config_get(ctx.cfg, "loss", "type");
+        const char *seed = crl_config_get(ctx.cfg, "train", "seed");
+        r.title = g_strdup_printf("%s, %s, seed %s", id ? id : "env", loss ? loss : "loss", seed ? seed : "0");
+        r.target = NAN;
+        if (crl_config_get(ctx.cfg, "train", "stop_return") &&
+            crl_config_get_double(ctx.cfg, "train", "stop_return", 0, &r.target, &err))
+            goto fail;
+        if (crl_config_get_int(ctx.cfg, "collector", "total_frames", 0, &r.total_frames, &err))
+            goto fail;
+    }
     int trc = CRL_OK;
     if (!g_atomic_int_get(&stop_signal))
         trc = crl_trainer_run(t, progress, &r, &err);
@@ -1150,6 +1220,7 @@ done:
     if (changes)
         g_ptr_array_free(changes, TRUE);
     g_free(r.dir);
+    g_free(r.title);
     g_free(r.ckpt_dir);
     g_free(info);
     g_free(explicit);
