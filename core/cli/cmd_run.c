@@ -99,7 +99,9 @@ typedef struct run_ctx {
     char *title;          /* of curve.png: env id, loss, seed */
     double target;        /* [train] stop_return, NaN: unset */
     int64_t total_frames; /* [collector] total_frames, for the percentage and ETA */
-    gint64 last_line_us;  /* monotonic time of the last progress line (off a terminal, throttled) */
+    gint64 last_line_us;  /* monotonic time of the last progress line (they are throttled) */
+    int64_t printed;      /* the frame count of the last progress line, -1: none */
+    double rate;          /* frames/s for the ETA, 0: none yet */
     crl_train_stats last;
 } run_ctx;
 
@@ -338,13 +340,84 @@ static int metrics_failed(run_ctx *r, int e, crl_error *err)
     return crl_error_set(err, CRL_E_IO, "cannot write '%s/metrics.csv': %s", r->dir, g_strerror(e));
 }
 
+/* Off a terminal with log_interval = 0 a progress line comes at most this often (and at each evaluation
+ * and the end), not after every batch. */
+#define PLAIN_LINE_US (5 * G_USEC_PER_SEC)
+/* On a terminal the line is redrawn at most this often. */
+#define TTY_LINE_US (G_USEC_PER_SEC / 10)
+
+/* "1:02:03" or "2:03" */
+static void fmt_eta(char *buf, size_t n, double secs)
+{
+    if (!isfinite(secs) || secs < 0 || secs > 1e8) {
+        snprintf(buf, n, "-");
+        return;
+    }
+    long t = lround(secs);
+    if (t >= 3600)
+        snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+/* The progress on stdout: on a terminal one line redrawn in place with the percentage of total_frames,
+ * frames/s and the time left at that rate (an evaluation keeps its line); off one, plain lines: one per
+ * metrics.csv row with log_interval > 0, else one every PLAIN_LINE_US (time-based, whatever the batch
+ * size), at each evaluation and at the end.  `row`: this batch wrote a metrics.csv row. */
+static void progress_line(run_ctx *r, const crl_train_stats *s, bool row)
+{
+    gint64 now = g_get_monotonic_time();
+    bool first = r->last_line_us == 0, forced = s->evaluated || s->done;
+    if (r->tty) {
+        if (!forced && !first && now - r->last_line_us < TTY_LINE_US)
+            return;
+    } else if (!row || (r->log_interval == 0 && !forced && !first && now - r->last_line_us < PLAIN_LINE_US)) {
+        return;
+    }
+    /* the ETA's rate: frames/s between lines, smoothed (the overall fps counts the fast random frames
+     * before learning starts and evaluation pauses alike) */
+    if (r->printed >= 0 && now > r->last_line_us && s->frames > r->printed) {
+        double inst = (double)(s->frames - r->printed) * 1e6 / (double)(now - r->last_line_us);
+        r->rate = r->rate > 0 ? 0.8 * r->rate + 0.2 * inst : inst;
+    }
+    r->last_line_us = now;
+    r->printed = s->frames;
+    char a[32], b[32], c[32];
+    fmt_num(a, sizeof a, s->recent_return);
+    fmt_num(b, sizeof b, s->loss);
+    fmt_num(c, sizeof c, s->evaluated ? s->eval_return : NAN);
+    char line[320];
+    if (r->tty) {
+        char eta[32];
+        double left = (double)(r->total_frames - s->frames);
+        double rate = r->rate > 0 ? r->rate : s->fps;
+        fmt_eta(eta, sizeof eta, rate > 0 ? left / rate : NAN);
+        double pct = r->total_frames > 0 ? 100.0 * (double)s->frames / (double)r->total_frames : 100;
+        snprintf(line, sizeof line, "%3.0f%%  frames %lld/%lld  %.0f frames/s  ETA %s  episodes %lld  return %s  "
+                 "loss %s%s%s", pct, (long long)s->frames, (long long)r->total_frames, s->fps, eta,
+                 (long long)s->episodes, *a ? a : "-", *b ? b : "-", s->evaluated ? "  eval " : "",
+                 s->evaluated ? c : "");
+        printf("\r\033[K%s%s", line, s->evaluated ? "\n" : "");
+    } else {
+        snprintf(line, sizeof line, "frames %lld  fps %.0f  episodes %lld  return %s  loss %s%s%s",
+                 (long long)s->frames, s->fps, (long long)s->episodes, *a ? a : "-", *b ? b : "-",
+                 s->evaluated ? "  eval " : "", s->evaluated ? c : "");
+        printf("%s\n", line);
+    }
+    fflush(stdout);
+}
+
 static int progress(void *user, crl_trainer *t, const crl_train_stats *s, crl_error *err)
 {
     run_ctx *r = user;
     r->last = *s;
     bool log = (s->done && s->frames != r->logged) || s->evaluated || s->frames >= r->next_log;
-    if (s->done && s->frames == r->logged)
+    if (s->done && s->frames == r->logged) {
+        /* the last row is written; its line may have been left out by the throttle */
+        if (!r->quiet && r->printed != s->frames)
+            progress_line(r, s, true);
         return CRL_OK;
+    }
     if (log) {
         while (r->next_log <= s->frames)
             r->next_log += r->log_interval > 0 ? r->log_interval : 1;
@@ -356,18 +429,9 @@ static int progress(void *user, crl_trainer *t, const crl_train_stats *s, crl_er
                     (long long)s->episodes, a, b, c, (long long)s->optim_steps) < 0 || fflush(r->metrics) != 0)
             return metrics_failed(r, errno, err);
         r->logged = s->frames;
-        if (!r->quiet) {
-            char line[256];
-            snprintf(line, sizeof line, "frames %lld  fps %.0f  episodes %lld  return %s  loss %s%s%s",
-                     (long long)s->frames, s->fps, (long long)s->episodes, *a ? a : "-", *b ? b : "-",
-                     s->evaluated ? "  eval " : "", s->evaluated ? c : "");
-            if (r->tty)
-                printf("\r\033[K%s%s", line, s->evaluated ? "\n" : "");
-            else
-                printf("%s\n", line);
-            fflush(stdout);
-        }
     }
+    if (!r->quiet)
+        progress_line(r, s, log);
     if (!s->done && r->ckpt_interval > 0 && s->frames >= r->next_ckpt) {
         while (r->next_ckpt <= s->frames)
             r->next_ckpt += r->ckpt_interval;
@@ -1020,6 +1084,7 @@ static int run_main(int argc, char **argv)
     r.quiet = quiet;
     r.tty = isatty(STDOUT_FILENO);
     r.ckpt_frames = -1;
+    r.printed = -1;
     char *info = NULL, *explicit = NULL;
     crl_trainer *t = NULL;
     if (crl_config_get_int(ctx.cfg, "train", "log_interval", 0, &r.log_interval, &err) ||

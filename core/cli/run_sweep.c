@@ -583,7 +583,8 @@ int crl__run_sweep(const char *seeds_arg, const char *jobs_arg, bool quiet, int 
             }
             running++;
             if (!quiet)
-                printf("seed %llu: started, run directory %s\n", (unsigned long long)s->seed, s->dir);
+                printf("seed %llu: started (process %ld), run directory %s\n", (unsigned long long)s->seed,
+                       (long)s->pid, s->dir);
             fflush(stdout);
         }
         if (!running)
