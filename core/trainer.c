@@ -48,11 +48,11 @@ static const crl_option train_options[] = {
     { "eval_max_steps", CRL_OPT_INT, CRL_OPT_RANGE, "1000", 1, 1e9, NULL,
       "an evaluation episode is cut after this many steps" },
     { "log_interval", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 1e18, NULL,
-      "frames between progress lines and metrics.csv rows (0: every batch)" },
+      "frames between metrics.csv rows and plain progress lines (0: a row per batch, a line at most every 5 s)" },
     { "checkpoint_interval", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 1e18, NULL,
       "frames between checkpoints in the run directory (0: only at the end)" },
     { "run_dir", CRL_OPT_STRING, 0, "", 0, 0, NULL,
-      "run directory of crl run (empty: runs/NAME-YYYYmmdd-HHMMSS, NAME the experiment file's)" },
+      "run directory of crl run, or the sweep directory of crl run --seeds (empty: runs/NAME-YYYYmmdd-HHMMSS)" },
     { "stop_return", CRL_OPT_DOUBLE, 0, NULL, 0, 0, NULL,
       "stop once an evaluation's mean return reaches this (unset: run all total_frames)" },
     CRL_OPTIONS_END

@@ -114,6 +114,14 @@ if [ "$rc" -eq 2 ] && grep -qF "[train] run_dir = $sw exists, and a sweep direct
 then ok "an existing sweep directory is refused (exit 2)"
 else nok "existing sweep directory (exit $rc)" "$out"; fi
 
+# crl bench train's options (the benchmark itself is long: README, "Separate commands")
+for args in "train --seeds 0|--seeds '0': give a number of seeds from 1 to 100" "train --only nope|--only: no example 'nope'" \
+            "core --seeds 2|--seeds goes with crl bench train"; do
+    o=$("$crl" bench ${args%%|*} 2>&1); r=$?
+    if [ "$r" -eq 2 ] && grep -qF -- "${args#*|}" <<<"$o"; then ok "crl bench ${args%%|*}: exit 2 naming the option"
+    else nok "crl bench ${args%%|*} (exit $r)" "$o"; fi
+done
+
 # ---- progress off a terminal: time-based with log_interval = 0 ----
 shim=$builddir/.libs/timewarp-shim.so
 if [ -f "$shim" ]; then

@@ -168,9 +168,12 @@ int crl__run_sweep(const char *seeds, const char *jobs, bool quiet, int nargs, c
  * thread count and kernel), and a line naming the BLAS build and the kernel it picked, for `crl version`. */
 void crl__blas_single_thread(void);
 void crl__blas_describe(FILE *out);
-/* `crl bench train` (bench_train.c): frames and seconds to reach the
- * target returns, DQN/PPO on CartPole, SAC/TD3 on Pendulum, 3 seeds. */
+/* `crl bench train` (bench_train.c): frames and seconds until each training example of conf/examples
+ * reaches its target return, over seeds 0..N-1, and how many seeds reached it. */
 int crl__bench_train(double seconds);
+/* crl bench train --seeds N (1..100, default 5) and --only NAME,...: an exit status (2 with a message on
+ * stderr for a bad value). */
+int crl__bench_train_options(const char *seeds, const char *only);
 
 /* crl run's mpi backend (mpi_run.c): [distributed] backend = mpi. */
 struct crl_trainer;
