@@ -13,7 +13,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 short="collector.total_frames=3000 train.eval_interval=1500 train.eval_episodes=2"
 
 out=$("$crl" run "$ini" --dry-run 2>&1); rc=$?
-if [ "$rc" -eq 0 ] && grep -qE '^type = dqn +; .*cartpole-dqn.ini:' <<<"$out" && grep -qE '^loss_function = l2 +; default' <<<"$out" \
+if [ "$rc" -eq 0 ] && grep -qE '^type = dqn +; .*cartpole-dqn.ini:' <<<"$out" && grep -qE '^tau = 0 +; default' <<<"$out" \
     && grep -qE '^max_grad_norm = 10 ' <<<"$out" && grep -qE '^checkpoint_interval = 0 +; default' <<<"$out"
 then ok "--dry-run prints [loss], [optim], [train] with every default"
 else nok "--dry-run (exit $rc)" "$out"; fi
