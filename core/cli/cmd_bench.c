@@ -70,9 +70,9 @@ static void usage(FILE *f)
     fprintf(f, "Usage: crl bench NAME [--seconds S]\n\nBenchmarks (each prints its figures and ratios):\n");
     for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
         fprintf(f, "  %-10s %s\n", benches[i].name, benches[i].summary);
-    fprintf(f, "\n--seconds S   time budget per measurement (default 0.5)\n"
-               "--seeds N     train: seeds 0 to N-1 for each example (default 5)\n"
-               "--only LIST   train: only these examples (e.g. cartpole-dqn,cartpole-ppo)\n");
+    fprintf(f, "\n  --seconds S   time budget per measurement (default 0.5)\n"
+               "  --seeds N     train: seeds 0 to N-1 for each example (default 5)\n"
+               "  --only LIST   train: only these examples (e.g. cartpole-dqn,cartpole-ppo)\n");
 }
 
 int crl__cmd_bench(int argc, char **argv)
