@@ -88,6 +88,26 @@ if [ "$rc" -eq 1 ] && grep -qE "^crl run: seed 3 failed with exit status 1: .*; 
 then ok "--jobs 1, every seed failing: each is run and reported with its exit status; the sweep exits 1"
 else nok "failing seeds (exit $rc)" "$out" "$(cat "$tmp/fail/seeds.csv" 2>&1)"; fi
 
+# ---- SIGINT: passed on once to the running seeds, which checkpoint; exit 130 ----
+log=$tmp/int.out
+"$crl" run "$ini" collector.total_frames=100000000 train.eval_episodes=0 train.log_interval=100 --seeds 0-2 --jobs 2 \
+    train.run_dir="$tmp/int" >"$log" 2>&1 &
+pid=$!
+# wait (with a guard, never a timing) until seeds 0 and 1 are training: their metrics.csv has rows
+for _ in $(seq 600); do
+    [ "$(cat "$tmp/int/seed-0/metrics.csv" 2>/dev/null | wc -l)" -gt 2 ] \
+        && [ "$(cat "$tmp/int/seed-1/metrics.csv" 2>/dev/null | wc -l)" -gt 2 ] && break
+    sleep 0.1
+done
+kill -INT "$pid"; wait "$pid"; rc=$?
+out=$(cat "$log")
+if [ "$rc" -eq 130 ] && grep -q "^crl run: SIGINT: passing it on to the 2 running seeds" <<<"$out" \
+    && [ -s "$tmp/int/seed-0/checkpoint/trainer.ckpt" ] && [ -s "$tmp/int/seed-1/checkpoint/trainer.ckpt" ] \
+    && grep -q "^crl run: seed 0 failed with exit status 130" <<<"$out" && [ ! -e "$tmp/int/seed-2" ] \
+    && grep -q "continue with: crl run --resume" "$tmp/int/seed-1.log" && [ -s "$tmp/int/seeds.csv" ]
+then ok "--seeds 0-2 --jobs 2, SIGINT: the running seeds checkpoint (exit 130), seed 2 never starts, the sweep exits 130"
+else nok "SIGINT during a sweep (exit $rc)" "$out" "$(ls -R "$tmp/int" 2>&1)"; fi
+
 # ---- usage errors: exit 2 naming the option, before any run ----
 bad() {  # bad WHAT PATTERN ARGS...
     local what=$1 pat=$2; shift 2

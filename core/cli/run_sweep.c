@@ -623,6 +623,12 @@ int crl__run_sweep(const char *seeds_arg, const char *jobs_arg, bool quiet, int 
                     kill(runs[i].pid, sig);
         }
     }
+    /* a signal that came after the last seed ended would otherwise act (and end this process) when
+     * unblocked, before the aggregate */
+    struct timespec zero = { 0, 0 };
+    for (int sig; (sig = sigtimedwait(&mask, NULL, &zero)) > 0;)
+        if ((sig == SIGINT || sig == SIGTERM) && !first_sig)
+            first_sig = sig;
     sigprocmask(SIG_SETMASK, &old, NULL);
     if (!aggregate(dir, runs, n, title, target))
         failed = true;
