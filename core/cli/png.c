@@ -78,15 +78,18 @@ static axis make_axis(double lo, double hi, int want, bool zero)
     return a;
 }
 
-/* A tick label: 5000 -> "5k", 1500000 -> "1.5M"; others as %g (steps are round, so few digits). */
-static void tick_label(char *buf, size_t n, double v, double step)
+/* A tick label in the axis's unit: 5000 -> "5k" on an axis reaching 10000 or more, 1500000 -> "1.5M";
+ * others as %g (steps are round, so few digits). */
+static void tick_label(char *buf, size_t n, double v, const axis *a)
 {
-    if (fabs(v) < step * 1e-6)
+    if (fabs(v) < a->step * 1e-6)
         v = 0;
-    double av = fabs(v);
-    if (av >= 1e6 && step >= 1e5)
+    double top = fmax(fabs(a->lo), fabs(a->hi));
+    if (v == 0)
+        snprintf(buf, n, "0");
+    else if (top >= 1e6 && a->step >= 1e5)
         snprintf(buf, n, "%gM", v / 1e6);
-    else if (av >= 1e4 && step >= 1e3)
+    else if (top >= 1e4 && a->step >= 1e3)
         snprintf(buf, n, "%gk", v / 1e3);
     else
         snprintf(buf, n, "%.6g", v);
@@ -134,7 +137,7 @@ static void draw_axes(cairo_t *c, const panel *p, const char *yname, bool xlabel
         if (p->ya.log)
             snprintf(buf, sizeof buf, "%g", pow(10, round(v)));
         else
-            tick_label(buf, sizeof buf, v, p->ya.step);
+            tick_label(buf, sizeof buf, v, &p->ya);
         text_at(c, p->x0 - 6, y + 4, buf, 1);
     }
     for (double v = p->xa.lo; v <= p->xa.hi + p->xa.step * 1e-6; v += p->xa.step) {
@@ -145,7 +148,7 @@ static void draw_axes(cairo_t *c, const panel *p, const char *yname, bool xlabel
         cairo_stroke(c);
         if (xlabels) {
             cairo_set_source_rgb(c, 0, 0, 0);
-            tick_label(buf, sizeof buf, v, p->xa.step);
+            tick_label(buf, sizeof buf, v, &p->xa);
             text_at(c, x, p->y0 + p->h + 15, buf, 0.5);
         }
     }
