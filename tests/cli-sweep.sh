@@ -165,5 +165,18 @@ else
     echo "ok $((n + 1)) # SKIP no timewarp shim"; n=$((n + 1))
 fi
 
+# ---- progress on a terminal (a pty from script(1)): percentage, frames/s, ETA ----
+if command -v script >/dev/null 2>&1; then
+    cmd="$(printf '%q ' "$crl" run "$ini" collector.total_frames=3000 collector.init_random_frames=200 \
+          train.eval_interval=1500 train.eval_episodes=2 train.run_dir="$tmp/tty")"
+    out=$(script -qec "$cmd" /dev/null 2>&1 | tr '\r' '\n'); rc=$?
+    if [ "$rc" -eq 0 ] && grep -qE '^.*100%  frames 3000/3000  [0-9]+ frames/s  ETA 0:00  episodes [0-9]+  return [0-9.]+  loss [0-9.e+-]+  eval [0-9.]+' <<<"$out" \
+        && grep -qE ' 50%  frames 1500/3000  [0-9]+ frames/s  ETA [0-9]+:[0-9]{2} .* eval ' <<<"$out"
+    then ok "on a terminal: one line redrawn with percentage, frames/s and ETA; evaluations keep theirs"
+    else nok "progress on a terminal (exit $rc)" "$out"; fi
+else
+    echo "ok $((n + 1)) # SKIP no script(1) for a pty"; n=$((n + 1))
+fi
+
 echo "1..$n"
 [ "$failures" -eq 0 ]
