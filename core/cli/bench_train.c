@@ -10,6 +10,7 @@
 #include <glib.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The examples, run from their files as they are: only the seeds and stop_return (the target) are set. */
