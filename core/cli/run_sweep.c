@@ -399,8 +399,9 @@ static void report_end(const seed_run *s, double target, bool quiet)
         return;
     int at = reached_at(s, target);
     double last = s->ev->len ? g_array_index(s->ev, double, s->ev->len - 1) : NAN;
-    printf("seed %llu: done, %lld frames in %.1f s, eval return %.6g", (unsigned long long)s->seed,
-           (long long)s->frames, s->seconds, last);
+    printf("seed %llu: done, %lld frames in %.1f s", (unsigned long long)s->seed, (long long)s->frames, s->seconds);
+    if (!isnan(last))
+        printf(", eval return %.6g", last);
     if (at >= 0)
         printf(", reached %g at frame %lld (%.1f s)", target, (long long)g_array_index(s->ef, gint64, at),
                g_array_index(s->es, double, at));
@@ -424,16 +425,22 @@ static void print_table(const char *dir, seed_run *runs, size_t n, double target
         char st[16] = "-";
         if (s->started && s->ended)
             snprintf(st, sizeof st, "%d", s->status);
-        printf("  %6llu %5s %9lld %8.1f %11.6g", (unsigned long long)s->seed, st, (long long)(s->frames < 0 ? 0 :
-               s->frames), s->frames < 0 ? 0.0 : s->seconds, last);
+        char fr[32] = "-", sec[32] = "-", ev[32] = "-";
+        if (s->frames >= 0) {
+            snprintf(fr, sizeof fr, "%lld", (long long)s->frames);
+            snprintf(sec, sizeof sec, "%.1f", s->seconds);
+        }
+        if (!isnan(last))
+            snprintf(ev, sizeof ev, "%.6g", last);
+        printf("  %6llu %5s %9s %8s %11s", (unsigned long long)s->seed, st, fr, sec, ev);
         int at = reached_at(s, target);
         if (at >= 0) {
             gint64 f = g_array_index(s->ef, gint64, at);
-            double sec = g_array_index(s->es, double, at);
-            printf("  %15lld %8.1f", (long long)f, sec);
+            double secs = g_array_index(s->es, double, at);
+            printf("  %15lld %8.1f", (long long)f, secs);
             reached++;
             fsum += (double)f;
-            ssum += sec;
+            ssum += secs;
         } else if (!isnan(target)) {
             printf("  %15s %8s", "not reached", "");
         }
