@@ -181,7 +181,7 @@ static void worker_log(void *user, int level, const char *line)
 {
     worker *w = user;
     if (w->closing && level <= CRL_LOG_WARNING)
-        g_string_append(w->closing, line);
+        g_string_append(w->closing, g_str_has_prefix(line, "crl: ") ? line + 5 : line);
     /* "crl: [gym] ..." becomes "crl: env worker 1 (envs 2-3): [gym] ...". */
     const char *rest = g_str_has_prefix(line, "crl: ") ? line + 5 : line;
     char *out = g_strdup_printf("crl: %s: %s", w->label, rest);
