@@ -434,6 +434,9 @@ int crl_env_worker_main(int argc, char **argv)
     a.parent = (pid_t)g_key_file_get_int64(kf, GROUP, "parent", NULL);
     a.spin = (unsigned)g_key_file_get_uint64(kf, GROUP, "spin", NULL);
     a.crowded = g_key_file_get_boolean(kf, GROUP, "crowded", NULL);
+    /* Python backends leave os._exit real here (pyembed guards it in the host process): in a worker, exiting
+     * is the failure the parent detects and reports. */
+    setenv("CRL_ENV_WORKER_PROCESS", "1", 1);
     crl_error made = { 0 };
     int mrc = build(w, kf, &made);
     g_key_file_free(kf);

@@ -9,6 +9,8 @@ KillingEnv(how="segv", at_step=3, exit_status=0, count_file=None, max_makes=None
     how="segv": read address 0 (``ctypes.string_at(0)``): SIGSEGV;
     how="exit": ``os._exit(exit_status)`` (no exception, no atexit, no flush);
     how="hang": sleep forever;
+    how="child_exit": fork a child that calls ``os._exit(7)`` and check it exited with 7 (a
+    well-behaved use of os._exit, which must keep working in any process);
     how="none": never (a well-behaved env, for the limits below).
     With ``count_file``, each construction adds a line to that file and raises ``RuntimeError``
     once more than ``max_makes`` constructions were counted: the first makes succeed (crl's
@@ -24,7 +26,7 @@ import time
 
 from crl_testenvs.bad import _BaseBadEnv
 
-_HOWS = ("segv", "exit", "hang", "none")
+_HOWS = ("segv", "exit", "hang", "child_exit", "none")
 
 
 class KillingEnv(_BaseBadEnv):
@@ -54,6 +56,13 @@ class KillingEnv(_BaseBadEnv):
             elif self.how == "hang":
                 while True:
                     time.sleep(3600)
+            elif self.how == "child_exit":
+                pid = os.fork()
+                if pid == 0:
+                    os._exit(7)
+                _, status = os.waitpid(pid, 0)
+                if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 7:
+                    raise RuntimeError(f"KillingEnv: the child's os._exit(7) gave wait status {status}")
         return obs, reward, terminated, truncated, info
 
 
