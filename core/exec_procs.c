@@ -725,11 +725,13 @@ static int procs_start(crl__exec *x, crl_error *err)
     if (reexec) {
         crl__exec_reexec_args a = { p->ctl_fd, p->evfd, p->map_len, p->nw, p->frame_bytes, p->parent, p->spin,
                                     p->crowded };
-        p->re = x->reexec_prepare(x, &a, err);
+        crl_error e = { 0 };
+        p->re = x->reexec_prepare(x, &a, &e);
         if (!p->re) {
             procs_free(p);
+            int code = crl_error_pass(err, &e, CRL_E_RUNTIME);
             crl_error_prefix(err, "executor = processes: %s: ", env_label(x, lb, sizeof lb));
-            return err && err->code ? err->code : CRL_E_RUNTIME;
+            return code;
         }
     }
     p->ctl->job = CRL__JOB_NONE;

@@ -31,6 +31,10 @@ int crl__bench_python_host(const char *who, crl_config **cfg, crl_host **host, c
     if (!have_envs)
         return crl_error_set(err, CRL_E_NOT_FOUND, "no crl_testenvs/benchenv.py under %s; crl %s drives the test "
                              "envs of crl's source tree (tests/python): set CRL_BENCH_GYM_ENVS=DIR", dir, who);
+    /* One BLAS thread per interpreter: numpy's pools would otherwise oversubscribe the cores the executors
+     * compare on (set OPENBLAS_NUM_THREADS to measure otherwise). */
+    if (!g_getenv("OPENBLAS_NUM_THREADS"))
+        g_setenv("OPENBLAS_NUM_THREADS", "1", TRUE);
     /* An uninstalled crl runs the build tree's worker program (processes executor). */
     if (!g_getenv("CRL_ENV_WORKER") && !g_file_test(CRL_ENV_WORKER_PATH, G_FILE_TEST_IS_EXECUTABLE) &&
         g_file_test(CRL_ENV_WORKER_BUILD, G_FILE_TEST_IS_EXECUTABLE))
@@ -41,19 +45,17 @@ int crl__bench_python_host(const char *who, crl_config **cfg, crl_host **host, c
     g_free(ini);
     if (rc || !(*host = crl_host_new(*cfg, err)))
         return rc ? rc : CRL_E_NOMEM;
-    if (crl_host_load_name(*host, "gym", err)) {
-        /* Not on the plugin path: the one this build made, if present. */
-        crl_error first = *err;
-        crl_error_clear(err);
-        if (!g_file_test(CRL_GYM_BUILD_PLUGIN, G_FILE_TEST_IS_REGULAR) ||
-            crl_host_load_path(*host, CRL_GYM_BUILD_PLUGIN, err)) {
-            if (!err->code)
-                *err = first;
-            crl_error_prefix(err, "crl %s needs the gym plugin: ", who);
-            return err->code;
-        }
-    }
-    return CRL_OK;
+    crl_error first = { 0 };
+    if (crl_host_load_name(*host, "gym", &first) == CRL_OK)
+        return CRL_OK;
+    /* Not on the plugin path: the one this build made, if present. */
+    crl_error e = { 0 };
+    if (g_file_test(CRL_GYM_BUILD_PLUGIN, G_FILE_TEST_IS_REGULAR) &&
+        crl_host_load_path(*host, CRL_GYM_BUILD_PLUGIN, &e) == CRL_OK)
+        return CRL_OK;
+    rc = crl_error_pass(err, e.code ? &e : &first, CRL_E_NOT_FOUND);
+    crl_error_prefix(err, "crl %s needs the gym plugin: ", who);
+    return rc;
 }
 
 typedef struct {
@@ -171,7 +173,8 @@ int crl__bench_python_executors(crl_host *host, double seconds)
         printf("  %-11s %14.0f %14.0f %9.2fx %9.0f ms\n", kinds[k], 1e9 / ns[k], 1e9 / ns[k] * NUM_ENVS,
                ns[0] / ns[k], start[k] * 1e3);
     printf("  (threads share one interpreter and its GIL; each process worker runs its own interpreter, started "
-           "fresh by crl-env-worker; %ld cores here)\n", sysconf(_SC_NPROCESSORS_ONLN));
+           "fresh by crl-env-worker; %ld cores here, OPENBLAS_NUM_THREADS=%s)\n", sysconf(_SC_NPROCESSORS_ONLN),
+           g_getenv("OPENBLAS_NUM_THREADS") ? g_getenv("OPENBLAS_NUM_THREADS") : "unset");
     return CRL_EXIT_OK;
 }
 
