@@ -756,7 +756,10 @@ static int procs_start(crl__exec *x, crl_error *err)
     int *status = g_alloca(sizeof(int) * p->nw);
     for (size_t b = 0; b < p->nw; b++)
         part[b] = true;
-    double start_to = p->re ? PROCS_START_S : 30.0;
+    /* A re-exec'd worker's start-up runs the env's own imports and constructor: at least PROCS_START_S, or
+     * step_timeout when that is longer, or none when step_timeout = 0 says to wait forever. */
+    double start_to = !p->re ? 30.0 : x->o.step_timeout <= 0 ? 0.0
+                      : x->o.step_timeout > PROCS_START_S ? x->o.step_timeout : PROCS_START_S;
     wait_job(p, part, 0, start_to, fate, status);
     for (size_t b = 0; b < p->nw; b++) {
         char rb[64], what[300];
