@@ -31,6 +31,7 @@ expect 0 'raw sgemm, same products .* steps/s' "crl bench nn prints MLP steps/s 
 if "$crl" bench --help | grep -q '^  python '; then
     expect 0 '^  processes +[0-9]+ +[0-9]+ +[0-9.]+x +[0-9]+ ms' "crl bench python prints a Python env's steps/s per executor and start-up" \
         -- bench python --seconds 0.02
+    expect 0 'crl adds [-+][0-9.]+ ns per step' "crl bench gym runs its loops (and the executors' table)" -- bench gym --seconds 0.01
 fi
 
 good=$srcdir/../conf/examples/plugins-check.ini

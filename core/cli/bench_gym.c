@@ -210,7 +210,9 @@ static void loop_close(gym_loop *g)
 static int loop_open(gym_loop *g, crl_host *host, const char *entry_point, crl_error *err)
 {
     memset(g, 0, sizeof *g);
-    char *ini = g_strdup_printf("[env]\nbackend = gym\nid = %s\nentry_point = %s\nauto_reset = same_step\n",
+    /* Index actions (Python ints), as the plain loop draws them. */
+    char *ini = g_strdup_printf("[env]\nbackend = gym\nid = %s\nentry_point = %s\nauto_reset = same_step\n"
+                                "categorical_action_encoding = true\n",
                                 strchr(entry_point, ':') + 1, entry_point);
     crl_error e;
     crl_error_clear(&e);
