@@ -66,6 +66,8 @@ configure_and_build "$@"
 crl="$build/core/cli/crl"
 # The uninstalled crl scans plugins with the build tree's scanner.
 export CRL_PLUGIN_SCANNER="${CRL_PLUGIN_SCANNER:-$build/core/crl-plugin-scanner}"
+# ... and runs Python env workers (executor = processes) with its crl-env-worker.
+export CRL_ENV_WORKER="${CRL_ENV_WORKER:-$build/core/crl-env-worker}"
 case "$cmd" in
     build) ;;
     demo)

@@ -113,6 +113,14 @@ int crl__bench_envs(double seconds);
 /* `crl bench gym` (bench_gym.c, built with the gym plugin): a pure-Python
  * CartPole stepped by a plain Python loop vs through crl's gym backend. */
 int crl__bench_gym(double seconds);
+/* `crl bench python` (bench_python.c, built with the gym plugin): env steps/s of a Python env with a realistic
+ * step cost inline, on threads and on processes (2 workers), and each one's start-up. */
+int crl__bench_python(double seconds);
+/* Its table alone, on a host with gym loaded (crl bench gym prints it too).  A CRL_EXIT_* status. */
+int crl__bench_python_executors(crl_host *host, double seconds);
+/* A config and host with the gym plugin loaded ([plugin.gym] python_path = the test envs; the build tree's
+ * gym.so and crl-env-worker when crl is not installed); `who` names the bench in messages. */
+int crl__bench_python_host(const char *who, crl_config **cfg, crl_host **host, crl_error *err);
 /* `crl bench dm_control` (bench_dm_control.c, built with the dm_control
  * plugin): env steps/s per task next to bare mj_step, and frames/s. */
 int crl__bench_dm_control(double seconds);

@@ -28,6 +28,8 @@ static const struct {
 #endif
 #ifdef CRL_HAVE_GYM
     { "gym", crl__bench_gym, "a pure-Python CartPole: plain Python loop vs crl's gym backend, ns crl adds per step" },
+    { "python", crl__bench_python,
+      "a Python env with a realistic step cost: env steps/s inline, on threads and on processes (2 workers)" },
 #endif
 #ifdef CRL_HAVE_DM_CONTROL
     { "dm_control", crl__bench_dm_control,
