@@ -69,7 +69,10 @@ static void usage(FILE *f)
             "or bad config, 130/143 stopped by a signal.\n", crl__examples_dir(), crl__examples_dir());
 }
 
-#define METRICS_HEADER "frames,seconds,fps,episodes,recent_return,loss,eval_return,optim_steps\n"
+/* The raw returns (the backend's reward, before the [env] transforms) come last, so readers of the first eight
+ * columns keep working. */
+#define METRICS_HEADER "frames,seconds,fps,episodes,recent_return,loss,eval_return,optim_steps,recent_raw_return," \
+                       "eval_raw_return\n"
 /* Files of the run directory crl run reads back (metrics.csv, run.txt): regular files up to this size. */
 #define RUN_FILE_MAX ((uint64_t)1 << 30)
 
@@ -318,12 +321,15 @@ static int progress(void *user, crl_trainer *t, const crl_train_stats *s, crl_er
     if (log) {
         while (r->next_log <= s->frames)
             r->next_log += r->log_interval > 0 ? r->log_interval : 1;
-        char a[32], b[32], c[32];
+        char a[32], b[32], c[32], ra[32], rc_[32];
         fmt_num(a, sizeof a, s->recent_return);
         fmt_num(b, sizeof b, s->loss);
         fmt_num(c, sizeof c, s->evaluated ? s->eval_return : NAN);
-        if (fprintf(r->metrics, "%lld,%.3f,%.1f,%lld,%s,%s,%s,%lld\n", (long long)s->frames, s->seconds, s->fps,
-                    (long long)s->episodes, a, b, c, (long long)s->optim_steps) < 0 || fflush(r->metrics) != 0)
+        fmt_num(ra, sizeof ra, s->recent_raw_return);
+        fmt_num(rc_, sizeof rc_, s->evaluated ? s->eval_raw_return : NAN);
+        if (fprintf(r->metrics, "%lld,%.3f,%.1f,%lld,%s,%s,%s,%lld,%s,%s\n", (long long)s->frames, s->seconds, s->fps,
+                    (long long)s->episodes, a, b, c, (long long)s->optim_steps, ra, rc_) < 0 ||
+            fflush(r->metrics) != 0)
             return metrics_failed(r, errno, err);
         r->logged = s->frames;
         if (!r->quiet) {
@@ -1126,9 +1132,16 @@ static int run_main(int argc, char **argv)
         printf("  recent return:    %.6g\n", r.last.recent_return);
     if (!isnan(r.last.eval_return))
         printf("  eval return:      %.6g\n", r.last.eval_return);
+    /* the raw returns when the transforms changed the reward */
+    if (!isnan(r.last.recent_raw_return) && r.last.recent_raw_return != r.last.recent_return)
+        printf("  recent (raw):     %.6g\n", r.last.recent_raw_return);
+    if (!isnan(r.last.eval_raw_return) && r.last.eval_raw_return != r.last.eval_return)
+        printf("  eval (raw):       %.6g\n", r.last.eval_raw_return);
     double stop;
+    const char *stop_on = crl_config_get(ctx.cfg, "train", "stop_on");
+    double stop_at = stop_on && !strcmp(stop_on, "transformed") ? r.last.eval_return : r.last.eval_raw_return;
     if (crl_config_get(ctx.cfg, "train", "stop_return") &&
-        !crl_config_get_double(ctx.cfg, "train", "stop_return", 0, &stop, &err) && r.last.eval_return >= stop)
+        !crl_config_get_double(ctx.cfg, "train", "stop_return", 0, &stop, &err) && stop_at >= stop)
         printf("  stopped:          the evaluation return reached stop_return = %g\n", stop);
     crl__mpi_summary(stdout);
     printf("  run directory:    %s\n", r.dir);

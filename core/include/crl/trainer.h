@@ -95,6 +95,11 @@ typedef struct crl_train_stats {
     double eval_return;       /* mean return of the last evaluation; NaN before the first */
     bool evaluated;           /* an evaluation ran after this batch */
     bool done;                /* the last callback of the run */
+    /* Since ABI 1.2 (struct_size tells): the same returns in the backend's own reward, before the
+     * [env] transforms (RewardScaling, VecNorm, ...) changed it; equal to the ones above for an env
+     * without transforms, NaN when unknown (see crl_trainer_raw_reward_key). */
+    double recent_raw_return;
+    double eval_raw_return;
 } crl_train_stats;
 
 /* Called after each batch; a non-zero return stops the run with that code
@@ -127,6 +132,38 @@ CRL_API int crl_trainer_run(crl_trainer *t, crl_train_progress_fn progress, void
 /* Run `episodes` episodes of the exploration-free policy on the
  * evaluation env and set *mean_return. */
 CRL_API int crl_trainer_evaluate(crl_trainer *t, int64_t episodes, double *mean_return, crl_error *err);
+
+/* One evaluation in detail (struct_size set by the caller).  Since ABI 1.2. */
+typedef struct crl_eval_result {
+    uint32_t struct_size;     /* sizeof(crl_eval_result) */
+    int64_t episodes;         /* how many ran (the returns below hold that many) */
+    double *returns;          /* per episode, after the [env] transforms; crl_free */
+    double *raw_returns;      /* per episode, the backend's reward before them (NaN when unknown); crl_free */
+    double mean, std;         /* of returns (std: population, 0 for one episode) */
+    double raw_mean, raw_std; /* of raw_returns */
+} crl_eval_result;
+
+/* crl_trainer_evaluate with every episode's return, transformed and raw.
+ * The evaluation env's transforms normalise with the training env's
+ * statistics as they stand (VecNorm's running sums, ObservationNorm's loc
+ * and scale: crl_env_transforms_state), frozen: evaluating never changes
+ * them, and evaluations at the same frame count return the same numbers.
+ * The env is seeded from [train] seed and the frame count.  Sets *out
+ * (free its arrays with crl_free, also after a failure, when they are
+ * NULL).  Errors: CRL_E_INVALID without an evaluation env ([train]
+ * eval_episodes = 0 when the trainer was built) or episodes < 1, the
+ * env's and the policy's errors prefixed "evaluation: ". */
+CRL_API int crl_trainer_evaluate_ex(crl_trainer *t, int64_t episodes, crl_eval_result *out, crl_error *err);
+
+/* The key of the untransformed reward in the trainer's batches: when the
+ * [env] section has transforms, the trainer puts a copy of the backend's
+ * reward at "raw_reward" (RenameTransform with create_copy, first in the
+ * chain) and this is "next.raw_reward"; without transforms it is
+ * "next.reward".  NULL when raw rewards are not known: a trainer whose
+ * collectors run elsewhere (mpi) with transforms, or transforms without
+ * the transforms plugin loaded.  worker_transforms run before the chain,
+ * so with them "raw" is the reward the workers deliver.  Borrowed. */
+CRL_API const char *crl_trainer_raw_reward_key(const crl_trainer *t);
 
 /* Write the loss (networks, targets, schedules), every optimizer's state,
  * the counters, the exploration RNG and the actions taken so far to the
