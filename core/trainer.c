@@ -483,6 +483,7 @@ void *crl_trainer_loss_state(const crl_trainer *t) { return t->loss; }
 crl_optim *crl_trainer_optim(const crl_trainer *t, size_t i) { return i < t->n_optims ? t->optims[i] : NULL; }
 crl_replay *crl_trainer_replay(const crl_trainer *t) { return t->rb; }
 crl_collector *crl_trainer_collector(const crl_trainer *t) { return t->coll; }
+crl_env *crl_trainer_eval_env(const crl_trainer *t) { return t ? t->eval_env : NULL; }
 
 /* A completed episode's return into the recent-returns ring. */
 static void record_return(void *user, double ret)

@@ -218,6 +218,10 @@ CRL_API void *crl_trainer_loss_state(const crl_trainer *t);
 CRL_API crl_optim *crl_trainer_optim(const crl_trainer *t, size_t i);
 CRL_API crl_replay *crl_trainer_replay(const crl_trainer *t);
 CRL_API crl_collector *crl_trainer_collector(const crl_trainer *t);
+/* The evaluation env (NULL when [train] eval_episodes was 0): borrowed.  Its
+ * transforms hold the statistics of the last evaluation (frozen).  Since
+ * ABI 1.2. */
+CRL_API crl_env *crl_trainer_eval_env(const crl_trainer *t);
 
 /* ---- sub-collectors with their own policy (num_collectors > 1, [distributed]) -----------
  * With num_collectors > 1 or a [distributed] section, each sub-collector k
