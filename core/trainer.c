@@ -5,6 +5,7 @@
 #include "check-private.h"
 #include "checkpoint-private.h"
 #include "nn-private.h"
+#include "eval-private.h"
 
 #include <crl/trainer.h>
 #include <crl/transform.h>
@@ -284,31 +285,6 @@ static int eval_policy(void *user, crl_env *env, crl_td *td, crl_error *err)
     return t->ops.act(t->loss, td, CRL_EXPLORE_MODE, &t->eval_rng, err);
 }
 
-#define RAW_REWARD "raw_reward"
-
-/* A copy of the backend's reward at "raw_reward", first in env's chain (an env without transforms has
- * its raw reward at "reward" already).  False when the transforms plugin's RenameTransform is not
- * there (a chain of a third party's transforms only): raw returns are then unknown. */
-static int keep_raw_reward(crl_trainer *t, crl_env *env, bool *kept, crl_error *err)
-{
-    *kept = false;
-    if (crl_env_transform_count(env) == 0)
-        return CRL_OK;
-    if (!crl_host_lookup(t->host, CRL_KIND_TRANSFORM, "RenameTransform", NULL))
-        return CRL_OK;
-    static const char *const kv[] = { "in_keys=reward", "out_keys=" RAW_REWARD, "create_copy=true", NULL };
-    crl_error e;
-    crl_error_clear(&e);
-    crl_transform *tf = crl_transform_new(t->host, "RenameTransform", kv, &e);
-    if (!tf)
-        return crl_error_prefix(&e, "keeping the raw reward: "), crl_error_pass(err, &e, CRL_E_CONFIG);
-    int rc = crl_env_insert_transform(env, 0, tf, err);
-    if (rc)
-        return crl_error_prefix(err, "keeping the raw reward: "), rc;
-    *kept = true;
-    return CRL_OK;
-}
-
 /* Every local env of the trainer (the collector's, the evaluation env) keeps its raw reward. */
 static int keep_raw_rewards(crl_trainer *t, crl_error *err)
 {
@@ -319,13 +295,13 @@ static int keep_raw_rewards(crl_trainer *t, crl_error *err)
         crl_env *env = crl_collector_env(t->coll, k);
         bool kept;
         none_chained = none_chained && crl_env_transform_count(env) == 0;
-        rc = keep_raw_reward(t, env, &kept, err);
+        rc = crl__keep_raw_reward(t->host, env, &kept, err);
         all = all && kept;
         any = any || kept;
     }
     if (!rc && t->eval_env) {
         bool kept;
-        rc = keep_raw_reward(t, t->eval_env, &kept, err);
+        rc = crl__keep_raw_reward(t->host, t->eval_env, &kept, err);
     }
     if (rc)
         return rc;
@@ -333,7 +309,7 @@ static int keep_raw_rewards(crl_trainer *t, crl_error *err)
         t->raw_key = crl_config_get(t->cfg, "env", "transforms") &&
                      *crl_config_get(t->cfg, "env", "transforms") ? NULL : "next.reward";
     else
-        t->raw_key = none_chained ? "next.reward" : any && all ? "next." RAW_REWARD : NULL;
+        t->raw_key = none_chained ? "next.reward" : any && all ? "next." CRL__RAW_REWARD : NULL;
     return CRL_OK;
 }
 
@@ -703,19 +679,6 @@ static int train_on_policy(crl_trainer *t, crl_td *batch, crl_error *err)
     return rc;
 }
 
-/* Mean and population std of x[0..n). */
-static void mean_std(const double *x, int64_t n, double *mean, double *std)
-{
-    double m = 0, v = 0;
-    for (int64_t i = 0; i < n; i++)
-        m += x[i];
-    m = n ? m / (double)n : NAN;
-    for (int64_t i = 0; i < n; i++)
-        v += (x[i] - m) * (x[i] - m);
-    *mean = m;
-    *std = n ? sqrt(v / (double)n) : NAN;
-}
-
 /* The evaluation env normalises with the training env's statistics as they stand, frozen (TorchRL's
  * VecNorm frozen_copy, ObservationNorm's loc and scale): its own VecNorm would start from nothing and
  * learn from the evaluation episodes, its ObservationNorm measure another rollout.  With several
@@ -752,47 +715,8 @@ int crl_trainer_evaluate_ex(crl_trainer *t, int64_t episodes, crl_eval_result *o
         return crl_error_prefix(err, "evaluation: "), rc;
     /* Each evaluation seeds its env from the frame count: evaluations are
      * reproducible and independent of those before (resumed runs included). */
-    crl_env_set_seed(t->eval_env, crl_seed_next((t->seed ^ 0xe7a1e7a1ULL) + (uint64_t)t->frames));
-    double *ret = g_new(double, episodes), *raw = g_new(double, episodes);
-    /* the eval env has no "raw_reward" without transforms: its reward is the raw one */
-    const char *raw_key = !t->raw_key ? NULL : crl_env_transform_count(t->eval_env) ? "next." RAW_REWARD
-                                                                                   : "next.reward";
-    int64_t got = 0;
-    while (got < episodes) {
-        crl_error re;
-        crl_error_clear(&re);
-        crl_td *ro = crl_env_rollout(t->eval_env, t->eval_max_steps, eval_policy, t, false, true, NULL, &re);
-        if (!ro) {
-            g_free(ret);
-            g_free(raw);
-            return crl_error_prefix(&re, "evaluation: "), crl_error_pass(err, &re, CRL_E_RUNTIME);
-        }
-        crl_tensor *r = crl_td_get(ro, "next.reward"), *d = crl_td_get(ro, "next.done");
-        crl_tensor *rr = raw_key ? crl_td_get(ro, raw_key) : NULL;
-        int nb = crl_td_batch_ndim(ro);
-        int64_t T = crl_td_batch_shape(ro)[nb - 1], n = crl_tensor_numel(r) / T;
-        /* rows of [N, T] (n = N) or [T] (n = 1); reward and done have a trailing 1 */
-        for (int64_t e = 0; e < n && got < episodes; e++) {
-            double acc = 0, racc = rr ? 0 : NAN;
-            for (int64_t s = 0; s < T; s++) {
-                acc += crl_tensor_flat_get(r, e * T + s);
-                if (rr)
-                    racc += crl_tensor_flat_get(rr, e * T + s);
-                if (crl_tensor_flat_get(d, e * T + s) != 0.0)
-                    break;
-            }
-            ret[got] = acc;
-            raw[got] = racc;
-            got++;
-        }
-        crl_td_unref(ro);
-    }
-    out->episodes = got;
-    mean_std(ret, got, &out->mean, &out->std);
-    mean_std(raw, got, &out->raw_mean, &out->raw_std);
-    out->returns = ret;       /* crl_free is g_free */
-    out->raw_returns = raw;
-    return CRL_OK;
+    return crl__eval_episodes(t->eval_env, eval_policy, t, t->eval_max_steps, crl__eval_seed(t->seed, t->frames),
+                              episodes, t->raw_key != NULL, out, err);
 }
 
 int crl_trainer_evaluate(crl_trainer *t, int64_t episodes, double *mean_return, crl_error *err)
@@ -916,6 +840,9 @@ int64_t crl_trainer_frames(const crl_trainer *t) { return t->frames; }
  *   "trainer/actions"   every action the policy took, in order, elements of the env's action dtype
  *   "trainer/cuts"      f64 each: the frame counts, increasing, in (0, frames], at which a batch shorter
  *                       than frames_per_batch ended (total_frames cut it); absent from older files: none
+ *   "trainer/transforms/..."  crl_ckpt_write_td of crl_env_transforms_state of the training env (VecNorm's
+ *                       sums, ObservationNorm's loc and scale, keyed by chain index); absent when no
+ *                       transform learns anything (and from older files)
  *   "optim/<i>/..."     crl_optim_save of parameter vector i;  "loss/...": the loss's own save */
 #define TRAIN_KIND "crl.train"
 #define N_COUNTERS 6
@@ -1017,6 +944,24 @@ static int save_copies(crl_trainer *t, crl_ckpt_writer *w, crl_error *err)
     return rc;
 }
 
+/* "trainer/transforms": the statistics of the training env's transforms (crl_env_transforms_state of the
+ * first sub-collector's env), for a policy loaded from the checkpoint to normalise as the run evaluated.
+ * Absent when they learn nothing, or the envs run elsewhere.  A resume rebuilds them by collecting. */
+static int save_transform_stats(crl_trainer *t, crl_ckpt_writer *w, crl_error *err)
+{
+    crl_env *env = t->has_remote || !t->coll ? NULL : crl_collector_env(t->coll, 0);
+    if (!env || !crl_env_transform_count(env))
+        return CRL_OK;
+    crl_error e;
+    crl_error_clear(&e);
+    crl_td *st = crl_env_transforms_state(env, &e);
+    if (!st)
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
+    int rc = crl_td_len(st) ? crl_ckpt_write_td(w, "trainer/transforms", st, err) : CRL_OK;
+    crl_td_unref(st);
+    return rc;
+}
+
 int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err)
 {
     size_t esize = action_elem_size(t), alen = t->actions->len;
@@ -1058,6 +1003,8 @@ int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err)
     g_free(cuts);
     if (!rc && t->copies_mode)
         rc = save_copies(t, w, err);
+    if (!rc)
+        rc = save_transform_stats(t, w, err);
     g_free(actions);
     if (rc) {
         crl_ckpt_writer_abort(w);

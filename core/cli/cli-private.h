@@ -71,6 +71,14 @@ int crl__cmd_envs(int argc, char **argv);
 int crl__cmd_inspect(int argc, char **argv);
 int crl__cmd_rollout(int argc, char **argv);
 int crl__cmd_collect(int argc, char **argv);
+/* crl eval RUN_DIR (cmd_eval.c). */
+int crl__cmd_eval(int argc, char **argv);
+/* The policy of a run directory's checkpoint (RUN_DIR/checkpoint or RUN_DIR): the context set up from its
+ * experiment.ini plus the overrides (section.key=value only), then crl_policy_load.  On failure err is
+ * set (exit code by crl__cli_exit_code; USAGE for a directory without a checkpoint) and nothing is held. */
+struct crl_policy;
+int crl__cli_policy_setup(crl_cli_ctx *ctx, const char *run_dir, int nover, char **overrides, struct crl_policy **p,
+                          crl_error *err);
 /* crl replay check|repair DIR (cmd_replay.c). */
 int crl__cmd_replay(int argc, char **argv);
 

@@ -5,6 +5,7 @@
 #include "examples-private.h"
 
 #include <crl/env.h>
+#include <crl/trainer.h>
 #include <errno.h>
 #include <glib.h>
 #include <glib/gstdio.h>
@@ -25,6 +26,7 @@ typedef struct {
 typedef struct {
     crl_env *env;
     action_file *actions;
+    crl_policy *policy;   /* --policy: acts in place of the random policy */
     size_t next_action;
     const char *frames_dir;
     crl_tensor *frame;
@@ -236,6 +238,8 @@ static int policy(void *user, crl_env *env, crl_td *td, crl_error *err)
     int rc = st->frames_dir ? save_frame(st, err) : CRL_OK;
     if (rc)
         return rc;
+    if (st->policy)
+        return crl_policy_act(st->policy, env, td, err);
     if (!st->actions)
         return crl_env_rand_action(env, td, err);
     action_file *af = st->actions;
@@ -342,7 +346,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "Usage: crl rollout [FILE.ini...] [section.key=value...] --steps N [--seed S]\n"
-            "                   [--auto-reset] [--actions FILE] [--json] [--save-frames DIR]\n\n"
+            "                   [--auto-reset] [--actions FILE | --policy RUN_DIR] [--json]\n"
+            "                   [--save-frames DIR]\n\n"
             "Build the env of the [env] section, reset it and run up to N steps with a\n"
             "random policy (or the actions of FILE).  As TorchRL's rollout\n"
             "(break_when_any_done=True), it stops after the first step where any env is\n"
@@ -362,6 +367,11 @@ static void usage(FILE *f)
             "                     whitespace-separated numbers for a vector action, given once\n"
             "                     for every env or once per env; blank lines and lines\n"
             "                     starting with '#' are skipped\n"
+            "  --policy RUN_DIR   act with the exploration-free policy of a crl run\n"
+            "                     directory's checkpoint (as crl eval does) on its evaluation\n"
+            "                     env: the env of the run's [env], with the transform\n"
+            "                     statistics of the checkpoint, frozen; no FILE.ini then,\n"
+            "                     overrides change the run's settings\n"
             "  --json             print every entry of the rollout instead, as\n"
             "                     {\"KEY\": {\"dtype\":..., \"shape\": [...], \"data\": [...]}, ...}\n"
             "                     with dotted keys (\"next.reward\"); inf and nan are the\n"
@@ -395,7 +405,7 @@ static int take_value(int argc, char **argv, int *i, const char *name, const cha
 int crl__cmd_rollout(int argc, char **argv)
 {
     bool json = false, auto_reset = false;
-    const char *steps_s = NULL, *seed_s = NULL, *actions_path = NULL, *frames_dir = NULL;
+    const char *steps_s = NULL, *seed_s = NULL, *actions_path = NULL, *frames_dir = NULL, *policy_dir = NULL;
     GPtrArray *rest = g_ptr_array_new();
     int status = CRL_EXIT_USAGE;
     for (int i = 1; i < argc; i++) {
@@ -412,7 +422,8 @@ int crl__cmd_rollout(int argc, char **argv)
         } else if ((m = take_value(argc, argv, &i, "--steps", &steps_s)) ||
                    (m = take_value(argc, argv, &i, "--seed", &seed_s)) ||
                    (m = take_value(argc, argv, &i, "--actions", &actions_path)) ||
-                   (m = take_value(argc, argv, &i, "--save-frames", &frames_dir))) {
+                   (m = take_value(argc, argv, &i, "--save-frames", &frames_dir)) ||
+                   (m = take_value(argc, argv, &i, "--policy", &policy_dir))) {
             if (m < 0) {
                 fprintf(stderr, "crl rollout: %s needs a value; run 'crl rollout --help'\n", a);
                 g_ptr_array_free(rest, TRUE);
@@ -447,6 +458,18 @@ int crl__cmd_rollout(int argc, char **argv)
             return CRL_EXIT_USAGE;
         }
     }
+    if (policy_dir && actions_path) {
+        fprintf(stderr, "crl rollout: --policy and --actions both choose the actions; give one of them\n");
+        g_ptr_array_free(rest, TRUE);
+        return CRL_EXIT_USAGE;
+    }
+    for (guint k = 0; policy_dir && k < rest->len; k++)
+        if (!strchr(rest->pdata[k], '=')) {
+            fprintf(stderr, "crl rollout: --policy %s takes the run's own settings: '%s' is no section.key=value "
+                    "override; drop it\n", policy_dir, (const char *)rest->pdata[k]);
+            g_ptr_array_free(rest, TRUE);
+            return CRL_EXIT_USAGE;
+        }
     if (frames_dir && !*frames_dir) {
         fprintf(stderr, "crl rollout: --save-frames needs a directory name\n");
         g_ptr_array_free(rest, TRUE);
@@ -459,10 +482,15 @@ int crl__cmd_rollout(int argc, char **argv)
     action_file af = { 0 };
     rollout_state st = { 0 };
     crl_td *out = NULL;
-    int rc = crl__cli_env_setup(&ctx, (int)rest->len, (char **)rest->pdata, &env, &err);
+    crl_policy *pol = NULL;
+    int rc = policy_dir ? crl__cli_policy_setup(&ctx, policy_dir, (int)rest->len, (char **)rest->pdata, &pol, &err)
+                        : crl__cli_env_setup(&ctx, (int)rest->len, (char **)rest->pdata, &env, &err);
     g_ptr_array_free(rest, TRUE);
     if (rc)
         return crl__cli_setup_failed("rollout", &err);
+    if (pol)
+        env = crl_policy_env(pol);   /* the policy's, freed with it */
+    st.policy = pol;
     if (seed_s)
         crl_env_set_seed(env, seed);
     st.env = env;
@@ -516,7 +544,10 @@ done:
     crl_td_unref(out);
     crl_tensor_unref(st.frame);
     action_file_free(&af);
-    crl_env_free(env);
+    if (pol)
+        crl_policy_free(pol);
+    else
+        crl_env_free(env);
     crl__cli_teardown(&ctx);
     return status;
 }

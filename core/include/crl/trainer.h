@@ -155,6 +155,50 @@ typedef struct crl_eval_result {
  * env's and the policy's errors prefixed "evaluation: ". */
 CRL_API int crl_trainer_evaluate_ex(crl_trainer *t, int64_t episodes, crl_eval_result *out, crl_error *err);
 
+/* ---- a trained policy, loaded from a checkpoint (crl eval, crl rollout --policy) ------------------
+ * What a C program needs to act with a run's policy, with libcrl alone
+ * (doc/policy-files.md shows a whole program):
+ *
+ *   crl_config *cfg = crl_config_new(&e);
+ *   crl_config_load_file(cfg, "RUN/checkpoint/experiment.ini", CRL_LAYER_FILE, &e);
+ *   crl_host *host = crl_host_new(cfg, &e);
+ *   crl_host_load_configured(host, &e);                  // [plugins] load = ...
+ *   crl_policy *p = crl_policy_load(host, cfg, "RUN/checkpoint", &e);
+ *   crl_td *ro = crl_env_rollout(crl_policy_env(p), 1000, crl_policy_act, p, true, true, NULL, &e);
+ */
+typedef struct crl_policy crl_policy;
+
+/* Load the exploration-free policy of the checkpoint directory dir (as
+ * crl_trainer_checkpoint writes it: dir/trainer.ckpt, and
+ * dir/experiment.ini, the settings cfg must hold): the loss of cfg's
+ * [loss] built over the env of [env] with [train] seed, its networks
+ * from the checkpoint's "loss/..." sections, and the evaluation env of
+ * [env] with a copy of the raw reward first in its chain (as the
+ * trainer's) and the transform statistics the training env had at the
+ * checkpoint (section "trainer/transforms", crl_env_transforms_state),
+ * frozen.  host and cfg are borrowed for the call only.  Errors:
+ * CRL_E_INVALID for NULL arguments, CRL_E_IO / CRL_E_CORRUPT naming the
+ * file and section, the loss's and the env's own.  Free with
+ * crl_policy_free (NULL-safe).  Since ABI 1.2. */
+CRL_API crl_policy *crl_policy_load(crl_host *host, const crl_config *cfg, const char *dir, crl_error *err);
+CRL_API void crl_policy_free(crl_policy *p);
+/* Its evaluation env (borrowed, valid while p lives); the frame count of
+ * the checkpoint (-1 for NULL); [train] eval_episodes of its config. */
+CRL_API crl_env *crl_policy_env(const crl_policy *p);
+CRL_API int64_t crl_policy_frames(const crl_policy *p);
+CRL_API int64_t crl_policy_eval_episodes(const crl_policy *p);
+/* A crl_policy_fn (user: the policy): write the policy's exploration-free
+ * action (the distribution's mode, the greedy Q-value) into td from its
+ * observation; td from any env of the same specs.  CRL_E_INVALID for NULL
+ * arguments, the loss's errors.  Not thread-safe per policy. */
+CRL_API int crl_policy_act(void *user, crl_env *env, crl_td *td, crl_error *err);
+/* `episodes` episodes on its env, seeded as the trainer seeds the
+ * evaluation at the checkpoint's frame count: the checkpoint written at the
+ * end of a run gives the run's last evaluation return (with as many
+ * episodes).  *out as crl_trainer_evaluate_ex.  Errors: CRL_E_INVALID for
+ * NULL arguments or episodes < 1, the env's and the policy's. */
+CRL_API int crl_policy_evaluate(crl_policy *p, int64_t episodes, crl_eval_result *out, crl_error *err);
+
 /* The key of the untransformed reward in the trainer's batches: when the
  * [env] section has transforms, the trainer puts a copy of the backend's
  * reward at "raw_reward" (RenameTransform with create_copy, first in the
