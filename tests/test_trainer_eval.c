@@ -5,7 +5,9 @@
 
 #include <crl/trainer.h>
 #include <crl/transform.h>
+#include <glib/gstdio.h>
 #include <math.h>
+#include <unistd.h>
 
 /* CartPole's reward is 1 per step: RewardScaling's 0.25 r + 0.5 is 0.75 per step, exact in binary, so an
  * episode's transformed return is 0.75 times its raw one, exactly. */
@@ -376,6 +378,106 @@ START_TEST(load_state_refused)
 }
 END_TEST
 
+/* ---- a policy loaded from a checkpoint -------------------------------------------------------- */
+
+typedef struct last_eval {
+    double mean, raw;
+} last_eval;
+
+static int keep_last(void *user, crl_trainer *t, const crl_train_stats *s, crl_error *err)
+{
+    (void)t;
+    (void)err;
+    last_eval *l = user;
+    if (s->evaluated) {
+        l->mean = s->eval_return;
+        l->raw = s->eval_raw_return;
+    }
+    return CRL_OK;
+}
+
+/* Train, checkpoint at the end, load the policy as a C program would (experiment.ini -> config -> host ->
+ * crl_policy_load) and evaluate: the run's last evaluation, bit for bit. */
+static void policy_reproduces(const char *ini)
+{
+    crl_test_host h;
+    crl_trainer *t = open_trainer(&h, ini);
+    last_eval l = { NAN, NAN };
+    crl_error e = { 0 };
+    ck_assert_msg(crl_trainer_run(t, keep_last, &l, &e) == CRL_OK, "run: %s", e.message);
+    char *tmp = g_dir_make_tmp("crl-policy-XXXXXX", NULL), *dir = g_build_filename(tmp, "ck", NULL);
+    ck_assert_msg(crl_trainer_checkpoint(t, dir, &e) == CRL_OK, "%s", e.message);
+    crl_trainer_free(t);
+    crl_test_host_close(&h);
+
+    crl_config *cfg = crl_config_new(&e);
+    char *ini_path = g_build_filename(dir, CRL_TRAINER_SETTINGS_FILE, NULL);
+    ck_assert_msg(crl_config_load_file(cfg, ini_path, CRL_LAYER_FILE, &e) == CRL_OK, "%s", e.message);
+    crl_host *host = crl_host_new(cfg, &e);
+    ck_assert_msg(host && crl_host_load_configured(host, &e) == CRL_OK, "%s", e.message);
+    crl_policy *p = crl_policy_load(host, cfg, dir, &e);
+    ck_assert_msg(p != NULL, "%s", e.message);
+    ck_assert_int_eq(crl_policy_eval_episodes(p), 3);
+    crl_eval_result r = { sizeof r, 0, NULL, NULL, 0, 0, 0, 0 };
+    ck_assert_msg(crl_policy_evaluate(p, 3, &r, &e) == CRL_OK, "%s", e.message);
+    ck_assert_msg(r.mean == l.mean && r.raw_mean == l.raw, "policy %.17g (raw %.17g), run %.17g (raw %.17g)", r.mean,
+                  r.raw_mean, l.mean, l.raw);
+    crl_free(r.returns);
+    crl_free(r.raw_returns);
+    /* acting by hand on the policy's env */
+    crl_td *td = crl_env_reset(crl_policy_env(p), NULL, &e);
+    ck_assert_ptr_nonnull(td);
+    ck_assert_int_eq(crl_policy_act(p, crl_policy_env(p), td, &e), CRL_OK);
+    ck_assert_ptr_nonnull(crl_td_get(td, "action"));
+    ck_assert_int_eq(crl_env_step(crl_policy_env(p), td, &e), CRL_OK);
+    crl_td_unref(td);
+    crl_policy_free(p);
+
+    /* what a bad directory gets */
+    ck_assert_ptr_null(crl_policy_load(host, cfg, tmp, &e));
+    ck_assert_msg(e.code == CRL_E_IO && strstr(e.message, "trainer.ckpt"), "%d %s", e.code, e.message);
+    char *ck = g_build_filename(dir, "trainer.ckpt", NULL);
+    ck_assert_int_eq(truncate(ck, 100), 0);
+    ck_assert_ptr_null(crl_policy_load(host, cfg, dir, &e));
+    ck_assert_msg(e.code == CRL_E_CORRUPT || e.code == CRL_E_IO, "%d %s", e.code, e.message);
+    ck_assert_ptr_null(crl_policy_load(NULL, cfg, dir, &e));
+    ck_assert_int_eq(e.code, CRL_E_INVALID);
+    ck_assert_int_eq(crl_policy_evaluate(NULL, 1, &r, &e), CRL_E_INVALID);
+    ck_assert_int_eq(crl_policy_frames(NULL), -1);
+    ck_assert_ptr_null(crl_policy_env(NULL));
+    crl_policy_free(NULL);
+    crl_host_free(host);
+    crl_config_free(cfg);
+    g_unlink(ck);
+    g_free(ck);
+    g_free(ini_path);
+    char *rm = g_strdup_printf("rm -rf '%s'", tmp);
+    ck_assert_int_eq(system(rm), 0);
+    g_free(rm);
+    g_free(dir);
+    g_free(tmp);
+}
+
+START_TEST(policy_reproduces_last_eval_scaled)
+{
+    char *ini = g_strdup_printf(SCALED_INI, "0.5", "0.25", 1024, "");
+    policy_reproduces(ini);
+    g_free(ini);
+}
+END_TEST
+
+/* VecNorm: the checkpoint carries the training statistics, and the policy's env normalises with them. */
+START_TEST(policy_reproduces_last_eval_vecnorm)
+{
+    char *ini = g_strdup_printf(VECNORM_INI, "", "");
+    GString *g = g_string_new(ini);
+    g_string_replace(g, "eval_episodes = 2", "eval_episodes = 3", 1);
+    policy_reproduces(g->str);
+    g_string_free(g, TRUE);
+    g_free(ini);
+}
+END_TEST
+
 int main(void)
 {
     crl_test_keep_cairo();
@@ -389,6 +491,8 @@ int main(void)
     tcase_add_test(tc, vecnorm_eval_processes_shared);
     tcase_add_test(tc, obsnorm_eval_uses_training_stats);
     tcase_add_test(tc, load_state_refused);
+    tcase_add_test(tc, policy_reproduces_last_eval_scaled);
+    tcase_add_test(tc, policy_reproduces_last_eval_vecnorm);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
