@@ -78,6 +78,21 @@ if [ "$rc" -eq 0 ] && grep -qE '^  steps: +30 \(x 4 envs of classic/Pendulum-v1\
 then ok "crl rollout --policy acts with the run's policy"
 else nok "crl rollout --policy (exit $rc)" "$out"; fi
 
+# The whole program of doc/policy-files.md, built against this tree's libcrl, scores the policy as crl eval does.
+src=${CRL_TEST_SRCDIR:?}/..; build=${CRL_TEST_BUILDDIR:?}/..
+sed -n '/^```c$/,/^```$/p' "$src/doc/policy-files.md" | sed '1d;$d' > "$tmp/act.c"
+if ${CC:-cc} -std=c11 -Wall -Wextra -Werror -I"$src/core/include" -I"$src/plugin-sdk/include" "$tmp/act.c" \
+        -L"$build/core/.libs" -lcrl -Wl,-rpath,"$build/core/.libs" -o "$tmp/act" 2>"$tmp/cc.err"; then
+    out=$("$tmp/act" "$tmp/run/checkpoint" 2>&1); rc=$?
+    want=$("$crl" eval "$tmp/run" --episodes 10 --json 2>&1)
+    m=$(sed -n 's/^mean return \([^ ]*\) (raw \([^)]*\)) over 10 episodes$/\1/p' <<<"$out")
+    if [ "$rc" -eq 0 ] && [ -n "$m" ] && same "$m" "$(json_num "$want" mean)"
+    then ok "the program of doc/policy-files.md loads the policy with libcrl alone and scores it as crl eval"
+    else nok "doc/policy-files.md's program (exit $rc)" "$out" "$want"; fi
+else
+    nok "doc/policy-files.md's program does not compile" "$(cat "$tmp/cc.err")"
+fi
+
 expect() {  # expect CODE REGEX what ARGS...
     local code=$1 re=$2 what=$3; shift 3
     local o; o=$("$@" 2>&1); local r=$?

@@ -603,7 +603,7 @@ static const struct {
     { "collector", "total_frames" }, { "train", "log_interval" },   { "train", "checkpoint_interval" },
     { "train", "eval_interval" },    { "train", "eval_episodes" },  { "train", "eval_max_steps" },
     { "train", "stop_return" },      { "train", "run_dir" },        { "env", "step_timeout" },
-    { "env", "pin_threads" },
+    { "env", "pin_threads" },        { "train", "stop_on" },
 };
 
 static bool resume_may_change(const char *section, const char *key)
