@@ -57,6 +57,11 @@ static const crl_option train_options[] = {
       "run directory of crl run (empty: runs/NAME-YYYYmmdd-HHMMSS, NAME the experiment file's)" },
     { "stop_return", CRL_OPT_DOUBLE, 0, NULL, 0, 0, NULL,
       "stop once an evaluation's mean return reaches this (unset: run all total_frames)" },
+    /* crl run's; metrics.csv is always written (curve.png and --resume read it) */
+    { "loggers", CRL_OPT_LIST, 0, "csv", 0, 0, NULL,
+      "where crl run logs its metrics rows, any of: csv (metrics.csv, always written), jsonl (metrics.jsonl, a "
+      "JSON object a row), tensorboard (events.out.tfevents.* for TensorBoard, scalars train/*, eval/*, perf/fps "
+      "by frame)" },
     /* The return stop_return reads: "raw" (the backend's reward, before RewardScaling, VecNorm and the other
      * [env] transforms) or "transformed" (the reward the loss trains on). */
     { "stop_on", CRL_OPT_ENUM, 0, "raw", 0, 0, "raw|transformed",

@@ -71,6 +71,32 @@ int crl__cmd_envs(int argc, char **argv);
 int crl__cmd_inspect(int argc, char **argv);
 int crl__cmd_rollout(int argc, char **argv);
 int crl__cmd_collect(int argc, char **argv);
+/* The loggers of crl run besides metrics.csv, as [train] loggers names them (run_loggers.c):
+ * metrics.jsonl (rewound to resume_frames and appended to on a resume; resume_frames < 0: a new run) and
+ * a TensorBoard event file (a new one per process).  Errors: CRL_E_CONFIG for an unknown logger naming
+ * FILE:LINE, CRL_E_UNSUPPORTED for tensorboard in a crl built without protobuf-c, CRL_E_IO naming the
+ * file.  write takes the rows metrics.csv takes (NULL l: nothing). */
+typedef struct crl__run_loggers crl__run_loggers;
+/* The names only, before any work (what open checks first). */
+int crl__run_loggers_check(const crl_config *cfg, crl_error *err);
+int crl__run_loggers_open(const crl_config *cfg, const char *dir, int64_t resume_frames, crl__run_loggers **out,
+                          crl_error *err);
+struct crl_train_stats;
+int crl__run_loggers_write(crl__run_loggers *l, const struct crl_train_stats *s, crl_error *err);
+int crl__run_loggers_close(crl__run_loggers *l, crl_error *err);
+
+/* TensorBoard event files (tb_events.c): events.out.tfevents.TIME.HOST in dir, opened with the
+ * file_version event; scalars as one Event (step, wall_time, Summary of simple_values).  Errors:
+ * CRL_E_IO naming the file. */
+typedef struct crl__tb_writer crl__tb_writer;
+crl__tb_writer *crl__tb_open(const char *dir, double wall_time, crl_error *err);
+const char *crl__tb_path(const crl__tb_writer *w);
+int crl__tb_scalars(crl__tb_writer *w, double wall_time, int64_t step, const char *const *tags, const double *values,
+                    size_t n, crl_error *err);
+int crl__tb_close(crl__tb_writer *w, crl_error *err);
+/* CRC-32C (Castagnoli), as TFRecord frames use it. */
+uint32_t crl__crc32c(const void *data, size_t len);
+
 /* crl eval RUN_DIR (cmd_eval.c). */
 int crl__cmd_eval(int argc, char **argv);
 /* The policy of a run directory's checkpoint (RUN_DIR/checkpoint or RUN_DIR): the context set up from its

@@ -80,6 +80,7 @@ typedef struct run_ctx {
     crl_cli_ctx *cli;
     char *dir, *ckpt_dir;
     FILE *metrics;
+    crl__run_loggers *loggers;   /* [train] loggers besides metrics.csv */
     bool tty, quiet;
     bool stopping;        /* the progress callback stopped the run for a signal */
     bool metrics_failed;  /* a metrics.csv write failed (and was reported) */
@@ -331,6 +332,9 @@ static int progress(void *user, crl_trainer *t, const crl_train_stats *s, crl_er
                     (long long)s->episodes, a, b, c, (long long)s->optim_steps, ra, rc_) < 0 ||
             fflush(r->metrics) != 0)
             return metrics_failed(r, errno, err);
+        int lrc = crl__run_loggers_write(r->loggers, s, err);
+        if (lrc)
+            return lrc;
         r->logged = s->frames;
         if (!r->quiet) {
             char line[256];
@@ -603,7 +607,7 @@ static const struct {
     { "collector", "total_frames" }, { "train", "log_interval" },   { "train", "checkpoint_interval" },
     { "train", "eval_interval" },    { "train", "eval_episodes" },  { "train", "eval_max_steps" },
     { "train", "stop_return" },      { "train", "run_dir" },        { "env", "step_timeout" },
-    { "env", "pin_threads" },        { "train", "stop_on" },
+    { "env", "pin_threads" },        { "train", "stop_on" },        { "train", "loggers" },
 };
 
 static bool resume_may_change(const char *section, const char *key)
@@ -943,7 +947,7 @@ static int run_main(int argc, char **argv)
     char *resolved = NULL;
     const char *dir = crl_config_get(ctx.cfg, "train", "run_dir");
     bool explicit_dir = dir && *dir;
-    if (crl_experiment_check(ctx.host, ctx.cfg, NULL, CRL_CHECK_TRAIN, &err) ||
+    if (crl_experiment_check(ctx.host, ctx.cfg, NULL, CRL_CHECK_TRAIN, &err) || crl__run_loggers_check(ctx.cfg, &err) ||
         !(resolved = crl_config_show(ctx.cfg, ctx.schema, &err))) {
         crl__cli_print_error("run", &err);
         if (changes)
@@ -1069,6 +1073,8 @@ static int run_main(int argc, char **argv)
         metrics_failed(&r, errno, &err);
         goto fail;
     }
+    if (crl__run_loggers_open(ctx.cfg, r.dir, resume ? crl_trainer_frames(t) : -1, &r.loggers, &err))
+        goto fail;
     r.title = crl_config_get(ctx.cfg, "loss", "type");
     int trc = CRL_OK;
     if (!g_atomic_int_get(&stop_signal))
@@ -1094,6 +1100,12 @@ static int run_main(int argc, char **argv)
     }
     r.metrics = NULL;
     failed |= r.metrics_failed;
+    crl_error_clear(&e2);
+    if (crl__run_loggers_close(r.loggers, &e2)) {
+        fprintf(stderr, "crl run: %s\n", e2.message);
+        failed = true;
+    }
+    r.loggers = NULL;
     crl_error_clear(&e2);
     if (curve(&r, &e2)) {
         fprintf(stderr, "crl run: cannot draw the learning curve: %s\n", e2.message);
@@ -1157,6 +1169,7 @@ done:
     watch_stop();
     if (r.metrics)
         fclose(r.metrics);
+    crl__run_loggers_close(r.loggers, NULL);
     crl_trainer_free(t);
     if (lockfd >= 0)
         close(lockfd);
