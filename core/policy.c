@@ -53,22 +53,58 @@ static void mean_std(const double *x, int64_t n, double *mean, double *std)
     *std = n ? sqrt(v / (double)n) : NAN;
 }
 
+int crl__eval_hook_set(crl_eval_hook *dst, const crl_eval_hook *hook, crl_error *err)
+{
+    if (!hook) {
+        memset(dst, 0, sizeof *dst);
+        return CRL_OK;
+    }
+    if (hook->struct_size < sizeof *hook || !hook->event)
+        return crl_error_set(err, CRL_E_INVALID, "eval hook: %s", !hook->event ? "no event function"
+                             : "struct_size is smaller than crl_eval_hook");
+    *dst = *hook;
+    return CRL_OK;
+}
+
+typedef struct hooked {
+    crl_policy_fn fn;
+    void *user;
+    const crl_eval_hook *hook;
+    int64_t frames;
+} hooked;
+
+static int hooked_policy(void *user, crl_env *env, crl_td *td, crl_error *err)
+{
+    hooked *h = user;
+    int rc = h->hook->event(h->hook->user, CRL_EVAL_STEP, env, td, h->frames, err);
+    return rc ? rc : h->fn(h->user, env, td, err);
+}
+
 int crl__eval_episodes(crl_env *env, crl_policy_fn fn, void *user, int64_t max_steps, uint64_t seed,
-                       int64_t episodes, bool raw, crl_eval_result *out, crl_error *err)
+                       int64_t episodes, bool raw, const crl_eval_hook *hook, int64_t frames, crl_eval_result *out,
+                       crl_error *err)
 {
     crl_env_set_seed(env, seed);
+    bool watch = hook && hook->event;
+    hooked h = { fn, user, hook, frames };
+    int rc = watch ? hook->event(hook->user, CRL_EVAL_BEGIN, env, NULL, frames, err) : CRL_OK;
     double *ret = g_new(double, episodes), *rawr = g_new(double, episodes);
     /* an env without transforms has no "raw_reward": its reward is the raw one */
     const char *raw_key = !raw ? NULL : crl_env_transform_count(env) ? "next." CRL__RAW_REWARD : "next.reward";
     int64_t got = 0;
-    while (got < episodes) {
+    while (!rc && got < episodes) {
         crl_error re;
         crl_error_clear(&re);
-        crl_td *ro = crl_env_rollout(env, max_steps, fn, user, false, true, NULL, &re);
+        crl_td *ro = crl_env_rollout(env, max_steps, watch ? hooked_policy : fn, watch ? (void *)&h : user, false,
+                                     true, NULL, &re);
         if (!ro) {
-            g_free(ret);
-            g_free(rawr);
-            return crl_error_prefix(&re, "evaluation: "), crl_error_pass(err, &re, CRL_E_RUNTIME);
+            rc = crl_error_pass(err, &re, CRL_E_RUNTIME);
+            crl_error_prefix(err, "evaluation: ");
+            break;
+        }
+        if (watch && (rc = hook->event(hook->user, CRL_EVAL_ROLLOUT_END, env, ro, frames, err))) {
+            crl_td_unref(ro);
+            break;
         }
         crl_tensor *r = crl_td_get(ro, "next.reward"), *d = crl_td_get(ro, "next.done");
         crl_tensor *rr = raw_key ? crl_td_get(ro, raw_key) : NULL;
@@ -90,6 +126,17 @@ int crl__eval_episodes(crl_env *env, crl_policy_fn fn, void *user, int64_t max_s
         }
         crl_td_unref(ro);
     }
+    if (watch) {
+        crl_error he;
+        crl_error_clear(&he);
+        int hrc = hook->event(hook->user, CRL_EVAL_END, env, NULL, frames, rc ? &he : err);
+        rc = rc ? rc : hrc;
+    }
+    if (rc) {
+        g_free(ret);
+        g_free(rawr);
+        return rc;
+    }
     out->episodes = got;
     mean_std(ret, got, &out->mean, &out->std);
     mean_std(rawr, got, &out->raw_mean, &out->raw_std);
@@ -108,6 +155,7 @@ struct crl_policy {
     uint64_t seed;
     int64_t frames, max_steps, episodes;
     bool raw;
+    crl_eval_hook hook;
 };
 
 void crl_policy_free(crl_policy *p)
@@ -213,5 +261,12 @@ int crl_policy_evaluate(crl_policy *p, int64_t episodes, crl_eval_result *out, c
     if (episodes < 1)
         return crl_error_set(err, CRL_E_INVALID, "evaluation: %lld episodes; ask for at least 1", (long long)episodes);
     return crl__eval_episodes(p->env, crl_policy_act, p, p->max_steps, crl__eval_seed(p->seed, p->frames), episodes,
-                              p->raw, out, err);
+                              p->raw, &p->hook, p->frames, out, err);
+}
+
+int crl_policy_set_eval_hook(crl_policy *p, const crl_eval_hook *hook, crl_error *err)
+{
+    if (!p)
+        return crl_error_set(err, CRL_E_INVALID, "crl_policy_set_eval_hook: the policy is NULL");
+    return crl__eval_hook_set(&p->hook, hook, err);
 }

@@ -101,6 +101,7 @@ struct crl_trainer {
     /* the same for the backend's reward (raw_key: where the batches hold it, NULL unknown) */
     const char *raw_key;
     bool stop_raw;
+    crl_eval_hook eval_hook;   /* observer of evaluations (event NULL: none) */
     crl_returns *raw_returns;
     double recent_raw[RECENT];
     int64_t raw_episodes;
@@ -721,7 +722,14 @@ int crl_trainer_evaluate_ex(crl_trainer *t, int64_t episodes, crl_eval_result *o
     /* Each evaluation seeds its env from the frame count: evaluations are
      * reproducible and independent of those before (resumed runs included). */
     return crl__eval_episodes(t->eval_env, eval_policy, t, t->eval_max_steps, crl__eval_seed(t->seed, t->frames),
-                              episodes, t->raw_key != NULL, out, err);
+                              episodes, t->raw_key != NULL, &t->eval_hook, t->frames, out, err);
+}
+
+int crl_trainer_set_eval_hook(crl_trainer *t, const crl_eval_hook *hook, crl_error *err)
+{
+    if (!t)
+        return crl_error_set(err, CRL_E_INVALID, "crl_trainer_set_eval_hook: the trainer is NULL");
+    return crl__eval_hook_set(&t->eval_hook, hook, err);
 }
 
 int crl_trainer_evaluate(crl_trainer *t, int64_t episodes, double *mean_return, crl_error *err)

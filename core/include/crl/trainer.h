@@ -143,6 +143,34 @@ typedef struct crl_eval_result {
     double raw_mean, raw_std; /* of raw_returns */
 } crl_eval_result;
 
+/* What an evaluation tells an observer (crl_eval_hook), in order: BEGIN
+ * (frames: the frame count it is seeded from), then per rollout a STEP
+ * before each action (td: the state the policy acts on; from the second
+ * step on it still holds the previous step's "next", whose "done" says
+ * which envs that step ended, before they are reset) and ROLLOUT_END (the
+ * envs at the state of the rollout's last step), then END.  Since ABI 1.2. */
+typedef enum crl_eval_event {
+    CRL_EVAL_BEGIN,
+    CRL_EVAL_STEP,
+    CRL_EVAL_ROLLOUT_END,
+    CRL_EVAL_END
+} crl_eval_event;
+
+/* An observer of evaluations (crl run's videos: crl_env_render of env 0).
+ * The callback's non-zero return stops the evaluation with that code (it
+ * sets err); END comes also after a failure, with td NULL.  Since ABI
+ * 1.2. */
+typedef struct crl_eval_hook {
+    uint32_t struct_size;     /* sizeof(crl_eval_hook) */
+    int (*event)(void *user, crl_eval_event what, crl_env *env, const crl_td *td, int64_t frames, crl_error *err);
+    void *user;
+} crl_eval_hook;
+
+/* Observe every later evaluation of t with hook (copied; NULL: none).
+ * CRL_E_INVALID for a NULL trainer, a struct_size too small or no event
+ * function.  Since ABI 1.2. */
+CRL_API int crl_trainer_set_eval_hook(crl_trainer *t, const crl_eval_hook *hook, crl_error *err);
+
 /* crl_trainer_evaluate with every episode's return, transformed and raw.
  * The evaluation env's transforms normalise with the training env's
  * statistics as they stand (VecNorm's running sums, ObservationNorm's loc
@@ -198,6 +226,8 @@ CRL_API int crl_policy_act(void *user, crl_env *env, crl_td *td, crl_error *err)
  * episodes).  *out as crl_trainer_evaluate_ex.  Errors: CRL_E_INVALID for
  * NULL arguments or episodes < 1, the env's and the policy's. */
 CRL_API int crl_policy_evaluate(crl_policy *p, int64_t episodes, crl_eval_result *out, crl_error *err);
+/* Observe the evaluations of crl_policy_evaluate (as crl_trainer_set_eval_hook). */
+CRL_API int crl_policy_set_eval_hook(crl_policy *p, const crl_eval_hook *hook, crl_error *err);
 
 /* The key of the untransformed reward in the trainer's batches: when the
  * [env] section has transforms, the trainer puts a copy of the backend's
