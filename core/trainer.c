@@ -62,6 +62,9 @@ static const crl_option train_options[] = {
       "where crl run logs its metrics rows, any of: csv (metrics.csv, always written), jsonl (metrics.jsonl, a "
       "JSON object a row), tensorboard (events.out.tfevents.* for TensorBoard, scalars train/*, eval/*, perf/fps "
       "by frame)" },
+    { "record_video", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
+      "crl run: write env 0's first episode of each evaluation as an MP4, RUN_DIR/videos/eval-FRAMES.mp4 (needs a "
+      "crl built with FFmpeg and an env that renders)" },
     /* The return stop_return reads: "raw" (the backend's reward, before RewardScaling, VecNorm and the other
      * [env] transforms) or "transformed" (the reward the loss trains on). */
     { "stop_on", CRL_OPT_ENUM, 0, "raw", 0, 0, "raw|transformed",

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <crl/host.h>
+#include <crl/trainer.h>
 
 #include "cli-schema.h"
 
@@ -96,6 +97,27 @@ int crl__tb_scalars(crl__tb_writer *w, double wall_time, int64_t step, const cha
 int crl__tb_close(crl__tb_writer *w, crl_error *err);
 /* CRC-32C (Castagnoli), as TFRecord frames use it. */
 uint32_t crl__crc32c(const void *data, size_t len);
+
+/* MP4 videos (video.c, when built with libavcodec/libavformat/libswscale): frames of width x height RGB
+ * (row-major, 3 bytes a pixel) at fps per second, encoded with libx264 when FFmpeg has it, else mpeg4
+ * (crl__video_encoder_name says which).  close finishes the file (err NULL: drop it unfinished) and
+ * sets *frames.  Errors: CRL_E_IO naming the file and FFmpeg's message. */
+typedef struct crl__video crl__video;
+crl__video *crl__video_open(const char *path, int width, int height, int fps, crl_error *err);
+int crl__video_add(crl__video *v, const uint8_t *rgb, crl_error *err);
+int crl__video_close(crl__video *v, int64_t *frames, crl_error *err);
+const char *crl__video_encoder(const crl__video *v);
+int64_t crl__video_frames(const crl__video *v);
+const char *crl__video_encoder_name(void);
+
+/* Evaluation videos (eval_video.c): a crl_eval_hook recording env 0's first episode of each evaluation
+ * (rendered before each action and at the episode's end: steps + 1 frames) to dir/eval-FRAMES.mp4
+ * (dir non-NULL) or to path.  last: the file finished last (NULL: none yet) and its frame count. */
+typedef struct crl__eval_video crl__eval_video;
+crl__eval_video *crl__eval_video_new(const char *dir, const char *path);
+struct crl_eval_hook crl__eval_video_hook(crl__eval_video *r);
+const char *crl__eval_video_last(const crl__eval_video *r, int64_t *frames);
+void crl__eval_video_free(crl__eval_video *r);
 
 /* crl eval RUN_DIR (cmd_eval.c). */
 int crl__cmd_eval(int argc, char **argv);

@@ -14,7 +14,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: crl eval RUN_DIR [--episodes N] [--json] [section.key=value...]\n\n"
+            "Usage: crl eval RUN_DIR [--episodes N] [--video FILE.mp4] [--json]\n"
+            "                [section.key=value...]\n\n"
             "Load the checkpoint of a crl run directory (RUN_DIR/checkpoint, or RUN_DIR\n"
             "itself when it holds trainer.ckpt) and run its exploration-free policy (the\n"
             "distribution's mode, the greedy Q-value) on the evaluation env of its [env]\n"
@@ -29,6 +30,8 @@ static void usage(FILE *f)
             "  crl eval runs/dqn --episodes 20\n\n"
             "  --episodes N  episodes to run (1..1000000; default: [train] eval_episodes\n"
             "                of the run, or 5)\n"
+            "  --video FILE  write env 0's first episode as an MP4 (H.264 through libx264\n"
+            "                when this FFmpeg has it, else MPEG-4 part 2; the env must render)\n"
             "  --json        print {\"run_dir\", \"frames\", \"episodes\", \"returns\",\n"
             "                \"raw_returns\", \"mean\", \"std\", \"raw_mean\", \"raw_std\"}\n"
             "                instead (null for a raw return that is not known)\n"
@@ -122,7 +125,7 @@ static void json_array(const double *v, int64_t n)
 int crl__cmd_eval(int argc, char **argv)
 {
     bool json = false;
-    const char *episodes_s = NULL, *run_dir = NULL;
+    const char *episodes_s = NULL, *run_dir = NULL, *video = NULL;
     GPtrArray *over = g_ptr_array_new();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -139,6 +142,16 @@ int crl__cmd_eval(int argc, char **argv)
                 episodes_s = argv[++i];
             } else {
                 fprintf(stderr, "crl eval: --episodes needs a value; run 'crl eval --help'\n");
+                g_ptr_array_free(over, TRUE);
+                return CRL_EXIT_USAGE;
+            }
+        } else if (!strcmp(a, "--video") || !strncmp(a, "--video=", 8)) {
+            if (a[7] == '=') {
+                video = a + 8;
+            } else if (i + 1 < argc) {
+                video = argv[++i];
+            } else {
+                fprintf(stderr, "crl eval: --video needs a file name; run 'crl eval --help'\n");
                 g_ptr_array_free(over, TRUE);
                 return CRL_EXIT_USAGE;
             }
@@ -163,6 +176,19 @@ int crl__cmd_eval(int argc, char **argv)
         g_ptr_array_free(over, TRUE);
         return CRL_EXIT_USAGE;
     }
+#ifndef CRL_CLI_HAVE_FFMPEG
+    if (video) {
+        fprintf(stderr, "crl eval: --video: this crl was built without FFmpeg's libraries; install libavcodec-dev "
+                "libavformat-dev libswscale-dev libavutil-dev and build crl again\n");
+        g_ptr_array_free(over, TRUE);
+        return CRL_EXIT_USAGE;
+    }
+#endif
+    if (video && !*video) {
+        fprintf(stderr, "crl eval: --video needs a file name\n");
+        g_ptr_array_free(over, TRUE);
+        return CRL_EXIT_USAGE;
+    }
     crl_cli_ctx ctx;
     crl_error err = { 0 };
     crl_policy *p = NULL;
@@ -174,6 +200,13 @@ int crl__cmd_eval(int argc, char **argv)
         episodes = crl_policy_eval_episodes(p) > 0 ? crl_policy_eval_episodes(p) : 5;
     crl_eval_result r = { sizeof r, 0, NULL, NULL, NAN, NAN, NAN, NAN };
     int status = CRL_EXIT_OK;
+#ifdef CRL_CLI_HAVE_FFMPEG
+    crl__eval_video *rec = video ? crl__eval_video_new(NULL, video) : NULL;
+    if (rec) {
+        crl_eval_hook h = crl__eval_video_hook(rec);
+        crl_policy_set_eval_hook(p, &h, NULL);
+    }
+#endif
     if (crl_policy_evaluate(p, episodes, &r, &err)) {
         crl__cli_print_error("eval", &err);
         status = crl__cli_exit_code(&err);
@@ -201,6 +234,13 @@ int crl__cmd_eval(int argc, char **argv)
             printf("  episode %-4lld return %.6g  raw %.6g\n", (long long)i + 1, r.returns[i], r.raw_returns[i]);
         printf("mean return %.6g  std %.6g\nraw mean return %.6g  std %.6g\n", r.mean, r.std, r.raw_mean, r.raw_std);
     }
+#ifdef CRL_CLI_HAVE_FFMPEG
+    int64_t vframes = 0;
+    if (!status && rec && crl__eval_video_last(rec, &vframes))
+        fprintf(stderr, "crl eval: wrote %s: %lld frames of env 0's first episode (%s)\n", video, (long long)vframes,
+                crl__video_encoder_name());
+    crl__eval_video_free(rec);
+#endif
     fflush(stdout);
     crl_free(r.returns);
     crl_free(r.raw_returns);

@@ -27,6 +27,7 @@ typedef struct {
     crl_env *env;
     action_file *actions;
     crl_policy *policy;   /* --policy: acts in place of the random policy */
+    struct crl__video *video;  /* --video: env 0's frames */
     size_t next_action;
     const char *frames_dir;
     crl_tensor *frame;
@@ -232,10 +233,24 @@ static int save_frame(rollout_state *st, crl_error *err)
     return rc;
 }
 
+/* env 0's frame into --video */
+static int video_frame(rollout_state *st, crl_error *err)
+{
+#ifdef CRL_CLI_HAVE_FFMPEG
+    int rc = crl_env_render(st->env, 0, st->frame, err);
+    return rc ? rc : crl__video_add(st->video, crl_tensor_data(st->frame), err);
+#else
+    (void)st;
+    return crl_error_set(err, CRL_E_UNSUPPORTED, "--video: built without FFmpeg");
+#endif
+}
+
 static int policy(void *user, crl_env *env, crl_td *td, crl_error *err)
 {
     rollout_state *st = user;
     int rc = st->frames_dir ? save_frame(st, err) : CRL_OK;
+    if (!rc && st->video)
+        rc = video_frame(st, err);
     if (rc)
         return rc;
     if (st->policy)
@@ -347,7 +362,7 @@ static void usage(FILE *f)
     fprintf(f,
             "Usage: crl rollout [FILE.ini...] [section.key=value...] --steps N [--seed S]\n"
             "                   [--auto-reset] [--actions FILE | --policy RUN_DIR] [--json]\n"
-            "                   [--save-frames DIR]\n\n"
+            "                   [--save-frames DIR] [--video FILE.mp4]\n\n"
             "Build the env of the [env] section, reset it and run up to N steps with a\n"
             "random policy (or the actions of FILE).  As TorchRL's rollout\n"
             "(break_when_any_done=True), it stops after the first step where any env is\n"
@@ -378,6 +393,9 @@ static void usage(FILE *f)
             "                     strings \"inf\", \"-inf\" and \"nan\"\n"
             "  --save-frames DIR  write env 0's frames to DIR/frame_00000.png ... (after the\n"
             "                     reset and after every step: T+1 files); the env must render\n"
+            "  --video FILE.mp4   write env 0's frames (T+1, as --save-frames) as an MP4 at 30\n"
+            "                     frames/s: H.264 through libx264 when this FFmpeg has it,\n"
+            "                     else MPEG-4 part 2; the env must render\n"
             "  -h, --help         print this help\n\n"
             "Exit status: 0 ok, 1 runtime failure (e.g. the env cannot render), 2 bad usage,\n"
             "bad config, unknown env or a malformed actions file.\n", crl__examples_dir());
@@ -406,6 +424,7 @@ int crl__cmd_rollout(int argc, char **argv)
 {
     bool json = false, auto_reset = false;
     const char *steps_s = NULL, *seed_s = NULL, *actions_path = NULL, *frames_dir = NULL, *policy_dir = NULL;
+    const char *video_path = NULL;
     GPtrArray *rest = g_ptr_array_new();
     int status = CRL_EXIT_USAGE;
     for (int i = 1; i < argc; i++) {
@@ -423,7 +442,8 @@ int crl__cmd_rollout(int argc, char **argv)
                    (m = take_value(argc, argv, &i, "--seed", &seed_s)) ||
                    (m = take_value(argc, argv, &i, "--actions", &actions_path)) ||
                    (m = take_value(argc, argv, &i, "--save-frames", &frames_dir)) ||
-                   (m = take_value(argc, argv, &i, "--policy", &policy_dir))) {
+                   (m = take_value(argc, argv, &i, "--policy", &policy_dir)) ||
+                   (m = take_value(argc, argv, &i, "--video", &video_path))) {
             if (m < 0) {
                 fprintf(stderr, "crl rollout: %s needs a value; run 'crl rollout --help'\n", a);
                 g_ptr_array_free(rest, TRUE);
@@ -470,6 +490,19 @@ int crl__cmd_rollout(int argc, char **argv)
             g_ptr_array_free(rest, TRUE);
             return CRL_EXIT_USAGE;
         }
+#ifndef CRL_CLI_HAVE_FFMPEG
+    if (video_path) {
+        fprintf(stderr, "crl rollout: --video: this crl was built without FFmpeg's libraries; install "
+                "libavcodec-dev libavformat-dev libswscale-dev libavutil-dev and build crl again\n");
+        g_ptr_array_free(rest, TRUE);
+        return CRL_EXIT_USAGE;
+    }
+#endif
+    if (video_path && !*video_path) {
+        fprintf(stderr, "crl rollout: --video needs a file name\n");
+        g_ptr_array_free(rest, TRUE);
+        return CRL_EXIT_USAGE;
+    }
     if (frames_dir && !*frames_dir) {
         fprintf(stderr, "crl rollout: --save-frames needs a directory name\n");
         g_ptr_array_free(rest, TRUE);
@@ -517,10 +550,40 @@ int crl__cmd_rollout(int argc, char **argv)
             goto fail;
         st.frames_dir = frames_dir;
     }
+    if (video_path) {
+        int32_t h = crl_env_render_height(env), w = crl_env_render_width(env);
+        if (h <= 0 || w <= 0) {
+            crl_error_set(&err, CRL_E_UNSUPPORTED, "--video: env %s/%s cannot render (its backend declares no frame "
+                          "size); drop --video", crl_env_backend_name(env), crl_env_id(env));
+            goto fail;
+        }
+        int64_t shape[3] = { h, w, 3 };
+        if (!st.frame && !(st.frame = crl_tensor_new(CRL_U8, 3, shape, &err)))
+            goto fail;
+#ifdef CRL_CLI_HAVE_FFMPEG
+        if (!(st.video = crl__video_open(video_path, w, h, 30, &err)))
+            goto fail;
+#endif
+    }
     if (!(out = crl_env_rollout(env, steps, policy, &st, !auto_reset, true, NULL, &err)))
         goto fail;
     if (frames_dir && save_frame(&st, &err))
         goto fail;
+#ifdef CRL_CLI_HAVE_FFMPEG
+    if (st.video) {
+        int64_t vf = 0;
+        int vrc = video_frame(&st, &err);
+        struct crl__video *v = st.video;
+        st.video = NULL;
+        if (vrc || crl__video_close(v, &vf, vrc ? NULL : &err)) {
+            if (vrc)
+                crl__video_close(v, NULL, NULL);
+            goto fail;
+        }
+        fprintf(stderr, "crl rollout: wrote %s: %lld frames of env 0 (%s)\n", video_path, (long long)vf,
+                crl__video_encoder_name());
+    }
+#endif
     if (json) {
         print_json(out);
     } else {
@@ -542,6 +605,9 @@ fail:
 done:
     fflush(stdout);
     crl_td_unref(out);
+#ifdef CRL_CLI_HAVE_FFMPEG
+    crl__video_close(st.video, NULL, NULL);
+#endif
     crl_tensor_unref(st.frame);
     action_file_free(&af);
     if (pol)

@@ -81,6 +81,7 @@ typedef struct run_ctx {
     char *dir, *ckpt_dir;
     FILE *metrics;
     crl__run_loggers *loggers;   /* [train] loggers besides metrics.csv */
+    crl__eval_video *video;      /* [train] record_video */
     bool tty, quiet;
     bool stopping;        /* the progress callback stopped the run for a signal */
     bool metrics_failed;  /* a metrics.csv write failed (and was reported) */
@@ -363,6 +364,53 @@ static int progress(void *user, crl_trainer *t, const crl_train_stats *s, crl_er
     return CRL_OK;
 }
 
+/* [train] record_video: before any work, a crl that can encode and an evaluation env that renders. */
+static int check_videos(const crl_config *cfg, crl_error *err)
+{
+    bool on = false;
+    int rc = crl_config_get_bool(cfg, "train", "record_video", false, &on, err);
+    if (rc || !on)
+        return rc;
+#ifndef CRL_CLI_HAVE_FFMPEG
+    return crl_error_set(err, CRL_E_UNSUPPORTED, "%s: [train] record_video = true: this crl was built without FFmpeg's "
+                         "libraries; install libavcodec-dev libavformat-dev libswscale-dev libavutil-dev and build "
+                         "crl again, or set record_video = false", crl_config_origin(cfg, "train", "record_video"));
+#else
+    return CRL_OK;
+#endif
+}
+
+static int start_videos(run_ctx *r, const crl_config *cfg, crl_trainer *t, crl_error *err)
+{
+    bool on = false;
+    int rc = crl_config_get_bool(cfg, "train", "record_video", false, &on, err);
+    if (rc || !on)
+        return rc;
+#ifdef CRL_CLI_HAVE_FFMPEG
+    crl_env *ev = crl_trainer_eval_env(t);
+    if (!ev)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [train] record_video = true records evaluations, but [train] "
+                             "eval_episodes = 0: set eval_episodes > 0", crl_config_origin(cfg, "train", "record_video"));
+    if (crl_env_render_height(ev) <= 0 || crl_env_render_width(ev) <= 0)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [train] record_video = true, but env %s/%s cannot render (its "
+                             "backend declares no frame size); set record_video = false",
+                             crl_config_origin(cfg, "train", "record_video"), crl_env_backend_name(ev), crl_env_id(ev));
+    char *dir = g_build_filename(r->dir, "videos", NULL);
+    if (g_mkdir_with_parents(dir, 0777) != 0) {
+        rc = crl_error_set(err, CRL_E_IO, "cannot create '%s': %s", dir, g_strerror(errno));
+        g_free(dir);
+        return rc;
+    }
+    r->video = crl__eval_video_new(dir, NULL);
+    g_free(dir);
+    crl_eval_hook h = crl__eval_video_hook(r->video);
+    return crl_trainer_set_eval_hook(t, &h, err);
+#else
+    (void)r, (void)t;
+    return check_videos(cfg, err);
+#endif
+}
+
 /* On --resume: metrics.csv keeps its rows up to the checkpoint's frame count (a run stopped by kill -9
  * logged past its last checkpoint; the resumed run logs those frames again).  Missing: a new one. */
 static int metrics_rewind(run_ctx *r, int64_t frames, crl_error *err)
@@ -608,6 +656,7 @@ static const struct {
     { "train", "eval_interval" },    { "train", "eval_episodes" },  { "train", "eval_max_steps" },
     { "train", "stop_return" },      { "train", "run_dir" },        { "env", "step_timeout" },
     { "env", "pin_threads" },        { "train", "stop_on" },        { "train", "loggers" },
+    { "train", "record_video" },
 };
 
 static bool resume_may_change(const char *section, const char *key)
@@ -947,7 +996,7 @@ static int run_main(int argc, char **argv)
     char *resolved = NULL;
     const char *dir = crl_config_get(ctx.cfg, "train", "run_dir");
     bool explicit_dir = dir && *dir;
-    if (crl_experiment_check(ctx.host, ctx.cfg, NULL, CRL_CHECK_TRAIN, &err) || crl__run_loggers_check(ctx.cfg, &err) ||
+    if (crl_experiment_check(ctx.host, ctx.cfg, NULL, CRL_CHECK_TRAIN, &err) || crl__run_loggers_check(ctx.cfg, &err) || check_videos(ctx.cfg, &err) ||
         !(resolved = crl_config_show(ctx.cfg, ctx.schema, &err))) {
         crl__cli_print_error("run", &err);
         if (changes)
@@ -1075,6 +1124,8 @@ static int run_main(int argc, char **argv)
     }
     if (crl__run_loggers_open(ctx.cfg, r.dir, resume ? crl_trainer_frames(t) : -1, &r.loggers, &err))
         goto fail;
+    if (start_videos(&r, ctx.cfg, t, &err))
+        goto fail;
     r.title = crl_config_get(ctx.cfg, "loss", "type");
     int trc = CRL_OK;
     if (!g_atomic_int_get(&stop_signal))
@@ -1170,6 +1221,9 @@ done:
     if (r.metrics)
         fclose(r.metrics);
     crl__run_loggers_close(r.loggers, NULL);
+#ifdef CRL_CLI_HAVE_FFMPEG
+    crl__eval_video_free(r.video);
+#endif
     crl_trainer_free(t);
     if (lockfd >= 0)
         close(lockfd);
