@@ -46,7 +46,8 @@ static const crl_option train_options[] = {
     { "eval_interval", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 1e18, NULL,
       "evaluate every this many frames (0: only at the end)" },
     { "eval_episodes", CRL_OPT_INT, CRL_OPT_RANGE, "5", 0, 1e6, NULL,
-      "episodes of the exploration-free policy per evaluation (0: no evaluation)" },
+      "episodes of the exploration-free policy per evaluation (0: no evaluation), on an env built from [env] whose "
+      "transforms normalise with the training env's statistics, frozen (VecNorm, ObservationNorm)" },
     { "eval_max_steps", CRL_OPT_INT, CRL_OPT_RANGE, "1000", 1, 1e9, NULL,
       "an evaluation episode is cut after this many steps" },
     { "log_interval", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 1e18, NULL,
