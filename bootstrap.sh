@@ -23,6 +23,8 @@ packages=(
     libglib2.0-dev libinih-dev libffi-dev librandom123-dev check
     libpython3-dev python3 python3-numpy valgrind libcairo2-dev zlib1g-dev
     libmujoco-dev libosmesa6-dev libopenblas-dev man-db libopenmpi-dev openmpi-bin
+    libprotobuf-c-dev protobuf-c-compiler protobuf-compiler python3-protobuf
+    libavcodec-dev libavformat-dev libswscale-dev libavutil-dev ffmpeg
 )
 
 install_packages() {

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <crl/host.h>
+#include <crl/trainer.h>
 
 #include "cli-schema.h"
 
@@ -71,6 +72,61 @@ int crl__cmd_envs(int argc, char **argv);
 int crl__cmd_inspect(int argc, char **argv);
 int crl__cmd_rollout(int argc, char **argv);
 int crl__cmd_collect(int argc, char **argv);
+/* The loggers of crl run besides metrics.csv, as [train] loggers names them (run_loggers.c):
+ * metrics.jsonl (rewound to resume_frames and appended to on a resume; resume_frames < 0: a new run) and
+ * a TensorBoard event file (a new one per process).  Errors: CRL_E_CONFIG for an unknown logger naming
+ * FILE:LINE, CRL_E_UNSUPPORTED for tensorboard in a crl built without protobuf-c, CRL_E_IO naming the
+ * file.  write takes the rows metrics.csv takes (NULL l: nothing). */
+typedef struct crl__run_loggers crl__run_loggers;
+/* The names only, before any work (what open checks first). */
+int crl__run_loggers_check(const crl_config *cfg, crl_error *err);
+int crl__run_loggers_open(const crl_config *cfg, const char *dir, int64_t resume_frames, crl__run_loggers **out,
+                          crl_error *err);
+struct crl_train_stats;
+int crl__run_loggers_write(crl__run_loggers *l, const struct crl_train_stats *s, crl_error *err);
+int crl__run_loggers_close(crl__run_loggers *l, crl_error *err);
+
+/* TensorBoard event files (tb_events.c): events.out.tfevents.TIME.HOST in dir, opened with the
+ * file_version event; scalars as one Event (step, wall_time, Summary of simple_values).  Errors:
+ * CRL_E_IO naming the file. */
+typedef struct crl__tb_writer crl__tb_writer;
+crl__tb_writer *crl__tb_open(const char *dir, double wall_time, crl_error *err);
+const char *crl__tb_path(const crl__tb_writer *w);
+int crl__tb_scalars(crl__tb_writer *w, double wall_time, int64_t step, const char *const *tags, const double *values,
+                    size_t n, crl_error *err);
+int crl__tb_close(crl__tb_writer *w, crl_error *err);
+/* CRC-32C (Castagnoli), as TFRecord frames use it. */
+uint32_t crl__crc32c(const void *data, size_t len);
+
+/* MP4 videos (video.c, when built with libavcodec/libavformat/libswscale): frames of width x height RGB
+ * (row-major, 3 bytes a pixel) at fps per second, encoded with libx264 when FFmpeg has it, else mpeg4
+ * (crl__video_encoder_name says which).  close finishes the file (err NULL: drop it unfinished) and
+ * sets *frames.  Errors: CRL_E_IO naming the file and FFmpeg's message. */
+typedef struct crl__video crl__video;
+crl__video *crl__video_open(const char *path, int width, int height, int fps, crl_error *err);
+int crl__video_add(crl__video *v, const uint8_t *rgb, crl_error *err);
+int crl__video_close(crl__video *v, int64_t *frames, crl_error *err);
+const char *crl__video_encoder(const crl__video *v);
+int64_t crl__video_frames(const crl__video *v);
+const char *crl__video_encoder_name(void);
+
+/* Evaluation videos (eval_video.c): a crl_eval_hook recording env 0's first episode of each evaluation
+ * (rendered before each action and at the episode's end: steps + 1 frames) to dir/eval-FRAMES.mp4
+ * (dir non-NULL) or to path.  last: the file finished last (NULL: none yet) and its frame count. */
+typedef struct crl__eval_video crl__eval_video;
+crl__eval_video *crl__eval_video_new(const char *dir, const char *path);
+struct crl_eval_hook crl__eval_video_hook(crl__eval_video *r);
+const char *crl__eval_video_last(const crl__eval_video *r, int64_t *frames);
+void crl__eval_video_free(crl__eval_video *r);
+
+/* crl eval RUN_DIR (cmd_eval.c). */
+int crl__cmd_eval(int argc, char **argv);
+/* The policy of a run directory's checkpoint (RUN_DIR/checkpoint or RUN_DIR): the context set up from its
+ * experiment.ini plus the overrides (section.key=value only), then crl_policy_load.  On failure err is
+ * set (exit code by crl__cli_exit_code; USAGE for a directory without a checkpoint) and nothing is held. */
+struct crl_policy;
+int crl__cli_policy_setup(crl_cli_ctx *ctx, const char *run_dir, int nover, char **overrides, struct crl_policy **p,
+                          crl_error *err);
 /* crl replay check|repair DIR (cmd_replay.c). */
 int crl__cmd_replay(int argc, char **argv);
 

@@ -83,7 +83,10 @@ static void usage(FILE *f)
             "or bad config, 130/143 stopped by a signal.\n", crl__examples_dir(), crl__examples_dir());
 }
 
-#define METRICS_HEADER "frames,seconds,fps,episodes,recent_return,loss,eval_return,optim_steps\n"
+/* The raw returns (the backend's reward, before the [env] transforms) come last, so readers of the first eight
+ * columns keep working. */
+#define METRICS_HEADER "frames,seconds,fps,episodes,recent_return,loss,eval_return,optim_steps,recent_raw_return," \
+                       "eval_raw_return\n"
 /* Files of the run directory crl run reads back (metrics.csv, run.txt): regular files up to this size. */
 #define RUN_FILE_MAX ((uint64_t)1 << 30)
 
@@ -91,6 +94,8 @@ typedef struct run_ctx {
     crl_cli_ctx *cli;
     char *dir, *ckpt_dir;
     FILE *metrics;
+    crl__run_loggers *loggers;   /* [train] loggers besides metrics.csv */
+    crl__eval_video *video;      /* [train] record_video */
     bool tty, quiet;
     bool stopping;        /* the progress callback stopped the run for a signal */
     bool metrics_failed;  /* a metrics.csv write failed (and was reported) */
@@ -421,13 +426,19 @@ static int progress(void *user, crl_trainer *t, const crl_train_stats *s, crl_er
     if (log) {
         while (r->next_log <= s->frames)
             r->next_log += r->log_interval > 0 ? r->log_interval : 1;
-        char a[32], b[32], c[32];
+        char a[32], b[32], c[32], ra[32], rc_[32];
         fmt_num(a, sizeof a, s->recent_return);
         fmt_num(b, sizeof b, s->loss);
         fmt_num(c, sizeof c, s->evaluated ? s->eval_return : NAN);
-        if (fprintf(r->metrics, "%lld,%.3f,%.1f,%lld,%s,%s,%s,%lld\n", (long long)s->frames, s->seconds, s->fps,
-                    (long long)s->episodes, a, b, c, (long long)s->optim_steps) < 0 || fflush(r->metrics) != 0)
+        fmt_num(ra, sizeof ra, s->recent_raw_return);
+        fmt_num(rc_, sizeof rc_, s->evaluated ? s->eval_raw_return : NAN);
+        if (fprintf(r->metrics, "%lld,%.3f,%.1f,%lld,%s,%s,%s,%lld,%s,%s\n", (long long)s->frames, s->seconds, s->fps,
+                    (long long)s->episodes, a, b, c, (long long)s->optim_steps, ra, rc_) < 0 ||
+            fflush(r->metrics) != 0)
             return metrics_failed(r, errno, err);
+        int lrc = crl__run_loggers_write(r->loggers, s, err);
+        if (lrc)
+            return lrc;
         r->logged = s->frames;
     }
     if (!r->quiet)
@@ -445,6 +456,53 @@ static int progress(void *user, crl_trainer *t, const crl_train_stats *s, crl_er
         return crl_error_set(err, CRL_E_RUNTIME, "stopped by %s", sig_name(sig));
     }
     return CRL_OK;
+}
+
+/* [train] record_video: before any work, a crl that can encode and an evaluation env that renders. */
+static int check_videos(const crl_config *cfg, crl_error *err)
+{
+    bool on = false;
+    int rc = crl_config_get_bool(cfg, "train", "record_video", false, &on, err);
+    if (rc || !on)
+        return rc;
+#ifndef CRL_CLI_HAVE_FFMPEG
+    return crl_error_set(err, CRL_E_UNSUPPORTED, "%s: [train] record_video = true: this crl was built without FFmpeg's "
+                         "libraries; install libavcodec-dev libavformat-dev libswscale-dev libavutil-dev and build "
+                         "crl again, or set record_video = false", crl_config_origin(cfg, "train", "record_video"));
+#else
+    return CRL_OK;
+#endif
+}
+
+static int start_videos(run_ctx *r, const crl_config *cfg, crl_trainer *t, crl_error *err)
+{
+    bool on = false;
+    int rc = crl_config_get_bool(cfg, "train", "record_video", false, &on, err);
+    if (rc || !on)
+        return rc;
+#ifdef CRL_CLI_HAVE_FFMPEG
+    crl_env *ev = crl_trainer_eval_env(t);
+    if (!ev)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [train] record_video = true records evaluations, but [train] "
+                             "eval_episodes = 0: set eval_episodes > 0", crl_config_origin(cfg, "train", "record_video"));
+    if (crl_env_render_height(ev) <= 0 || crl_env_render_width(ev) <= 0)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [train] record_video = true, but env %s/%s cannot render (its "
+                             "backend declares no frame size); set record_video = false",
+                             crl_config_origin(cfg, "train", "record_video"), crl_env_backend_name(ev), crl_env_id(ev));
+    char *dir = g_build_filename(r->dir, "videos", NULL);
+    if (g_mkdir_with_parents(dir, 0777) != 0) {
+        rc = crl_error_set(err, CRL_E_IO, "cannot create '%s': %s", dir, g_strerror(errno));
+        g_free(dir);
+        return rc;
+    }
+    r->video = crl__eval_video_new(dir, NULL);
+    g_free(dir);
+    crl_eval_hook h = crl__eval_video_hook(r->video);
+    return crl_trainer_set_eval_hook(t, &h, err);
+#else
+    (void)r, (void)t;
+    return check_videos(cfg, err);
+#endif
 }
 
 /* On --resume: metrics.csv keeps its rows up to the checkpoint's frame count (a run stopped by kill -9
@@ -691,7 +749,8 @@ static const struct {
     { "collector", "total_frames" }, { "train", "log_interval" },   { "train", "checkpoint_interval" },
     { "train", "eval_interval" },    { "train", "eval_episodes" },  { "train", "eval_max_steps" },
     { "train", "stop_return" },      { "train", "run_dir" },        { "env", "step_timeout" },
-    { "env", "pin_threads" },
+    { "env", "pin_threads" },        { "train", "stop_on" },        { "train", "loggers" },
+    { "train", "record_video" },
 };
 
 static bool resume_may_change(const char *section, const char *key)
@@ -1061,7 +1120,7 @@ static int run_main(int argc, char **argv)
     char *resolved = NULL;
     const char *dir = crl_config_get(ctx.cfg, "train", "run_dir");
     bool explicit_dir = dir && *dir;
-    if (crl_experiment_check(ctx.host, ctx.cfg, NULL, CRL_CHECK_TRAIN, &err) ||
+    if (crl_experiment_check(ctx.host, ctx.cfg, NULL, CRL_CHECK_TRAIN, &err) || crl__run_loggers_check(ctx.cfg, &err) || check_videos(ctx.cfg, &err) ||
         !(resolved = crl_config_show(ctx.cfg, ctx.schema, &err))) {
         crl__cli_print_error("run", &err);
         if (changes)
@@ -1188,6 +1247,10 @@ static int run_main(int argc, char **argv)
         metrics_failed(&r, errno, &err);
         goto fail;
     }
+    if (crl__run_loggers_open(ctx.cfg, r.dir, resume ? crl_trainer_frames(t) : -1, &r.loggers, &err))
+        goto fail;
+    if (start_videos(&r, ctx.cfg, t, &err))
+        goto fail;
     {
         const char *id = crl_config_get(ctx.cfg, "env", "id"), *loss = crl_config_get(ctx.cfg, "loss", "type");
         const char *seed = crl_config_get(ctx.cfg, "train", "seed");
@@ -1223,6 +1286,12 @@ static int run_main(int argc, char **argv)
     }
     r.metrics = NULL;
     failed |= r.metrics_failed;
+    crl_error_clear(&e2);
+    if (crl__run_loggers_close(r.loggers, &e2)) {
+        fprintf(stderr, "crl run: %s\n", e2.message);
+        failed = true;
+    }
+    r.loggers = NULL;
     crl_error_clear(&e2);
     if (curve(&r, &e2)) {
         fprintf(stderr, "crl run: cannot draw the learning curve: %s\n", e2.message);
@@ -1261,9 +1330,16 @@ static int run_main(int argc, char **argv)
         printf("  recent return:    %.6g\n", r.last.recent_return);
     if (!isnan(r.last.eval_return))
         printf("  eval return:      %.6g\n", r.last.eval_return);
+    /* the raw returns when the transforms changed the reward */
+    if (!isnan(r.last.recent_raw_return) && r.last.recent_raw_return != r.last.recent_return)
+        printf("  recent (raw):     %.6g\n", r.last.recent_raw_return);
+    if (!isnan(r.last.eval_raw_return) && r.last.eval_raw_return != r.last.eval_return)
+        printf("  eval (raw):       %.6g\n", r.last.eval_raw_return);
     double stop;
+    const char *stop_on = crl_config_get(ctx.cfg, "train", "stop_on");
+    double stop_at = stop_on && !strcmp(stop_on, "transformed") ? r.last.eval_return : r.last.eval_raw_return;
     if (crl_config_get(ctx.cfg, "train", "stop_return") &&
-        !crl_config_get_double(ctx.cfg, "train", "stop_return", 0, &stop, &err) && r.last.eval_return >= stop)
+        !crl_config_get_double(ctx.cfg, "train", "stop_return", 0, &stop, &err) && stop_at >= stop)
         printf("  stopped:          the evaluation return reached stop_return = %g\n", stop);
     crl__mpi_summary(stdout);
     printf("  run directory:    %s\n", r.dir);
@@ -1279,6 +1355,10 @@ done:
     watch_stop();
     if (r.metrics)
         fclose(r.metrics);
+    crl__run_loggers_close(r.loggers, NULL);
+#ifdef CRL_CLI_HAVE_FFMPEG
+    crl__eval_video_free(r.video);
+#endif
     crl_trainer_free(t);
     if (lockfd >= 0)
         close(lockfd);
