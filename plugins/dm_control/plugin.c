@@ -413,6 +413,8 @@ static void reset_call(void *p)
     } else {
         t->init(&e->dm, d, extra, &e->rng[a->i]);
     }
+    if (t->apply)
+        t->apply(&e->dm, extra);
     mj_forward(m, d);
 }
 
@@ -493,6 +495,8 @@ static int dmc_step(void *env, crl_error *err)
         const double *a = e->action + i * nu;
         for (int k = 0; k < nu; k++)
             d->ctrl[k] = a[k];
+        if (t->apply)
+            t->apply(&e->dm, e->extra + i * t->n_extra);
         step_args sa = {e, d};
         int rc = dmc_guarded(physics_step, &sa, t->id, err);
         if (rc != CRL_OK)
@@ -548,6 +552,8 @@ static int dmc_render(void *env, int64_t i, uint8_t *rgb, crl_error *err)
             return crl_error_pass(err, &re, CRL_E_UNSUPPORTED);
     }
     mjData *d = e->data[i];
+    if (e->t->apply)
+        e->t->apply(&e->dm, e->extra + i * e->t->n_extra);
     if (e->t->render_prep)
         e->t->render_prep(&e->dm, d, e->extra + i * e->t->n_extra);
     return dmc_renderer_draw(e->renderer, e->dm.m, d, e->camera, rgb, err);
