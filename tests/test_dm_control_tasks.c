@@ -1,5 +1,5 @@
 /* Check suite for the dm_control tasks beyond the first twenty (cartpole's two and three poles,
- * point_mass/hard, humanoid): specs, observations and rewards at hand-set states against values worked out
+ * point_mass/hard, humanoid, swimmer, fish): specs, observations and rewards at hand-set states against values worked out
  * from the model, initial states, determinism per seed, and a rollout from the suite's own XML
  * (tests/dm_control-suite) equal to one from the bundled model. */
 #include <check.h>
@@ -52,6 +52,10 @@ static const struct {
     {"humanoid/run", 0.025, 6,
      {"joint_angles", "head_height", "extremities", "torso_vertical", "com_velocity", "velocity"},
      {21, 1, 12, 3, 3, 27}},
+    {"swimmer/swimmer6", 0.03, 3, {"joints", "to_target", "body_velocities"}, {5, 2, 18}},
+    {"swimmer/swimmer15", 0.03, 3, {"joints", "to_target", "body_velocities"}, {14, 2, 45}},
+    {"fish/upright", 0.04, 3, {"joint_angles", "upright", "velocity"}, {7, 1, 13}},
+    {"fish/swim", 0.04, 4, {"joint_angles", "upright", "target", "velocity"}, {7, 1, 3, 13}},
 };
 #define N_NEW (sizeof tasks / sizeof tasks[0])
 
@@ -61,7 +65,7 @@ typedef struct sim {
     dmc_model dm;
     mjData *d;
     double extra[DMC_MAX_EXTRA];
-    double obs[DMC_MAX_OBS][32];
+    double obs[DMC_MAX_OBS][64];
     double *out[DMC_MAX_OBS];
 } sim;
 
@@ -666,6 +670,231 @@ START_TEST(test_humanoid_init)
 }
 END_TEST
 
+/* ---- swimmer ---- */
+
+/* The nose-to-target vector in the head's frame worked out from the root joints: the heading hinge
+ * turns the head about (0, -.05) in its frame, the nose sits at (0, -.06), the head .05 up. */
+static void swimmer_expected(const double *q, double tx, double ty, double out[2])
+{
+    double x = q[0], y = q[1], th = q[2];
+    double nx = x + 0.01 * sin(th), ny = y - 0.05 - 0.01 * cos(th);
+    double vx = tx - nx, vy = ty - ny;
+    out[0] = vx * cos(th) + vy * sin(th);
+    out[1] = -vx * sin(th) + vy * cos(th);
+}
+
+START_TEST(test_swimmer)
+{
+    for (int n = 6; n <= 15; n += 9) {
+        sim s;
+        sim_open(&s, n == 6 ? &dmc_swimmer_swimmer6 : &dmc_swimmer_swimmer15);
+        const mjModel *m = s.dm.m;
+        /* The generated chain: n bodies, n - 1 limited joints of +-360/n degrees, their motors and
+         * sensors; the tracking cameras backed away by n / 6. */
+        ck_assert_int_eq(m->nbody, 1 + n);
+        ck_assert_int_eq(m->nu, n - 1);
+        ck_assert_int_eq(m->nq, 2 + n);
+        int j = mj_name2id(m, mjOBJ_JOINT, "joint_0");
+        ck_assert_int_ge(j, 0);
+        NEAR(m->jnt_range[2 * j + 1], 2 * M_PI / n, 1e-12);
+        NEAR(m->actuator_gear[6 * (n - 2)], 5e-4, 0);
+        int cam = mj_name2id(m, mjOBJ_CAMERA, "tracking1");
+        NEAR(m->cam_pos[3 * cam + 1], -0.2 * n / 6.0, 1e-12);
+        NEAR(m->cam_pos[3 * cam + 2], 0.5 * n / 6.0, 1e-12);
+        cam = mj_name2id(m, mjOBJ_CAMERA, "eyes");
+        NEAR(m->cam_pos[3 * cam + 1], -0.058, 1e-12); /* not a tracking camera: unchanged */
+
+        double q[17] = {0}, v[17] = {0};
+        /* Straight, heading 0, at the origin: the target's offset from the nose (0, -.06). */
+        s.extra[0] = 0.5;
+        s.extra[1] = -0.4;
+        double r = sim_at(&s, q, v, NULL);
+        NEAR(s.obs[1][0], 0.5, 1e-12);
+        NEAR(s.obs[1][1], -0.4 + 0.06, 1e-12);
+        /* long_tail with 0.1 at the margin of 5 target sizes past the target's edge (0.1) */
+        double d = hypot(0.5, -0.34), x = (d - 0.1) / 0.5;
+        NEAR(r, 1.0 / (x * x * 9.0 + 1.0), 1e-12);
+        /* Turned and moved, joints bent: the vector in the head's frame. */
+        q[0] = 0.3;
+        q[1] = -0.2;
+        q[2] = 2.0;
+        for (int k = 3; k < 2 + n; k++)
+            q[k] = 0.05 * (k - 5);
+        s.extra[0] = -1.2;
+        s.extra[1] = 0.7;
+        sim_at(&s, q, v, NULL);
+        double want[2];
+        swimmer_expected(q, -1.2, 0.7, want);
+        NEAR(s.obs[1][0], want[0], 1e-12);
+        NEAR(s.obs[1][1], want[1], 1e-12);
+        for (int k = 3; k < 2 + n; k++)
+            NEAR(s.obs[0][k - 3], q[k], 0);
+        /* On the target: reward 1. */
+        q[0] = q[1] = q[2] = 0;
+        s.extra[0] = 0.0;
+        s.extra[1] = -0.06 - 0.09;
+        NEAR(sim_at(&s, q, v, NULL), 1.0, 0);
+        /* Body velocities: all of it sliding along x at 0.3 m/s reads (0.3, 0, 0) on every body;
+         * turning at w about the heading hinge reads w on every gyro and (-.05 w, 0) at the head. */
+        for (int k = 3; k < 2 + n; k++)
+            q[k] = 0;
+        v[0] = 0.3;
+        sim_at(&s, q, v, NULL);
+        for (int b = 0; b < n; b++) {
+            NEAR(s.obs[2][3 * b], 0.3, 1e-12);
+            NEAR(s.obs[2][3 * b + 1], 0.0, 1e-12);
+            NEAR(s.obs[2][3 * b + 2], 0.0, 1e-12);
+        }
+        v[0] = 0;
+        v[2] = 0.8;
+        sim_at(&s, q, v, NULL);
+        NEAR(s.obs[2][0], -0.05 * 0.8, 1e-12);
+        NEAR(s.obs[2][1], 0.0, 1e-12);
+        for (int b = 0; b < n; b++)
+            NEAR(s.obs[2][3 * b + 2], 0.8, 1e-12);
+
+        /* Initial states: heading anywhere, joints within range, target in the box (0.3 or 2). */
+        crl_rng rng;
+        int close = 0;
+        for (int seed = 0; seed < 200; seed++) {
+            crl_rng_init(&rng, (uint64_t)seed, 0);
+            mj_resetData(m, s.d);
+            s.dm.task->init(&s.dm, s.d, s.extra, &rng);
+            ck_assert(fabs(s.d->qpos[2]) <= M_PI);
+            ck_assert(s.d->qpos[0] == 0 && s.d->qpos[1] == 0);
+            for (int k = 3; k < m->nq; k++)
+                ck_assert(fabs(s.d->qpos[k]) <= 2 * M_PI / n + 1e-12);
+            ck_assert(fabs(s.extra[0]) <= 2 && fabs(s.extra[1]) <= 2);
+            close += fabs(s.extra[0]) <= 0.3 && fabs(s.extra[1]) <= 0.3;
+        }
+        ck_assert(close >= 20 && close <= 100); /* a fifth of the draws, plus the far box's own */
+        sim_close(&s);
+    }
+}
+END_TEST
+
+/* Through the host each env of a batch sees its own target (kept in its state after qvel): to_target
+ * is the vector worked out from that env's root joints at every step. */
+START_TEST(test_swimmer_batch_targets)
+{
+    crl_error e = {0};
+    henv h;
+    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = swimmer/swimmer6\nnum_envs = 3\nseed = 9\n"
+                            "return_state = true\n", &e), e);
+    crl_td *td = crl_env_reset(h.env, NULL, &e);
+    ck_assert_ptr_nonnull(td);
+    enum { W = 1 + 8 + 8 + 2 }; /* time, qpos, qvel, target */
+    for (int t = 0; t < 10; t++) {
+        EXPECT_OK(crl_env_rand_action(h.env, td, &e), e);
+        EXPECT_OK(crl_env_step(h.env, td, &e), e);
+        crl_td *next = crl_td_get_td(td, "next");
+        const double *st = leaf_f64(next, "state"), *tt = leaf_f64(next, "to_target");
+        for (int i = 0; i < 3; i++) {
+            double want[2];
+            swimmer_expected(st + W * i + 1, st[W * i + 17], st[W * i + 18], want);
+            NEAR(tt[2 * i], want[0], 1e-9);
+            NEAR(tt[2 * i + 1], want[1], 1e-9);
+        }
+        ck_assert(st[17] != st[W + 17]);
+        crl_td *nx = crl_env_step_mdp(h.env, td, &e);
+        crl_td_unref(td);
+        td = nx;
+    }
+    crl_td_unref(td);
+    henv_close(&h);
+}
+END_TEST
+
+/* ---- fish ---- */
+
+START_TEST(test_fish)
+{
+    sim s;
+    sim_open(&s, &dmc_fish_swim);
+    const mjModel *m = s.dm.m;
+    ck_assert_int_eq(m->nq, 14);
+    ck_assert_int_eq(m->nu, 5);
+    NEAR(m->opt.density, 5000, 0);
+    double q[14] = {0, 0, 0.1, 1}, v[13];
+    for (int k = 0; k < 7; k++)
+        q[7 + k] = 0.02 * (k + 1) - 0.07;
+    for (int k = 0; k < 13; k++)
+        v[k] = 0.1 * k - 0.5;
+    /* The target straight ahead of the mouth (a capsule from y .079 to .07 of the torso: MuJoCo turns
+     * its z axis along from - to, +y): 0.1 further along +y is 0.1 along the mouth's z. */
+    s.extra[0] = 0.0;
+    s.extra[1] = 0.0745 + 0.1;
+    s.extra[2] = 0.1;
+    sim_at(&s, q, v, NULL);
+    for (int k = 0; k < 7; k++)
+        NEAR(s.obs[0][k], q[7 + k], 0);
+    NEAR(s.obs[1][0], 1.0, 1e-12);
+    NEAR(s.obs[2][0], 0.0, 1e-12);
+    NEAR(s.obs[2][1], 0.0, 1e-12);
+    NEAR(s.obs[2][2], 0.1, 1e-12);
+    for (int k = 0; k < 13; k++)
+        NEAR(s.obs[3][k], v[k], 0);
+    /* Turned 90 degrees about x (nose up) and moved: upright reads cos 90 = 0; with the target carried
+     * along (rotated into the new frame) to_target is unchanged. */
+    double c = cos(M_PI / 4), sn = sin(M_PI / 4);
+    double q2[14] = {0.2, -0.1, 0.3, c, sn, 0, 0};
+    memcpy(q2 + 7, q + 7, 7 * sizeof(double));
+    s.extra[0] = 0.2;
+    s.extra[1] = -0.1;
+    s.extra[2] = 0.3 + 0.1745;
+    sim_at(&s, q2, NULL, NULL);
+    NEAR(s.obs[1][0], 0.0, 1e-12);
+    NEAR(s.obs[2][0], 0.0, 1e-12);
+    NEAR(s.obs[2][1], 0.0, 1e-12);
+    NEAR(s.obs[2][2], 0.1, 1e-12);
+    /* swim: the target on the mouth and upright is 1; radii (.005 + .04) plus a margin of twice
+     * that away: in_target 0.1. */
+    s.extra[0] = 0.0;
+    s.extra[1] = 0.0745;
+    s.extra[2] = 0.1;
+    NEAR(sim_at(&s, q, NULL, NULL), 1.0, 0);
+    s.extra[1] = 0.0745 + 0.135;
+    NEAR(sim_at(&s, q, NULL, NULL), (7 * 0.1 + 1) / 8, 1e-9);
+    /* upside down (half turn about x), far away: (7 * ~0 + 0) / 8 */
+    double flipped[14] = {0, 0, 0.1, 0, 1, 0, 0};
+    s.extra[1] = 2.0;
+    NEAR(sim_at(&s, flipped, NULL, NULL), 0.0, 1e-12);
+    sim_close(&s);
+
+    /* upright: a gaussian of the torso's zz about 1, 0.1 at 0 (lying on its side). */
+    sim_open(&s, &dmc_fish_upright);
+    NEAR(s.dm.m->geom_rgba[4 * mj_name2id(s.dm.m, mjOBJ_GEOM, "target") + 3], 0.0, 0);
+    NEAR(sim_at(&s, q, NULL, NULL), 1.0, 0);
+    NEAR(sim_at(&s, q2, NULL, NULL), 0.1, 1e-12);
+    NEAR(sim_at(&s, flipped, NULL, NULL), 1e-4, 1e-15);
+    /* Initial states: any orientation, fins and tail within 0.2, the fish where the model puts it. */
+    crl_rng rng;
+    double w = 0;
+    for (int seed = 0; seed < 50; seed++) {
+        crl_rng_init(&rng, (uint64_t)seed, 0);
+        mj_resetData(s.dm.m, s.d);
+        s.dm.task->init(&s.dm, s.d, s.extra, &rng);
+        const double *qq = s.d->qpos;
+        NEAR(qq[2], 0.1, 0);
+        NEAR(qq[3] * qq[3] + qq[4] * qq[4] + qq[5] * qq[5] + qq[6] * qq[6], 1.0, 1e-12);
+        w += qq[3] < 0; /* normal draws: either sign */
+        for (int k = 7; k < 14; k++)
+            ck_assert(fabs(qq[k]) <= 0.2);
+    }
+    ck_assert(w > 5 && w < 45);
+    sim_close(&s);
+
+    sim_open(&s, &dmc_fish_swim);
+    for (int seed = 0; seed < 50; seed++) {
+        crl_rng_init(&rng, (uint64_t)seed, 0);
+        s.dm.task->init(&s.dm, s.d, s.extra, &rng);
+        ck_assert(fabs(s.extra[0]) <= 0.4 && fabs(s.extra[1]) <= 0.4);
+        ck_assert(s.extra[2] >= 0.1 && s.extra[2] <= 0.3);
+    }
+    sim_close(&s);
+}
+END_TEST
+
 static Suite *tasks_suite(void)
 {
     Suite *s = suite_create("dm_control_tasks");
@@ -677,6 +906,8 @@ static Suite *tasks_suite(void)
     tcase_add_test(tc, test_humanoid_observations);
     tcase_add_test(tc, test_humanoid_rewards);
     tcase_add_test(tc, test_humanoid_init);
+    tcase_add_test(tc, test_swimmer);
+    tcase_add_test(tc, test_fish);
     tcase_add_loop_test(tc, test_suite_xml_rollout, 0, N_NEW);
     suite_add_tcase(s, tc);
     tc = tcase_create("host");
@@ -685,6 +916,7 @@ static Suite *tasks_suite(void)
     tcase_add_loop_test(tc, test_control_timestep, 0, N_NEW);
     tcase_add_loop_test(tc, test_deterministic, 0, N_NEW);
     tcase_add_test(tc, test_point_mass_hard_batch);
+    tcase_add_test(tc, test_swimmer_batch_targets);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -149,6 +149,8 @@ extern const dmc_task dmc_ball_in_cup_catch;
 extern const dmc_task dmc_cartpole_two_poles, dmc_cartpole_three_poles;
 extern const dmc_task dmc_point_mass_hard;
 extern const dmc_task dmc_humanoid_stand, dmc_humanoid_walk, dmc_humanoid_run;
+extern const dmc_task dmc_swimmer_swimmer6, dmc_swimmer_swimmer15;
+extern const dmc_task dmc_fish_upright, dmc_fish_swim;
 /* The single-pole cart-pole MJCF the n-pole tasks grow (cartpole.c). */
 extern const char dmc_cartpole_xml[];
 

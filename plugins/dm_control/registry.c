@@ -12,7 +12,8 @@ static const dmc_task *const dmc_tasks[] = {
     &dmc_cheetah_run, &dmc_walker_stand, &dmc_walker_walk, &dmc_walker_run, &dmc_hopper_stand,
     &dmc_hopper_hop, &dmc_finger_spin, &dmc_finger_turn_easy, &dmc_finger_turn_hard,
     &dmc_ball_in_cup_catch, &dmc_cartpole_two_poles, &dmc_cartpole_three_poles, &dmc_point_mass_hard,
-    &dmc_humanoid_stand, &dmc_humanoid_walk, &dmc_humanoid_run,
+    &dmc_humanoid_stand, &dmc_humanoid_walk, &dmc_humanoid_run, &dmc_swimmer_swimmer6,
+    &dmc_swimmer_swimmer15, &dmc_fish_upright, &dmc_fish_swim,
 };
 
 #define N_TASKS (sizeof dmc_tasks / sizeof dmc_tasks[0])
