@@ -151,6 +151,7 @@ extern const dmc_task dmc_point_mass_hard;
 extern const dmc_task dmc_humanoid_stand, dmc_humanoid_walk, dmc_humanoid_run;
 extern const dmc_task dmc_swimmer_swimmer6, dmc_swimmer_swimmer15;
 extern const dmc_task dmc_fish_upright, dmc_fish_swim;
+extern const dmc_task dmc_quadruped_walk, dmc_quadruped_run, dmc_quadruped_fetch;
 /* The single-pole cart-pole MJCF the n-pole tasks grow (cartpole.c). */
 extern const char dmc_cartpole_xml[];
 

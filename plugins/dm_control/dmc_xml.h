@@ -12,6 +12,11 @@ xmlNode *dmc_xml_child(xmlNode *parent, const char *name);
 int dmc_xml_children(xmlNode *parent, const char *name, xmlNode **out, int max);
 /* The element at root/names[0]/names[1]/... (first match at each level; names NULL-terminated), or NULL. */
 xmlNode *dmc_xml_path(xmlDoc *doc, const char *const *names);
+/* The first element under n (depth first, document order) of tag `tag` whose name attribute is `name`,
+ * as dm_control's xml_tools.find_element; NULL when there is none. */
+xmlNode *dmc_xml_find(xmlNode *n, const char *tag, const char *name);
+/* Unlinks and frees every element named tag under n; the count removed. */
+int dmc_xml_remove_all(xmlNode *n, const char *tag);
 /* A new last child element of parent with attributes (name, value pairs, NULL-terminated); NULL when out
  * of memory. */
 xmlNode *dmc_xml_add(xmlNode *parent, const char *name, const char *const *attrs);

@@ -43,6 +43,43 @@ xmlNode *dmc_xml_path(xmlDoc *doc, const char *const *names)
     return n;
 }
 
+xmlNode *dmc_xml_find(xmlNode *n, const char *tag, const char *name)
+{
+    for (xmlNode *c = n ? n->children : NULL; c; c = c->next) {
+        if (c->type != XML_ELEMENT_NODE)
+            continue;
+        if (xmlStrcmp(c->name, BAD_CAST tag) == 0) {
+            xmlChar *v = xmlGetProp(c, BAD_CAST "name");
+            bool match = v && xmlStrcmp(v, BAD_CAST name) == 0;
+            xmlFree(v);
+            if (match)
+                return c;
+        }
+        xmlNode *deep = dmc_xml_find(c, tag, name);
+        if (deep)
+            return deep;
+    }
+    return NULL;
+}
+
+int dmc_xml_remove_all(xmlNode *n, const char *tag)
+{
+    int removed = 0;
+    xmlNode *c = n ? n->children : NULL;
+    while (c) {
+        xmlNode *next = c->next;
+        if (c->type == XML_ELEMENT_NODE && xmlStrcmp(c->name, BAD_CAST tag) == 0) {
+            xmlUnlinkNode(c);
+            xmlFreeNode(c);
+            removed++;
+        } else if (c->type == XML_ELEMENT_NODE) {
+            removed += dmc_xml_remove_all(c, tag);
+        }
+        c = next;
+    }
+    return removed;
+}
+
 xmlNode *dmc_xml_add(xmlNode *parent, const char *name, const char *const *attrs)
 {
     xmlNode *n = xmlNewChild(parent, NULL, BAD_CAST name, NULL);

@@ -415,7 +415,12 @@ static void reset_call(void *p)
     }
     if (t->apply)
         t->apply(&e->dm, extra);
+    /* The suite's after_reset: forward with actuation off, so the first acceleration-stage sensors
+     * (accelerometers, force/torque) are those of a body no actuator pushes yet. */
+    int flags = m->opt.disableflags;
+    e->dm.m->opt.disableflags |= mjDSBL_ACTUATION;
     mj_forward(m, d);
+    e->dm.m->opt.disableflags = flags;
 }
 
 static int dmc_reset(void *env, const bool *mask, const uint64_t *seeds, bool from_state,
