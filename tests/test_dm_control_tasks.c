@@ -1,5 +1,5 @@
 /* Check suite for the dm_control tasks beyond the first twenty (cartpole's two and three poles,
- * point_mass/hard, humanoid, swimmer, fish): specs, observations and rewards at hand-set states against values worked out
+ * point_mass/hard, humanoid, swimmer, fish, quadruped): specs, observations and rewards at hand-set states against values worked out
  * from the model, initial states, determinism per seed, and a rollout from the suite's own XML
  * (tests/dm_control-suite) equal to one from the bundled model. */
 #include <check.h>
@@ -56,6 +56,14 @@ static const struct {
     {"swimmer/swimmer15", 0.03, 3, {"joints", "to_target", "body_velocities"}, {14, 2, 45}},
     {"fish/upright", 0.04, 3, {"joint_angles", "upright", "velocity"}, {7, 1, 13}},
     {"fish/swim", 0.04, 4, {"joint_angles", "upright", "target", "velocity"}, {7, 1, 3, 13}},
+    {"quadruped/walk", 0.02, 5, {"egocentric_state", "torso_velocity", "torso_upright", "imu", "force_torque"},
+     {44, 3, 1, 6, 24}},
+    {"quadruped/run", 0.02, 5, {"egocentric_state", "torso_velocity", "torso_upright", "imu", "force_torque"},
+     {44, 3, 1, 6, 24}},
+    {"quadruped/fetch", 0.02, 7,
+     {"egocentric_state", "torso_velocity", "torso_upright", "imu", "force_torque", "ball_state",
+      "target_position"},
+     {44, 3, 1, 6, 24, 9, 3}},
 };
 #define N_NEW (sizeof tasks / sizeof tasks[0])
 
@@ -193,7 +201,7 @@ START_TEST(test_deterministic)
             double *a = crl_tensor_data(crl_td_get(td, "action"));
             int64_t nu = crl_tensor_numel(crl_td_get(td, "action"));
             for (int64_t j = 0; j < nu; j++)
-                a[j] = sin(0.7 * k + j); /* the same actions in every run */
+                a[j] = 0.8 * sin(0.7 * k + j); /* the same actions in every run, inside every task's range */
             EXPECT_OK(crl_env_step(h.env, td, &e), e);
             crl_td *next = crl_td_get_td(td, "next");
             int w = 0;
@@ -247,7 +255,7 @@ static int rollout(const dmc_task *t, const char *dir, int steps, double *trace,
     int w = 0;
     for (int k = 0; k < steps; k++) {
         for (int j = 0; j < m->nu; j++)
-            d->ctrl[j] = sin(0.3 * k + 1.7 * j);
+            d->ctrl[j] = 0.8 * sin(0.3 * k + 1.7 * j);
         if (t->apply)
             t->apply(&s.dm, s.extra);
         dmc_physics_step(m, d, n_sub);
@@ -895,6 +903,246 @@ START_TEST(test_fish)
 }
 END_TEST
 
+/* ---- quadruped ---- */
+
+/* A yaw of a about z as the free joint's quaternion. */
+static void yaw_quat(double *q, double a)
+{
+    q[3] = cos(a / 2);
+    q[4] = 0;
+    q[5] = 0;
+    q[6] = sin(a / 2);
+}
+
+START_TEST(test_quadruped_models)
+{
+    sim s;
+    /* make_model's edits: walk's floor 10 m, run's 100 m; neither has walls, ball, target, terrain or
+     * rangefinders; fetch keeps the 15 m floor, the walls and the ball. */
+    const dmc_task *ts[3] = {&dmc_quadruped_walk, &dmc_quadruped_run, &dmc_quadruped_fetch};
+    const double floor[3] = {10, 100, 15};
+    for (int k = 0; k < 3; k++) {
+        sim_open(&s, ts[k]);
+        const mjModel *m = s.dm.m;
+        NEAR(m->geom_size[3 * mj_name2id(m, mjOBJ_GEOM, "floor")], floor[k], 0);
+        ck_assert_int_eq(mj_name2id(m, mjOBJ_GEOM, "terrain"), -1);
+        ck_assert_int_eq(mj_name2id(m, mjOBJ_SENSOR, "rf_00"), -1);
+        ck_assert_int_eq(mj_name2id(m, mjOBJ_GEOM, "wall_px") >= 0, k == 2);
+        ck_assert_int_eq(mj_name2id(m, mjOBJ_BODY, "ball") >= 0, k == 2);
+        ck_assert_int_eq(mj_name2id(m, mjOBJ_SITE, "target") >= 0, k == 2);
+        ck_assert_int_eq(mj_name2id(m, mjOBJ_SITE, "rf_00") >= 0, 1); /* the sites stay, as in the suite */
+        ck_assert_int_eq(m->na, 12);
+        ck_assert_int_eq(m->nu, 12);
+        ck_assert_int_eq(m->nq, k == 2 ? 30 : 23);
+        sim_close(&s);
+    }
+}
+END_TEST
+
+START_TEST(test_quadruped_observations)
+{
+    sim s;
+    sim_open(&s, &dmc_quadruped_fetch);
+    const mjModel *m = s.dm.m;
+    double q[30] = {0}, v[28] = {0};
+    q[2] = 0.57;
+    yaw_quat(q, 0);
+    for (int k = 7; k < 23; k++)
+        q[k] = 0.01 * (k - 14);
+    for (int k = 6; k < 22; k++)
+        v[k] = 0.02 * (k - 10);
+    q[23] = 3.0; /* the ball */
+    q[24] = 1.0;
+    q[25] = 0.15;
+    q[26] = 1.0;
+    v[0] = 1.0; /* the torso sliding along x, spinning in its own frame */
+    v[3] = 0.1;
+    v[4] = 0.2;
+    v[5] = 0.3;
+    v[22] = -0.5; /* the ball's linear and angular velocity */
+    v[23] = 0.25;
+    v[26] = 0.7;
+    mj_resetData(m, s.d);
+    for (int k = 0; k < 30; k++)
+        s.d->qpos[k] = q[k];
+    for (int k = 0; k < 28; k++)
+        s.d->qvel[k] = v[k];
+    for (int k = 0; k < 12; k++)
+        s.d->act[k] = 0.05 * k - 0.3;
+    mj_forward(m, s.d);
+    s.dm.task->observe(&s.dm, s.d, s.extra, s.out);
+    /* egocentric_state: the 16 hinge angles, their velocities, the 12 actuator states. */
+    for (int k = 0; k < 16; k++) {
+        NEAR(s.obs[0][k], q[7 + k], 0);
+        NEAR(s.obs[0][16 + k], v[6 + k], 0);
+    }
+    for (int k = 0; k < 12; k++)
+        NEAR(s.obs[0][32 + k], 0.05 * k - 0.3, 0);
+    /* torso_velocity in the torso's frame: x plus the spin's w x r at the torso site (its origin). */
+    NEAR(s.obs[1][0], 1.0, 1e-12);
+    NEAR(s.obs[1][1], 0.0, 1e-12);
+    NEAR(s.obs[1][2], 0.0, 1e-12);
+    NEAR(s.obs[2][0], 1.0, 1e-12);
+    /* imu: the accelerometer (model order: first), then the gyro reading the local spin. */
+    NEAR(s.obs[3][3], 0.1, 1e-12);
+    NEAR(s.obs[3][4], 0.2, 1e-12);
+    NEAR(s.obs[3][5], 0.3, 1e-12);
+    int acc = m->sensor_adr[mj_name2id(m, mjOBJ_SENSOR, "imu_accel")];
+    for (int j = 0; j < 3; j++)
+        NEAR(s.obs[3][j], s.d->sensordata[acc + j], 0);
+    /* force_torque: asinh of the toe sensors, forces (front left, front right, back right, back
+     * left) then torques. */
+    static const char *const ft[] = {"force_toe_front_left", "force_toe_front_right", "force_toe_back_right",
+                                     "force_toe_back_left", "torque_toe_front_left", "torque_toe_front_right",
+                                     "torque_toe_back_right", "torque_toe_back_left"};
+    for (int k = 0; k < 8; k++) {
+        int adr = m->sensor_adr[mj_name2id(m, mjOBJ_SENSOR, ft[k])];
+        for (int j = 0; j < 3; j++)
+            NEAR(s.obs[4][3 * k + j], asinh(s.d->sensordata[adr + j]), 0);
+    }
+    /* ball_state: position and velocity relative to the torso, and spin; target_position: the target
+     * site (0, 0, .05) from the torso. */
+    double want_ball[9] = {3.0, 1.0, 0.15 - 0.57, -1.5, 0.25, 0, 0, 0.7, 0};
+    for (int k = 0; k < 9; k++)
+        NEAR(s.obs[5][k], want_ball[k], 1e-12);
+    NEAR(s.obs[6][0], 0.0, 1e-12);
+    NEAR(s.obs[6][1], 0.0, 1e-12);
+    NEAR(s.obs[6][2], 0.05 - 0.57, 1e-12);
+
+    /* Turned 90 degrees left: world x is the torso's -y; the torso 2 m along x. */
+    yaw_quat(q, M_PI / 2);
+    q[0] = 2.0;
+    double vx[28] = {1.0};
+    sim_at(&s, q, vx, NULL);
+    NEAR(s.obs[1][0], 0.0, 1e-12);
+    NEAR(s.obs[1][1], -1.0, 1e-12);
+    NEAR(s.obs[2][0], 1.0, 1e-12);
+    NEAR(s.obs[5][0], 1.0 - 0.0, 1e-12);  /* ball (3, 1) from (2, 0): (1, 1) world, (1, -1) local */
+    NEAR(s.obs[5][1], -1.0, 1e-12);
+    NEAR(s.obs[6][0], 0.0, 1e-12);        /* target (0, 0) from (2, 0): (-2, 0) world, (0, 2) local */
+    NEAR(s.obs[6][1], 2.0, 1e-12);
+    sim_close(&s);
+}
+END_TEST
+
+START_TEST(test_quadruped_rewards)
+{
+    sim s;
+    sim_open(&s, &dmc_quadruped_walk);
+    double q[23] = {0, 0, 0.57}, v[23] = {0};
+    yaw_quat(q, 0);
+    /* walk: forward at 0.5 m/s or more upright is 1; the linear margin of 0.5 reaches 0.5 at rest. */
+    v[0] = 0.5;
+    NEAR(sim_at(&s, q, v, NULL), 1.0, 1e-12);
+    v[0] = 0.25;
+    NEAR(sim_at(&s, q, v, NULL), 0.75, 1e-12);
+    v[0] = 0.0;
+    NEAR(sim_at(&s, q, v, NULL), 0.5, 1e-12);
+    /* upright falls linearly to 0 upside down: on its side (zz 0) halves it. */
+    double side[23] = {0, 0, 1.0, cos(M_PI / 4), sin(M_PI / 4), 0, 0};
+    double up[23] = {0, 0, 1.0, 0, 1, 0, 0};
+    v[0] = 0.0;
+    NEAR(sim_at(&s, side, v, NULL), 0.25, 1e-12);
+    NEAR(sim_at(&s, up, v, NULL), 0.0, 0);
+    sim_close(&s);
+
+    sim_open(&s, &dmc_quadruped_run);
+    double vr[23] = {5.0};
+    NEAR(sim_at(&s, q, vr, NULL), 1.0, 1e-12);
+    vr[0] = 2.5;
+    NEAR(sim_at(&s, q, vr, NULL), 0.75, 1e-12);
+    sim_close(&s);
+
+    /* fetch: the workspace (.8 ahead of the torso, .2 down) on the ball and the ball on the target
+     * gives 1; far off, both linear terms over the arena's radius 15 sqrt 2. */
+    sim_open(&s, &dmc_quadruped_fetch);
+    double qf[30] = {-0.8, 0, 0.57};
+    yaw_quat(qf, 0);
+    qf[23] = 0;
+    qf[24] = 0;
+    qf[25] = 0.15;
+    qf[26] = 1;
+    NEAR(sim_at(&s, qf, NULL, NULL), 1.0, 1e-12);
+    qf[23] = 10;
+    qf[24] = 10;
+    double arena = 15 * sqrt(2.0), far = hypot(10, 10);
+    double reach = 1 - (far - 0.45) / arena, fetch = 1 - (far - 0.4) / arena;
+    NEAR(sim_at(&s, qf, NULL, NULL), reach * (0.5 + 0.5 * fetch), 1e-12);
+    sim_close(&s);
+}
+END_TEST
+
+/* Initial states: the lowest clear height in 1 cm steps; fetch upright at a random heading and place,
+ * the ball dropped from 2 m and thrown horizontally. */
+START_TEST(test_quadruped_init)
+{
+    sim s;
+    sim_open(&s, &dmc_quadruped_walk);
+    const mjModel *m = s.dm.m;
+    crl_rng rng;
+    for (int seed = 0; seed < 5; seed++) {
+        crl_rng_init(&rng, (uint64_t)seed, 0);
+        s.dm.task->init(&s.dm, s.d, s.extra, &rng);
+        mj_forward(m, s.d);
+        ck_assert_int_eq(s.d->ncon, 0);
+        double z = s.d->qpos[2];
+        ck_assert(z > 0 && z < 2.0);
+        NEAR(s.d->qpos[3] * s.d->qpos[3] + s.d->qpos[4] * s.d->qpos[4] + s.d->qpos[5] * s.d->qpos[5] +
+                 s.d->qpos[6] * s.d->qpos[6], 1.0, 1e-12);
+        s.d->qpos[2] = z - 0.01; /* a centimetre lower touches */
+        mj_forward(m, s.d);
+        ck_assert_int_gt(s.d->ncon, 0);
+    }
+    sim_close(&s);
+
+    sim_open(&s, &dmc_quadruped_fetch);
+    m = s.dm.m;
+    for (int seed = 0; seed < 5; seed++) {
+        crl_rng_init(&rng, (uint64_t)seed, 0);
+        s.dm.task->init(&s.dm, s.d, s.extra, &rng);
+        const double *qq = s.d->qpos;
+        ck_assert(qq[4] == 0 && qq[5] == 0);
+        ck_assert(fabs(qq[0]) <= 13.5 && fabs(qq[1]) <= 13.5);
+        ck_assert(fabs(qq[23]) <= 13.5 && fabs(qq[24]) <= 13.5);
+        NEAR(qq[25], 2.0, 0);
+        ck_assert(s.d->qvel[24] == 0 && (s.d->qvel[22] != 0 || s.d->qvel[23] != 0));
+    }
+    sim_close(&s);
+}
+END_TEST
+
+/* The first observation is the suite's: after reset, a forward with actuation off (its after_reset),
+ * so acceleration-stage sensors see no actuator force yet. */
+START_TEST(test_quadruped_reset_observation)
+{
+    crl_error e = {0};
+    henv h;
+    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = quadruped/walk\nseed = 3\nreturn_state = true\n", &e),
+              e);
+    crl_td *td = crl_env_reset(h.env, NULL, &e);
+    ck_assert_ptr_nonnull(td);
+    const double *st = leaf_f64(td, "state"), *imu = leaf_f64(td, "imu"), *ft = leaf_f64(td, "force_torque");
+    sim s;
+    sim_open(&s, &dmc_quadruped_walk);
+    const mjModel *m = s.dm.m;
+    mj_resetData(m, s.d);
+    memcpy(s.d->qpos, st + 1, sizeof(double) * (size_t)m->nq);
+    memcpy(s.d->qvel, st + 1 + m->nq, sizeof(double) * (size_t)m->nv);
+    memcpy(s.d->act, st + 1 + m->nq + m->nv, sizeof(double) * (size_t)m->na);
+    s.dm.m->opt.disableflags |= mjDSBL_ACTUATION;
+    mj_forward(m, s.d);
+    int acc = m->sensor_adr[mj_name2id(m, mjOBJ_SENSOR, "imu_accel")];
+    int force = m->sensor_adr[mj_name2id(m, mjOBJ_SENSOR, "force_toe_front_left")];
+    for (int j = 0; j < 3; j++) {
+        NEAR(imu[j], s.d->sensordata[acc + j], 1e-9);
+        NEAR(ft[j], asinh(s.d->sensordata[force + j]), 1e-9);
+    }
+    sim_close(&s);
+    crl_td_unref(td);
+    henv_close(&h);
+}
+END_TEST
+
 static Suite *tasks_suite(void)
 {
     Suite *s = suite_create("dm_control_tasks");
@@ -908,6 +1156,10 @@ static Suite *tasks_suite(void)
     tcase_add_test(tc, test_humanoid_init);
     tcase_add_test(tc, test_swimmer);
     tcase_add_test(tc, test_fish);
+    tcase_add_test(tc, test_quadruped_models);
+    tcase_add_test(tc, test_quadruped_observations);
+    tcase_add_test(tc, test_quadruped_rewards);
+    tcase_add_test(tc, test_quadruped_init);
     tcase_add_loop_test(tc, test_suite_xml_rollout, 0, N_NEW);
     suite_add_tcase(s, tc);
     tc = tcase_create("host");
@@ -917,6 +1169,7 @@ static Suite *tasks_suite(void)
     tcase_add_loop_test(tc, test_deterministic, 0, N_NEW);
     tcase_add_test(tc, test_point_mass_hard_batch);
     tcase_add_test(tc, test_swimmer_batch_targets);
+    tcase_add_test(tc, test_quadruped_reset_observation);
     suite_add_tcase(s, tc);
     return s;
 }
