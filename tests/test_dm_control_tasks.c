@@ -1,7 +1,8 @@
 /* Check suite for the dm_control tasks beyond the first twenty (cartpole's two and three poles,
- * point_mass/hard, humanoid, swimmer, fish, quadruped): specs, observations and rewards at hand-set states against values worked out
- * from the model, initial states, determinism per seed, and a rollout from the suite's own XML
- * (tests/dm_control-suite) equal to one from the bundled model. */
+ * point_mass/hard, humanoid, swimmer, fish, quadruped, manipulator/bring_ball): specs, observations and
+ * rewards at hand-set states against values worked out from the model, initial states, determinism per
+ * seed, and a rollout from the suite's own XML (tests/dm_control-suite) equal to one from the bundled
+ * model. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -64,6 +65,9 @@ static const struct {
      {"egocentric_state", "torso_velocity", "torso_upright", "imu", "force_torque", "ball_state",
       "target_position"},
      {44, 3, 1, 6, 24, 9, 3}},
+    {"manipulator/bring_ball", 0.01, 7,
+     {"arm_pos", "arm_vel", "touch", "hand_pos", "object_pos", "object_vel", "target_pos"},
+     {16, 8, 5, 4, 4, 3, 4}},
 };
 #define N_NEW (sizeof tasks / sizeof tasks[0])
 
@@ -137,9 +141,20 @@ START_TEST(test_specs)
             const crl_spec *leaf = crl_spec_composite_get(obs, tasks[_i].names[k]);
             ck_assert_msg(leaf != NULL, "%s: no observation '%s'", id, tasks[_i].names[k]);
             ck_assert_int_eq(crl_spec_dtype(leaf), CRL_F64);
-            if (batched)
-                ck_assert_int_eq(crl_spec_shape(leaf)[0], 3);
-            ck_assert_int_eq(crl_spec_shape(leaf)[crl_spec_ndim(leaf) - 1], tasks[_i].dims[k]);
+            /* arm_pos is the suite's [8, 2] matrix; every other entry a vector */
+            bool matrix = strcmp(tasks[_i].names[k], "arm_pos") == 0;
+            int64_t nd = crl_spec_ndim(leaf);
+            const int64_t *sh = crl_spec_shape(leaf);
+            if (matrix) {
+                ck_assert_int_eq(sh[nd - 2], 8);
+                ck_assert_int_eq(sh[nd - 1], 2);
+            } else {
+                ck_assert_int_eq(sh[nd - 1], tasks[_i].dims[k]);
+            }
+            if (batched) {
+                ck_assert_int_eq(nd, matrix ? 3 : 2);
+                ck_assert_int_eq(sh[0], 3);
+            }
         }
         EXPECT_OK(crl_env_check_specs(h.env, 10, &e), e);
         henv_close(&h);
@@ -1143,6 +1158,138 @@ START_TEST(test_quadruped_reset_observation)
 }
 END_TEST
 
+/* ---- manipulator ---- */
+
+/* qpos/qvel address of a named joint: read from the model, not from the task. */
+static int qadr(const mjModel *m, const char *joint)
+{
+    int j = mj_name2id(m, mjOBJ_JOINT, joint);
+    ck_assert_int_ge(j, 0);
+    return m->jnt_qposadr[j];
+}
+
+START_TEST(test_manipulator)
+{
+    sim s;
+    sim_open(&s, &dmc_manipulator_bring_ball);
+    const mjModel *m = s.dm.m;
+    ck_assert_int_eq(mj_name2id(m, mjOBJ_BODY, "peg"), -1);
+    ck_assert_int_eq(mj_name2id(m, mjOBJ_BODY, "cup"), -1);
+    ck_assert_int_eq(mj_name2id(m, mjOBJ_BODY, "slot"), -1);
+    ck_assert_int_eq(mj_name2id(m, mjOBJ_BODY, "target_peg"), -1);
+    ck_assert_int_ge(mj_name2id(m, mjOBJ_BODY, "target_ball"), 0);
+    ck_assert_int_eq(m->nu, 5);
+    NEAR(m->opt.timestep, 0.001, 0);
+    static const char *const arm[] = {"arm_root", "arm_shoulder", "arm_elbow", "arm_wrist",
+                                      "finger",   "fingertip",    "thumb",     "thumbtip"};
+    double q[11] = {0}, v[11] = {0};
+    for (int k = 0; k < 8; k++) {
+        q[qadr(m, arm[k])] = 0.1 * (k + 1) - 0.4;
+        v[qadr(m, arm[k])] = 0.3 * k - 1.0;
+    }
+    q[qadr(m, "ball_x")] = 0.3;
+    q[qadr(m, "ball_z")] = 0.05;
+    q[qadr(m, "ball_y")] = 1.2;
+    v[qadr(m, "ball_x")] = 0.5;
+    v[qadr(m, "ball_z")] = -0.25;
+    v[qadr(m, "ball_y")] = 2.0;
+    s.extra[0] = -0.2;
+    s.extra[1] = 0.3;
+    s.extra[2] = 0.8;
+    sim_at(&s, q, v, NULL);
+    /* arm_pos: (sin, cos) per arm joint in the suite's order (finger before thumb, unlike the model). */
+    for (int k = 0; k < 8; k++) {
+        double a = 0.1 * (k + 1) - 0.4;
+        NEAR(s.obs[0][2 * k], sin(a), 1e-15);
+        NEAR(s.obs[0][2 * k + 1], cos(a), 1e-15);
+        NEAR(s.obs[1][k], 0.3 * k - 1.0, 0);
+    }
+    /* object_pos: the ball's x, z and half-angle quaternion; object_vel: its joints'. */
+    NEAR(s.obs[4][0], 0.3, 1e-12);
+    NEAR(s.obs[4][1], 0.05, 1e-12);
+    NEAR(s.obs[4][2], cos(0.6), 1e-12);
+    NEAR(s.obs[4][3], sin(0.6), 1e-12);
+    NEAR(s.obs[5][0], 0.5, 0);
+    NEAR(s.obs[5][1], -0.25, 0);
+    NEAR(s.obs[5][2], 2.0, 0);
+    /* target_pos: the env's target as the model now places it. */
+    NEAR(s.obs[6][0], -0.2, 1e-12);
+    NEAR(s.obs[6][1], 0.3, 1e-12);
+    NEAR(s.obs[6][2], cos(0.4), 1e-12);
+    NEAR(s.obs[6][3], sin(0.4), 1e-12);
+    /* hand_pos: with only the root turned by t about -y, the hand sits .45 along the turned arm. */
+    double qr[11] = {0};
+    qr[qadr(m, "arm_root")] = 0.7;
+    qr[qadr(m, "ball_x")] = 0.4; /* clear of the arm */
+    qr[qadr(m, "ball_z")] = 0.1;
+    sim_at(&s, qr, NULL, NULL);
+    NEAR(s.obs[3][0], -0.45 * sin(0.7), 1e-12);
+    NEAR(s.obs[3][1], 0.4 + 0.45 * cos(0.7), 1e-12);
+    NEAR(s.obs[3][2], cos(0.35), 1e-12);
+    NEAR(s.obs[3][3], -sin(0.35), 1e-12);
+    for (int k = 0; k < 5; k++)
+        NEAR(s.obs[2][k], 0.0, 0); /* nothing touches */
+    /* Reward: the ball on the target (which sits 1 mm behind it) is 1; 3 cm off, the gaussian with 0.1
+     * at a 2 cm margin past 1 cm. */
+    s.extra[0] = 0.4;
+    s.extra[1] = 0.1;
+    NEAR(sim_at(&s, qr, NULL, NULL), 1.0, 0);
+    s.extra[0] = 0.43;
+    double d = hypot(0.03, 0.001), x = (d - 0.01) / 0.02;
+    NEAR(sim_at(&s, qr, NULL, NULL), pow(0.1, x * x), 1e-12);
+
+    /* Initial states: nothing touches; the hand symmetric; the target in its box; the ball on the
+     * target about one time in ten. */
+    crl_rng rng;
+    int on_target = 0;
+    for (int seed = 0; seed < 100; seed++) {
+        crl_rng_init(&rng, (uint64_t)seed, 0);
+        mj_resetData(m, s.d);
+        s.dm.task->init(&s.dm, s.d, s.extra, &rng);
+        mj_forward(m, s.d);
+        ck_assert_int_eq(s.d->ncon, 0);
+        ck_assert(s.d->qpos[qadr(m, "finger")] == s.d->qpos[qadr(m, "thumb")]);
+        ck_assert(fabs(s.extra[0]) <= 0.4 && s.extra[1] >= 0.1 && s.extra[1] <= 0.4);
+        ck_assert(fabs(s.extra[2]) <= M_PI);
+        on_target += s.d->qpos[qadr(m, "ball_x")] == s.extra[0] && s.d->qpos[qadr(m, "ball_z")] == s.extra[1];
+    }
+    ck_assert(on_target >= 2 && on_target <= 30);
+    sim_close(&s);
+}
+END_TEST
+
+/* Through the host each env's target_pos is its own target (kept in its state after qvel). */
+START_TEST(test_manipulator_batch_targets)
+{
+    crl_error e = {0};
+    henv h;
+    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = manipulator/bring_ball\nnum_envs = 3\nseed = 4\n"
+                            "return_state = true\n", &e), e);
+    crl_td *td = crl_env_reset(h.env, NULL, &e);
+    ck_assert_ptr_nonnull(td);
+    enum { W = 1 + 11 + 11 + 3 };
+    for (int t = 0; t < 5; t++) {
+        EXPECT_OK(crl_env_rand_action(h.env, td, &e), e);
+        EXPECT_OK(crl_env_step(h.env, td, &e), e);
+        crl_td *next = crl_td_get_td(td, "next");
+        const double *st = leaf_f64(next, "state"), *tp = leaf_f64(next, "target_pos");
+        ck_assert_int_eq(crl_tensor_ndim(crl_td_get(next, "arm_pos")), 3);
+        for (int i = 0; i < 3; i++) {
+            const double *ex = st + W * i + 23;
+            NEAR(tp[4 * i], ex[0], 1e-12);
+            NEAR(tp[4 * i + 1], ex[1], 1e-12);
+            NEAR(tp[4 * i + 2], cos(ex[2] / 2), 1e-12);
+            NEAR(tp[4 * i + 3], sin(ex[2] / 2), 1e-12);
+        }
+        crl_td *nx = crl_env_step_mdp(h.env, td, &e);
+        crl_td_unref(td);
+        td = nx;
+    }
+    crl_td_unref(td);
+    henv_close(&h);
+}
+END_TEST
+
 static Suite *tasks_suite(void)
 {
     Suite *s = suite_create("dm_control_tasks");
@@ -1160,6 +1307,7 @@ static Suite *tasks_suite(void)
     tcase_add_test(tc, test_quadruped_observations);
     tcase_add_test(tc, test_quadruped_rewards);
     tcase_add_test(tc, test_quadruped_init);
+    tcase_add_test(tc, test_manipulator);
     tcase_add_loop_test(tc, test_suite_xml_rollout, 0, N_NEW);
     suite_add_tcase(s, tc);
     tc = tcase_create("host");
@@ -1170,6 +1318,7 @@ static Suite *tasks_suite(void)
     tcase_add_test(tc, test_point_mass_hard_batch);
     tcase_add_test(tc, test_swimmer_batch_targets);
     tcase_add_test(tc, test_quadruped_reset_observation);
+    tcase_add_test(tc, test_manipulator_batch_targets);
     suite_add_tcase(s, tc);
     return s;
 }

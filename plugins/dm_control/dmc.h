@@ -43,7 +43,8 @@ double dmc_small_control(const mjModel *m, const mjData *d);
 
 typedef struct dmc_obs_def {
     const char *name;
-    int dim;
+    int dim;     /* values per env */
+    int cols;    /* 0: a vector of dim; else a matrix [dim / cols, cols] (manipulator's arm_pos) */
 } dmc_obs_def;
 
 typedef struct dmc_task dmc_task;
@@ -152,6 +153,7 @@ extern const dmc_task dmc_humanoid_stand, dmc_humanoid_walk, dmc_humanoid_run;
 extern const dmc_task dmc_swimmer_swimmer6, dmc_swimmer_swimmer15;
 extern const dmc_task dmc_fish_upright, dmc_fish_swim;
 extern const dmc_task dmc_quadruped_walk, dmc_quadruped_run, dmc_quadruped_fetch;
+extern const dmc_task dmc_manipulator_bring_ball;
 /* The single-pole cart-pole MJCF the n-pole tasks grow (cartpole.c). */
 extern const char dmc_cartpole_xml[];
 
