@@ -1,8 +1,8 @@
 /* Check suite for the dm_control tasks beyond the first twenty (cartpole's two and three poles,
- * point_mass/hard, humanoid, swimmer, fish, quadruped, manipulator/bring_ball): specs, observations and
- * rewards at hand-set states against values worked out from the model, initial states, determinism per
- * seed, and a rollout from the suite's own XML (tests/dm_control-suite) equal to one from the bundled
- * model. */
+ * point_mass/hard, humanoid, swimmer, fish, quadruped, manipulator/bring_ball, stacker): specs,
+ * observations and rewards at hand-set states against values worked out from the model, initial states,
+ * determinism per seed, and a rollout from the suite's own XML (tests/dm_control-suite) equal to one from
+ * the bundled model. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -68,6 +68,10 @@ static const struct {
     {"manipulator/bring_ball", 0.01, 7,
      {"arm_pos", "arm_vel", "touch", "hand_pos", "object_pos", "object_vel", "target_pos"},
      {16, 8, 5, 4, 4, 3, 4}},
+    {"stacker/stack_2", 0.01, 7, {"arm_pos", "arm_vel", "touch", "hand_pos", "box_pos", "box_vel", "target_pos"},
+     {16, 8, 5, 4, 8, 6, 2}},
+    {"stacker/stack_4", 0.01, 7, {"arm_pos", "arm_vel", "touch", "hand_pos", "box_pos", "box_vel", "target_pos"},
+     {16, 8, 5, 4, 16, 12, 2}},
 };
 #define N_NEW (sizeof tasks / sizeof tasks[0])
 
@@ -141,13 +145,15 @@ START_TEST(test_specs)
             const crl_spec *leaf = crl_spec_composite_get(obs, tasks[_i].names[k]);
             ck_assert_msg(leaf != NULL, "%s: no observation '%s'", id, tasks[_i].names[k]);
             ck_assert_int_eq(crl_spec_dtype(leaf), CRL_F64);
-            /* arm_pos is the suite's [8, 2] matrix; every other entry a vector */
-            bool matrix = strcmp(tasks[_i].names[k], "arm_pos") == 0;
+            /* arm_pos is the suite's [8, 2] matrix, box_pos [boxes, 4]; every other entry a vector */
+            int cols = strcmp(tasks[_i].names[k], "arm_pos") == 0 ? 2
+                       : strcmp(tasks[_i].names[k], "box_pos") == 0 ? 4 : 0;
+            bool matrix = cols != 0;
             int64_t nd = crl_spec_ndim(leaf);
             const int64_t *sh = crl_spec_shape(leaf);
             if (matrix) {
-                ck_assert_int_eq(sh[nd - 2], 8);
-                ck_assert_int_eq(sh[nd - 1], 2);
+                ck_assert_int_eq(sh[nd - 2], tasks[_i].dims[k] / cols);
+                ck_assert_int_eq(sh[nd - 1], cols);
             } else {
                 ck_assert_int_eq(sh[nd - 1], tasks[_i].dims[k]);
             }
@@ -1290,6 +1296,86 @@ START_TEST(test_manipulator_batch_targets)
 }
 END_TEST
 
+/* ---- stacker ---- */
+
+START_TEST(test_stacker)
+{
+    for (int n = 2; n <= 4; n += 2) {
+        sim s;
+        sim_open(&s, n == 2 ? &dmc_stacker_stack_2 : &dmc_stacker_stack_4);
+        const mjModel *m = s.dm.m;
+        ck_assert_int_eq(mj_name2id(m, mjOBJ_BODY, "box1") >= 0, 1);
+        ck_assert_int_eq(mj_name2id(m, mjOBJ_BODY, "box2") >= 0, n == 4);
+        ck_assert_int_eq(mj_name2id(m, mjOBJ_BODY, "box3") >= 0, n == 4);
+        ck_assert_int_eq(m->nq, 8 + 3 * n);
+        double q[20] = {0}, v[20] = {0};
+        for (int b = 0; b < n; b++) {
+            char name[16];
+            snprintf(name, sizeof name, "box%d_x", b);
+            q[qadr(m, name)] = 0.1 + 0.1 * b;
+            v[qadr(m, name)] = 0.5 + b;
+            snprintf(name, sizeof name, "box%d_z", b);
+            q[qadr(m, name)] = 0.3 + 0.1 * b;
+            v[qadr(m, name)] = -0.5 - b;
+            snprintf(name, sizeof name, "box%d_y", b);
+            q[qadr(m, name)] = 0.4 * b;
+            v[qadr(m, name)] = 2.0 + b;
+        }
+        s.extra[0] = 0.3;
+        s.extra[1] = 0.022;
+        sim_at(&s, q, v, NULL);
+        /* box_pos [n, 4]: x, z and the half-angle quaternion; box_vel: x, y (the hinge), z per box. */
+        for (int b = 0; b < n; b++) {
+            NEAR(s.obs[4][4 * b], 0.1 + 0.1 * b, 1e-12);
+            NEAR(s.obs[4][4 * b + 1], 0.3 + 0.1 * b, 1e-12);
+            NEAR(s.obs[4][4 * b + 2], cos(0.2 * b), 1e-12);
+            NEAR(s.obs[4][4 * b + 3], sin(0.2 * b), 1e-12);
+            NEAR(s.obs[5][3 * b], 0.5 + b, 0);
+            NEAR(s.obs[5][3 * b + 1], 2.0 + b, 0);
+            NEAR(s.obs[5][3 * b + 2], -0.5 - b, 0);
+        }
+        NEAR(s.obs[6][0], 0.3, 1e-12);
+        NEAR(s.obs[6][1], 0.022, 1e-12);
+        NEAR(s.obs[3][1], 0.4 + 0.45, 1e-12); /* the hand straight up */
+        /* Reward: box 0 on the target (1 mm in front of it), the hand far above: the gaussian of 1 mm
+         * over a margin of 2 box sizes. */
+        q[qadr(m, "box0_x")] = 0.3;
+        q[qadr(m, "box0_z")] = 0.022;
+        double x = 0.001 / 0.044;
+        NEAR(sim_at(&s, q, NULL, NULL), pow(0.1, x * x), 1e-12);
+        /* The target 5 cm below the grasp site: the hand is too close (gaussian at 5 margins). */
+        s.extra[0] = 0.0;
+        s.extra[1] = 0.915 - 0.05;
+        q[qadr(m, "box0_x")] = 0.0;
+        q[qadr(m, "box0_z")] = 0.865;
+        ck_assert(sim_at(&s, q, NULL, NULL) < 1e-20);
+
+        crl_rng rng;
+        bool heights[4] = {false};
+        for (int seed = 0; seed < 40; seed++) {
+            crl_rng_init(&rng, (uint64_t)seed, 0);
+            mj_resetData(m, s.d);
+            s.dm.task->init(&s.dm, s.d, s.extra, &rng);
+            mj_forward(m, s.d);
+            ck_assert_int_eq(s.d->ncon, 0);
+            ck_assert(fabs(s.extra[0]) <= 0.37);
+            int level = (int)lround((s.extra[1] / 0.022 - 1) / 2);
+            ck_assert(level >= 0 && level < n);
+            NEAR(s.extra[1], 0.022 * (2 * level + 1), 1e-15);
+            heights[level] = true;
+            for (int b = 0; b < n; b++) {
+                char name[16];
+                snprintf(name, sizeof name, "box%d_x", b);
+                ck_assert(s.d->qpos[qadr(m, name)] >= 0.1 && s.d->qpos[qadr(m, name)] <= 0.3);
+            }
+        }
+        for (int k = 0; k < n; k++)
+            ck_assert_msg(heights[k], "stack_%d: no target at level %d in 40 draws", n, k);
+        sim_close(&s);
+    }
+}
+END_TEST
+
 static Suite *tasks_suite(void)
 {
     Suite *s = suite_create("dm_control_tasks");
@@ -1308,6 +1394,7 @@ static Suite *tasks_suite(void)
     tcase_add_test(tc, test_quadruped_rewards);
     tcase_add_test(tc, test_quadruped_init);
     tcase_add_test(tc, test_manipulator);
+    tcase_add_test(tc, test_stacker);
     tcase_add_loop_test(tc, test_suite_xml_rollout, 0, N_NEW);
     suite_add_tcase(s, tc);
     tc = tcase_create("host");

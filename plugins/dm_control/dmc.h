@@ -154,6 +154,7 @@ extern const dmc_task dmc_swimmer_swimmer6, dmc_swimmer_swimmer15;
 extern const dmc_task dmc_fish_upright, dmc_fish_swim;
 extern const dmc_task dmc_quadruped_walk, dmc_quadruped_run, dmc_quadruped_fetch;
 extern const dmc_task dmc_manipulator_bring_ball;
+extern const dmc_task dmc_stacker_stack_2, dmc_stacker_stack_4;
 /* The single-pole cart-pole MJCF the n-pole tasks grow (cartpole.c). */
 extern const char dmc_cartpole_xml[];
 
