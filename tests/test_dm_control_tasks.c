@@ -1376,6 +1376,86 @@ START_TEST(test_stacker)
 }
 END_TEST
 
+/* Through the host each stacker env's target_pos is its own target (kept in its state after qvel). */
+START_TEST(test_stacker_batch_targets)
+{
+    crl_error e = {0};
+    henv h;
+    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = stacker/stack_2\nnum_envs = 3\nseed = 6\n"
+                            "return_state = true\n", &e), e);
+    crl_td *td = crl_env_reset(h.env, NULL, &e);
+    ck_assert_ptr_nonnull(td);
+    enum { W = 1 + 14 + 14 + 2 };
+    for (int t = 0; t < 5; t++) {
+        EXPECT_OK(crl_env_rand_action(h.env, td, &e), e);
+        EXPECT_OK(crl_env_step(h.env, td, &e), e);
+        crl_td *next = crl_td_get_td(td, "next");
+        const double *st = leaf_f64(next, "state"), *tp = leaf_f64(next, "target_pos");
+        for (int i = 0; i < 3; i++) {
+            NEAR(tp[2 * i], st[W * i + 29], 1e-12);
+            NEAR(tp[2 * i + 1], st[W * i + 30], 1e-12);
+        }
+        ck_assert(st[29] != st[W + 29] || st[W + 29] != st[2 * W + 29]);
+        crl_td *nx = crl_env_step_mdp(h.env, td, &e);
+        crl_td_unref(td);
+        td = nx;
+    }
+    crl_td_unref(td);
+    henv_close(&h);
+}
+END_TEST
+
+/* bind refuses a matrix leaf's buffer that is missing, flat or of the wrong dtype, naming the shape. */
+START_TEST(test_matrix_bind)
+{
+    crl_error e = {0};
+    crl_host *host = crl_host_new(NULL, &e);
+    EXPECT_OK(crl_host_load_name(host, "dm_control", &e), e);
+    const crl_component *c = crl_host_find(host, CRL_KIND_ENV, "dm_control");
+    ck_assert_ptr_nonnull(c);
+    const crl_env_ops *ops = c->ops;
+    crl_env_specs sp = {.struct_size = sizeof sp};
+    void *env = NULL;
+    EXPECT_OK(ops->make("manipulator/bring_ball", 2, NULL, &sp, &env, &e), e);
+    const crl_spec *arm = crl_spec_composite_get(sp.observation, "arm_pos");
+    ck_assert_int_eq(crl_spec_ndim(arm), 3);
+    int64_t batch[1] = {2};
+    static const struct {
+        crl_dtype dt;
+        int ndim;
+        int64_t shape[3];
+        int code;
+    } bad[] = {
+        {CRL_F64, 0, {0}, CRL_E_NOT_FOUND},
+        {CRL_F64, 2, {2, 16}, CRL_E_SHAPE},
+        {CRL_F64, 3, {2, 2, 8}, CRL_E_SHAPE},
+        {CRL_F32, 3, {2, 8, 2}, CRL_E_SHAPE},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        crl_td *bufs = crl_td_new(1, batch, &e);
+        ck_assert_ptr_nonnull(bufs);
+        if (bad[k].ndim) {
+            crl_tensor *t = crl_tensor_new(bad[k].dt, bad[k].ndim, bad[k].shape, &e);
+            ck_assert_ptr_nonnull(t);
+            EXPECT_OK(crl_td_set(bufs, "arm_pos", t, &e), e);
+            crl_tensor_unref(t);
+        }
+        e = (crl_error){0};
+        ck_assert_int_eq(ops->bind(env, bufs, &e), bad[k].code);
+        EXPECT_MSG(e, bad[k].code, "arm_pos");
+        EXPECT_MSG(e, bad[k].code, "[2, 8, 2]");
+        crl_td_unref(bufs);
+    }
+    ops->close(env);
+    crl_spec_unref(sp.observation);
+    crl_spec_unref(sp.action);
+    crl_spec_unref(sp.reward);
+    crl_spec_unref(sp.done);
+    crl_spec_unref(sp.state);
+    crl_host_free(host);
+}
+END_TEST
+
 static Suite *tasks_suite(void)
 {
     Suite *s = suite_create("dm_control_tasks");
@@ -1406,6 +1486,8 @@ static Suite *tasks_suite(void)
     tcase_add_test(tc, test_swimmer_batch_targets);
     tcase_add_test(tc, test_quadruped_reset_observation);
     tcase_add_test(tc, test_manipulator_batch_targets);
+    tcase_add_test(tc, test_stacker_batch_targets);
+    tcase_add_test(tc, test_matrix_bind);
     suite_add_tcase(s, tc);
     return s;
 }
