@@ -4,6 +4,7 @@
 
 #include <crl/file.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,6 +173,14 @@ static int inline_includes(const dmc_task *t, xmlNode *n, const char *dir, int d
     return CRL_OK;
 }
 
+/* libxml2's one-time set-up is not safe to race: envs may be made on several threads. */
+static pthread_once_t xml_once = PTHREAD_ONCE_INIT;
+
+static void xml_init(void)
+{
+    xmlInitParser();
+}
+
 int dmc_xml_generate(const dmc_task *t, const char *text, size_t len, const char *dir, char **out,
                      size_t *out_len, crl_error *err)
 {
@@ -179,7 +188,7 @@ int dmc_xml_generate(const dmc_task *t, const char *text, size_t len, const char
     *out_len = 0;
     if (len > (size_t)0x7fffffff)
         return crl_error_set(err, CRL_E_CONFIG, "dm_control: %s: the model is too large", t->id);
-    xmlInitParser();
+    pthread_once(&xml_once, xml_init);
     xmlDoc *doc = xmlReadMemory(text, (int)len, dir ? "suite model" : "bundled model", NULL,
                                 XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
     if (!doc)
