@@ -6,12 +6,14 @@ import unittest
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-for sub in ('', 'fake_envpool', 'fake_gymnasium', 'fake_gym'):
+for sub in ('', 'fake_envpool', 'fake_gymnasium', 'fake_gym', 'fake_jax', 'fake_brax'):
     path = os.path.join(HERE, sub)
     if path not in sys.path:
         sys.path.insert(0, path)
 
 import envpool  # noqa: E402
+import jax  # noqa: E402
+from brax import envs as brax_envs  # noqa: E402
 from crl_testenvs.compositeaction import DictActionEnv, TupleActionEnv  # noqa: E402
 
 
@@ -104,6 +106,63 @@ class FakeEnvPoolTest(unittest.TestCase):
         self.assertEqual((frames.shape, frames.dtype), ((2, 10, 20, 3), np.uint8))
         with self.assertRaises(RuntimeError):
             envpool.make('CartPole-v1', env_type='gymnasium').render()
+
+
+
+class FakeJaxTest(unittest.TestCase):
+    def test_threefry_known_answers(self):
+        # Random123's known-answer vectors for threefry2x32 with 20 rounds.
+        tf = jax.random.threefry_2x32
+        u = np.uint32
+        self.assertEqual(tf(np.zeros(2, u), np.zeros(2, u)).tolist(), [0x6b200159, 0x99ba4efe])
+        self.assertEqual(tf(np.full(2, 0xffffffff, u), np.full(2, 0xffffffff, u)).tolist(), [0x1cb996fc, 0xbb002be7])
+        self.assertEqual(tf(np.array([0x13198a2e, 0x03707344], u), np.array([0x243f6a88, 0x85a308d3], u)).tolist(),
+                         [0xc4923a9c, 0x483df7a0])
+
+    def test_keys_as_jax_makes_them(self):
+        self.assertEqual(jax.random.PRNGKey(42).tolist(), [0, 42])
+        # jax.random.split(jax.random.PRNGKey(0)) with jax_threefry_partitionable = False.
+        self.assertEqual(jax.random.split(jax.random.PRNGKey(0)).tolist(),
+                         [[4146024105, 967050713], [2718843009, 1272950319]])
+        self.assertEqual(jax.random.split(jax.random.PRNGKey(0), 3).shape, (3, 2))
+        self.assertEqual(float(jax.random.uniform(jax.random.PRNGKey(0))), 0.41845703125)
+        u = jax.random.uniform(jax.random.PRNGKey(1), (1000,), minval=-2.0, maxval=3.0)
+        self.assertTrue(((u >= -2.0) & (u < 3.0)).all())
+
+    def test_tree_util_and_vmap(self):
+        tree = {'b': (np.ones(2), None), 'a': [np.zeros(3)]}
+        leaves, tdef = jax.tree_util.tree_flatten(tree)
+        self.assertEqual([x.shape for x in leaves], [(3,), (2,)])   # dict keys sorted
+        self.assertEqual(tdef.num_leaves, 2)
+        back = jax.tree_util.tree_unflatten(tdef, [x + 1 for x in leaves])
+        self.assertEqual(back['b'][0].tolist(), [2, 2])
+        self.assertIsNone(back['b'][1])
+        f = jax.vmap(jax.jit(lambda x, y: {'s': x + y, 'p': x * y}))
+        out = f(np.arange(3.0), np.full(3, 2.0))
+        self.assertEqual((out['s'].tolist(), out['p'].tolist()), ([2, 3, 4], [0, 2, 4]))
+        paths, _ = jax.tree_util.tree_flatten_with_path(tree)
+        self.assertEqual([p[0].key for p, _ in paths], ['a', 'b'])
+
+
+class FakeBraxTest(unittest.TestCase):
+    def test_state_pytree_and_batch(self):
+        env = brax_envs.get_environment('inverted_pendulum')
+        self.assertEqual((env.observation_size, env.action_size), (4, 1))
+        keys = jax.random.split(jax.random.PRNGKey(3), 4)
+        state = jax.vmap(jax.jit(env.reset))(keys)
+        self.assertEqual(state.obs.shape, (4, 4))
+        self.assertEqual(state.obs.dtype, np.float32)
+        names = ['.'.join(getattr(k, 'name', None) or str(getattr(k, 'key', '')) for k in p)
+                 for p, _ in jax.tree_util.tree_flatten_with_path(state)[0]]
+        self.assertEqual(names, ['pipeline_state.q', 'pipeline_state.qd', 'obs', 'reward', 'done',
+                                 'metrics.distance', 'info.rng'])
+        # One env of the batch is the same env reset alone with its key.
+        one = env.reset(keys[2])
+        self.assertEqual(one.obs.tolist(), state.obs[2].tolist())
+        nxt = jax.vmap(env.step)(state, np.ones((4, 1), np.float32))
+        self.assertEqual(nxt.reward.tolist(), [1, 1, 1, 1])
+        with self.assertRaises(KeyError):
+            brax_envs.get_environment('nope')
 
 
 if __name__ == '__main__':
