@@ -164,10 +164,10 @@ static int make_locked(brax_env *e, const char *id, const crl_opts *opts, crl_sp
     PyObject *sup = pyembed_source_module(SUPPORT_NAME, brax_support_source, &le);
     if (!sup)
         return crl_error_pass(err, &le, CRL_E_PLUGIN);
-    PyObject *kw = make_kwargs(opts, err);
+    PyObject *kw = make_kwargs(opts, &le);
     if (!kw) {
         Py_DECREF(sup);
-        return err ? err->code : CRL_E_CONFIG;
+        return crl_error_pass(err, &le, CRL_E_CONFIG);
     }
     e->env = PyObject_CallMethod(sup, "BraxEnv", "sLO", id, (long long)e->num, kw);
     Py_DECREF(kw);

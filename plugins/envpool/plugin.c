@@ -176,11 +176,11 @@ static int make_locked(ep_env *e, const char *id, const crl_opts *opts, crl_spec
     bool pixels = false;
     if (!rc && host_has(opts, "from_pixels") && crl_opts_bool(opts, "from_pixels", &pixels, NULL) != CRL_OK)
         pixels = false;
-    PyObject *kw = !rc ? make_kwargs(gs, opts, err) : NULL;
+    PyObject *kw = !rc ? make_kwargs(gs, opts, &le) : NULL;
     if (!kw) {
         Py_DECREF(gs);
         Py_DECREF(sup);
-        return rc ? rc : (err ? err->code : CRL_E_CONFIG);
+        return rc ? rc : crl_error_pass(err, &le, CRL_E_CONFIG);
     }
     int render = pixels || PyDict_GetItemString(kw, "render_mode") != NULL;
     uint64_t seed = (uint64_t)host_int(opts, "seed");
