@@ -317,6 +317,94 @@ static void check_async(const char *task, int64_t num, int64_t batch, int64_t ro
     fx_close(&f);
 }
 
+/* batch_size < num_envs with executor = inline: EnvPool's own send/recv, every recv against the reference in
+ * order. */
+static void check_native(const char *task, const char *env_type, int64_t num, int64_t batch, int64_t rounds,
+                         int64_t max_steps, uint64_t seed)
+{
+    char *ini = g_strdup_printf("id = %s\nnum_envs = %lld\nbatch_size = %lld\nenv_type = %s\nmax_episode_steps = "
+                                "%lld\n", task, (long long)num, (long long)batch, env_type, (long long)max_steps);
+    fx f;
+    fx_must_open(&f, ini);
+    g_free(ini);
+    ck_assert_int_eq(crl_env_batch_size(f.env), batch);
+    char rs[32], ms[32], spec[96];
+    g_snprintf(rs, sizeof rs, "%lld", (long long)rounds);
+    g_snprintf(ms, sizeof ms, "%lld", (long long)max_steps);
+    g_snprintf(spec, sizeof spec, "%lld:%lld:%llu", (long long)num, (long long)batch, (unsigned long long)seed);
+    char **ref = reference((const char *const[]){ "native", task, env_type, rs, ms, spec, NULL });
+    /* Sync calls are refused on an async env. */
+    ck_assert_ptr_null(crl_env_reset(f.env, NULL, &f.err));
+    EXPECT_HAS(f.err.message, "crl_env_async_reset");
+    crl_env_set_seed(f.env, seed);
+    ck_assert_msg(crl_env_async_reset(f.env, &f.err) == CRL_OK, "async_reset: %s", f.err.message);
+    int64_t *count = g_new0(int64_t, num), *steps = g_new0(int64_t, num), ends = 0;
+    bool *ended = g_new0(bool, num);
+    size_t line = 0;
+    for (int64_t r = 0; r < rounds; r++) {
+        crl_td *got = crl_env_recv(f.env, &f.err);
+        ck_assert_msg(got, "recv %lld: %s", (long long)r, f.err.message);
+        const int64_t *ids = crl_tensor_data(crl_td_get(got, "env_id"));
+        crl_td *act = crl_td_new(1, (int64_t[]){ batch }, &f.err);
+        crl_tensor *idt = crl_tensor_new(CRL_I64, 1, (int64_t[]){ batch }, &f.err);
+        crl_tensor *a = crl_tensor_new(continuous(task) ? CRL_F32 : CRL_I64, continuous(task) ? 2 : 1,
+                                       (int64_t[]){ batch, 1 }, &f.err);
+        for (int64_t k = 0; k < batch; k++, line++) {
+            int64_t i = ids[k];
+            GString *s = g_string_new(NULL);
+            g_string_append_printf(s, "%lld %lld | ", (long long)i, (long long)count[i]++);
+            fmt_row(s, crl_td_get(got, "observation"), k);
+            g_string_append(s, " | ");
+            fmt_row(s, crl_td_get(got, "reward"), k);
+            g_string_append(s, " ");
+            fmt_row(s, crl_td_get(got, "terminated"), k);
+            g_string_append(s, " ");
+            fmt_row(s, crl_td_get(got, "truncated"), k);
+            ck_assert_msg(ref[line] && !strcmp(s->str, ref[line]), "%s %s native async, result %zu:\n  crl:       %s\n"
+                          "  reference: %s", task, env_type, line, s->str, ref[line] ? ref[line] : "(none)");
+            g_string_free(s, TRUE);
+            bool end = ((const uint8_t *)crl_tensor_data(crl_td_get(got, "done")))[k] != 0;
+            ends += end;
+            if (ended[i])
+                steps[i] = 0;
+            ended[i] = end;
+            ((int64_t *)crl_tensor_data(idt))[k] = i;
+            put_action(a, task, steps[i], i, k);
+            if (!end)
+                steps[i]++;
+        }
+        ck_assert_int_eq(crl_td_set(act, "env_id", idt, &f.err), CRL_OK);
+        ck_assert_int_eq(crl_td_set(act, "action", a, &f.err), CRL_OK);
+        ck_assert_msg(crl_env_send(f.env, act, &f.err) == CRL_OK, "send: %s", f.err.message);
+        crl_tensor_unref(idt);
+        crl_tensor_unref(a);
+        crl_td_unref(act);
+        crl_td_unref(got);
+    }
+    ck_assert_msg(ends > 0, "no episode ended in %lld recvs: the auto-resets were not compared", (long long)rounds);
+    /* A recv with too few envs in flight is an error, not a hang; so is sending an env in flight. */
+    for (int64_t r = 0; r < num / batch; r++) {
+        crl_td *got = crl_env_recv(f.env, &f.err);
+        ck_assert_msg(got, "draining recv: %s", f.err.message);
+        crl_td_unref(got);
+    }
+    ck_assert_ptr_null(crl_env_recv(f.env, &f.err));
+    EXPECT_HAS(f.err.message, "in flight but batch_size");
+    g_strfreev(ref);
+    g_free(count);
+    g_free(steps);
+    g_free(ended);
+    fx_close(&f);
+}
+
+START_TEST(test_async_native)
+{
+    check_native("CartPole-v1", "gymnasium", 6, 2, 200, 500, 31);
+    check_native("Pendulum-v1", "gym", 5, 3, 60, 9, 32);
+    check_native("CartPole-v1", "gymnasium", 4, 1, 150, 30, 33);
+}
+END_TEST
+
 START_TEST(test_async_threads)
 {
     check_async("CartPole-v1", 6, 2, 150, 500, 21);
@@ -386,6 +474,13 @@ START_TEST(test_errors)
     expect_make_error("id = CartPole-v1\nauto_reset = same_step", CRL_E_CONFIG, "auto_reset = next_step");
     expect_make_error("id = CartPole-v1\nkwargs.num_envs = 3", CRL_E_CONFIG, "comes from [env] num_envs");
     expect_make_error("id = CartPole-v1\nkwargs.no_such_key = 3", CRL_E_INVALID, "unknown config keys");
+    /* EnvPool's own async mode takes neither frame skipping nor pixels, nor same_step. */
+    expect_make_error("id = CartPole-v1\nnum_envs = 4\nbatch_size = 2\nframe_skip = 2", CRL_E_CONFIG,
+                      "own async mode");
+    expect_make_error("id = CartPole-v1\nnum_envs = 4\nbatch_size = 2\nfrom_pixels = true", CRL_E_CONFIG,
+                      "own async mode");
+    expect_make_error("id = CartPole-v1\nnum_envs = 4\nbatch_size = 2\nauto_reset = same_step", CRL_E_CONFIG,
+                      "same_step");
     /* A partial reset right after a new seed cannot reseed part of a pool. */
     fx f;
     fx_must_open(&f, "id = CartPole-v1\nnum_envs = 3");
@@ -418,6 +513,7 @@ static Suite *envpool_suite(void)
     tcase_add_test(tc, test_sync_inline);
     tcase_add_test(tc, test_sync_executors);
     tcase_add_test(tc, test_async_threads);
+    tcase_add_test(tc, test_async_native);
     suite_add_tcase(s, tc);
     tc = tcase_create("behaviour");
     tcase_set_timeout(tc, 60);

@@ -24,7 +24,7 @@ def _get(root, path):
 class Pool:
     """One EnvPool of num envs and the numpy views over crl's buffers (made once at bind)."""
 
-    def __init__(self, task_id, num, env_type, kwargs, seed, max_episode_steps, num_threads, render):
+    def __init__(self, task_id, num, env_type, kwargs, seed, max_episode_steps, num_threads, render, batch_size):
         self.np = gs.numpy()
         ep = _envpool()
         ids = list(ep.list_all_envs())
@@ -36,7 +36,10 @@ class Pool:
         self.task_id, self.num, self.env_type = task_id, num, env_type
         self.kwargs = dict(kwargs)
         self.kwargs['num_envs'] = num
-        self.kwargs['batch_size'] = num
+        # batch_size < num_envs: EnvPool's async mode, driven by crl_env_send / crl_env_recv.
+        self.batch = batch_size if 0 < batch_size < num else num
+        self.kwargs['batch_size'] = self.batch
+        self.in_flight = 0
         if num_threads:
             self.kwargs['num_threads'] = num_threads
         if max_episode_steps:
@@ -58,6 +61,7 @@ class Pool:
     def build(self, seed):
         if self.env is not None:
             self.close()
+        self.in_flight = 0
         # EnvPool takes a C int seed: the chain seed mod 2**31.
         self.env = _envpool().make(self.task_id, env_type=self.env_type, seed=int(seed) % 2 ** 31, **self.kwargs)
         self.seed = seed
@@ -148,29 +152,64 @@ class Pool:
             obs, rows = res, need   # gym without gym_reset_return_info: asked order
         self._write_obs(obs, rows, 'reset')
 
-    def step(self):
-        np = self.np
-        a = self.action
+    def _actions(self, a):
         if self.action_start is not None:
             a = a + self.action_start
-        if a.dtype != self.action_dtype:
-            a = a.astype(self.action_dtype)
-        self.used = True
-        res = self.env.step(a, self.all_ids)
+        return a if a.dtype == self.action_dtype else a.astype(self.action_dtype)
+
+    def _split(self, res, what):
+        """(obs, reward, terminated, truncated, info) of a Gymnasium 5-tuple or a gym 4-tuple."""
+        np = self.np
         if not isinstance(res, tuple) or len(res) not in (4, 5):
-            raise pe.CrlError(pe.E_RUNTIME, "envpool %s: step returned %s; expected Gymnasium's (obs, reward, "
+            raise pe.CrlError(pe.E_RUNTIME, "envpool %s: %s returned %s; expected Gymnasium's (obs, reward, "
                               "terminated, truncated, info) or gym's (obs, reward, done, info)"
-                              % (self.task_id, type(res).__name__ if not isinstance(res, tuple)
+                              % (self.task_id, what, type(res).__name__ if not isinstance(res, tuple)
                                  else '%d values' % len(res)))
         if len(res) == 5:
             obs, rew, term, trunc, info = res
-            term, trunc = np.asarray(term, bool), np.asarray(trunc, bool)
-        else:
-            obs, rew, done, info = res
-            done = np.asarray(done, bool)
-            tl = info.get('TimeLimit.truncated') if isinstance(info, dict) else None
-            trunc = done & np.asarray(tl, bool) if tl is not None else np.zeros_like(done)
-            term = done & ~trunc
+            return obs, rew, np.asarray(term, bool), np.asarray(trunc, bool), info
+        obs, rew, done, info = res
+        done = np.asarray(done, bool)
+        tl = info.get('TimeLimit.truncated') if isinstance(info, dict) else None
+        trunc = done & np.asarray(tl, bool) if tl is not None else np.zeros_like(done)
+        return obs, rew, done & ~trunc, trunc, info
+
+    # ---- EnvPool's async mode (batch_size < num_envs): crl_env_async_reset / send / recv ----
+
+    def async_reset(self, seed):
+        # EnvPool cannot drop results in flight, so a restart with some pending rebuilds the pool.
+        if seed is not None or self.in_flight:
+            self.build(self.seed if seed is None else seed)
+        self.used = True
+        self.env.async_reset()
+        self.in_flight = self.num
+
+    def send(self, ids, ended):
+        np = self.np
+        ids = np.frombuffer(ids, dtype=np.int64)
+        # An ended env's send is EnvPool's own auto-reset: its action is ignored.
+        self.env.send(self._actions(self.action[ids]), ids.astype(np.int32))
+        self.in_flight += ids.size
+
+    def recv(self, out):
+        np = self.np
+        obs, rew, term, trunc, info = self._split(self.env.recv(), 'recv')
+        ids = np.asarray(info.get('env_id') if isinstance(info, dict) else None)
+        if ids.ndim != 1 or ids.size != self.batch:
+            raise pe.CrlError(pe.E_RUNTIME, "envpool %s: recv gave info['env_id'] %s for a batch of %d"
+                              % (self.task_id, ids.tolist() if ids.ndim else ids, self.batch))
+        ids = ids.astype(np.int64)
+        self._write_obs(obs, ids, 'recv')
+        self.reward[ids] = np.asarray(rew, np.float32).reshape(ids.size, 1)
+        self.terminated[ids] = term.reshape(ids.size, 1)
+        self.truncated[ids] = trunc.reshape(ids.size, 1)
+        np.frombuffer(out, dtype=np.int64)[:] = ids
+        self.in_flight -= ids.size
+
+    def step(self):
+        np = self.np
+        self.used = True
+        obs, rew, term, trunc, info = self._split(self.env.step(self._actions(self.action), self.all_ids), 'step')
         ids = self._env_ids(info, self.all_ids, 'step')
         self._write_obs(obs, ids, 'step')
         self.reward[ids] = np.asarray(rew, np.float32).reshape(ids.size, 1)

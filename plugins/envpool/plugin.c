@@ -184,9 +184,9 @@ static int make_locked(ep_env *e, const char *id, const crl_opts *opts, crl_spec
     }
     int render = pixels || PyDict_GetItemString(kw, "render_mode") != NULL;
     uint64_t seed = (uint64_t)host_int(opts, "seed");
-    e->pool = PyObject_CallMethod(sup, "Pool", "sLsOKLLi", id, (long long)e->num, env_type, kw,
+    e->pool = PyObject_CallMethod(sup, "Pool", "sLsOKLLiL", id, (long long)e->num, env_type, kw,
                                   (unsigned long long)seed, (long long)host_int(opts, "max_episode_steps"),
-                                  (long long)threads, render);
+                                  (long long)threads, render, (long long)host_int(opts, "batch_size"));
     Py_DECREF(kw);
     Py_DECREF(sup);
     Py_DECREF(gs);
@@ -458,6 +458,55 @@ static int ep_render(void *env, int64_t i, uint8_t *rgb, crl_error *err)
     return rc;
 }
 
+/* ---- EnvPool's async mode (batch_size < num_envs, executor = inline) ---------------------------- */
+
+static int ep_async_reset(void *env, const uint64_t *seeds, crl_error *err)
+{
+    ep_env *e = env;
+    if (!e || !e->bound)
+        return crl_error_set(err, CRL_E_INVALID, "envpool: async_reset needs a bound env");
+    pyembed_gil g = pyembed_gil_acquire();
+    PyObject *s = seeds ? PyLong_FromUnsignedLongLong(seeds[0]) : Py_NewRef(Py_None);
+    PyObject *r = s ? PyObject_CallMethod(e->pool, "async_reset", "O", s) : NULL;
+    int rc = r ? CRL_OK : pyembed_error(err, CRL_E_RUNTIME, "envpool: %s: async_reset", e->id);
+    Py_XDECREF(r);
+    Py_XDECREF(s);
+    pyembed_gil_release(g);
+    return rc;
+}
+
+static int ep_send(void *env, const int64_t *ids, const bool *ended, int64_t k, crl_error *err)
+{
+    ep_env *e = env;
+    if (!e || !e->bound || !ids || k < 1)
+        return crl_error_set(err, CRL_E_INVALID, "envpool: send needs a bound env and env ids");
+    pyembed_gil g = pyembed_gil_acquire();
+    PyObject *pi = PyBytes_FromStringAndSize((const char *)ids, (Py_ssize_t)(sizeof(int64_t) * (size_t)k));
+    PyObject *pe_ = ended ? PyBytes_FromStringAndSize((const char *)ended, (Py_ssize_t)k) : Py_NewRef(Py_None);
+    PyObject *r = pi && pe_ ? PyObject_CallMethod(e->pool, "send", "OO", pi, pe_) : NULL;
+    int rc = r ? CRL_OK : pyembed_error(err, CRL_E_RUNTIME, "envpool: %s: send", e->id);
+    Py_XDECREF(r);
+    Py_XDECREF(pi);
+    Py_XDECREF(pe_);
+    pyembed_gil_release(g);
+    return rc;
+}
+
+static int ep_recv(void *env, int64_t batch, int64_t *ids, crl_error *err)
+{
+    ep_env *e = env;
+    if (!e || !e->bound || !ids || batch < 1)
+        return crl_error_set(err, CRL_E_INVALID, "envpool: recv needs a bound env and room for the env ids");
+    pyembed_gil g = pyembed_gil_acquire();
+    PyObject *mv = PyMemoryView_FromMemory((char *)ids, (Py_ssize_t)(sizeof(int64_t) * (size_t)batch), PyBUF_WRITE);
+    PyObject *r = mv ? PyObject_CallMethod(e->pool, "recv", "O", mv) : NULL;
+    int rc = r ? CRL_OK : pyembed_error(err, CRL_E_RUNTIME, "envpool: %s: recv", e->id);
+    Py_XDECREF(r);
+    Py_XDECREF(mv);
+    pyembed_gil_release(g);
+    return rc;
+}
+
 static const crl_env_ops ep_ops = {
     .struct_size = sizeof(crl_env_ops),
     .list = ep_list,
@@ -467,6 +516,9 @@ static const crl_env_ops ep_ops = {
     .step = ep_step,
     .render = ep_render,
     .close = ep_close,
+    .async_reset = ep_async_reset,
+    .send = ep_send,
+    .recv = ep_recv,
 };
 
 static const crl_component ep_component = {

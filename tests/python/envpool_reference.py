@@ -10,6 +10,11 @@ should, and prints what crl must give, one line per env and step, floats as '%.9
         One pool of one env per seed (crl's async executor: an instance per env); each env's results in
         order: the first reset, then per send either the step with action(j, k) (j: the env's step count) or,
         after an end, the reset (reward 0, flags false).  Lines: "k j | obs | reward terminated truncated".
+    envpool_reference.py native TASK ENV_TYPE RECVS MAX_STEPS NUM:BATCH:SEED
+        One pool of NUM envs in EnvPool's async mode (batch_size = BATCH), as crl's envpool backend drives it
+        with executor = inline: async_reset, then RECVS times recv and a send to the envs received, with
+        action(j, k) (j: the env's step count in its episode; ignored for an env that ended, whose send is
+        EnvPool's auto-reset).  Lines in recv order: "k j | obs | reward terminated truncated".
 Rows are placed by info["env_id"], never by position.
 """
 import sys
@@ -108,8 +113,39 @@ def asynchronous(task, env_type, sends, max_steps, seeds):
     return out
 
 
+def native(task, env_type, recvs, max_steps, num, batch, seed):
+    kw = {'gym_reset_return_info': True} if env_type == 'gym' else {}
+    p = envpool.make(task, env_type=env_type, num_envs=num, batch_size=batch, seed=seed % 2 ** 31,
+                     max_episode_steps=max_steps, **kw)
+    p.async_reset()
+    out = []
+    count = [0] * num
+    steps = [0] * num
+    ended = [False] * num
+    for _ in range(recvs):
+        o, rew, term, trunc, info = split_step(p.recv())
+        ids = [int(i) for i in info['env_id']]
+        acts = []
+        for m, k in enumerate(ids):
+            out.append('%d %d | %s | %s %d %d' % (k, count[k], fmt(o[m]), fmt(rew[m]), int(term[m]), int(trunc[m])))
+            count[k] += 1
+            end = bool(term[m] or trunc[m])
+            if ended[k]:
+                steps[k] = 0
+            ended[k] = end
+            acts.append(action(task, steps[k], k))
+            if not end:
+                steps[k] += 1
+        p.send(np.array(acts), np.array(ids, np.int32))
+    return out
+
+
 def main(argv):
     mode, task, env_type, steps, max_steps = argv[0], argv[1], argv[2], int(argv[3]), int(argv[4])
+    if mode == 'native':
+        num, batch, seed = (int(x) for x in argv[5].split(':'))
+        sys.stdout.write('\n'.join(native(task, env_type, steps, max_steps, num, batch, seed)) + '\n')
+        return 0
     if mode == 'sync':
         blocks = [tuple(int(x) for x in b.split(':')) for b in argv[5].split(',')]
         lines = sync(task, env_type, steps, max_steps, blocks)
