@@ -496,6 +496,50 @@ START_TEST(test_errors)
     EXPECT_HAS(f.err.message, "reset of all 3 envs together");
     crl_td_unref(td);
     fx_close(&f);
+    /* An env that raises: the step's error names the backend, the task and the exception. */
+    fx_must_open(&f, "id = Faulty-v0\nnum_envs = 2\nkwargs.fail_at = 3");
+    td = crl_env_reset(f.env, NULL, &f.err);
+    ck_assert(td);
+    int rc = CRL_OK;
+    for (int t = 0; t < 5 && rc == CRL_OK; t++) {
+        crl_tensor *a = crl_tensor_new(CRL_I64, 1, (int64_t[]){ 2 }, &f.err);
+        ck_assert_int_eq(crl_td_set(td, "action", a, &f.err), CRL_OK);
+        crl_tensor_unref(a);
+        rc = crl_env_step(f.env, td, &f.err);
+    }
+    ck_assert_int_eq(rc, CRL_E_RUNTIME);
+    EXPECT_HAS(f.err.message, "envpool: Faulty-v0: step");
+    EXPECT_HAS(f.err.message, "the simulator failed at step 3");
+    crl_td_unref(td);
+    fx_close(&f);
+    /* ... and in async mode the failing send is reported, every later call repeats it, async_reset starts over. */
+    fx_must_open(&f, "id = Faulty-v0\nnum_envs = 4\nbatch_size = 2\nkwargs.fail_at = 2");
+    ck_assert_int_eq(crl_env_async_reset(f.env, &f.err), CRL_OK);
+    rc = CRL_OK;
+    for (int r = 0; r < 8 && rc == CRL_OK; r++) {
+        crl_td *got = crl_env_recv(f.env, &f.err);
+        ck_assert_msg(got, "recv: %s", f.err.message);
+        crl_td *act = crl_td_new(1, (int64_t[]){ 2 }, &f.err);
+        crl_tensor *ids = crl_tensor_clone(crl_td_get(got, "env_id"), &f.err);
+        crl_tensor *a = crl_tensor_new(CRL_I64, 1, (int64_t[]){ 2 }, &f.err);
+        crl_td_set(act, "env_id", ids, &f.err);
+        crl_td_set(act, "action", a, &f.err);
+        rc = crl_env_send(f.env, act, &f.err);
+        crl_tensor_unref(ids);
+        crl_tensor_unref(a);
+        crl_td_unref(act);
+        crl_td_unref(got);
+    }
+    ck_assert_int_eq(rc, CRL_E_RUNTIME);
+    EXPECT_HAS(f.err.message, "send");
+    EXPECT_HAS(f.err.message, "the simulator failed at step 2");
+    ck_assert_ptr_null(crl_env_recv(f.env, &f.err));
+    EXPECT_HAS(f.err.message, "stopped after an error");
+    ck_assert_msg(crl_env_async_reset(f.env, &f.err) == CRL_OK, "async_reset after a failure: %s", f.err.message);
+    crl_td *again = crl_env_recv(f.env, &f.err);
+    ck_assert_msg(again, "recv after async_reset: %s", f.err.message);
+    crl_td_unref(again);
+    fx_close(&f);
     /* Rendering without a frame size. */
     fx_must_open(&f, "id = CartPole-v1");
     crl_tensor *frame = crl_tensor_new(CRL_U8, 3, (int64_t[]){ 2, 2, 3 }, &f.err);

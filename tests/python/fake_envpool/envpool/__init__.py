@@ -14,7 +14,8 @@ What matches EnvPool 0.8:
   info["env_id"].  After an env ends, its next step is EnvPool's auto-reset: the action is ignored and the
   reset observation comes back with reward 0, elapsed_step 0 and both flags false.
 What differs: recv() with fewer than batch_size results ready raises instead of blocking (a test must
-not hang); the dynamics are numpy (CartPole-v1 and Pendulum-v1 with Gymnasium's equations); each env's
+not hang); the dynamics are numpy (CartPole-v1 and Pendulum-v1 with Gymnasium's equations; Faulty-v0 raises in step at
+its config key fail_at, for error paths); each env's
 random stream is numpy's default_rng(seed + env_id).
 The counters `resets` (explicit and automatic resets per env) let tests check that nothing resets twice.
 """
@@ -119,7 +120,28 @@ class _Pendulum:
         return img
 
 
-_TASKS = {'CartPole-v1': _CartPole, 'Pendulum-v1': _Pendulum}
+class _Faulty(_CartPole):
+    """CartPole whose step raises RuntimeError (as EnvPool relays a C++ exception) at elapsed step fail_at (config
+    key, 0: never): a hostile env for the error paths."""
+    config = {'fail_at': 0}
+
+    def __init__(self, rng, config):
+        super().__init__(rng, config)
+        self.fail_at = int(config['fail_at'])
+        self.elapsed = 0
+
+    def reset(self):
+        self.elapsed = 0
+        return super().reset()
+
+    def step(self, action):
+        self.elapsed += 1
+        if self.fail_at and self.elapsed >= self.fail_at:
+            raise RuntimeError('Faulty-v0: the simulator failed at step %d' % self.elapsed)
+        return super().step(action)
+
+
+_TASKS = {'CartPole-v1': _CartPole, 'Pendulum-v1': _Pendulum, 'Faulty-v0': _Faulty}
 _COMMON = {'num_envs': 1, 'batch_size': 0, 'num_threads': 0, 'seed': 42, 'max_episode_steps': None,
            'thread_affinity_offset': -1, 'max_num_players': 1, 'render_mode': None, 'render_width': 64,
            'render_height': 48, 'gym_reset_return_info': False}
@@ -169,7 +191,7 @@ class EnvSpec:
 def _config(task_id, kwargs):
     if task_id not in _TASKS:
         raise ValueError('%s is not a registered env in envpool; list_all_envs() gives %s' % (task_id, list_all_envs()))
-    config = dict(_COMMON)
+    config = dict(_COMMON, **getattr(_TASKS[task_id], 'config', {}))
     unknown = sorted(set(kwargs) - set(config))
     if unknown:
         raise KeyError('envpool %s: unknown config keys %s (known: %s)' % (task_id, unknown, sorted(config)))
