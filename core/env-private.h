@@ -222,6 +222,10 @@ struct crl_env {
      * async env (batch_size < num_envs: only send/recv; 0: synchronous). */
     void (*after_backend_step)(crl_env *env);
     int64_t async_batch;
+    /* The backend's own async mode (executor = inline, ops.send/recv): exec_async.c's state for it, made by the
+     * first crl_env_async_reset, and the function that frees it (called by crl_env_free). */
+    void *native_async;
+    void (*native_async_free)(crl_env *env);
     /* The chain's entry points, installed by transform_chain.c with the chain (env.c imports no transform
      * code); they stay set after the chain is gone, and do nothing then. */
     const struct crl__chain_ops *chain_ops;

@@ -625,6 +625,8 @@ void crl_env_free(crl_env *env)
     crl_spec_unref(env->done_spec);
     crl_spec_unref(env->state_spec);
     crl_spec_unref(env->full_spec);
+    if (env->native_async_free)
+        env->native_async_free(env);
     g_free(env->steps);
     g_free(env->needs_reset);
     g_free(env->just_reset);

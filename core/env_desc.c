@@ -44,7 +44,7 @@ static const crl_option env_options[] = {
       "worker blocks of envs (at most num_envs); 0: one per core (threads, processes), 1 (serial)" },
     { "batch_size", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 16777216, NULL,
       "0 or num_envs: sync steps of all envs; less: async send/recv, each recv returns the first batch_size envs "
-      "to finish (executor = threads)" },
+      "to finish (executor = threads, or inline with a backend that has an async mode of its own: envpool)" },
     { "pin_threads", CRL_OPT_BOOL, 0, "false", 0, 0, NULL, "pin worker i to core i mod cores (threads)" },
     /* A healthy job takes microseconds to a few seconds (a large block of pixel envs rendered in software under
      * valgrind on a loaded machine); five minutes is far past that, yet a hung worker is still an error. */
@@ -161,8 +161,15 @@ static int read_exec_options(crl_env_desc *d, crl_error *err)
                              crl_opts_origin(o, "batch_size"), sec, (gint64)out->batch_size, (gint64)num);
     if (out->batch_size == num)
         out->batch_size = 0;  /* a batch of all envs is the sync mode */
-    if (out->batch_size > 0 && out->kind != CRL__EXEC_INLINE) {
-        if (out->kind != CRL__EXEC_THREADS)
+    /* The backend's own async mode (EnvPool's send/recv) serves executor = inline. */
+    bool native = d->ops.async_reset && d->ops.send && d->ops.recv;
+    if (out->batch_size > 0 && (out->kind != CRL__EXEC_INLINE || native)) {
+        if (out->kind == CRL__EXEC_INLINE && (d->frame_skip > 1 || d->from_pixels))
+            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] batch_size = %" G_GINT64_FORMAT " < num_envs runs the "
+                                 "%s backend's own async mode, which takes neither frame_skip > 1 nor from_pixels; "
+                                 "drop those, or set executor = threads", crl_opts_origin(o, "batch_size"), sec,
+                                 (gint64)out->batch_size, d->backend);
+        if (out->kind != CRL__EXEC_THREADS && out->kind != CRL__EXEC_INLINE)
             return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] batch_size = %" G_GINT64_FORMAT " < num_envs (async "
                                  "send/recv) needs executor = threads, not %s; set executor = threads, or drop "
                                  "batch_size", crl_opts_origin(o, "batch_size"), sec, (gint64)out->batch_size, kind);
@@ -181,10 +188,11 @@ static int read_exec_options(crl_env_desc *d, crl_error *err)
                                  "batch_size, or apply the transforms to the received batches", d->tf_at, sec);
     }
     if (out->kind == CRL__EXEC_INLINE) {
-        if (out->batch_size > 0)
+        if (out->batch_size > 0 && !native)
             return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] batch_size = %" G_GINT64_FORMAT " < num_envs needs an "
-                                 "executor (async send/recv); set executor = threads, or drop batch_size",
-                                 crl_opts_origin(o, "batch_size"), sec, (gint64)out->batch_size);
+                                 "executor (async send/recv); set executor = threads, or drop batch_size (the %s "
+                                 "backend has no async mode of its own)", crl_opts_origin(o, "batch_size"), sec,
+                                 (gint64)out->batch_size, d->backend);
         if (d->nwtf > 0)
             return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] worker_transforms run inside the executor's workers; set "
                                  "executor = serial, threads or processes (or use transforms, which run in this "

@@ -22,6 +22,9 @@ crl_env *crl_env_new(const crl_env_desc *d, crl_error *err)
                                             : crl__exec_make(env, d, &sp, crl_env_new, err);
     if (rc == CRL_OK && !env->benv)
         rc = crl_error_set(err, CRL_E_PLUGIN, "make returned no env");
+    /* batch_size < num_envs with no executor: the backend's own async mode (env_desc.c checked it has one). */
+    if (rc == CRL_OK && d->xo.kind == CRL__EXEC_INLINE && d->xo.batch_size > 0)
+        env->async_batch = d->xo.batch_size;
     if (rc) {
         crl_error_prefix(err, "%s: make: ", crl__env_name(env, nb, sizeof nb));
         env->benv = NULL;

@@ -24,6 +24,8 @@ int64_t crl_env_batch_size(const crl_env *env)
 {
     if (!env)
         return 0;
+    if (env->async_batch)
+        return env->async_batch;
     const crl__exec *x = crl__exec_of(env);
     return x && x->o.batch_size > 0 && x->o.batch_size < x->num ? x->o.batch_size : env->num;
 }

@@ -401,6 +401,11 @@ static async *usable(crl_env *env, const char *fn, bool need_reset, crl_error *e
     return a;
 }
 
+/* The backend's own async mode (below). */
+static int native_reset(crl_env *env, crl_error *err);
+static int native_send(crl_env *env, const crl_td *td, crl_error *err);
+static crl_td *native_recv(crl_env *env, crl_error *err);
+
 static void queue_envs(async *a, const int64_t *ids, int64_t k)
 {
     for (int64_t m = 0; m < k; m++) {
@@ -413,6 +418,8 @@ static void queue_envs(async *a, const int64_t *ids, int64_t k)
 
 int crl_env_async_reset(crl_env *env, crl_error *err)
 {
+    if (env && env->async_batch && !crl__exec_of(env))
+        return native_reset(env, err);
     crl_error e;
     crl_error_clear(&e);
     if (!usable(env, "async_reset", false, &e) && (!env || !crl__exec_is_async(crl__exec_of(env))))
@@ -474,13 +481,11 @@ static int load_rows(crl_env *env, crl__env_leaf *l, const crl_td *td, const int
     return CRL_OK;
 }
 
-int crl_env_send(crl_env *env, const crl_td *td, crl_error *err)
+/* send's checks and copies, shared by both async modes: td's env ids into ids (*k of them), each in range,
+ * once and not in flight; the action rows loaded and checked.  On error nothing is sent. */
+static int take_send(crl_env *env, const crl_td *td, const bool *in_flight, bool *seen, int64_t *ids, int64_t *kout,
+                     crl_error *err)
 {
-    crl_error e;
-    crl_error_clear(&e);
-    async *a = usable(env, "send", true, &e);
-    if (!a)
-        return crl_error_pass(err, &e, CRL_E_INVALID);
     if (!td)
         return crl_error_set(err, CRL_E_INVALID, "send: the TensorDict is NULL");
     if (crl_td_batch_ndim(td) != 1)
@@ -499,7 +504,6 @@ int crl_env_send(crl_env *env, const crl_td *td, crl_error *err)
         return crl_error_set(err, CRL_E_SHAPE, "send: 'env_id' must be int64 [%" G_GINT64_FORMAT "] (one per row), "
                              "got %s with %" G_GINT64_FORMAT " elements", (gint64)k,
                              crl_dtype_name(crl_tensor_dtype(idt)), (gint64)crl_tensor_numel(idt));
-    int64_t *ids = a->ids;
     int rc = CRL_OK;
     for (int64_t m = 0; m < k && !rc; m++) {
         int64_t i = (int64_t)crl_tensor_flat_get(idt, m);
@@ -507,24 +511,39 @@ int crl_env_send(crl_env *env, const crl_td *td, crl_error *err)
         if (i < 0 || i >= env->num)
             rc = crl_error_set(err, CRL_E_RANGE, "send: env_id %" G_GINT64_FORMAT " (row %" G_GINT64_FORMAT ") is out "
                                "of range 0..%" G_GINT64_FORMAT, (gint64)i, (gint64)m, (gint64)(env->num - 1));
-        else if (a->seen[i])
+        else if (seen[i])
             rc = crl_error_set(err, CRL_E_INVALID, "send: env_id %" G_GINT64_FORMAT " appears twice; send each env "
                                "at most once per call", (gint64)i);
-        else if (a->in_flight[i])
+        else if (in_flight[i])
             rc = crl_error_set(err, CRL_E_INVALID, "send: env %" G_GINT64_FORMAT " is already in flight; crl_env_recv "
                                "its result before sending it an action again", (gint64)i);
         else
-            a->seen[i] = true;
+            seen[i] = true;
     }
     for (int64_t m = 0; m < k; m++)
         if (ids[m] >= 0 && ids[m] < env->num)
-            a->seen[ids[m]] = false;
+            seen[ids[m]] = false;
     /* The rows of envs not in flight are the caller's, so a failure past
      * here leaves nothing half-sent. */
     for (size_t q = 0; !rc && q < env->nact; q++)
         rc = load_rows(env, &env->leaves[env->act_idx[q]], td, ids, k, err);
     if (!rc)
         rc = crl__env_check_action_rows(env, ids, k, "send", err);
+    *kout = k;
+    return rc;
+}
+
+int crl_env_send(crl_env *env, const crl_td *td, crl_error *err)
+{
+    if (env && env->async_batch && !crl__exec_of(env))
+        return native_send(env, td, err);
+    crl_error e;
+    crl_error_clear(&e);
+    async *a = usable(env, "send", true, &e);
+    if (!a)
+        return crl_error_pass(err, &e, CRL_E_INVALID);
+    int64_t k = 0, *ids = a->ids;
+    int rc = take_send(env, td, a->in_flight, a->seen, ids, &k, err);
     if (rc)
         return rc;
     for (int64_t m = 0; m < k; m++)
@@ -533,35 +552,9 @@ int crl_env_send(crl_env *env, const crl_td *td, crl_error *err)
     return CRL_OK;
 }
 
-crl_td *crl_env_recv(crl_env *env, crl_error *err)
+/* recv's TensorDict of batch [B]: "env_id" and the output rows of envs ids. */
+static crl_td *gather(crl_env *env, const int64_t *ids, int64_t B, crl_error *err)
 {
-    async *a = usable(env, "recv", true, err);
-    if (!a)
-        return NULL;
-    int64_t B = crl__exec_of(env)->o.batch_size;
-    if (a->nflight < B) {
-        crl_error_set(err, CRL_E_INVALID, "recv: %" G_GINT64_FORMAT " env%s in flight but batch_size = %"
-                      G_GINT64_FORMAT "; crl_env_send actions for at least %" G_GINT64_FORMAT " more first",
-                      (gint64)a->nflight, a->nflight == 1 ? " is" : "s are", (gint64)B, (gint64)(B - a->nflight));
-        return NULL;
-    }
-    int64_t *ids = a->ids;
-    for (int64_t m = 0; m < B; m++)
-        ids[m] = take_ready(a);
-    for (int64_t m = 0; m < B; m++)
-        a->in_flight[ids[m]] = false;
-    a->nflight -= B;
-    for (int64_t m = 0; m < B; m++) {
-        int64_t i = ids[m];
-        if (a->env_rc[i]) {
-            char nb[300];
-            crl_error_set(&a->fail, a->env_rc[i], "%s: env %" G_GINT64_FORMAT ": %s",
-                          crl__env_name(env, nb, sizeof nb), (gint64)i, a->env_err[i].message);
-            a->failed = true;
-            crl_error_pass(err, &a->fail, CRL_E_RUNTIME);
-            return NULL;
-        }
-    }
     crl_error e;
     crl_error_clear(&e);
     crl_td *out = crl_td_new(1, &B, &e);
@@ -593,4 +586,203 @@ crl_td *crl_env_recv(crl_env *env, crl_error *err)
         return NULL;
     }
     return out;
+}
+
+crl_td *crl_env_recv(crl_env *env, crl_error *err)
+{
+    if (env && env->async_batch && !crl__exec_of(env))
+        return native_recv(env, err);
+    async *a = usable(env, "recv", true, err);
+    if (!a)
+        return NULL;
+    int64_t B = crl__exec_of(env)->o.batch_size;
+    if (a->nflight < B) {
+        crl_error_set(err, CRL_E_INVALID, "recv: %" G_GINT64_FORMAT " env%s in flight but batch_size = %"
+                      G_GINT64_FORMAT "; crl_env_send actions for at least %" G_GINT64_FORMAT " more first",
+                      (gint64)a->nflight, a->nflight == 1 ? " is" : "s are", (gint64)B, (gint64)(B - a->nflight));
+        return NULL;
+    }
+    int64_t *ids = a->ids;
+    for (int64_t m = 0; m < B; m++)
+        ids[m] = take_ready(a);
+    for (int64_t m = 0; m < B; m++)
+        a->in_flight[ids[m]] = false;
+    a->nflight -= B;
+    for (int64_t m = 0; m < B; m++) {
+        int64_t i = ids[m];
+        if (a->env_rc[i]) {
+            char nb[300];
+            crl_error_set(&a->fail, a->env_rc[i], "%s: env %" G_GINT64_FORMAT ": %s",
+                          crl__env_name(env, nb, sizeof nb), (gint64)i, a->env_err[i].message);
+            a->failed = true;
+            crl_error_pass(err, &a->fail, CRL_E_RUNTIME);
+            return NULL;
+        }
+    }
+    return gather(env, ids, B, err);
+}
+
+/* ---- the backend's own async mode (EnvPool's send/recv; executor = inline) ----------------------- */
+
+/* The host's side of it: which envs are in flight and what each was sent (a step or, for an env that ended, a
+ * reset), so a recv can do the bookkeeping the threads pool's workers do (step counter, time limit, done). */
+typedef struct nasync {
+    bool *in_flight, *seen, *ended;
+    uint8_t *job;
+    int64_t *ids;
+    int64_t nflight;
+    bool reset_done;
+    bool failed;
+    crl_error fail;
+} nasync;
+
+static void native_free(crl_env *env)
+{
+    nasync *a = env->native_async;
+    if (!a)
+        return;
+    g_free(a->in_flight);
+    g_free(a->seen);
+    g_free(a->ended);
+    g_free(a->job);
+    g_free(a->ids);
+    g_free(a);
+    env->native_async = NULL;
+}
+
+static nasync *native_of(crl_env *env, const char *fn, bool need_reset, crl_error *err)
+{
+    nasync *a = env->native_async;
+    if (!a && !need_reset) {
+        gsize n = (gsize)env->num;
+        a = g_new0(nasync, 1);
+        a->in_flight = g_new0(bool, n);
+        a->seen = g_new0(bool, n);
+        a->ended = g_new0(bool, n);
+        a->job = g_new0(uint8_t, n);
+        a->ids = g_new0(int64_t, n);
+        env->native_async = a;
+        env->native_async_free = native_free;
+    }
+    if (need_reset && (!a || !a->reset_done)) {
+        crl_error_set(err, CRL_E_INVALID, "%s: call crl_env_async_reset first (it starts every env)", fn);
+        return NULL;
+    }
+    if (need_reset && a->failed) {
+        crl_error_set(err, a->fail.code, "%s: the env stopped after an error (%s); call crl_env_async_reset to start "
+                      "every env again", fn, a->fail.message);
+        return NULL;
+    }
+    return a;
+}
+
+/* A backend error (why: its message): every later call but async_reset repeats it. */
+static int native_fail(crl_env *env, nasync *a, const char *fn, int rc, const char *why, crl_error *err)
+{
+    char nb[300];
+    crl_error_set(&a->fail, rc, "%s: %s: %s", crl__env_name(env, nb, sizeof nb), fn, why);
+    a->failed = true;
+    return crl_error_pass(err, &a->fail, CRL_E_RUNTIME);
+}
+
+static int native_reset(crl_env *env, crl_error *err)
+{
+    nasync *a = native_of(env, "async_reset", false, err);
+    bool seeded = false;
+    for (int64_t i = 0; i < env->num; i++)
+        seeded |= env->seed_pending[i];
+    crl_error e;
+    crl_error_clear(&e);
+    int rc = env->ops.async_reset(env->benv, seeded ? env->seeds : NULL, &e);
+    if (rc) {
+        a->reset_done = true;
+        return native_fail(env, a, "async_reset", rc, e.message, err);
+    }
+    for (int64_t i = 0; i < env->num; i++) {
+        env->seed_pending[i] = false;
+        a->in_flight[i] = true;
+        a->job[i] = AJOB_RESET;
+    }
+    a->nflight = env->num;
+    a->failed = false;
+    crl_error_clear(&a->fail);
+    a->reset_done = true;
+    return CRL_OK;
+}
+
+static int native_send(crl_env *env, const crl_td *td, crl_error *err)
+{
+    crl_error le;
+    crl_error_clear(&le);
+    nasync *a = native_of(env, "send", true, &le);
+    if (!a)
+        return crl_error_pass(err, &le, CRL_E_INVALID);
+    int64_t k = 0;
+    int rc = take_send(env, td, a->in_flight, a->seen, a->ids, &k, err);
+    if (rc)
+        return rc;
+    for (int64_t m = 0; m < k; m++) {
+        a->ended[m] = env->needs_reset[a->ids[m]];
+        a->job[a->ids[m]] = a->ended[m] ? AJOB_RESET : AJOB_STEP;
+    }
+    crl_error e;
+    crl_error_clear(&e);
+    rc = env->ops.send(env->benv, a->ids, a->ended, k, &e);
+    if (rc)
+        return native_fail(env, a, "send", rc, e.message, err);
+    for (int64_t m = 0; m < k; m++)
+        a->in_flight[a->ids[m]] = true;
+    a->nflight += k;
+    return CRL_OK;
+}
+
+static crl_td *native_recv(crl_env *env, crl_error *err)
+{
+    nasync *a = native_of(env, "recv", true, err);
+    if (!a)
+        return NULL;
+    int64_t B = env->async_batch;
+    if (a->nflight < B) {
+        crl_error_set(err, CRL_E_INVALID, "recv: %" G_GINT64_FORMAT " env%s in flight but batch_size = %"
+                      G_GINT64_FORMAT "; crl_env_send actions for at least %" G_GINT64_FORMAT " more first",
+                      (gint64)a->nflight, a->nflight == 1 ? " is" : "s are", (gint64)B, (gint64)(B - a->nflight));
+        return NULL;
+    }
+    int64_t *ids = a->ids;
+    crl_error e;
+    crl_error_clear(&e);
+    int rc = env->ops.recv(env->benv, B, ids, &e);
+    /* The backend must name B distinct envs that were in flight. */
+    for (int64_t m = 0; !rc && m < B; m++) {
+        int64_t i = ids[m];
+        if (i < 0 || i >= env->num || !a->in_flight[i] || a->seen[i])
+            rc = crl_error_set(&e, CRL_E_PLUGIN, "recv gave env id %" G_GINT64_FORMAT ", which is %s (plugin bug)",
+                               (gint64)i, i < 0 || i >= env->num ? "out of range" : a->seen[i] ? "given twice"
+                               : "not in flight");
+        else
+            a->seen[i] = true;
+    }
+    for (int64_t m = 0; m < B; m++)
+        if (ids[m] >= 0 && ids[m] < env->num)
+            a->seen[ids[m]] = false;
+    if (rc) {
+        native_fail(env, a, "recv", rc, e.message, err);
+        return NULL;
+    }
+    for (int64_t m = 0; m < B; m++) {
+        int64_t i = ids[m];
+        a->in_flight[i] = false;
+        if (a->job[i] == AJOB_RESET) {
+            env->steps[i] = 0;
+            env->needs_reset[i] = false;
+            env->done_p[i] = env->term_p[i] = env->trunc_p[i] = 0;
+            zero_rewards(env, i);
+        } else {
+            crl__env_skip_begin(env, i);
+            env->needs_reset[i] = crl__env_frame_row(env, i);
+            crl__env_skip_end(env, i);
+        }
+    }
+    a->nflight -= B;
+    return gather(env, ids, B, err);
 }

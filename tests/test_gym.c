@@ -219,10 +219,17 @@ static const char converter_py[] =
     "def start(s):\n"
     "    return np.broadcast_to(np.asarray(getattr(s, 'start', 0)), np.shape(s.nvec) if kind(s) == 'MultiDiscrete' else ()).ravel()\n"
     "def env_action(s, a):\n"
+    "    if kind(s) == 'Dict':\n"
+    "        return {k: env_action(sub, a[k]) for k, sub in s.spaces.items()}\n"
+    "    if kind(s) == 'Tuple':\n"
+    "        return [env_action(sub, a[str(i)]) for i, sub in enumerate(s.spaces)]\n"
     "    if kind(s) == 'Discrete':  # a one-hot row is its argmax\n"
     "        return int(np.argmax(a) if isinstance(a, list) else a) + int(getattr(s, 'start', 0))\n"
     "    if kind(s) == 'MultiDiscrete':\n"
-    "        return (np.asarray(a) + start(s).reshape(np.shape(s.nvec))).tolist()\n"
+    "        a = np.asarray(a)\n"
+    "        if a.shape != np.shape(s.nvec):  # one-hot groups: each group's argmax\n"
+    "            a = np.array([np.argmax(g) for g in np.split(a, np.cumsum(s.nvec)[:-1])])\n"
+    "        return (a + start(s).reshape(np.shape(s.nvec))).tolist()\n"
     "    return a\n"
     "def num(v):\n"
     "    if isinstance(v, str):\n"
@@ -391,26 +398,14 @@ static int compare_rec(const ref_rec *rec, const crl_td *td, const char *prefix,
     return infos;
 }
 
-/* Random actions from the env's action spec (batch []), as tensors and as
- * the JSON list the reference takes. */
-static crl_tensor **draw_actions(crl_env *env, int64_t steps, uint64_t seed, char **json)
+/* x as (nested) JSON lists along its shape, row-major; a scalar as a number. */
+static void json_tensor(GString *s, const crl_tensor *x)
 {
-    const crl_spec *a = crl_env_action_spec(env);
-    crl_rng rng;
-    crl_rng_init(&rng, seed, 7);
-    crl_tensor **acts = g_new0(crl_tensor *, (gsize)steps);
-    GString *s = g_string_new("[");
-    crl_error e = { 0 };
-    for (int64_t t = 0; t < steps; t++) {
-        acts[t] = crl_spec_rand(a, &rng, &e);
-        ck_assert_msg(acts[t] != NULL, "%s", e.message);
-        const crl_tensor *x = acts[t];
+    {
         int nd = crl_tensor_ndim(x);
         const int64_t *sh = crl_tensor_shape(x);
         int64_t n = crl_tensor_numel(x);
         bool fl = crl_dtype_is_float(crl_tensor_dtype(x));
-        g_string_append(s, t ? ", " : "");
-        /* Nested lists along the shape, row-major. */
         for (int64_t i = 0; i < n; i++) {
             int64_t stride = 1;
             for (int d = nd - 1; d >= 0; d--) {
@@ -433,8 +428,51 @@ static crl_tensor **draw_actions(crl_env *env, int64_t steps, uint64_t seed, cha
                 g_string_append(s, ", ");
         }
     }
+}
+
+/* Random actions from the env's action spec (batch []), as tensors and as the JSON list the reference takes:
+ * *nkeys tensors per step (acts[t * nkeys + j] under (*keys)[j]), one "action" for a single leaf, the leaves of
+ * a Dict / Tuple action space (action.KEY) otherwise, whose JSON is an object of KEY (Tuple: "0", "1", ...). */
+static crl_tensor **draw_actions(crl_env *env, int64_t steps, uint64_t seed, char **json, const char ***keys,
+                                 size_t *nkeys)
+{
+    const crl_spec *full = crl_spec_composite_get(crl_env_full_action_spec(env), "action");
+    ck_assert(full);
+    bool comp = crl_spec_dtype(full) == CRL_DTYPE_COUNT;
+    size_t nk = comp ? crl_spec_composite_len(full) : 1;
+    const char **ks = g_new0(const char *, nk);
+    const crl_spec **ss = g_new0(const crl_spec *, nk);
+    for (size_t j = 0; j < nk; j++) {
+        ks[j] = comp ? crl_spec_composite_key_at(full, j) : "action";
+        ss[j] = comp ? crl_spec_composite_at(full, j) : full;
+        ck_assert_msg(crl_spec_dtype(ss[j]) != CRL_DTYPE_COUNT, "nested action composites are not drawn here");
+    }
+    crl_rng rng;
+    crl_rng_init(&rng, seed, 7);
+    crl_tensor **acts = g_new0(crl_tensor *, (gsize)steps * nk);
+    GString *s = g_string_new("[");
+    crl_error e = { 0 };
+    for (int64_t t = 0; t < steps; t++) {
+        g_string_append(s, t ? ", " : "");
+        g_string_append(s, comp ? "{" : "");
+        for (size_t j = 0; j < nk; j++) {
+            crl_tensor *x = acts[t * (int64_t)nk + (int64_t)j] = crl_spec_rand(ss[j], &rng, &e);
+            ck_assert_msg(x != NULL, "%s", e.message);
+            if (comp)
+                g_string_append_printf(s, "%s\"%s\": ", j ? ", " : "", ks[j]);
+            json_tensor(s, x);
+        }
+        g_string_append(s, comp ? "}" : "");
+    }
     g_string_append_c(s, ']');
     *json = g_string_free(s, FALSE);
+    if (comp) {
+        for (size_t j = 0; j < nk; j++)
+            ks[j] = g_strconcat("action.", ks[j], NULL);
+    }
+    g_free(ss);
+    *keys = ks;
+    *nkeys = comp ? nk : 0;
     return acts;
 }
 
@@ -451,7 +489,10 @@ static int check_reference(const char *entry_point, const char *extra_ini, const
     fx_must_open(&f, ini);
     g_free(ini);
     char *json = NULL;
-    crl_tensor **acts = draw_actions(f.env, steps, seed, &json);
+    const char **keys = NULL;
+    size_t nkeys = 0; /* 0: one "action" */
+    crl_tensor **acts = draw_actions(f.env, steps, seed, &json, &keys, &nkeys);
+    size_t per = nkeys ? nkeys : 1;
     GPtrArray *recs = reference(entry_point, seed, json, kwargs_json);
     g_free(json);
     crl_td *td = crl_env_reset(f.env, NULL, &f.err);
@@ -463,7 +504,8 @@ static int check_reference(const char *entry_point, const char *extra_ini, const
     int infos = 0;
     int64_t ends = 0;
     for (int64_t t = 0; t < steps; t++) {
-        EXPECT_OK(crl_td_set(td, "action", acts[t], &f.err), f.err);
+        for (size_t j = 0; j < per; j++)
+            EXPECT_OK(crl_td_set(td, keys[j], acts[t * (int64_t)per + (int64_t)j], &f.err), f.err);
         EXPECT_OK(crl_env_step(f.env, td, &f.err), f.err);
         ck_assert_msg(r < recs->len, "the reference has no step %lld", (long long)t);
         rec = g_ptr_array_index(recs, r++);
@@ -489,9 +531,12 @@ static int check_reference(const char *entry_point, const char *extra_ini, const
     }
     ck_assert_uint_eq(r, recs->len);
     crl_td_unref(td);
-    for (int64_t t = 0; t < steps; t++)
+    for (int64_t t = 0; t < steps * (int64_t)per; t++)
         crl_tensor_unref(acts[t]);
     g_free(acts);
+    for (size_t j = 0; j < nkeys; j++)
+        g_free((char *)keys[j]);
+    g_free(keys);
     g_ptr_array_unref(recs);
     fx_close(&f);
     if (episodes)
@@ -663,10 +708,8 @@ END_TEST
 
 START_TEST(test_unsupported_spaces)
 {
-    expect_make_error("id = s\nentry_point = gym_test_envs:SpaceEnv\nkwargs.act = dict", CRL_E_UNSUPPORTED,
-                      (const char *const[]){ "action space is a Dict", "one action leaf", NULL });
-    expect_make_error("id = s\nentry_point = gym_test_envs:SpaceEnv\nkwargs.act = tuple", CRL_E_UNSUPPORTED,
-                      (const char *const[]){ "action space is a Tuple", NULL });
+    expect_make_error("id = s\nentry_point = gym_test_envs:SpaceEnv\nkwargs.act = dotted_key", CRL_E_UNSUPPORTED,
+                      (const char *const[]){ "action space", "'a.b'", "nesting", NULL });
     expect_make_error("id = s\nentry_point = gym_test_envs:SpaceEnv\nkwargs.obs = text", CRL_E_UNSUPPORTED,
                       (const char *const[]){ "gym_test_envs.Text", "Box, Discrete", NULL });
     expect_make_error("id = s\nentry_point = gym_test_envs:SpaceEnv\nkwargs.obs = box_uint64", CRL_E_UNSUPPORTED,
@@ -707,6 +750,45 @@ START_TEST(test_reference_spaces)
     check_reference("crl_testenvs.multiaction:MultiBinaryEnv", NULL, NULL, 7, 45, NULL);
     check_reference("crl_testenvs.multiaction:DiscreteStartEnv", NULL, NULL, 8, 45, NULL);
     check_reference("crl_testenvs.imageenv:PixelObsEnv", NULL, NULL, 9, 35, NULL);
+}
+END_TEST
+
+/* Dict and Tuple action spaces: a Composite under "action", each leaf as a single action leaf would be. */
+START_TEST(test_composite_actions)
+{
+    fx f;
+    fx_must_open(&f, "id = s\nentry_point = gym_test_envs:SpaceEnv\nkwargs.act = dict\nnum_envs = 2");
+    const crl_spec *a = crl_spec_composite_get(crl_env_full_action_spec(f.env), "action");
+    ck_assert(a && crl_spec_dtype(a) == CRL_DTYPE_COUNT);
+    ck_assert_uint_eq(crl_spec_composite_len(a), 2);
+    const crl_spec *b = leaf(crl_env_full_action_spec(f.env), "action.b");
+    ck_assert_int_eq(crl_spec_get_kind(b), CRL_SPEC_CATEGORICAL);
+    expect_shape(b, 1, (int64_t[]){ 2 });
+    const crl_spec *x = leaf(crl_env_full_action_spec(f.env), "action.a.x");
+    ck_assert_int_eq(crl_spec_dtype(x), CRL_F32);
+    expect_shape(x, 2, (int64_t[]){ 2, 2 });
+    /* The action spec of a multi-action env is the whole Composite. */
+    ck_assert_ptr_eq(crl_env_action_spec(f.env), crl_env_full_action_spec(f.env));
+    fx_close(&f);
+    fx_must_open(&f, "id = s\nentry_point = crl_testenvs.compositeaction:DictActionEnv\nnum_envs = 3");
+    ck_assert_msg(crl_env_check_specs(f.env, 30, &f.err) == CRL_OK, "check_specs: %s", f.err.message);
+    fx_close(&f);
+    fx_must_open(&f, "id = s\nentry_point = gym_test_envs:SpaceEnv\nkwargs.act = tuple\n"
+                     "categorical_action_encoding = false");
+    expect_shape(leaf(crl_env_full_action_spec(f.env), "action.0"), 1, (int64_t[]){ 2 });
+    ck_assert_int_eq(crl_spec_get_kind(leaf(crl_env_full_action_spec(f.env), "action.0")), CRL_SPEC_ONEHOT);
+    ck_assert_int_eq(crl_spec_get_kind(leaf(crl_env_full_action_spec(f.env), "action.1")), CRL_SPEC_BINARY);
+    fx_close(&f);
+    /* Step for step against Python, index and one-hot encodings. */
+    int64_t eps = 0;
+    check_reference("crl_testenvs.compositeaction:DictActionEnv", NULL, NULL, 31, 80, &eps);
+    ck_assert_int_gt(eps, 2);
+    check_reference("crl_testenvs.compositeaction:DictActionEnv", "categorical_action_encoding = false", NULL, 32, 60,
+                    NULL);
+    check_reference("crl_testenvs.compositeaction:TupleActionEnv", NULL, NULL, 33, 80, &eps);
+    ck_assert_int_gt(eps, 2);
+    check_reference("crl_testenvs.compositeaction:TupleActionEnv", "categorical_action_encoding = false", NULL, 34,
+                    60, NULL);
 }
 END_TEST
 
@@ -1377,6 +1459,7 @@ static Suite *gym_suite(void)
     tcase_add_test(tc, test_reference_cartpole);
     tcase_add_test(tc, test_reference_spaces);
     tcase_add_test(tc, test_reference_legacy_info_dtypes);
+    tcase_add_test(tc, test_composite_actions);
     suite_add_tcase(s, tc);
     tc = tcase_create("behaviour");
     tcase_add_test(tc, test_registry_paths);

@@ -364,6 +364,8 @@ int gym_copy_frame(gym_env *e, int64_t i, PyObject *frame, uint8_t *rgb, crl_err
 
 PyObject *gym_action_arg(gym_env *e, int64_t i)
 {
+    if (e->composer)
+        return PyObject_CallMethod(e->composer, "arg", "L", (long long)i);
     const gym_leaf *a = &e->action;
     const uint8_t *row = a->buf + (size_t)i * a->row_bytes;
     if (a->kind == GYM_DISCRETE) {

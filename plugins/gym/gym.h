@@ -60,7 +60,10 @@ typedef struct gym_env {
     size_t nobs;
     gym_leaf *info;
     size_t ninfo;
-    gym_leaf action;
+    gym_leaf action;           /* a single action leaf; unused (zeroed) with a Dict / Tuple action space */
+    gym_leaf *acts;            /* Dict / Tuple action space: its leaves (action.KEY), else NULL */
+    size_t nacts;
+    PyObject *composer;        /* Dict / Tuple action space: support.ActionComposer, else NULL */
     bool onehot;               /* Discrete action as OneHot, MultiDiscrete as MultiOneHot */
     bool tuple2;               /* 2-Tuple observation space (see split_reset) */
     int32_t render_h, render_w;
@@ -97,7 +100,8 @@ void gym_zero_leaf(gym_leaf *l, int64_t i);
 /* A frame from render() into rgb [h, w, 3]. */
 int gym_copy_frame(gym_env *e, int64_t i, PyObject *frame, uint8_t *rgb, crl_error *err);
 /* The Python object env i's step gets: an int (Discrete), else the bound
- * numpy view (staging filled first).  New reference. */
+ * numpy view (staging filled first); with a Dict / Tuple action space, the
+ * dict / tuple the composer builds.  New reference. */
 PyObject *gym_action_arg(gym_env *e, int64_t i);
 
 #endif

@@ -256,10 +256,6 @@ def describe(space, role):
                               'MultiDiscrete, MultiBinary, Dict and Tuple'
                               % (where, type(sp).__module__, type(sp).__qualname__))
         if kind in ('Dict', 'Tuple'):
-            if role == 'action':
-                raise pe.CrlError(pe.E_UNSUPPORTED, 'the action space is a %s; crl takes one action leaf (Box, '
-                                  'Discrete, MultiDiscrete or MultiBinary): wrap the env to flatten its actions'
-                                  % kind)
             items = list(sp.spaces.items()) if kind == 'Dict' else list(enumerate(sp.spaces))
             if not items:
                 raise pe.CrlError(pe.E_UNSUPPORTED, '%s is an empty %s' % (where, kind))
@@ -268,16 +264,67 @@ def describe(space, role):
                 if not name or '.' in name:
                     raise pe.CrlError(pe.E_UNSUPPORTED, "%s: key '%s' cannot be a crl key (empty, or a '.', which "
                                       'crl reads as nesting)' % (where, name))
-                if not keys and name in RESERVED:
+                if not keys and name in RESERVED and role != 'action':
                     raise pe.CrlError(pe.E_UNSUPPORTED, "%s: key '%s' clashes with crl's own '%s'"
                                       % (where, name, name))
                 walk(sub, keys + (name,), path + (k,))
             return
-        key = '.'.join(keys) if keys else role
+        # A Dict / Tuple action is a Composite under "action" (action.KEY, action.0, ...).
+        key = ('action.' if role == 'action' and keys else '') + '.'.join(keys) if keys else role
         out.append(_leaf(sp, kind, key, path, role))
 
     walk(space, (), ())
     return out
+
+
+class ActionComposer:
+    """The value a Dict / Tuple action space's env gets from crl's action leaves: made at make, bound to the
+    leaves' buffers at bind; arg(i) builds env i's dict / tuple (Discrete leaves as ints, start added, one-hot
+    rows decoded as their first maximum, as for a single leaf)."""
+
+    def __init__(self, space, onehot):
+        self.space = space
+        self.onehot = onehot
+        self.leaves = {}
+
+    def bind(self, leaves):
+        """leaves: (path, memoryview, dtype, shape of the [num, ...] buffer) per action leaf."""
+        np = numpy()
+        self.leaves = {}
+        for path, mv, dt, shape in leaves:
+            sub = self.space
+            for k in path:
+                sub = sub.spaces[k]
+            kind = _kind(sub)
+            start = getattr(sub, 'start', None)
+            start = None if start is None or not np.any(start) else np.asarray(start, dtype=np.int64)
+            nvec = np.asarray(sub.nvec, dtype=np.int64) if kind == 'MultiDiscrete' else None
+            self.leaves[tuple(path)] = (np.frombuffer(mv, dtype=dt).reshape(shape), kind, sub, start, nvec)
+
+    def arg(self, i):
+        return self._build(self.space, (), i)
+
+    def _build(self, sp, path, i):
+        kind = _kind(sp)
+        if kind == 'Dict':
+            return {k: self._build(s, path + (k,), i) for k, s in sp.spaces.items()}
+        if kind == 'Tuple':
+            return tuple(self._build(s, path + (j,), i) for j, s in enumerate(sp.spaces))
+        np = numpy()
+        buf, kind, sub, start, nvec = self.leaves[path]
+        row = buf[i]
+        if kind == 'Discrete':
+            idx = int(np.argmax(row)) if self.onehot else int(row)
+            return idx + (int(start) if start is not None else 0)
+        if kind == 'MultiDiscrete':
+            if self.onehot:
+                groups = np.split(row, np.cumsum(nvec.reshape(-1))[:-1])
+                row = np.array([int(np.argmax(g)) for g in groups], np.int64)
+            v = row.reshape(nvec.shape)
+            if start is not None:
+                v = v + start
+            return np.asarray(v, dtype=sub.dtype)
+        return row.reshape(tuple(sub.shape))
 
 
 def is_tuple2(space):

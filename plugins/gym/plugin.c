@@ -80,6 +80,10 @@ static void free_env(gym_env *e)
         gym_leaf_clear(&e->info[i]);
     g_free(e->info);
     gym_leaf_clear(&e->action);
+    for (size_t i = 0; i < e->nacts; i++)
+        gym_leaf_clear(&e->acts[i]);
+    g_free(e->acts);
+    Py_XDECREF(e->composer);
     Py_XDECREF(e->support);
     Py_XDECREF(e->cast);
     Py_XDECREF(e->seed_kw);
@@ -222,6 +226,34 @@ static int bind_methods(gym_env *e, int64_t i, bool want_render, crl_error *err)
 
 
 
+/* categorical_action_encoding = false: a Discrete action leaf's buffer row becomes its one-hot [n], a 1-D
+ * MultiDiscrete one's the one-hot groups [sum(nvec)]. */
+static int onehot_leaf(gym_env *e, gym_leaf *l, bool onehot, crl_error *err)
+{
+    if (!onehot || (l->kind != GYM_DISCRETE && l->kind != GYM_MULTI_DISCRETE))
+        return CRL_OK;
+    if (l->kind == GYM_DISCRETE) {
+        l->ndim = 1;
+        l->shape[0] = l->n;
+        l->numel = l->n;
+        l->row_bytes = (size_t)l->n * sizeof(int64_t);
+        return CRL_OK;
+    }
+    if (l->vndim != 1)
+        return crl_error_set(err, CRL_E_UNSUPPORTED,
+                             "gym: %s: categorical_action_encoding = false one-hot encodes a 1-D MultiDiscrete "
+                             "action space, and '%s' has %d dims; set categorical_action_encoding = true",
+                             e->id, l->key, l->vndim);
+    int64_t width = 0;
+    for (size_t j = 0; j < l->k; j++)
+        width += l->nvec[j];
+    /* numel and row_bytes stay the env's value (k entries); the buffer row is the one-hot groups. */
+    l->oh_width = width;
+    l->ndim = 1;
+    l->shape[0] = width;
+    return CRL_OK;
+}
+
 typedef struct make_args {
     const char *entry_point;
     bool onehot;
@@ -326,8 +358,8 @@ static int make_locked(gym_env *e, const char *id, const crl_opts *opts, const m
     e->tuple2 = t2 && PyObject_IsTrue(t2) == 1;
     Py_XDECREF(t2);
     Py_DECREF(osp);
-    Py_DECREF(asp);
     if (!al) {
+        Py_DECREF(asp);
         Py_XDECREF(ol);
         return pyembed_error(err, CRL_E_UNSUPPORTED, "gym: %s", e->id);
     }
@@ -338,39 +370,36 @@ static int make_locked(gym_env *e, const char *id, const crl_opts *opts, const m
         rc = gym_leaves_from_python(al, &acts, &nact, "action", err);
     Py_DECREF(ol);
     Py_DECREF(al);
-    if (!rc && nact != 1)
-        rc = crl_error_set(err, CRL_E_UNSUPPORTED, "gym: %s: the action space gives %zu leaves; crl takes one", e->id,
-                           nact);
-    if (!rc) {
+    /* A Dict / Tuple space's leaves are keyed action.KEY; a single leaf is "action". */
+    bool composite = !rc && nact > 0 && strcmp(acts[0].key, "action") != 0;
+    if (!rc && composite) {
+        e->acts = acts;
+        e->nacts = nact;
+        acts = NULL;
+        nact = 0;
+        e->composer = PyObject_CallMethod(e->support, "ActionComposer", "OO", asp, a->onehot ? Py_True : Py_False);
+        if (!e->composer)
+            rc = pyembed_error(err, CRL_E_PLUGIN, "gym: %s: the action composer", e->id);
+    } else if (!rc) {
         e->action = acts[0];
         memset(&acts[0], 0, sizeof acts[0]);
     }
+    Py_DECREF(asp);
     for (size_t i = 0; i < nact; i++)
         gym_leaf_clear(&acts[i]);
     g_free(acts);
     if (rc)
         return rc;
-    gym_leaf *al0 = &e->action;
-    e->onehot = a->onehot && (al0->kind == GYM_DISCRETE || al0->kind == GYM_MULTI_DISCRETE);
-    if (e->onehot && al0->kind == GYM_DISCRETE) {
-        al0->ndim = 1;
-        al0->shape[0] = al0->n;
-        al0->numel = al0->n;
-        al0->row_bytes = (size_t)al0->n * sizeof(int64_t);
-    } else if (e->onehot) {
-        if (al0->vndim != 1)
-            return crl_error_set(err, CRL_E_UNSUPPORTED,
-                                 "gym: %s: categorical_action_encoding = false one-hot encodes a 1-D MultiDiscrete "
-                                 "action space, and this one has %d dims; set categorical_action_encoding = true",
-                                 e->id, al0->vndim);
-        int64_t width = 0;
-        for (size_t j = 0; j < al0->k; j++)
-            width += al0->nvec[j];
-        /* numel and row_bytes stay the env's value (k entries); the buffer row is the one-hot groups. */
-        al0->oh_width = width;
-        al0->ndim = 1;
-        al0->shape[0] = width;
+    if (composite) {
+        e->onehot = a->onehot;
+        for (size_t j = 0; j < e->nacts && !rc; j++)
+            rc = onehot_leaf(e, &e->acts[j], a->onehot, err);
+    } else {
+        e->onehot = a->onehot && (e->action.kind == GYM_DISCRETE || e->action.kind == GYM_MULTI_DISCRETE);
+        rc = onehot_leaf(e, &e->action, e->onehot, err);
     }
+    if (rc)
+        return rc;
 
     /* One reset (and render) of env 0 when make must learn the info types
      * or the frame size; the host seeds every env at its first reset. */
@@ -437,7 +466,9 @@ static int make_locked(gym_env *e, const char *id, const crl_opts *opts, const m
                                      "out of info_keys", e->id, e->info[i].key);
 
     *obs_spec = gym_composite(e->obs, e->nobs, e->num, false, &le);
-    *act_spec = *obs_spec ? gym_composite(&e->action, 1, e->num, e->onehot, &le) : NULL;
+    *act_spec = !*obs_spec ? NULL
+                : e->composer ? gym_composite(e->acts, e->nacts, e->num, e->onehot, &le)
+                : gym_composite(&e->action, 1, e->num, e->onehot, &le);
     *info_spec = *act_spec && e->ninfo ? gym_composite(e->info, e->ninfo, e->num, false, &le) : NULL;
     if (!*act_spec || (e->ninfo && !*info_spec)) {
         crl_error_prefix(&le, "gym: %s: ", e->id);
@@ -558,7 +589,7 @@ static void *buffer(const gym_env *e, crl_td *buffers, const char *key, crl_dtyp
 static int make_action_views(gym_env *e, crl_error *err)
 {
     gym_leaf *a = &e->action;
-    if (a->kind == GYM_DISCRETE)
+    if (e->composer || a->kind == GYM_DISCRETE)
         return CRL_OK;
     PyObject *shape = PyTuple_New(a->vndim);
     for (int d = 0; shape && d < a->vndim; d++) {
@@ -591,6 +622,43 @@ static int make_action_views(gym_env *e, crl_error *err)
     return rc;
 }
 
+/* Hand the composer a numpy view over each action leaf's [num, ...] buffer (GIL held). */
+static int bind_composer(gym_env *e, crl_error *err)
+{
+    PyObject *list = PyList_New((Py_ssize_t)e->nacts);
+    int rc = list ? CRL_OK : pyembed_error(err, CRL_E_NOMEM, "gym: %s: bind", e->id);
+    for (size_t j = 0; j < e->nacts && !rc; j++) {
+        gym_leaf *l = &e->acts[j];
+        crl_dtype dt = l->kind == GYM_DISCRETE || l->oh_width ? CRL_I64 : l->dt;
+        PyObject *path = PyTuple_New(l->depth), *shape = PyTuple_New(l->ndim + 1);
+        for (int d = 0; path && d < l->depth; d++) {
+            Py_INCREF(l->path[d]);
+            PyTuple_SET_ITEM(path, d, l->path[d]);
+        }
+        for (int d = 0; shape && d <= l->ndim; d++)
+            PyTuple_SET_ITEM(shape, d, PyLong_FromLongLong(d ? (long long)l->shape[d - 1] : (long long)e->num));
+        size_t bytes = (size_t)e->num;
+        for (int d = 0; d < l->ndim; d++)
+            bytes *= (size_t)l->shape[d];
+        bytes *= crl_dtype_size(dt);
+        PyObject *mv = path && shape ? PyMemoryView_FromMemory((char *)l->buf, (Py_ssize_t)bytes, PyBUF_WRITE) : NULL;
+        PyObject *item = mv ? Py_BuildValue("(OOsO)", path, mv, crl_dtype_name(dt), shape) : NULL;
+        Py_XDECREF(mv);
+        Py_XDECREF(path);
+        Py_XDECREF(shape);
+        if (!item)
+            rc = pyembed_error(err, CRL_E_NOMEM, "gym: %s: bind '%s'", e->id, l->key);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)j, item);
+    }
+    PyObject *r = !rc ? PyObject_CallMethod(e->composer, "bind", "O", list) : NULL;
+    if (!rc && !r)
+        rc = pyembed_error(err, CRL_E_PLUGIN, "gym: %s: bind: the action composer", e->id);
+    Py_XDECREF(r);
+    Py_XDECREF(list);
+    return rc;
+}
+
 static int gym_bind(void *env, crl_td *buffers, crl_error *err)
 {
     gym_env *e = env;
@@ -604,8 +672,14 @@ static int gym_bind(void *env, crl_td *buffers, crl_error *err)
         e->info[i].buf = buffer(e, buffers, e->info[i].key, e->info[i].dt, e->info[i].ndim, e->info[i].shape, &rc,
                                 err);
     gym_leaf *a = &e->action;
-    a->buf = buffer(e, buffers, a->key, a->kind == GYM_DISCRETE || a->oh_width ? CRL_I64 : a->dt, a->ndim, a->shape,
-                    &rc, err);
+    if (!e->composer)
+        a->buf = buffer(e, buffers, a->key, a->kind == GYM_DISCRETE || a->oh_width ? CRL_I64 : a->dt, a->ndim,
+                        a->shape, &rc, err);
+    for (size_t j = 0; j < e->nacts; j++) {
+        gym_leaf *l = &e->acts[j];
+        l->buf = buffer(e, buffers, l->key, l->kind == GYM_DISCRETE || l->oh_width ? CRL_I64 : l->dt, l->ndim,
+                        l->shape, &rc, err);
+    }
     float *reward = buffer(e, buffers, "reward", CRL_F32, 1, &one, &rc, err);
     uint8_t *term = buffer(e, buffers, "terminated", CRL_BOOL, 1, &one, &rc, err);
     uint8_t *trunc = buffer(e, buffers, "truncated", CRL_BOOL, 1, &one, &rc, err);
@@ -615,7 +689,7 @@ static int gym_bind(void *env, crl_td *buffers, crl_error *err)
     e->terminated = term;
     e->truncated = trunc;
     pyembed_gil g = pyembed_gil_acquire();
-    rc = make_action_views(e, err);
+    rc = e->composer ? bind_composer(e, err) : make_action_views(e, err);
     pyembed_gil_release(g);
     if (!rc)
         e->bound = true;

@@ -253,9 +253,13 @@ CRL_API crl_td *crl_env_rollout(crl_env *env, int64_t max_steps, crl_policy_fn p
 CRL_API int crl_env_check_specs(crl_env *env, int64_t steps, crl_error *err);
 
 /* Async stepping (EnvPool's send/recv), with batch_size < num_envs and
- * executor = threads (other executors, same_step auto-reset and transforms
- * are refused at construction with CRL_E_CONFIG; crl_env_reset/step on such
- * an env are CRL_E_INVALID naming these calls).
+ * executor = threads (crl's pool, one backend instance per env), or
+ * executor = inline when the backend has an async mode of its own
+ * (crl_env_ops' async_reset/send/recv, as the envpool backend: EnvPool's
+ * send/recv then does the work; frame_skip > 1 and from_pixels are refused
+ * there).  Other executors, same_step auto-reset and transforms are refused
+ * at construction with CRL_E_CONFIG; crl_env_reset/step on such an env are
+ * CRL_E_INVALID naming these calls.
  * crl_env_async_reset starts every env (it first waits for the envs in
  * flight and drops their results; the seeds of crl_env_set_seed apply
  * here).  crl_env_send hands actions for some envs: td has batch [k], an

@@ -91,6 +91,25 @@ typedef struct crl_env_ops {
 
     /* Free everything make allocated.  NULL-safe on env. */
     void (*close)(void *env);
+
+    /* Optional, all three or none: the backend's own async mode (EnvPool's
+     * send/recv), which crl_env_async_reset / crl_env_send / crl_env_recv
+     * drive when [env] batch_size < num_envs with executor = inline (make
+     * reads batch_size from its options and makes its batch async).  Without
+     * them such a config is refused and async needs executor = threads.
+     * async_reset drops whatever is in flight and starts every env (seeds as
+     * for reset; NULL: keep each env's stream); send hands the k envs ids[]
+     * their action rows, already in the action buffers, to step, or, where
+     * ended[m] is true (the env's episode ended), to reset with the action
+     * ignored (EnvPool's auto-reset); recv waits for the next `batch` envs to
+     * finish a reset or step, writes their output rows (observation leaves,
+     * "reward", "terminated", "truncated"; reward 0 and flags false for a
+     * reset) and their ids into ids[0..batch).  An env's rows belong to the
+     * backend from send (or async_reset) until a recv names it.  Errors as
+     * for step; the host then stops the env until the next async_reset. */
+    int (*async_reset)(void *env, const uint64_t *seeds, crl_error *err);
+    int (*send)(void *env, const int64_t *ids, const bool *ended, int64_t k, crl_error *err);
+    int (*recv)(void *env, int64_t batch, int64_t *ids, crl_error *err);
 } crl_env_ops;
 
 /* The done Composite every backend declares: "done", "terminated" and
