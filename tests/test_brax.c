@@ -219,6 +219,7 @@ START_TEST(test_reference_executors)
 {
     check_sync("serial", 2, 5, 100, 30, 7);
     check_sync("threads", 2, 4, 100, 25, 8);
+    check_sync("processes", 2, 4, 100, 25, 9);
 }
 END_TEST
 

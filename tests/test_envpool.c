@@ -225,6 +225,9 @@ START_TEST(test_sync_executors)
     check_sync("CartPole-v1", "gymnasium", "serial", 2, 5, 80, 500, 11);
     check_sync("CartPole-v1", "gymnasium", "threads", 2, 5, 80, 500, 12);
     check_sync("Pendulum-v1", "gym", "threads", 3, 4, 60, 20, 13);
+    /* Worker processes re-exec'd with their own interpreter, each with the pool of its block. */
+    check_sync("CartPole-v1", "gymnasium", "processes", 2, 5, 80, 500, 14);
+    check_sync("Pendulum-v1", "gym", "processes", 2, 4, 60, 20, 15);
 }
 END_TEST
 
