@@ -18,6 +18,7 @@
 #include <crl/config.h>
 #include <crl/env.h>
 #include <crl/host.h>
+#include <crl/rng.h>
 
 #include "dmc-test.h"
 
@@ -275,7 +276,7 @@ static const crl_tensor *get(crl_td *td, const char *prefix, const char *key)
 
 /* The env's observation leaves in td (under prefix) and spec against x, env i of NUM. */
 static void compare(const task_case *c, crl_env *env, crl_td *td, const char *prefix, int i, const expected *x,
-                    int step)
+                    int episode, int step)
 {
     const crl_spec *spec = crl_env_observation_spec(env);
     ck_assert_msg(crl_spec_composite_len(spec) == (size_t)x->n, "%s: %zu observation keys, the suite has %d",
@@ -298,8 +299,8 @@ static void compare(const task_case *c, crl_env *env, crl_td *td, const char *pr
         for (int j = 0; j < x->dim[k]; j++) {
             double want = x->v[k][j];
             bool ok = x->exact[k] ? got[j] == want : fabs(got[j] - want) <= 1e-12 * (1 + fabs(want));
-            ck_assert_msg(ok, "%s step %d env %d: %s[%d] = %.17g, the suite's %.17g", c->id, step, i, x->name[k], j,
-                          got[j], want);
+            ck_assert_msg(ok, "%s episode %d step %d env %d: %s[%d] = %.17g, the suite's %.17g", c->id, episode, step,
+                          i, x->name[k], j, got[j], want);
         }
     }
 }
@@ -310,24 +311,12 @@ typedef struct shadow {
     int n_sub;
 } shadow;
 
-START_TEST(test_observations)
+/* One episode from the reset in td: each env's shadow starts from the state it reports, then follows
+ * the same actions for STEPS steps.  Takes the caller's reference to td and returns the last root's. */
+static crl_td *episode_check(const task_case *c, crl_env *env, const mjModel *m0, crl_td *td, int state_dim,
+                             int episode)
 {
-    const task_case *c = &cases[_i];
-    const dmc_task *t = dmc_task_lookup(c->id, NULL);
-    ck_assert_ptr_nonnull(t);
     crl_error e = {0};
-    dmc_model dm;
-    EXPECT_OK(dmc_model_load(&dm, t, NULL, &e), e);
-    const mjModel *m0 = dm.m;
-    int state_dim = 1 + m0->nq + m0->nv + m0->na + c->n_extra;
-
-    henv h;
-    char ini[256];
-    snprintf(ini, sizeof ini, "[env]\nbackend = dm_control\nid = %s\nnum_envs = %d\nseed = %d\nreturn_state = true\n",
-             c->id, NUM, 11 + _i);
-    EXPECT_OK(henv_open(&h, ini, &e), e);
-    crl_td *td = crl_env_reset(h.env, NULL, &e);
-    ck_assert_msg(td != NULL, "%s", e.message);
     const crl_tensor *st = get(td, "", "state");
     ck_assert_int_eq(crl_tensor_shape(st)[1], state_dim);
 
@@ -348,26 +337,26 @@ START_TEST(test_observations)
         mj_forward(sh[i].m, sh[i].d);
         expected x = {0};
         c->obs(sh[i].m, sh[i].d, &x);
-        compare(c, h.env, td, "", i, &x, 0);
+        compare(c, env, td, "", i, &x, episode, 0);
     }
 
     for (int step = 1; step <= STEPS; step++) {
-        EXPECT_OK(crl_env_rand_action(h.env, td, &e), e);
+        EXPECT_OK(crl_env_rand_action(env, td, &e), e);
         const crl_tensor *a = get(td, "", "action");
         for (int i = 0; i < NUM; i++)
             copy_into(sh[i].d->ctrl, (const double *)crl_tensor_data(a) + (size_t)i * (size_t)m0->nu, m0->nu);
-        EXPECT_OK(crl_env_step(h.env, td, &e), e);
+        EXPECT_OK(crl_env_step(env, td, &e), e);
         st = get(td, "next.", "state");
         for (int i = 0; i < NUM; i++) {
             suite_step(sh[i].m, sh[i].d, sh[i].n_sub);
             const double *s = (const double *)crl_tensor_data(st) + (size_t)i * (size_t)state_dim;
-            ck_assert_msg(s[0] == sh[i].d->time, "%s step %d env %d: time %.17g, the shadow's %.17g", c->id, step, i,
-                          s[0], sh[i].d->time);
+            ck_assert_msg(s[0] == sh[i].d->time, "%s episode %d step %d env %d: time %.17g, the shadow's %.17g", c->id,
+                          episode, step, i, s[0], sh[i].d->time);
             for (int k = 0; k < m0->nq + m0->nv; k++) {
                 double want = k < m0->nq ? sh[i].d->qpos[k] : sh[i].d->qvel[k - m0->nq];
                 bool ok = c->settles ? fabs(s[1 + k] - want) <= 1e-9 * (1 + fabs(want)) : s[1 + k] == want;
-                ck_assert_msg(ok, "%s step %d env %d: state[%d] = %.17g, the shadow's %.17g", c->id, step, i, 1 + k,
-                              s[1 + k], want);
+                ck_assert_msg(ok, "%s episode %d step %d env %d: state[%d] = %.17g, the shadow's %.17g", c->id, episode,
+                              step, i, 1 + k, s[1 + k], want);
             }
             if (c->settles) {
                 copy_into(sh[i].d->qpos, s + 1, m0->nq);
@@ -377,9 +366,9 @@ START_TEST(test_observations)
             }
             expected x = {0};
             c->obs(sh[i].m, sh[i].d, &x);
-            compare(c, h.env, td, "next.", i, &x, step);
+            compare(c, env, td, "next.", i, &x, episode, step);
         }
-        crl_td *nx = crl_env_step_mdp(h.env, td, &e);
+        crl_td *nx = crl_env_step_mdp(env, td, &e);
         ck_assert_msg(nx != NULL, "%s", e.message);
         crl_td_unref(td);
         td = nx;
@@ -388,8 +377,103 @@ START_TEST(test_observations)
         mj_deleteData(sh[i].d);
         mj_deleteModel(sh[i].m);
     }
+    return td;
+}
+
+START_TEST(test_observations)
+{
+    const task_case *c = &cases[_i];
+    const dmc_task *t = dmc_task_lookup(c->id, NULL);
+    ck_assert_ptr_nonnull(t);
+    crl_error e = {0};
+    dmc_model dm;
+    EXPECT_OK(dmc_model_load(&dm, t, NULL, &e), e);
+    const mjModel *m0 = dm.m;
+    int state_dim = 1 + m0->nq + m0->nv + m0->na + c->n_extra;
+
+    henv h;
+    char ini[256];
+    snprintf(ini, sizeof ini, "[env]\nbackend = dm_control\nid = %s\nnum_envs = %d\nseed = %d\nreturn_state = true\n",
+             c->id, NUM, 11 + _i);
+    EXPECT_OK(henv_open(&h, ini, &e), e);
+    /* Two episodes: the second reset starts from a simulation that has run (the backend's reset must
+     * leave nothing of it behind), each shadow from fresh mjData. */
+    crl_td *td = NULL;
+    for (int episode = 0; episode < 2; episode++) {
+        crl_td_unref(td);
+        td = crl_env_reset(h.env, NULL, &e);
+        ck_assert_msg(td != NULL, "%s", e.message);
+        td = episode_check(c, h.env, m0, td, state_dim, episode);
+    }
     crl_td_unref(td);
     henv_close(&h);
+    mj_deleteModel(dm.m);
+}
+END_TEST
+
+/* dmc_reset_data, the backend's episode reset, against mj_resetData: after a run that left contacts,
+ * warm starts, controls and applied forces behind, the inputs of the next mj_forward are the same bits,
+ * and so is a run of steps from there with the same controls. */
+START_TEST(test_reset_data)
+{
+    const task_case *c = &cases[_i];
+    const dmc_task *t = dmc_task_lookup(c->id, NULL);
+    crl_error e = {0};
+    dmc_model dm;
+    EXPECT_OK(dmc_model_load(&dm, t, NULL, &e), e);
+    const mjModel *m = dm.m;
+    mjData *ours = mj_makeData(m), *theirs = mj_makeData(m);
+    ck_assert(ours && theirs);
+    crl_rng rng;
+    crl_rng_init(&rng, 7, (uint64_t)_i);
+    /* A run that leaves everything dirty (random joints, controls, pushes). */
+    dmc_randomize_joints(m, ours, &rng);
+    for (int k = 0; k < 50; k++) {
+        for (int u = 0; u < m->nu; u++)
+            ours->ctrl[u] = crl_rng_range(&rng, -1, 1);
+        for (int v = 0; v < m->nv; v++)
+            ours->qfrc_applied[v] = crl_rng_range(&rng, -0.1, 0.1);
+        mj_step(m, ours);
+    }
+    ours->xfrc_applied[6 * (m->nbody - 1)] = 0.5;
+    dmc_reset_data(m, ours);
+    mj_resetData(m, theirs);
+#define SAME(field, n) \
+    ck_assert_msg(memcmp(ours->field, theirs->field, sizeof(mjtNum) * (size_t)(n)) == 0, "%s: %s differs", c->id, #field)
+    SAME(qpos, m->nq);
+    SAME(qvel, m->nv);
+    SAME(act, m->na);
+    SAME(ctrl, m->nu);
+    SAME(qfrc_applied, m->nv);
+    SAME(xfrc_applied, 6 * m->nbody);
+    SAME(qacc, m->nv);
+    SAME(qacc_warmstart, m->nv);
+    SAME(act_dot, m->na);
+    SAME(userdata, m->nuserdata);
+    SAME(sensordata, m->nsensordata);
+    SAME(mocap_pos, 3 * m->nmocap);
+    SAME(mocap_quat, 4 * m->nmocap);
+    ck_assert(ours->time == theirs->time && ours->ncon == theirs->ncon && ours->nefc == theirs->nefc);
+    ck_assert(memcmp(ours->warning, theirs->warning, sizeof ours->warning) == 0);
+    ck_assert_int_eq(ours->pstack, theirs->pstack);
+    /* From the same start: the same steps, bit for bit. */
+    dmc_randomize_joints(m, ours, &rng);
+    memcpy(theirs->qpos, ours->qpos, sizeof(mjtNum) * (size_t)m->nq);
+    mj_forward(m, ours);
+    mj_forward(m, theirs);
+    for (int k = 0; k < 30; k++) {
+        for (int u = 0; u < m->nu; u++)
+            ours->ctrl[u] = theirs->ctrl[u] = crl_rng_range(&rng, -1, 1);
+        suite_step(m, ours, 2);
+        suite_step(m, theirs, 2);
+        SAME(qpos, m->nq);
+        SAME(qvel, m->nv);
+        SAME(qacc_warmstart, m->nv);
+        SAME(sensordata, m->nsensordata);
+    }
+#undef SAME
+    mj_deleteData(ours);
+    mj_deleteData(theirs);
     mj_deleteModel(dm.m);
 }
 END_TEST
@@ -413,6 +497,7 @@ static Suite *obs_suite(void)
     TCase *tc = tcase_create("suite");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_observations, 0, N_CASES);
+    tcase_add_loop_test(tc, test_reset_data, 0, N_CASES);
     tcase_add_test(tc, test_every_task_covered);
     suite_add_tcase(s, tc);
     return s;

@@ -401,7 +401,7 @@ static void reset_call(void *p)
     const mjModel *m = e->dm.m;
     mjData *d = e->data[a->i];
     double *extra = e->extra + a->i * t->n_extra;
-    mj_resetData(m, d);
+    dmc_reset_data(m, d);
     mj_forward(m, d);
     if (a->from_state) {
         const double *s = e->state + a->i * e->state_dim;
@@ -506,7 +506,7 @@ static int dmc_step(void *env, crl_error *err)
                                      "on_divergence = terminate to end such episodes instead",
                                      t->id, (long long)i, d->time, why);
             /* Leave a sane state behind: later steps of this env are discarded. */
-            mj_resetData(m, d);
+            dmc_reset_data(m, d);
             forward_args fa = {m, d};
             rc = dmc_guarded(forward_call, &fa, t->id, err);
             if (rc != CRL_OK)
