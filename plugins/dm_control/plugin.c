@@ -366,12 +366,18 @@ static void publish(dmc_env *e, int64_t i)
         out[k] = e->obs[k] + i * t->obs[k].dim;
     const double *extra = e->extra + i * t->n_extra;
     t->observe(&e->dm, d, extra, out);
+    /* Loops, not memcpy calls: these are a handful of doubles, and calls
+     * show on the lightest tasks' steps. */
     double *s = e->state + i * e->state_dim;
     *s++ = d->time;
-    memcpy(s, d->qpos, sizeof(double) * (size_t)m->nq);
-    memcpy(s + m->nq, d->qvel, sizeof(double) * (size_t)m->nv);
-    memcpy(s + m->nq + m->nv, d->act, sizeof(double) * (size_t)m->na);
-    memcpy(s + m->nq + m->nv + m->na, extra, sizeof(double) * (size_t)t->n_extra);
+    for (int k = 0; k < m->nq; k++)
+        *s++ = d->qpos[k];
+    for (int k = 0; k < m->nv; k++)
+        *s++ = d->qvel[k];
+    for (int k = 0; k < m->na; k++)
+        *s++ = d->act[k];
+    for (int k = 0; k < t->n_extra; k++)
+        *s++ = extra[k];
 }
 
 typedef struct reset_args {
@@ -466,7 +472,8 @@ static void step_all(void *p)
     const int nu = m->nu;
     for (int64_t i = 0; i < e->num; i++) {
         mjData *d = e->data[i];
-        memcpy(d->ctrl, e->action + i * nu, sizeof(double) * (size_t)nu);
+        for (int k = 0; k < nu; k++)
+            d->ctrl[k] = e->action[i * nu + k];
         dmc_physics_step(m, d, e->n_sub_steps);
         const char *why = dmc_divergence(m, d);
         if (why) {
