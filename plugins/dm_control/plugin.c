@@ -460,9 +460,8 @@ typedef struct step_args {
     int rc;
 } step_args;
 
-/* Every env's control step under one guard (arming it per env costs as much
- * as the rest of the host on the lightest tasks); a MuJoCo error inside
- * fails the whole step, as it did env by env. */
+/* Every env's control step under one guard (one setjmp per batch, not per
+ * env); a MuJoCo error inside fails the whole step, as it did env by env. */
 static void step_all(void *p)
 {
     step_args *a = p;
