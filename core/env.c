@@ -1220,6 +1220,11 @@ static int action_domain_error(crl_env *env, const crl__env_leaf *l, crl_error *
  * projected into it). */
 static inline int check_action(crl_env *env, crl__env_leaf *l, crl_error *err)
 {
+    /* A box's bounds refuse NaN, so an action inside one needs no NaN search
+     * (the search is for the message when it is outside). */
+    bool box = l->dom == DOM_BOX_F64 || l->dom == DOM_BOX_F32 || l->dom == DOM_BOX_F32_D;
+    if (box && action_in_domain(l))
+        return CRL_OK;
     if (l->is_float) {
         int64_t p = first_nan(l);
         if (p >= 0)
@@ -1227,7 +1232,7 @@ static inline int check_action(crl_env *env, crl__env_leaf *l, crl_error *err)
                                  "(element %" G_GINT64_FORMAT " of that env's action); check the policy",
                                  (gint64)(p / l->row_elems), l->key, (gint64)(p % l->row_elems));
     }
-    if (action_in_domain(l))
+    if (!box && action_in_domain(l))
         return CRL_OK;
     if (!env->project_actions)
         return action_domain_error(env, l, err);

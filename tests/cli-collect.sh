@@ -71,6 +71,12 @@ if [ "$rc" -eq 0 ] && grep -qE 'CartPole-v1 +1024 .*\(1\.00x\)' <<<"$out" && gre
     && grep -qE 'processes start-up .* median [0-9.]+ ms' <<<"$out"
 then ok "crl bench batched prints every executor with ratios, async rows and the start-up time"
 else nok "crl bench batched (exit $rc)" "$out"; fi
+# With the dm_control plugin on the path: its tasks' rows, sync and async, and a task it lacks skipped by name.
+if grep -q 'dm_control tasks: unavailable' <<<"$out"; then ok "crl bench batched: dm_control not built (skipped)"
+elif grep -qE 'cheetah/run +32 .*\(1\.00x\)' <<<"$out" && grep -qE 'walker/walk +8 +threads sync .* async batch_size 4' <<<"$out" \
+    && { grep -qE 'humanoid/walk +8 ' <<<"$out" || grep -qF "humanoid/walk  (not in this build's dm_control plugin)" <<<"$out"; }
+then ok "crl bench batched measures the executors on dm_control tasks"
+else nok "crl bench batched dm_control rows" "$out"; fi
 
 echo "1..$n"
 [ "$failures" -eq 0 ]

@@ -1,8 +1,10 @@
-/* crl bench batched: classic env steps/s for the inline, serial, threads and processes executors, plus process start-up. */
+/* crl bench batched: env steps/s for the inline, serial, threads and processes executors and async send/recv, on
+ * classic control and on dm_control tasks, plus process start-up. */
 #include "config.h"
 #include "cli-private.h"
 
 #include <crl/env.h>
+#include <crl/env_backend.h>
 #include <glib.h>
 #include <stdio.h>
 #include <string.h>
@@ -39,11 +41,12 @@ static void bench_close(bench_env *b)
 
 /* [env] with the executor (default workers: 1 for serial, one per core else);
  * next_step auto-reset, so the loop never stops for ended envs. */
-static int bench_open(bench_env *b, crl_host *host, const char *id, int64_t num, const char *kind, crl_error *err)
+static int bench_open(bench_env *b, crl_host *host, const char *backend, const char *id, int64_t num, const char *kind,
+                      crl_error *err)
 {
     memset(b, 0, sizeof *b);
-    char *text = g_strdup_printf("[env]\nbackend = classic\nid = %s\nnum_envs = %" G_GINT64_FORMAT "\n"
-                                 "auto_reset = next_step\nexecutor = %s\nseed = 7\n", id, num, kind);
+    char *text = g_strdup_printf("[env]\nbackend = %s\nid = %s\nnum_envs = %" G_GINT64_FORMAT "\n"
+                                 "auto_reset = next_step\nexecutor = %s\nseed = 7\n", backend, id, num, kind);
     int rc = CRL_OK;
     crl_error e;
     crl_error_clear(&e);
@@ -93,7 +96,7 @@ static void fmt_rate(char *buf, size_t n, double r)
 }
 
 /* One row: env steps/s of every kind at num envs, and the ratios to serial. */
-static int row(crl_host *host, const char *id, int64_t num, double seconds, crl_error *err)
+static int row(crl_host *host, const char *backend, const char *id, int64_t num, double seconds, crl_error *err)
 {
     double rate[NKINDS];
     char note[NKINDS][200];
@@ -102,7 +105,7 @@ static int row(crl_host *host, const char *id, int64_t num, double seconds, crl_
         note[k][0] = '\0';
         bench_env b;
         crl_error e = { 0 };
-        if (bench_open(&b, host, id, num, kinds[k], &e)) {
+        if (bench_open(&b, host, backend, id, num, kinds[k], &e)) {
             /* processes may be missing on this platform; anything else is a failure. */
             if (k == 3) {
                 g_snprintf(note[k], sizeof note[k], "%s", e.message);
@@ -158,12 +161,13 @@ static void async_close(bench_async *b)
     memset(b, 0, sizeof *b);
 }
 
-static int async_open(bench_async *b, crl_host *host, const char *id, int64_t num, int64_t B, crl_error *err)
+static int async_open(bench_async *b, crl_host *host, const char *backend, const char *id, int64_t num, int64_t B,
+                      crl_error *err)
 {
     memset(b, 0, sizeof *b);
     b->B = B;
-    char *text = g_strdup_printf("[env]\nbackend = classic\nid = %s\nnum_envs = %" G_GINT64_FORMAT "\n"
-                                 "executor = threads\nbatch_size = %" G_GINT64_FORMAT "\nseed = 7\n", id,
+    char *text = g_strdup_printf("[env]\nbackend = %s\nid = %s\nnum_envs = %" G_GINT64_FORMAT "\n"
+                                 "executor = threads\nbatch_size = %" G_GINT64_FORMAT "\nseed = 7\n", backend, id,
                                  (gint64)num, (gint64)B);
     int rc = CRL_OK;
     crl_error e;
@@ -207,10 +211,10 @@ static void run_async(void *p, uint64_t n)
 }
 
 /* Async rows: env steps/s with batch_size = N/2 and N/4, next to sync threads at the same N. */
-static int async_rows(crl_host *host, const char *id, int64_t num, double seconds, crl_error *err)
+static int async_rows(crl_host *host, const char *backend, const char *id, int64_t num, double seconds, crl_error *err)
 {
     bench_env s;
-    int rc = bench_open(&s, host, id, num, "threads", err);
+    int rc = bench_open(&s, host, backend, id, num, "threads", err);
     if (rc)
         return rc;
     crl_bench_result rs = crl__bench_measure(run, &s, seconds, 16);
@@ -228,7 +232,7 @@ static int async_rows(crl_host *host, const char *id, int64_t num, double second
     for (size_t d = 0; d < G_N_ELEMENTS(divs); d++) {
         int64_t B = num / divs[d];
         bench_async b;
-        if ((rc = async_open(&b, host, id, num, B, err)))
+        if ((rc = async_open(&b, host, backend, id, num, B, err)))
             return rc;
         crl_bench_result ra = crl__bench_measure(run_async, &b, seconds, 16);
         bool fa = b.failed;
@@ -282,6 +286,72 @@ static void startup(crl_host *host)
            "min %.2f ms over %d runs (target: under 100 ms)\n", ms[STARTUP_RUNS / 2], ms[0], STARTUP_RUNS);
 }
 
+/* dm_control tasks: steps of tens to hundreds of microseconds whose cost varies with contacts, the case
+ * executors are for.  One line per task; a task this build's plugin lacks is skipped with a note. */
+static const struct {
+    const char *id;
+    int64_t nums[2];
+} dmc_rows[] = {
+    { "cheetah/run", { 8, 32 } },
+    { "walker/walk", { 8, 32 } },
+    { "humanoid/walk", { 8, 32 } },
+};
+
+/* The dm_control plugin on the path, else the one this build made; false when neither loads. */
+static bool dm_control_load(crl_host *host, crl_error *err)
+{
+    if (crl_host_find(host, CRL_KIND_ENV, "dm_control") || !crl_host_load_name(host, "dm_control", err))
+        return true;
+#ifdef CRL_DM_CONTROL_BUILD_PLUGIN
+    crl_error e;
+    crl_error_clear(&e);
+    if (g_file_test(CRL_DM_CONTROL_BUILD_PLUGIN, G_FILE_TEST_IS_REGULAR) &&
+        !crl_host_load_path(host, CRL_DM_CONTROL_BUILD_PLUGIN, &e))
+        return true;
+#endif
+    return false;
+}
+
+static bool dm_control_has(crl_host *host, const char *id)
+{
+    const crl_component *comp = crl_host_find(host, CRL_KIND_ENV, "dm_control");
+    const crl_env_ops *ops = comp ? crl__cli_env_ops(comp) : NULL;
+    for (const char *const *p = ops ? ops->list() : NULL; p && *p; p++)
+        if (!strcmp(*p, id))
+            return true;
+    return false;
+}
+
+static int dm_control_rows(crl_host *host, double seconds, crl_error *err)
+{
+    crl_error e;
+    crl_error_clear(&e);
+    if (!dm_control_load(host, &e)) {
+        printf("  dm_control tasks: unavailable (%s)\n", e.message);
+        return CRL_OK;
+    }
+    printf("  dm_control (sync: crl_env_step + step_mdp_into over N envs):\n");
+    for (size_t i = 0; i < G_N_ELEMENTS(dmc_rows); i++) {
+        if (!dm_control_has(host, dmc_rows[i].id)) {
+            printf("  %-12s  (not in this build's dm_control plugin)\n", dmc_rows[i].id);
+            continue;
+        }
+        for (size_t j = 0; j < G_N_ELEMENTS(dmc_rows[i].nums); j++) {
+            int rc = row(host, "dm_control", dmc_rows[i].id, dmc_rows[i].nums[j], seconds, err);
+            if (rc)
+                return rc;
+        }
+    }
+    printf("  dm_control async send/recv (threads, one instance per env):\n");
+    for (size_t i = 0; i < G_N_ELEMENTS(dmc_rows); i++)
+        for (size_t j = 0; dm_control_has(host, dmc_rows[i].id) && j < G_N_ELEMENTS(dmc_rows[i].nums); j++) {
+            int rc = async_rows(host, "dm_control", dmc_rows[i].id, dmc_rows[i].nums[j], seconds, err);
+            if (rc)
+                return rc;
+        }
+    return CRL_OK;
+}
+
 int crl__bench_batched(double seconds)
 {
     crl_error err = { 0 };
@@ -301,13 +371,15 @@ int crl__bench_batched(double seconds)
     static const int64_t nums[] = { 1, 8, 64, 1024 };
     for (size_t i = 0; i < G_N_ELEMENTS(ids); i++)
         for (size_t j = 0; j < G_N_ELEMENTS(nums); j++)
-            if (row(host, ids[i], nums[j], seconds, &err))
+            if (row(host, "classic", ids[i], nums[j], seconds, &err))
                 goto out;
     printf("  async send/recv (threads, one instance per env; steps/s = received envs per second):\n");
     for (size_t i = 0; i < G_N_ELEMENTS(ids); i++)
         for (size_t j = 2; j < G_N_ELEMENTS(nums); j++)
-            if (async_rows(host, ids[i], nums[j], seconds, &err))
+            if (async_rows(host, "classic", ids[i], nums[j], seconds, &err))
                 goto out;
+    if (dm_control_rows(host, seconds, &err))
+        goto out;
     startup(host);
     status = CRL_EXIT_OK;
 out:

@@ -22,7 +22,8 @@ static const struct {
       "frames and seconds until each training example reaches its target (475 CartPole, -200 Pendulum), per seed" },
     { "plugins", crl__bench_plugins,
       "crl envs start-up with 0, 10 and 50 plugins on the path: cold registry cache (all scanned) vs warm" },
-    { "batched", crl__bench_batched, "CartPole/Pendulum steps/s: inline, serial, threads, processes executors; start-up" },
+    { "batched", crl__bench_batched,
+      "CartPole/Pendulum and dm_control steps/s: inline, serial, threads, processes executors, async; start-up" },
 #ifdef CRL_HAVE_MPI
     { "mpi", crl__bench_mpi, "crl run under mpirun: frames/s with 1, 2, 3 collector ranks; ms per batch and weight sync" },
 #endif
@@ -33,7 +34,7 @@ static const struct {
 #endif
 #ifdef CRL_HAVE_DM_CONTROL
     { "dm_control", crl__bench_dm_control,
-      "dm_control tasks: env steps/s next to bare mj_step on the same model, pixel frames/s" },
+      "dm_control tasks: env steps/s next to bare suite stepping in turns (host overhead), pixel frames/s" },
 #endif
 };
 

@@ -104,6 +104,12 @@ int dmc_joint(dmc_model *dm, const char *name, int slot, crl_error *err);
 
 /* physics.c: n physics steps as dm_control's Physics.step(n) takes them. */
 void dmc_physics_step(const mjModel *m, mjData *d, int n);
+/* mj_resetData without clearing the whole arena (megabytes: the constraint
+ * arrays sized for njmax), which costs hundreds of light steps per episode:
+ * the header and the arrays mj_forward does not recompute (MuJoCo 2.2's own
+ * list in _resetData) are reset as it resets them; the rest is derived and
+ * the caller's mj_forward rewrites what it reads.  Call mj_forward next. */
+void dmc_reset_data(const mjModel *m, mjData *d);
 /* Why d's simulation is no longer trustworthy (MuJoCo's bad qpos/qvel/qacc
  * warnings, non-finite state), or NULL. */
 const char *dmc_divergence(const mjModel *m, const mjData *d);

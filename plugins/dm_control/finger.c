@@ -192,11 +192,14 @@ static void observe_spin(const dmc_model *dm, const mjData *d, const double *ext
     observe_common(dm, d, out);
 }
 
-/* The tip's distance to the target's surface; negative inside. */
+/* The tip's distance to the target's surface; negative inside.  As the suite:
+ * target_position - tip_position, both relative to the spinner. */
 static double dist_to_target(const dmc_model *dm, const mjData *d, const double *extra)
 {
     const double *tip = d->sensordata + dm->adr[S_TIP];
-    double dx = extra[0] - tip[0], dz = extra[1] - tip[2];
+    const double *spinner = d->sensordata + dm->adr[S_SPINNER];
+    double dx = (extra[0] - spinner[0]) - (tip[0] - spinner[0]);
+    double dz = (extra[1] - spinner[2]) - (tip[2] - spinner[2]);
     return sqrt(dx * dx + dz * dz) - dm->param[0];
 }
 

@@ -2,6 +2,7 @@
 #include "dmc.h"
 
 #include <math.h>
+#include <string.h>
 
 void dmc_physics_step(const mjModel *m, mjData *d, int n)
 {
@@ -83,4 +84,39 @@ void dmc_init_randomized(const dmc_model *dm, mjData *d, double *extra, crl_rng 
 {
     (void)extra;
     dmc_randomize_joints(dm->m, d, rng);
+}
+
+void dmc_reset_data(const mjModel *m, mjData *d)
+{
+    d->pstack = 0;
+    d->maxuse_stack = d->maxuse_con = d->maxuse_efc = 0;
+    memset(d->warning, 0, sizeof d->warning);
+    memset(d->timer, 0, sizeof d->timer);
+    memset(d->solver, 0, sizeof d->solver);
+    d->solver_iter = d->solver_nnz = 0;
+    d->solver_fwdinv[0] = d->solver_fwdinv[1] = 0;
+    d->ne = d->nf = d->nefc = d->ncon = 0;
+    d->time = 0;
+    d->energy[0] = d->energy[1] = 0;
+    /* The arrays MuJoCo names as not recomputed by mj_forward. */
+    memcpy(d->qpos, m->qpos0, sizeof(mjtNum) * (size_t)m->nq);
+    memset(d->qvel, 0, sizeof(mjtNum) * (size_t)m->nv);
+    memset(d->act, 0, sizeof(mjtNum) * (size_t)m->na);
+    memset(d->ctrl, 0, sizeof(mjtNum) * (size_t)m->nu);
+    memset(d->qfrc_applied, 0, sizeof(mjtNum) * (size_t)m->nv);
+    memset(d->xfrc_applied, 0, sizeof(mjtNum) * 6 * (size_t)m->nbody);
+    memset(d->qacc, 0, sizeof(mjtNum) * (size_t)m->nv);
+    memset(d->qacc_warmstart, 0, sizeof(mjtNum) * (size_t)m->nv);
+    memset(d->act_dot, 0, sizeof(mjtNum) * (size_t)m->na);
+    memset(d->userdata, 0, sizeof(mjtNum) * (size_t)m->nuserdata);
+    memset(d->sensordata, 0, sizeof(mjtNum) * (size_t)m->nsensordata);
+    memset(d->mocap_pos, 0, sizeof(mjtNum) * 3 * (size_t)m->nmocap);
+    memset(d->mocap_quat, 0, sizeof(mjtNum) * 4 * (size_t)m->nmocap);
+    for (int i = 0; i < m->nbody; i++) {
+        int id = m->body_mocapid[i];
+        if (id >= 0) {
+            memcpy(d->mocap_pos + 3 * id, m->body_pos + 3 * i, sizeof(mjtNum) * 3);
+            memcpy(d->mocap_quat + 4 * id, m->body_quat + 4 * i, sizeof(mjtNum) * 4);
+        }
+    }
 }

@@ -387,23 +387,18 @@ static void publish(dmc_env *e, int64_t i)
         out[k] = e->obs[k] + i * t->obs[k].dim;
     const double *extra = e->extra + i * t->n_extra;
     t->observe(&e->dm, d, extra, out);
+    /* Loops, not memcpy calls: these are a handful of doubles, and calls
+     * show on the lightest tasks' steps. */
     double *s = e->state + i * e->state_dim;
     *s++ = d->time;
-    memcpy(s, d->qpos, sizeof(double) * (size_t)m->nq);
-    memcpy(s + m->nq, d->qvel, sizeof(double) * (size_t)m->nv);
-    memcpy(s + m->nq + m->nv, d->act, sizeof(double) * (size_t)m->na);
-    memcpy(s + m->nq + m->nv + m->na, extra, sizeof(double) * (size_t)t->n_extra);
-}
-
-typedef struct forward_args {
-    const mjModel *m;
-    mjData *d;
-} forward_args;
-
-static void forward_call(void *p)
-{
-    forward_args *a = p;
-    mj_forward(a->m, a->d);
+    for (int k = 0; k < m->nq; k++)
+        *s++ = d->qpos[k];
+    for (int k = 0; k < m->nv; k++)
+        *s++ = d->qvel[k];
+    for (int k = 0; k < m->na; k++)
+        *s++ = d->act[k];
+    for (int k = 0; k < t->n_extra; k++)
+        *s++ = extra[k];
 }
 
 typedef struct reset_args {
@@ -422,7 +417,7 @@ static void reset_call(void *p)
     const mjModel *m = e->dm.m;
     mjData *d = e->data[a->i];
     double *extra = e->extra + a->i * t->n_extra;
-    mj_resetData(m, d);
+    dmc_reset_data(m, d);
     mj_forward(m, d);
     if (a->from_state) {
         const double *s = e->state + a->i * e->state_dim;
@@ -488,59 +483,40 @@ static int dmc_reset(void *env, const bool *mask, const uint64_t *seeds, bool fr
 }
 
 typedef struct step_args {
-    const dmc_env *e;
-    mjData *d;
+    dmc_env *e;
+    crl_error *err;
+    int rc;
 } step_args;
 
-static void physics_step(void *p)
+/* Every env's control step under one guard (one setjmp per batch, not per
+ * env); a MuJoCo error inside fails the whole step, as it did env by env. */
+static void step_all(void *p)
 {
     step_args *a = p;
-    dmc_physics_step(a->e->dm.m, a->d, a->e->n_sub_steps);
-}
-
-static int dmc_step(void *env, crl_error *err)
-{
-    dmc_env *e = env;
-    if (!e)
-        return crl_error_set(err, CRL_E_INVALID, "dm_control: step needs an env");
-    if (!e->bound)
-        return not_bound(e, "step", err);
+    dmc_env *e = a->e;
     const dmc_task *t = e->t;
     const mjModel *m = e->dm.m;
     const int nu = m->nu;
-    if (e->unstarted) {
-        int64_t i = 0;
-        while (e->started[i])
-            i++;
-        return crl_error_set(err, CRL_E_INVALID,
-                             "dm_control: %s: step before env %lld was ever reset; reset it first",
-                             t->id, (long long)i);
-    }
     for (int64_t i = 0; i < e->num; i++) {
         mjData *d = e->data[i];
-        const double *a = e->action + i * nu;
         for (int k = 0; k < nu; k++)
-            d->ctrl[k] = a[k];
+            d->ctrl[k] = e->action[i * nu + k];
         if (t->apply)
             t->apply(&e->dm, e->extra + i * t->n_extra);
-        step_args sa = {e, d};
-        int rc = dmc_guarded(physics_step, &sa, t->id, err);
-        if (rc != CRL_OK)
-            return rc;
+        dmc_physics_step(m, d, e->n_sub_steps);
         const char *why = dmc_divergence(m, d);
         if (why) {
-            if (!e->terminate_on_divergence)
-                return crl_error_set(err, CRL_E_RUNTIME,
-                                     "dm_control: %s: env %lld diverged at t = %.3f s: %s; check the "
-                                     "actions (finite, within the action spec) or set "
-                                     "on_divergence = terminate to end such episodes instead",
-                                     t->id, (long long)i, d->time, why);
+            if (!e->terminate_on_divergence) {
+                a->rc = crl_error_set(a->err, CRL_E_RUNTIME,
+                                      "dm_control: %s: env %lld diverged at t = %.3f s: %s; check the "
+                                      "actions (finite, within the action spec) or set "
+                                      "on_divergence = terminate to end such episodes instead",
+                                      t->id, (long long)i, d->time, why);
+                return;
+            }
             /* Leave a sane state behind: later steps of this env are discarded. */
-            mj_resetData(m, d);
-            forward_args fa = {m, d};
-            rc = dmc_guarded(forward_call, &fa, t->id, err);
-            if (rc != CRL_OK)
-                return rc;
+            dmc_reset_data(m, d);
+            mj_forward(m, d);
             publish(e, i);
             e->reward[i] = 0.0;
             e->terminated[i] = 1;
@@ -550,8 +526,30 @@ static int dmc_step(void *env, crl_error *err)
         e->reward[i] = t->reward(&e->dm, d, e->extra + i * t->n_extra);
         e->terminated[i] = 0;
     }
-    e->steps++;
-    return CRL_OK;
+}
+
+static int dmc_step(void *env, crl_error *err)
+{
+    dmc_env *e = env;
+    if (!e)
+        return crl_error_set(err, CRL_E_INVALID, "dm_control: step needs an env");
+    if (!e->bound)
+        return not_bound(e, "step", err);
+    if (e->unstarted) {
+        int64_t i = 0;
+        while (e->started[i])
+            i++;
+        return crl_error_set(err, CRL_E_INVALID,
+                             "dm_control: %s: step before env %lld was ever reset; reset it first",
+                             e->t->id, (long long)i);
+    }
+    step_args sa = {e, err, CRL_OK};
+    int rc = dmc_guarded(step_all, &sa, e->t->id, err);
+    if (rc == CRL_OK)
+        rc = sa.rc;
+    if (rc == CRL_OK)
+        e->steps++;
+    return rc;
 }
 
 static int dmc_render(void *env, int64_t i, uint8_t *rgb, crl_error *err)

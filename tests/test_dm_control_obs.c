@@ -1,0 +1,514 @@
+/* Check suite for the dm_control plugin's observations: every task's observation dict against the
+ * suite's get_observation (names, shapes, dtypes, values) at reset and at every step, recomputed here
+ * from a shadow MuJoCo simulation of each env.
+ *
+ * The shadow is independent of the plugin's task code: it starts from the state the env reports
+ * (return_state: time, qpos, qvel, act, then the task's per-episode draws), applies the per-episode model
+ * edits as the suite's initialize_episode does (reacher's target geom, finger/turn's target site, on a
+ * copy of the model per env), steps with the same actions the way dm_control's Physics.step does
+ * (mj_step2, mj_step .. , mj_step1; RK4 models mj_step throughout) and reads every observation from
+ * mjData/mjModel fields by name as the suite's Python does.  Only the model itself comes from the plugin's
+ * loader.  Copies of physics state must match bit for bit; the suite's norms may differ by rounding. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <crl/config.h>
+#include <crl/env.h>
+#include <crl/host.h>
+#include <crl/rng.h>
+
+#include "dmc-test.h"
+
+#include "dmc.h"
+
+#define MAX_LEAF 32
+#define NUM 3
+#define STEPS 60
+
+typedef struct expected {
+    int n;
+    const char *name[DMC_MAX_OBS];
+    int dim[DMC_MAX_OBS];
+    bool scalar[DMC_MAX_OBS]; /* a numpy scalar in the suite: shape () there, [1] here */
+    double v[DMC_MAX_OBS][MAX_LEAF];
+    bool exact[DMC_MAX_OBS];  /* a copy of physics state (else computed: a norm) */
+} expected;
+
+static double *leaf(expected *x, const char *name, int dim, bool exact)
+{
+    ck_assert_int_lt(x->n, DMC_MAX_OBS);
+    ck_assert_int_le(dim, MAX_LEAF);
+    x->name[x->n] = name;
+    x->dim[x->n] = dim;
+    x->scalar[x->n] = false;
+    x->exact[x->n] = exact;
+    return x->v[x->n++];
+}
+
+static void scalar(expected *x, const char *name, double v, bool exact)
+{
+    leaf(x, name, 1, exact)[0] = v;
+    x->scalar[x->n - 1] = true;
+}
+
+static int id_of(const mjModel *m, int type, const char *name)
+{
+    int id = mj_name2id(m, type, name);
+    ck_assert_msg(id >= 0, "the model has no object '%s' of type %d", name, type);
+    return id;
+}
+
+/* named.data.sensordata['name'][k] */
+static double sensor(const mjModel *m, const mjData *d, const char *name, int k)
+{
+    return d->sensordata[m->sensor_adr[id_of(m, mjOBJ_SENSOR, name)] + k];
+}
+
+/* named.data.xmat['body', 'ab'] with a, b in x, y, z */
+static double xmat(const mjModel *m, const mjData *d, const char *body, const char *ab)
+{
+    int b = id_of(m, mjOBJ_BODY, body);
+    return d->xmat[9 * b + 3 * (ab[0] - 'x') + (ab[1] - 'x')];
+}
+
+static void copy_into(double *dst, const double *src, int n)
+{
+    memcpy(dst, src, sizeof(double) * (size_t)n);
+}
+
+/* ---- the suite's get_observation, per domain (dm_control/suite/DOMAIN.py) ---- */
+
+static void obs_cartpole(const mjModel *m, const mjData *d, expected *x)
+{
+    /* bounded_position: cart_position, then xmat[2:, ['zz', 'xz']].ravel() */
+    double *p = leaf(x, "position", 1 + 2 * (m->nbody - 2), true);
+    p[0] = d->qpos[m->jnt_qposadr[id_of(m, mjOBJ_JOINT, "slider")]];
+    for (int b = 2; b < m->nbody; b++) {
+        p[1 + 2 * (b - 2)] = d->xmat[9 * b + 8];
+        p[2 + 2 * (b - 2)] = d->xmat[9 * b + 2];
+    }
+    copy_into(leaf(x, "velocity", m->nv, true), d->qvel, m->nv);
+}
+
+static void obs_pendulum(const mjModel *m, const mjData *d, expected *x)
+{
+    double *o = leaf(x, "orientation", 2, true);
+    o[0] = xmat(m, d, "pole", "zz");
+    o[1] = xmat(m, d, "pole", "xz");
+    /* named.data.qvel['hinge'] is a 1-vector, not a scalar */
+    leaf(x, "velocity", 1, true)[0] = d->qvel[m->jnt_dofadr[id_of(m, mjOBJ_JOINT, "hinge")]];
+}
+
+static void obs_acrobot(const mjModel *m, const mjData *d, expected *x)
+{
+    double *o = leaf(x, "orientations", 4, true);
+    o[0] = xmat(m, d, "upper_arm", "xz");
+    o[1] = xmat(m, d, "lower_arm", "xz");
+    o[2] = xmat(m, d, "upper_arm", "zz");
+    o[3] = xmat(m, d, "lower_arm", "zz");
+    copy_into(leaf(x, "velocity", m->nv, true), d->qvel, m->nv);
+}
+
+static void obs_qpos_qvel(const mjModel *m, const mjData *d, expected *x)
+{
+    copy_into(leaf(x, "position", m->nq, true), d->qpos, m->nq);
+    copy_into(leaf(x, "velocity", m->nv, true), d->qvel, m->nv);
+}
+
+static void obs_reacher(const mjModel *m, const mjData *d, expected *x)
+{
+    copy_into(leaf(x, "position", m->nq, true), d->qpos, m->nq);
+    const double *target = d->geom_xpos + 3 * id_of(m, mjOBJ_GEOM, "target");
+    const double *finger = d->geom_xpos + 3 * id_of(m, mjOBJ_GEOM, "finger");
+    double *t = leaf(x, "to_target", 2, true);
+    t[0] = target[0] - finger[0];
+    t[1] = target[1] - finger[1];
+    copy_into(leaf(x, "velocity", m->nv, true), d->qvel, m->nv);
+}
+
+/* cheetah and hopper: qpos[1:] (translation invariant) */
+static void obs_cheetah(const mjModel *m, const mjData *d, expected *x)
+{
+    copy_into(leaf(x, "position", m->nq - 1, true), d->qpos + 1, m->nq - 1);
+    copy_into(leaf(x, "velocity", m->nv, true), d->qvel, m->nv);
+}
+
+static void obs_walker(const mjModel *m, const mjData *d, expected *x)
+{
+    double *o = leaf(x, "orientations", 2 * (m->nbody - 1), true);
+    for (int b = 1; b < m->nbody; b++) {
+        o[2 * (b - 1)] = d->xmat[9 * b];
+        o[2 * (b - 1) + 1] = d->xmat[9 * b + 2];
+    }
+    scalar(x, "height", d->xpos[3 * id_of(m, mjOBJ_BODY, "torso") + 2], true);
+    copy_into(leaf(x, "velocity", m->nv, true), d->qvel, m->nv);
+}
+
+static void obs_hopper(const mjModel *m, const mjData *d, expected *x)
+{
+    obs_cheetah(m, d, x);
+    double *t = leaf(x, "touch", 2, true);
+    t[0] = log1p(sensor(m, d, "touch_toe", 0));
+    t[1] = log1p(sensor(m, d, "touch_heel", 0));
+}
+
+static void obs_finger_common(const mjModel *m, const mjData *d, expected *x, double tip[2])
+{
+    tip[0] = sensor(m, d, "tip", 0) - sensor(m, d, "spinner", 0);
+    tip[1] = sensor(m, d, "tip", 2) - sensor(m, d, "spinner", 2);
+    double *p = leaf(x, "position", 4, true);
+    p[0] = sensor(m, d, "proximal", 0);
+    p[1] = sensor(m, d, "distal", 0);
+    p[2] = tip[0];
+    p[3] = tip[1];
+    double *v = leaf(x, "velocity", 3, true);
+    v[0] = sensor(m, d, "proximal_velocity", 0);
+    v[1] = sensor(m, d, "distal_velocity", 0);
+    v[2] = sensor(m, d, "hinge_velocity", 0);
+    double *t = leaf(x, "touch", 2, true);
+    t[0] = log1p(sensor(m, d, "touchtop", 0));
+    t[1] = log1p(sensor(m, d, "touchbottom", 0));
+}
+
+static void obs_finger_spin(const mjModel *m, const mjData *d, expected *x)
+{
+    double tip[2];
+    obs_finger_common(m, d, x, tip);
+}
+
+static void obs_finger_turn(const mjModel *m, const mjData *d, expected *x)
+{
+    double tip[2];
+    obs_finger_common(m, d, x, tip);
+    double *tp = leaf(x, "target_position", 2, true);
+    tp[0] = sensor(m, d, "target", 0) - sensor(m, d, "spinner", 0);
+    tp[1] = sensor(m, d, "target", 2) - sensor(m, d, "spinner", 2);
+    double dx = tp[0] - tip[0], dz = tp[1] - tip[1];
+    scalar(x, "dist_to_target", sqrt(dx * dx + dz * dz) - m->site_size[3 * id_of(m, mjOBJ_SITE, "target")],
+           false);
+}
+
+/* ---- the suite's per-episode model edits, from the env's extras ---- */
+
+static void edit_none(mjModel *m, const double *extra)
+{
+    (void)m;
+    (void)extra;
+}
+
+/* Reacher.initialize_episode: geom_pos['target', 'x'/'y'] */
+static void edit_reacher(mjModel *m, const double *extra)
+{
+    int g = id_of(m, mjOBJ_GEOM, "target");
+    m->geom_pos[3 * g] = extra[0];
+    m->geom_pos[3 * g + 1] = extra[1];
+}
+
+/* Turn.initialize_episode: site_pos['target', 'x'/'z'] */
+static void edit_finger_turn(mjModel *m, const double *extra)
+{
+    int s = id_of(m, mjOBJ_SITE, "target");
+    m->site_pos[3 * s] = extra[0];
+    m->site_pos[3 * s + 2] = extra[1];
+}
+
+typedef struct task_case {
+    const char *id;
+    double control_timestep; /* the suite's, in seconds */
+    int n_extra;             /* per-episode draws after qpos, qvel, act in the state */
+    void (*obs)(const mjModel *m, const mjData *d, expected *x);
+    void (*edit)(mjModel *m, const double *extra);
+    /* The suite's initialize_episode steps the physics (cheetah settles for 200 steps): the solver's
+     * warm start it leaves is not in the state, so the shadow's steps agree to rounding only and the
+     * shadow takes the env's state before it observes (these tasks observe no acceleration sensors). */
+    bool settles;
+} task_case;
+
+static const task_case cases[] = {
+    {"cartpole/balance", 0.01, 0, obs_cartpole, edit_none},
+    {"cartpole/balance_sparse", 0.01, 0, obs_cartpole, edit_none},
+    {"cartpole/swingup", 0.01, 0, obs_cartpole, edit_none},
+    {"cartpole/swingup_sparse", 0.01, 0, obs_cartpole, edit_none},
+    {"pendulum/swingup", 0.02, 0, obs_pendulum, edit_none},
+    {"acrobot/swingup", 0.01, 0, obs_acrobot, edit_none},
+    {"acrobot/swingup_sparse", 0.01, 0, obs_acrobot, edit_none},
+    {"point_mass/easy", 0.02, 0, obs_qpos_qvel, edit_none},
+    {"reacher/easy", 0.02, 2, obs_reacher, edit_reacher},
+    {"reacher/hard", 0.02, 2, obs_reacher, edit_reacher},
+    {"cheetah/run", 0.01, 0, obs_cheetah, edit_none, true},
+    {"walker/stand", 0.025, 0, obs_walker, edit_none},
+    {"walker/walk", 0.025, 0, obs_walker, edit_none},
+    {"walker/run", 0.025, 0, obs_walker, edit_none},
+    {"hopper/stand", 0.02, 0, obs_hopper, edit_none},
+    {"hopper/hop", 0.02, 0, obs_hopper, edit_none},
+    {"finger/spin", 0.02, 0, obs_finger_spin, edit_none},
+    {"finger/turn_easy", 0.02, 2, obs_finger_turn, edit_finger_turn},
+    {"finger/turn_hard", 0.02, 2, obs_finger_turn, edit_finger_turn},
+    {"ball_in_cup/catch", 0.02, 0, obs_qpos_qvel, edit_none},
+};
+#define N_CASES (sizeof cases / sizeof cases[0])
+
+/* dm_control's Physics.step(n) with legacy_step: up-to-date positions and velocities after it. */
+static void suite_step(const mjModel *m, mjData *d, int n)
+{
+    if (m->opt.integrator != mjINT_RK4) {
+        mj_step2(m, d);
+        for (int k = 1; k < n; k++)
+            mj_step(m, d);
+    } else {
+        for (int k = 0; k < n; k++)
+            mj_step(m, d);
+    }
+    mj_step1(m, d);
+}
+
+static const crl_tensor *get(crl_td *td, const char *prefix, const char *key)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s%s", prefix, key);
+    const crl_tensor *t = crl_td_get(td, path);
+    ck_assert_msg(t != NULL, "no '%s'", path);
+    return t;
+}
+
+/* The env's observation leaves in td (under prefix) and spec against x, env i of NUM. */
+static void compare(const task_case *c, crl_env *env, crl_td *td, const char *prefix, int i, const expected *x,
+                    int episode, int step)
+{
+    const crl_spec *spec = crl_env_observation_spec(env);
+    ck_assert_msg(crl_spec_composite_len(spec) == (size_t)x->n, "%s: %zu observation keys, the suite has %d",
+                  c->id, crl_spec_composite_len(spec), x->n);
+    for (int k = 0; k < x->n; k++) {
+        const crl_spec *s = crl_spec_composite_get(spec, x->name[k]);
+        ck_assert_msg(s != NULL, "%s: no observation '%s'", c->id, x->name[k]);
+        ck_assert_int_eq(crl_spec_dtype(s), CRL_F64);
+        /* batch, then the suite's shape; its scalars become [1] as in TorchRL's DMControlEnv */
+        ck_assert_int_eq(crl_spec_ndim(s), 2);
+        ck_assert_int_eq(crl_spec_shape(s)[0], NUM);
+        ck_assert_msg(crl_spec_shape(s)[1] == x->dim[k], "%s: '%s' has %lld columns, the suite %d%s", c->id,
+                      x->name[k], (long long)crl_spec_shape(s)[1], x->dim[k], x->scalar[k] ? " (a scalar)" : "");
+        const crl_tensor *t = get(td, prefix, x->name[k]);
+        ck_assert_int_eq(crl_tensor_dtype(t), CRL_F64);
+        ck_assert_int_eq(crl_tensor_ndim(t), 2);
+        ck_assert_int_eq(crl_tensor_shape(t)[0], NUM);
+        ck_assert_int_eq(crl_tensor_shape(t)[1], x->dim[k]);
+        const double *got = (const double *)crl_tensor_data(t) + (size_t)i * (size_t)x->dim[k];
+        for (int j = 0; j < x->dim[k]; j++) {
+            double want = x->v[k][j];
+            bool ok = x->exact[k] ? got[j] == want : fabs(got[j] - want) <= 1e-12 * (1 + fabs(want));
+            ck_assert_msg(ok, "%s episode %d step %d env %d: %s[%d] = %.17g, the suite's %.17g", c->id, episode, step,
+                          i, x->name[k], j, got[j], want);
+        }
+    }
+}
+
+typedef struct shadow {
+    mjModel *m;
+    mjData *d;
+    int n_sub;
+} shadow;
+
+/* One episode from the reset in td: each env's shadow starts from the state it reports, then follows
+ * the same actions for STEPS steps.  Takes the caller's reference to td and returns the last root's. */
+static crl_td *episode_check(const task_case *c, crl_env *env, const mjModel *m0, crl_td *td, int state_dim,
+                             int episode)
+{
+    crl_error e = {0};
+    const crl_tensor *st = get(td, "", "state");
+    ck_assert_int_eq(crl_tensor_shape(st)[1], state_dim);
+
+    shadow sh[NUM];
+    for (int i = 0; i < NUM; i++) {
+        const double *s = (const double *)crl_tensor_data(st) + (size_t)i * (size_t)state_dim;
+        sh[i].m = mj_copyModel(NULL, m0);
+        ck_assert_ptr_nonnull(sh[i].m);
+        c->edit(sh[i].m, s + 1 + m0->nq + m0->nv + m0->na);
+        sh[i].d = mj_makeData(sh[i].m);
+        ck_assert_ptr_nonnull(sh[i].d);
+        sh[i].n_sub = (int)lround(c->control_timestep / sh[i].m->opt.timestep);
+        ck_assert_int_ge(sh[i].n_sub, 1);
+        sh[i].d->time = s[0];
+        copy_into(sh[i].d->qpos, s + 1, m0->nq);
+        copy_into(sh[i].d->qvel, s + 1 + m0->nq, m0->nv);
+        copy_into(sh[i].d->act, s + 1 + m0->nq + m0->nv, m0->na);
+        mj_forward(sh[i].m, sh[i].d);
+        expected x = {0};
+        c->obs(sh[i].m, sh[i].d, &x);
+        compare(c, env, td, "", i, &x, episode, 0);
+    }
+
+    for (int step = 1; step <= STEPS; step++) {
+        EXPECT_OK(crl_env_rand_action(env, td, &e), e);
+        const crl_tensor *a = get(td, "", "action");
+        for (int i = 0; i < NUM; i++)
+            copy_into(sh[i].d->ctrl, (const double *)crl_tensor_data(a) + (size_t)i * (size_t)m0->nu, m0->nu);
+        EXPECT_OK(crl_env_step(env, td, &e), e);
+        st = get(td, "next.", "state");
+        for (int i = 0; i < NUM; i++) {
+            suite_step(sh[i].m, sh[i].d, sh[i].n_sub);
+            const double *s = (const double *)crl_tensor_data(st) + (size_t)i * (size_t)state_dim;
+            ck_assert_msg(s[0] == sh[i].d->time, "%s episode %d step %d env %d: time %.17g, the shadow's %.17g", c->id,
+                          episode, step, i, s[0], sh[i].d->time);
+            for (int k = 0; k < m0->nq + m0->nv; k++) {
+                double want = k < m0->nq ? sh[i].d->qpos[k] : sh[i].d->qvel[k - m0->nq];
+                bool ok = c->settles ? fabs(s[1 + k] - want) <= 1e-9 * (1 + fabs(want)) : s[1 + k] == want;
+                ck_assert_msg(ok, "%s episode %d step %d env %d: state[%d] = %.17g, the shadow's %.17g", c->id, episode,
+                              step, i, 1 + k, s[1 + k], want);
+            }
+            if (c->settles) {
+                copy_into(sh[i].d->qpos, s + 1, m0->nq);
+                copy_into(sh[i].d->qvel, s + 1 + m0->nq, m0->nv);
+                copy_into(sh[i].d->act, s + 1 + m0->nq + m0->nv, m0->na);
+                mj_forward(sh[i].m, sh[i].d);
+            }
+            expected x = {0};
+            c->obs(sh[i].m, sh[i].d, &x);
+            compare(c, env, td, "next.", i, &x, episode, step);
+        }
+        crl_td *nx = crl_env_step_mdp(env, td, &e);
+        ck_assert_msg(nx != NULL, "%s", e.message);
+        crl_td_unref(td);
+        td = nx;
+    }
+    for (int i = 0; i < NUM; i++) {
+        mj_deleteData(sh[i].d);
+        mj_deleteModel(sh[i].m);
+    }
+    return td;
+}
+
+START_TEST(test_observations)
+{
+    const task_case *c = &cases[_i];
+    const dmc_task *t = dmc_task_lookup(c->id, NULL);
+    ck_assert_ptr_nonnull(t);
+    crl_error e = {0};
+    dmc_model dm;
+    EXPECT_OK(dmc_model_load(&dm, t, NULL, &e), e);
+    const mjModel *m0 = dm.m;
+    int state_dim = 1 + m0->nq + m0->nv + m0->na + c->n_extra;
+
+    henv h;
+    char ini[256];
+    snprintf(ini, sizeof ini, "[env]\nbackend = dm_control\nid = %s\nnum_envs = %d\nseed = %d\nreturn_state = true\n",
+             c->id, NUM, 11 + _i);
+    EXPECT_OK(henv_open(&h, ini, &e), e);
+    /* Two episodes: the second reset starts from a simulation that has run (the backend's reset must
+     * leave nothing of it behind), each shadow from fresh mjData. */
+    crl_td *td = NULL;
+    for (int episode = 0; episode < 2; episode++) {
+        crl_td_unref(td);
+        td = crl_env_reset(h.env, NULL, &e);
+        ck_assert_msg(td != NULL, "%s", e.message);
+        td = episode_check(c, h.env, m0, td, state_dim, episode);
+    }
+    crl_td_unref(td);
+    henv_close(&h);
+    mj_deleteModel(dm.m);
+}
+END_TEST
+
+/* dmc_reset_data, the backend's episode reset, against mj_resetData: after a run that left contacts,
+ * warm starts, controls and applied forces behind, the inputs of the next mj_forward are the same bits,
+ * and so is a run of steps from there with the same controls. */
+START_TEST(test_reset_data)
+{
+    const task_case *c = &cases[_i];
+    const dmc_task *t = dmc_task_lookup(c->id, NULL);
+    crl_error e = {0};
+    dmc_model dm;
+    EXPECT_OK(dmc_model_load(&dm, t, NULL, &e), e);
+    const mjModel *m = dm.m;
+    mjData *ours = mj_makeData(m), *theirs = mj_makeData(m);
+    ck_assert(ours && theirs);
+    crl_rng rng;
+    crl_rng_init(&rng, 7, (uint64_t)_i);
+    /* A run that leaves everything dirty (random joints, controls, pushes). */
+    dmc_randomize_joints(m, ours, &rng);
+    for (int k = 0; k < 50; k++) {
+        for (int u = 0; u < m->nu; u++)
+            ours->ctrl[u] = crl_rng_range(&rng, -1, 1);
+        for (int v = 0; v < m->nv; v++)
+            ours->qfrc_applied[v] = crl_rng_range(&rng, -0.1, 0.1);
+        mj_step(m, ours);
+    }
+    ours->xfrc_applied[6 * (m->nbody - 1)] = 0.5;
+    dmc_reset_data(m, ours);
+    mj_resetData(m, theirs);
+#define SAME(field, n) \
+    ck_assert_msg(memcmp(ours->field, theirs->field, sizeof(mjtNum) * (size_t)(n)) == 0, "%s: %s differs", c->id, #field)
+    SAME(qpos, m->nq);
+    SAME(qvel, m->nv);
+    SAME(act, m->na);
+    SAME(ctrl, m->nu);
+    SAME(qfrc_applied, m->nv);
+    SAME(xfrc_applied, 6 * m->nbody);
+    SAME(qacc, m->nv);
+    SAME(qacc_warmstart, m->nv);
+    SAME(act_dot, m->na);
+    SAME(userdata, m->nuserdata);
+    SAME(sensordata, m->nsensordata);
+    SAME(mocap_pos, 3 * m->nmocap);
+    SAME(mocap_quat, 4 * m->nmocap);
+    ck_assert(ours->time == theirs->time && ours->ncon == theirs->ncon && ours->nefc == theirs->nefc);
+    ck_assert(memcmp(ours->warning, theirs->warning, sizeof ours->warning) == 0);
+    ck_assert_int_eq(ours->pstack, theirs->pstack);
+    /* From the same start: the same steps, bit for bit. */
+    dmc_randomize_joints(m, ours, &rng);
+    memcpy(theirs->qpos, ours->qpos, sizeof(mjtNum) * (size_t)m->nq);
+    mj_forward(m, ours);
+    mj_forward(m, theirs);
+    for (int k = 0; k < 30; k++) {
+        for (int u = 0; u < m->nu; u++)
+            ours->ctrl[u] = theirs->ctrl[u] = crl_rng_range(&rng, -1, 1);
+        suite_step(m, ours, 2);
+        suite_step(m, theirs, 2);
+        SAME(qpos, m->nq);
+        SAME(qvel, m->nv);
+        SAME(qacc_warmstart, m->nv);
+        SAME(sensordata, m->nsensordata);
+    }
+#undef SAME
+    mj_deleteData(ours);
+    mj_deleteData(theirs);
+    mj_deleteModel(dm.m);
+}
+END_TEST
+
+/* Every task of the plugin has a case here: a task added without one fails. */
+START_TEST(test_every_task_covered)
+{
+    for (size_t k = 0; k < dmc_task_count(); k++) {
+        const char *id = dmc_task_at(k)->id;
+        bool found = false;
+        for (size_t j = 0; j < N_CASES && !found; j++)
+            found = strcmp(cases[j].id, id) == 0;
+        ck_assert_msg(found, "no observation case for %s in test_dm_control_obs.c", id);
+    }
+}
+END_TEST
+
+static Suite *obs_suite(void)
+{
+    Suite *s = suite_create("dm_control observations");
+    TCase *tc = tcase_create("suite");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_observations, 0, N_CASES);
+    tcase_add_loop_test(tc, test_reset_data, 0, N_CASES);
+    tcase_add_test(tc, test_every_task_covered);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    dmc_install_error_hooks();
+    SRunner *sr = srunner_create(obs_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
