@@ -10,7 +10,9 @@
  * Physics.after_reset does, steps with the same actions the way dm_control's Physics.step does
  * (mj_step2, mj_step .. , mj_step1; RK4 models mj_step throughout) and reads every observation from
  * mjData/mjModel fields by name as the suite's Python does.  Only the model itself comes from the plugin's
- * loader.  Copies of physics state must match bit for bit; the suite's norms may differ by rounding. */
+ * loader.  Copies of physics state must match bit for bit; the suite's norms may differ by rounding.
+ * Tasks whose state does not carry all a step starts from are followed step by step from the env's
+ * state instead (task_case.resync says which and why). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -622,8 +624,8 @@ static void compare(const task_case *c, crl_env *env, crl_td *td, const char *pr
         /* batch, then the suite's shape; its scalars become [1] as in TorchRL's DMControlEnv */
         int nd = x->cols[k] ? 3 : 2;
         int64_t want_shape[3] = {NUM, x->cols[k] ? x->dim[k] / x->cols[k] : x->dim[k], x->cols[k]};
-        ck_assert_msg(crl_spec_ndim(s) == nd, "%s: '%s' has %d dims with the batch, the suite's shape needs %d", c->id, x->name[k],
-                      crl_spec_ndim(s), nd);
+        ck_assert_msg(crl_spec_ndim(s) == nd, "%s: '%s' has %d dims with the batch, the suite's shape needs %d",
+                      c->id, x->name[k], crl_spec_ndim(s), nd);
         for (int j = 0; j < nd; j++)
             ck_assert_msg(crl_spec_shape(s)[j] == want_shape[j], "%s: '%s' dim %d is %lld, the suite's %lld%s", c->id,
                           x->name[k], j, (long long)crl_spec_shape(s)[j], (long long)want_shape[j],
