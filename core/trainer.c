@@ -148,18 +148,19 @@ int crl_loss_from_config(crl_host *host, const crl_config *cfg, const char *sect
         return crl_error_pass(err, &e, CRL_E_CONFIG);
     }
     crl__opts_set_nets(o, nets);
-    rc = ops->create(o, obs_spec, action_spec, seed, st, err);
+    crl_error_clear(&e);
+    rc = ops->create(o, obs_spec, action_spec, seed, st, &e);
     crl_opts_free(o);
     char who[96];
     snprintf(who, sizeof who, "loss '%s'", type);
-    if (!rc && (rc = crl__nets_check_used(nets, who, err)))
+    if (!rc && (rc = crl__nets_check_used(nets, who, &e)))
         ops->destroy(*st);
-    else if (rc)
-        crl_error_prefix(err, "%s: [%s] type = %s: ", crl_config_origin(cfg, section, "type"), section, type);
-    else
+    else if (rc && !(rc == CRL_E_CONFIG && strstr(e.message, ": [net.")))   /* a [net.*] key names itself */
+        crl_error_prefix(&e, "%s: [%s] type = %s: ", crl_config_origin(cfg, section, "type"), section, type);
+    else if (!rc)
         *ops_out = ops;
     crl__nets_free(nets);
-    return rc;
+    return rc ? crl_error_pass(err, &e, rc) : CRL_OK;
 }
 
 static int read_train(crl_trainer *t, const crl_opts *o, crl_error *err)
