@@ -139,10 +139,13 @@ static int bench_pipeline(crl_host *host, const char *env_keys, const char *tran
 
 static int bench_pipelines(crl_host *host, double seconds, crl_error *err)
 {
-    if (!crl_host_find(host, CRL_KIND_ENV, "classic") && crl_host_load_name(host, "classic", err))
-        return crl_error_prefix(err, "the classic plugin is needed for the pixel pipelines: "), err ? err->code : 1;
+    int rc;
+    if (!crl_host_find(host, CRL_KIND_ENV, "classic") && (rc = crl_host_load_name(host, "classic", err))) {
+        crl_error_prefix(err, "the classic plugin is needed for the pixel pipelines: ");
+        return rc;
+    }
     crl_bench_result big, direct;
-    int rc = bench_pipeline(host, "", "t, r, g", seconds, &big, err);
+    rc = bench_pipeline(host, "", "t, r, g", seconds, &big, err);
     if (!rc)
         rc = bench_pipeline(host, "render_width = 84\nrender_height = 84\n", "t, g", seconds, &direct, err);
     if (rc)
