@@ -10,6 +10,25 @@
 static void im2col(const crl__stage *s, const float *x, float *col)
 {
     int64_t hw = s->hout * s->wout;
+    if (s->pad == 0) {
+        /* every window lies inside the image: no bounds to check, and rows are copies at stride 1 */
+        for (int64_t c = 0; c < s->cin; c++)
+            for (int64_t ki = 0; ki < s->k; ki++)
+                for (int64_t kj = 0; kj < s->k; kj++) {
+                    float *row = col + ((c * s->k + ki) * s->k + kj) * hw;
+                    const float *plane = x + c * s->hin * s->win + ki * s->win + kj;
+                    for (int64_t oy = 0; oy < s->hout; oy++) {
+                        const float *src = plane + oy * s->stride * s->win;
+                        float *dst = row + oy * s->wout;
+                        if (s->stride == 1)
+                            memcpy(dst, src, (size_t)s->wout * sizeof *dst);
+                        else
+                            for (int64_t ox = 0; ox < s->wout; ox++)
+                                dst[ox] = src[ox * s->stride];
+                    }
+                }
+        return;
+    }
     for (int64_t c = 0; c < s->cin; c++)
         for (int64_t ki = 0; ki < s->k; ki++)
             for (int64_t kj = 0; kj < s->k; kj++) {
@@ -35,6 +54,21 @@ static void im2col(const crl__stage *s, const float *x, float *col)
 static void col2im(const crl__stage *s, const float *dcol, float *dx)
 {
     int64_t hw = s->hout * s->wout;
+    if (s->pad == 0) {
+        for (int64_t c = 0; c < s->cin; c++)
+            for (int64_t ki = 0; ki < s->k; ki++)
+                for (int64_t kj = 0; kj < s->k; kj++) {
+                    const float *row = dcol + ((c * s->k + ki) * s->k + kj) * hw;
+                    float *plane = dx + c * s->hin * s->win + ki * s->win + kj;
+                    for (int64_t oy = 0; oy < s->hout; oy++) {
+                        float *dst = plane + oy * s->stride * s->win;
+                        const float *src = row + oy * s->wout;
+                        for (int64_t ox = 0; ox < s->wout; ox++)
+                            dst[ox * s->stride] += src[ox];
+                    }
+                }
+        return;
+    }
     for (int64_t c = 0; c < s->cin; c++)
         for (int64_t ki = 0; ki < s->k; ki++)
             for (int64_t kj = 0; kj < s->k; kj++) {
