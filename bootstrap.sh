@@ -22,7 +22,9 @@ packages=(
     build-essential autoconf automake autoconf-archive libtool pkg-config
     libglib2.0-dev libinih-dev libffi-dev librandom123-dev check
     libpython3-dev python3 python3-numpy valgrind libcairo2-dev zlib1g-dev
-    libmujoco-dev libosmesa6-dev libopenblas-dev man-db libopenmpi-dev openmpi-bin
+    libmujoco-dev libxml2-dev libosmesa6-dev libopenblas-dev man-db libopenmpi-dev openmpi-bin
+    libprotobuf-c-dev protobuf-c-compiler protobuf-compiler python3-protobuf
+    libavcodec-dev libavformat-dev libswscale-dev libavutil-dev ffmpeg
 )
 
 install_packages() {
@@ -66,6 +68,8 @@ configure_and_build "$@"
 crl="$build/core/cli/crl"
 # The uninstalled crl scans plugins with the build tree's scanner.
 export CRL_PLUGIN_SCANNER="${CRL_PLUGIN_SCANNER:-$build/core/crl-plugin-scanner}"
+# ... and runs Python env workers (executor = processes) with its crl-env-worker.
+export CRL_ENV_WORKER="${CRL_ENV_WORKER:-$build/core/crl-env-worker}"
 case "$cmd" in
     build) ;;
     demo)

@@ -1156,8 +1156,14 @@ void crl_returns_free(crl_returns *r)
 
 int64_t crl_returns_add(crl_returns *r, const crl_td *batch, void (*done)(void *user, double ret), void *user)
 {
-    crl_tensor *ids = r && batch ? crl_td_get(batch, "collector.traj_ids") : NULL;
-    crl_tensor *rew = ids ? crl_td_get(batch, "next.reward") : NULL, *dn = rew ? crl_td_get(batch, "next.done") : NULL;
+    return crl_returns_add_key(r, batch, "next.reward", done, user);
+}
+
+int64_t crl_returns_add_key(crl_returns *r, const crl_td *batch, const char *key, void (*done)(void *user, double ret),
+                            void *user)
+{
+    crl_tensor *ids = r && batch && key ? crl_td_get(batch, "collector.traj_ids") : NULL;
+    crl_tensor *rew = ids ? crl_td_get(batch, key) : NULL, *dn = rew ? crl_td_get(batch, "next.done") : NULL;
     crl_tensor *mask = dn ? crl_td_get(batch, "collector.mask") : NULL;
     int64_t n = ids ? crl_tensor_numel(ids) : 0;
     if (!dn || !n)

@@ -111,6 +111,12 @@ crl_opts *crl__opts_copy(const crl_opts *base, crl_error *err) CRL_INTERNAL;
  * the opts); NULL when none were attached.  Copies do not carry it. */
 void crl__opts_set_nets(crl_opts *o, const void *nets) CRL_INTERNAL;
 const void *crl__opts_nets(const crl_opts *o) CRL_INTERNAL;
+/* An option set written into (save) and read back from (load) one group of a GKeyFile, for a worker program
+ * that rebuilds its env in a process of its own: load declares `tables` in order, as crl_config_opts does, with
+ * the saved values and origins.  load: new (crl_opts_free), or NULL with err (CRL_E_CONFIG on a bad value). */
+void crl__opts_save(const crl_opts *o, GKeyFile *kf, const char *group) CRL_INTERNAL;
+crl_opts *crl__opts_load(GKeyFile *kf, const char *group, const crl_option *const *tables, size_t ntables,
+                         crl_error *err) CRL_INTERNAL;
 /* FILE:LINE of the i-th key under prefix (as crl_opts_prefixed_key counts). */
 const char *crl__opts_prefixed_origin(const crl_opts *o, const char *prefix, size_t i) CRL_INTERNAL;
 /* Record a key given under a CRL_OPT_PREFIX option. */

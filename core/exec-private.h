@@ -21,6 +21,7 @@
 #include "spin-private.h"
 
 #include <pthread.h>
+#include <sys/types.h>
 
 typedef enum crl__exec_kind_id {
     CRL__EXEC_INLINE = 0,
@@ -88,6 +89,8 @@ typedef struct crl__exec_inst {
     int64_t start, count;       /* its envs: rows [start, start + count) of the host's buffers */
     crl_td *view;               /* those rows (what its bind got; batch [count]) */
     char *id;                   /* the env id it was made with (per_env.id may differ between instances) */
+    crl_opts *opts;             /* processes: a copy of the options it was made with (a re-exec'd worker makes it
+                                 * again from them), else NULL */
 } crl__exec_inst;
 
 /* A worker's share: instances [first, first + ninst), envs [start, start + count). */
@@ -99,6 +102,24 @@ typedef struct crl__exec_block {
 typedef enum crl__exec_job { CRL__JOB_NONE = 0, CRL__JOB_RESET = 1, CRL__JOB_STEP = 2 } crl__exec_job;
 
 struct crl__exec_kind;
+
+/* What the processes kind knows and a re-exec'd worker must be told (exec_procs.c fills it). */
+typedef struct crl__exec_reexec_args {
+    int ctl_fd, evfd;            /* the control region's memfd; the parent's wake-up eventfd */
+    size_t map_len, nw, frame_bytes;
+    pid_t parent;
+    unsigned spin;
+    bool crowded;
+} crl__exec_reexec_args;
+
+/* How to start a re-exec'd worker (exec_reexec.c makes it, exec_procs.c frees it): the program, the memfd
+ * holding the description (owned) and the env buffers' memfds it maps (borrowed from the buffers). */
+typedef struct crl__exec_reexec {
+    char *program;
+    int desc_fd;
+    int *fds;
+    size_t nfds;
+} crl__exec_reexec;
 
 struct crl__exec {
     crl_env *env;                    /* borrowed: the host env this executor serves */
@@ -129,6 +150,13 @@ struct crl__exec {
     /* The turn order (threads and processes with worker_transforms whose chain asked for it): a MAP_SHARED
      * page, so forked workers share it; NULL when no inner chain wants turns. */
     struct crl__exec_turns *turns;
+    /* Processes with a backend that embeds CPython: the workers re-exec crl-env-worker, which needs these. */
+    crl_host *host;                  /* borrowed (the description's) */
+    char *plugin;                    /* the backend's plugin */
+    crl_td *buffers;                 /* the host's buffers (exec_bind's), a reference */
+    /* Describe the workers for crl-env-worker (exec_reexec.c; NULL in test builds of exec_procs.c alone).  New,
+     * or NULL with err. */
+    crl__exec_reexec *(*reexec_prepare)(crl__exec *x, const crl__exec_reexec_args *a, crl_error *err);
 };
 
 /* Instances pass their turn in env order within each reset or step job: instance k waits for word == k, then
@@ -186,6 +214,19 @@ CRL_INTERNAL int64_t crl__exec_procs_restarts(const crl__exec *x);
  * copies are never stepped), into rgb (render_height * render_width * 3).
  * exec.c's render calls it when x->o.kind == CRL__EXEC_PROCESSES. */
 CRL_INTERNAL int crl__exec_procs_render(crl__exec *x, int64_t i, uint8_t *rgb, crl_error *err);
+
+/* exec_reexec.c: the description of x's workers for crl-env-worker (x->reexec_prepare). */
+CRL_INTERNAL crl__exec_reexec *crl__exec_reexec_prepare(crl__exec *x, const crl__exec_reexec_args *a,
+                                                        crl_error *err);
+
+/* The job loop of a re-exec'd worker (exec_procs.c): map the control region a describes, answer the start-up
+ * handshake for block b (with `made`'s error when its instances could not be made; restart: after resetting
+ * them), run jobs until the parent says quit, then close_all(user, &e) its instances.  Returns the exit status
+ * the worker should end with (its close's failure goes into its slot), or -1 with err when the control region
+ * cannot be mapped. */
+CRL_INTERNAL int crl__exec_procs_serve(crl__exec *x, const crl__exec_reexec_args *a, size_t b, uint32_t seen,
+                                       bool restart, const crl_error *made,
+                                       int (*close_all)(void *user, crl_error *e), void *user, crl_error *err);
 
 /* After a successful backend step (env->after_backend_step): end the episodes of envs whose
  * worker was restarted (truncated, reward 0).  No-op unless x->any_restarted. */

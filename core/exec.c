@@ -2,6 +2,7 @@
 #include "exec-private.h"
 #include "env-private.h"
 #include "env-desc-private.h"
+#include "config-private.h"
 
 #include "spin-private.h"
 
@@ -51,7 +52,10 @@ static void exec_free(crl__exec *x)
             x->real.close(x->inst[k].benv);
         crl_td_unref(x->inst[k].view);
         g_free(x->inst[k].id);
+        crl_opts_free(x->inst[k].opts);
     }
+    crl_td_unref(x->buffers);
+    g_free(x->plugin);
     if (x->turns)
         munmap(x->turns, sizeof *x->turns);
     g_free(x->inst);
@@ -324,6 +328,10 @@ int crl__exec_make(crl_env *env, const crl_env_desc *d, crl_env_specs *specs, cr
     x->o = *xo;
     x->num = env->num;
     x->kind = kind_of(xo->kind);
+    x->host = d->host;
+    x->plugin = g_strdup(d->plugin);
+    if (xo->kind == CRL__EXEC_PROCESSES)
+        x->reexec_prepare = crl__exec_reexec_prepare;
     int64_t nw = xo->num_workers > 0 ? xo->num_workers
                  : xo->kind == CRL__EXEC_SERIAL ? 1 : (int64_t)g_get_num_processors();
     if (nw > x->num)
@@ -369,7 +377,10 @@ int crl__exec_make(crl_env *env, const crl_env_desc *d, crl_env_specs *specs, cr
             crl_env_desc_free(inner);
         } else {
             const crl_opts *own = d->env_opts ? d->env_opts[in->start] : d->opts;
-            rc = d->ops.make(in->id, in->count, own, &parts[k], &in->benv, err);
+            if (xo->kind == CRL__EXEC_PROCESSES && !(in->opts = crl__opts_copy(own, err)))
+                rc = CRL_E_CONFIG;
+            if (!rc)
+                rc = d->ops.make(in->id, in->count, own, &parts[k], &in->benv, err);
             if (!rc && !in->benv)
                 rc = crl_error_set(err, CRL_E_PLUGIN, "make returned no env");
             if (!rc && (!parts[k].observation || !parts[k].action || !parts[k].reward || !parts[k].done))
@@ -513,6 +524,8 @@ int crl__exec_run_block(crl__exec *x, size_t b, crl_error *err)
 static int exec_bind(void *benv, crl_td *buffers, crl_error *err)
 {
     crl__exec *x = benv;
+    crl_td_unref(x->buffers);
+    x->buffers = crl_td_ref(buffers);
     for (size_t k = 0; k < x->ninst; k++) {
         crl__exec_inst *in = &x->inst[k];
         crl_td_unref(in->view);

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sched.h>
@@ -36,10 +37,24 @@
  * writes an eventfd when the parent sleeps; the parent polls that eventfd
  * together with a pidfd per worker, so a worker that dies wakes it at once.
  * Workers are forked from the parent, whose backend instances are made and
- * bound but never stepped: that is what a restart forks again. */
+ * bound but never stepped: that is what a restart forks again.
+ *
+ * Backends whose plugin embeds CPython cannot be forked that way: the
+ * parent's interpreter (its GIL, its threads, numpy's thread pools) does not
+ * survive a fork.  Their workers fork and at once exec crl-env-worker
+ * (exec_reexec.c), which starts a fresh interpreter, loads the plugin and
+ * makes its block's instances again from a description the parent wrote
+ * into a memfd, maps the control page and the env buffers from their memfds
+ * and then serves jobs exactly as a forked worker does (procs_serve). */
 
 #define PROCS_EXIT_ORPHAN 121 /* a worker whose parent died before it started */
 #define PROCS_JOB_RENDER 0x100 /* a job of this kind only: env render_env into the shared frame */
+/* A re-exec'd worker starts an interpreter and imports the env's modules before its first answer. */
+#define PROCS_START_S 60.0
+/* A re-exec'd worker whose envs' close failed: the slot's message says how. */
+#define PROCS_EXIT_CLOSE 122
+/* stop_workers: a worker that had not exited 2 s after quit (then killed). */
+#define PROCS_QUIT_HUNG (-1)
 
 typedef struct procs_slot {
     _Atomic uint32_t done; /* the generation this worker finished last */
@@ -78,7 +93,35 @@ typedef struct procs {
     bool failed;         /* on_worker_failure = fail tripped: every later call errors */
     crl__exec_turns *turns; /* the executor's turn page, or NULL */
     crl_error fail;      /* why */
+    int ctl_fd;          /* re-exec: the memfd behind map, else -1 */
+    crl__exec_reexec *re; /* re-exec: what crl-env-worker needs, else NULL */
+    int *quit_status;    /* stop_workers: each worker's wait status at quit, or PROCS_QUIT_HUNG */
 } procs;
+
+/* Where the control region's parts lie (the parent and a re-exec'd worker compute the same). */
+typedef struct procs_layout {
+    size_t slots, mask, seeds, frame, len;
+} procs_layout;
+
+static procs_layout layout(size_t nw, int64_t num, size_t frame_bytes)
+{
+    procs_layout l;
+    l.slots = sizeof(procs_ctl);
+    l.mask = l.slots + sizeof(procs_slot) * nw;
+    l.seeds = (l.mask + (size_t)num + 7) & ~(size_t)7;
+    l.frame = (l.seeds + sizeof(uint64_t) * (size_t)num + 63) & ~(size_t)63;
+    l.len = l.frame + frame_bytes;
+    return l;
+}
+
+static void place(procs *p, const procs_layout *l)
+{
+    p->ctl = p->map;
+    p->slots = (procs_slot *)((char *)p->map + l->slots);
+    p->mask = (bool *)((char *)p->map + l->mask);
+    p->seeds = (uint64_t *)((char *)p->map + l->seeds);
+    p->frame = p->frame_bytes ? (uint8_t *)p->map + l->frame : NULL;
+}
 
 /* What happened to a worker that did not finish its job. */
 typedef enum { WF_OK = 0, WF_DIED, WF_HUNG } wfate;
@@ -191,6 +234,8 @@ static void worker_run(crl__exec *x, procs *p, size_t b, uint32_t g)
     post(p, b, g, rc, &e);
 }
 
+static void serve(crl__exec *x, procs *p, size_t b, uint32_t seen, bool restart, const crl_error *made);
+
 /* Never returns into the caller's code.  No PR_SET_PDEATHSIG: it fires when
  * the forking *thread* ends, and envs may be made in short-lived threads;
  * a sleeping worker looks at its parent once a second instead. */
@@ -219,10 +264,21 @@ static void __attribute__((noreturn)) worker_main(crl__exec *x, procs *p, size_t
     for (size_t j = 0; j < p->nw; j++)
         if (p->pidfd[j] >= 0)
             close(p->pidfd[j]);
+    serve(x, p, b, seen, restart, NULL);
+    _exit(0);
+}
+
+/* The worker's life after start-up: answer the handshake (with `made`'s error when its instances could not be
+ * made), then run jobs until the parent says quit (return) or disappears (exit). */
+static void serve(crl__exec *x, procs *p, size_t b, uint32_t seen, bool restart, const crl_error *made)
+{
     procs_ctl *c = p->ctl;
     crl_error e = { 0 };
     int rc = CRL_OK;
-    if (restart) {
+    if (made) {
+        e = *made;
+        rc = made->code ? made->code : CRL_E_RUNTIME;
+    } else if (restart) {
         /* A replacement starts its envs afresh before it reports ready. */
         x->job = CRL__JOB_RESET;
         x->from_state = false;
@@ -249,15 +305,87 @@ static void __attribute__((noreturn)) worker_main(crl__exec *x, procs *p, size_t
         }
         seen = g;
         if (c->quit)
-            _exit(0);
-        worker_run(x, p, b, g);
+            return;
+        if (made)
+            post(p, b, g, rc, &e);
+        else
+            worker_run(x, p, b, g);
     }
+}
+
+/* Fork and exec crl-env-worker for block b.  Everything the child does
+ * before exec is async-signal-safe: the parent may run threads (and an
+ * interpreter) that hold locks the child must not touch. */
+static pid_t spawn_reexec(procs *p, size_t b, uint32_t seen, bool restart)
+{
+    const crl__exec_reexec *re = p->re;
+    char sb[32], sseen[32], sdesc[32];
+    snprintf(sb, sizeof sb, "%zu", b);
+    snprintf(sseen, sizeof sseen, "%u", seen);
+    snprintf(sdesc, sizeof sdesc, "%d", re->desc_fd);
+    char *argv[] = { re->program, (char *)"--desc-fd", sdesc, (char *)"--block", sb, (char *)"--seen", sseen,
+                     restart ? (char *)"--restart" : NULL, NULL };
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    /* The child: keep the fds the worker maps, default signal state but Ctrl-C (the parent's to handle). */
+    for (size_t i = 0; i < re->nfds; i++)
+        fcntl(re->fds[i], F_SETFD, 0);
+    fcntl(re->desc_fd, F_SETFD, 0);
+    fcntl(p->ctl_fd, F_SETFD, 0);
+    fcntl(p->evfd, F_SETFD, 0);
+    signal(SIGINT, SIG_IGN);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execv(re->program, argv);
+    static const char msg[] = "crl: executor = processes: cannot run the env worker program\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    _exit(127);
+}
+
+int crl__exec_procs_serve(crl__exec *x, const crl__exec_reexec_args *a, size_t b, uint32_t seen, bool restart,
+                          const crl_error *made, int (*close_all)(void *user, crl_error *e), void *user,
+                          crl_error *err)
+{
+    procs w = { 0 };
+    procs *p = &w;
+    p->nw = a->nw;
+    p->frame_bytes = a->frame_bytes;
+    p->map_len = a->map_len;
+    p->parent = a->parent;
+    p->spin = a->spin;
+    p->crowded = a->crowded;
+    p->evfd = a->evfd;
+    p->ctl_fd = -1;
+    procs_layout lay = layout(p->nw, x->num, p->frame_bytes);
+    if (b >= p->nw || lay.len != p->map_len)
+        return crl_error_set(err, CRL_E_INVALID, "the control region of %zu bytes does not fit %zu workers of %lld "
+                             "envs (worker %zu)", p->map_len, p->nw, (long long)x->num, b), -1;
+    p->map = mmap(NULL, p->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, a->ctl_fd, 0);
+    if (p->map == MAP_FAILED)
+        return crl_error_set(err, CRL_E_IO, "cannot map the control region (fd %d): %s", a->ctl_fd,
+                             g_strerror(errno)), -1;
+    close(a->ctl_fd);
+    place(p, &lay);
+    if (getppid() != p->parent)
+        return PROCS_EXIT_ORPHAN;
+    serve(x, p, b, seen, restart, made);
+    crl_error e = { 0 };
+    int rc = close_all ? close_all(user, &e) : CRL_OK;
+    if (rc) {
+        p->slots[b].code = rc;
+        memcpy(p->slots[b].msg, e.message, sizeof p->slots[b].msg);
+        return PROCS_EXIT_CLOSE;
+    }
+    return 0;
 }
 
 /* Fork the worker of block b.  0 or -1 with errno. */
 static int spawn(crl__exec *x, procs *p, size_t b, uint32_t seen, bool restart)
 {
-    pid_t pid = fork();
+    pid_t pid = p->re ? spawn_reexec(p, b, seen, restart) : fork();
     if (pid < 0)
         return -1;
     if (pid == 0)
@@ -414,19 +542,26 @@ static void wait_job(procs *p, const bool *part, uint32_t g, double timeout, wfa
     }
 }
 
-/* Tell every worker to exit, wait a little, SIGKILL the rest, reap all. */
+/* Tell every worker to exit, wait a little, SIGKILL the rest, reap all.
+ * p->quit_status gets how each live one ended. */
 static void stop_workers(procs *p)
 {
     procs_ctl *c = p->ctl;
     c->quit = 1;
     atomic_fetch_add(&c->gen, 1);
     futex(&c->gen, FUTEX_WAKE, INT_MAX, NULL);
+    if (!p->quit_status)
+        p->quit_status = g_new0(int, p->nw);
+    bool *live = g_alloca(sizeof(bool) * p->nw);
+    for (size_t b = 0; b < p->nw; b++) {
+        live[b] = p->pid[b] > 0;
+        p->quit_status[b] = 0;
+    }
     double deadline = now_s() + 2.0;
     for (;;) {
         bool any = false;
-        int st;
         for (size_t b = 0; b < p->nw; b++)
-            if (p->pid[b] > 0 && !dead(p, b, &st))
+            if (p->pid[b] > 0 && !dead(p, b, &p->quit_status[b]))
                 any = true;
         if (!any || now_s() >= deadline)
             break;
@@ -437,6 +572,9 @@ static void stop_workers(procs *p)
         if (p->pid[b] > 0) {
             kill(p->pid[b], SIGKILL);
             reap(p, b, NULL);
+            p->quit_status[b] = PROCS_QUIT_HUNG;
+        } else if (!live[b]) {
+            p->quit_status[b] = 0;
         }
 }
 
@@ -446,10 +584,20 @@ static void procs_free(procs *p)
         return;
     if (p->evfd >= 0)
         close(p->evfd);
+    if (p->ctl_fd >= 0)
+        close(p->ctl_fd);
+    if (p->re) {
+        if (p->re->desc_fd >= 0)
+            close(p->re->desc_fd);
+        g_free(p->re->program);
+        g_free(p->re->fds);
+        g_free(p->re);
+    }
     if (p->map && p->map != MAP_FAILED)
         munmap(p->map, p->map_len);
     g_free(p->pid);
     g_free(p->pidfd);
+    g_free(p->quit_status);
     g_free(p);
 }
 
@@ -509,11 +657,17 @@ static int procs_start(crl__exec *x, crl_error *err)
 {
     char lb[300];
     char py[256];
-    if (embeds_python(x, py, sizeof py))
+    bool reexec = embeds_python(x, py, sizeof py);
+    if (reexec && !x->reexec_prepare)
         return crl_error_set(err, CRL_E_UNSUPPORTED,
                              "executor = processes: backend %s embeds CPython (its plugin links %s), which cannot run "
-                             "in forked workers; use executor = threads or serial for it",
-                             env_label(x, lb, sizeof lb), py);
+                             "in forked workers and this build has no worker program for it; use executor = threads "
+                             "or serial for it", env_label(x, lb, sizeof lb), py);
+    if (reexec && x->real.step != x->backend_step)
+        return crl_error_set(err, CRL_E_UNSUPPORTED,
+                             "executor = processes: backend %s embeds CPython (its plugin links %s), whose workers "
+                             "start a program of their own, which does not run worker_transforms; use [env] "
+                             "transforms instead, or executor = threads", env_label(x, lb, sizeof lb), py);
     if (x->nblocks == 0 || x->nblocks > 4096)
         return crl_error_set(err, CRL_E_INVALID, "executor = processes: %zu worker blocks for %s; expected 1-4096",
                              x->nblocks, env_label(x, lb, sizeof lb));
@@ -521,15 +675,26 @@ static int procs_start(crl__exec *x, crl_error *err)
     p->nw = x->nblocks;
     p->turns = x->turns;
     p->evfd = -1;
+    p->ctl_fd = -1;
     p->parent = getpid();
-    size_t off_slots = sizeof(procs_ctl);
-    size_t off_mask = off_slots + sizeof(procs_slot) * p->nw;
-    size_t off_seeds = (off_mask + (size_t)x->num + 7) & ~(size_t)7;
-    size_t off_frame = (off_seeds + sizeof(uint64_t) * (size_t)x->num + 63) & ~(size_t)63;
     int32_t rh = x->env ? crl_env_render_height(x->env) : 0, rw = x->env ? crl_env_render_width(x->env) : 0;
     p->frame_bytes = rh > 0 && rw > 0 && x->real.render ? (size_t)rh * (size_t)rw * 3 : 0;
-    p->map_len = off_frame + p->frame_bytes;
-    p->map = mmap(NULL, p->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    procs_layout lay = layout(p->nw, x->num, p->frame_bytes);
+    p->map_len = lay.len;
+    if (reexec) {
+        /* The exec'd workers map the control region from this fd. */
+        p->ctl_fd = memfd_create("crl-exec-control", MFD_CLOEXEC);
+        if (p->ctl_fd >= 0 && ftruncate(p->ctl_fd, (off_t)p->map_len) != 0) {
+            int e = errno;
+            close(p->ctl_fd);
+            p->ctl_fd = -1;
+            errno = e;
+        }
+        p->map = p->ctl_fd < 0 ? MAP_FAILED
+                               : mmap(NULL, p->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, p->ctl_fd, 0);
+    } else {
+        p->map = mmap(NULL, p->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    }
     if (p->map == MAP_FAILED) {
         int e = errno;
         size_t len = p->map_len;   /* p is gone once freed */
@@ -538,11 +703,7 @@ static int procs_start(crl__exec *x, crl_error *err)
         return crl_error_set(err, CRL_E_NOMEM, "executor = processes: cannot map %zu bytes of shared memory for the "
                              "control page of %s: %s", len, env_label(x, lb, sizeof lb), g_strerror(e));
     }
-    p->ctl = p->map;
-    p->slots = (procs_slot *)((char *)p->map + off_slots);
-    p->mask = (bool *)((char *)p->map + off_mask);
-    p->seeds = (uint64_t *)((char *)p->map + off_seeds);
-    p->frame = p->frame_bytes ? (uint8_t *)p->map + off_frame : NULL;
+    place(p, &lay);
     p->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (p->evfd < 0) {
         int e = errno;
@@ -561,6 +722,18 @@ static int procs_start(crl__exec *x, crl_error *err)
      * with work gets a core. */
     p->crowded = (unsigned)p->nw + 1 > (unsigned)g_get_num_processors();
     p->spin = 4000;
+    if (reexec) {
+        crl__exec_reexec_args a = { p->ctl_fd, p->evfd, p->map_len, p->nw, p->frame_bytes, p->parent, p->spin,
+                                    p->crowded };
+        crl_error e = { 0 };
+        p->re = x->reexec_prepare(x, &a, &e);
+        if (!p->re) {
+            procs_free(p);
+            int code = crl_error_pass(err, &e, CRL_E_RUNTIME);
+            crl_error_prefix(err, "executor = processes: %s: ", env_label(x, lb, sizeof lb));
+            return code;
+        }
+    }
     p->ctl->job = CRL__JOB_NONE;
     atomic_store(&p->ctl->left, (uint32_t)p->nw);
     x->kstate = p;
@@ -583,13 +756,26 @@ static int procs_start(crl__exec *x, crl_error *err)
     int *status = g_alloca(sizeof(int) * p->nw);
     for (size_t b = 0; b < p->nw; b++)
         part[b] = true;
-    wait_job(p, part, 0, 30.0, fate, status);
+    /* A re-exec'd worker's start-up runs the env's own imports and constructor: at least PROCS_START_S, or
+     * step_timeout when that is longer, or none when step_timeout = 0 says to wait forever. */
+    double start_to = !p->re ? 30.0 : x->o.step_timeout <= 0 ? 0.0
+                      : x->o.step_timeout > PROCS_START_S ? x->o.step_timeout : PROCS_START_S;
+    wait_job(p, part, 0, start_to, fate, status);
     for (size_t b = 0; b < p->nw; b++) {
-        if (fate[b] == WF_OK)
-            continue;
         char rb[64], what[300];
         env_range(x, b, rb, sizeof rb);
-        describe(fate[b], status[b], 30.0, what, sizeof what);
+        if (fate[b] == WF_OK && p->slots[b].code) {
+            /* A re-exec'd worker that could not make its instances says why. */
+            int code = crl_error_set(err, p->slots[b].code, "executor = processes: worker %zu (%s of %s) could not "
+                                     "start: %s", b, rb, env_label(x, lb, sizeof lb), p->slots[b].msg);
+            stop_workers(p);
+            procs_free(p);
+            x->kstate = NULL;
+            return code;
+        }
+        if (fate[b] == WF_OK)
+            continue;
+        describe(fate[b], status[b], start_to, what, sizeof what);
         int code = crl_error_set(err, fate[b] == WF_HUNG ? CRL_E_TIMEOUT : CRL_E_CRASH,
                                  "executor = processes: worker %zu (%s of %s) %s while starting", b, rb,
                                  env_label(x, lb, sizeof lb), what);
@@ -628,6 +814,8 @@ static int restart_block(crl__exec *x, procs *p, size_t b, uint32_t g, crl_error
                                  rb, env_label(x, lb, sizeof lb), g_strerror(e));
         }
         double to = x->o.step_timeout;
+        if (p->re && to > 0)
+            to += PROCS_START_S;
         wait_job(p, part, g, to, fate, status);
         if (fate[b] == WF_OK) {
             if (p->slots[b].code)
@@ -684,8 +872,8 @@ static int dispatch(crl__exec *x, procs *p, crl_error *err)
         describe(fate[b], status[b], to, what, sizeof what);
         crl_error e = { 0 };
         crl_error_set(&e, fate[b] == WF_HUNG ? CRL_E_TIMEOUT : CRL_E_CRASH,
-                      "executor = processes: the worker of %s of %s %s during %s", rb, env_label(x, lb, sizeof lb),
-                      what, job_name(c->job));
+                      "executor = processes: the worker of %s of %s %s during %s (worker %zu of %zu)", rb,
+                      env_label(x, lb, sizeof lb), what, job_name(c->job), b, p->nw);
         if (x->o.on_failure == CRL__FAIL_RESTART) {
             crl_error re = { 0 };
             if (!restart_block(x, p, b, g, &re))
@@ -773,6 +961,23 @@ static void procs_stop(crl__exec *x)
     if (!p)
         return;
     stop_workers(p);
+    /* Re-exec'd workers close their own envs at quit: a close that failed there is reported here, since the
+     * host's close has no error to return. */
+    for (size_t b = 0; p->re && !p->failed && b < p->nw; b++) {
+        int st = p->quit_status[b];
+        if (st == 0)
+            continue;
+        char lb[300], rb[64], what[CRL_ERROR_MESSAGE_MAX + 16];
+        env_range(x, b, rb, sizeof rb);
+        if (st == PROCS_QUIT_HUNG)
+            snprintf(what, sizeof what, "did not exit within 2 s and was killed");
+        else if (WIFEXITED(st) && WEXITSTATUS(st) == PROCS_EXIT_CLOSE)
+            snprintf(what, sizeof what, "reported: %s", p->slots[b].msg);
+        else
+            describe(WF_DIED, st, 0, what, sizeof what);
+        crl_host_log(x->host, CRL_LOG_WARNING, "executor = processes: worker %zu (%s of %s) failed while closing "
+                     "its envs: it %s", b, rb, env_label(x, lb, sizeof lb), what);
+    }
     procs_free(p);
     x->kstate = NULL;
 }

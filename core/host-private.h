@@ -66,6 +66,10 @@ struct crl_host {
     /* Set by the loader when it defers a plugin: loads deferred plugin `p` for a lookup (its stubs make
      * way for its real components; `p` is freed), recording and logging a failure. */
     void (*load_deferred)(crl_host *host, crl__plugin *p);
+    /* When set, crl_host_log hands its formatted line ("crl: [plugin] message\n") here instead of writing
+     * it to stderr (crl-env-worker labels its lines and keeps the warnings its envs' close logs). */
+    void (*log_sink)(void *user, int level, const char *line);
+    void *log_sink_user;
 };
 
 /* registry.c */

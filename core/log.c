@@ -54,8 +54,12 @@ __attribute__((noinline)) void crl_host_log(crl_host *host, int level, const cha
         msg[--n] = '\0';
     /* One write per line, so lines from threads do not interleave. */
     char *line = g_strdup_printf("crl: [%s] %s\n", speaker(host, caller), msg);
-    fputs(line, stderr);
-    fflush(stderr);
+    if (host && host->log_sink) {
+        host->log_sink(host->log_sink_user, level, line);
+    } else {
+        fputs(line, stderr);
+        fflush(stderr);
+    }
     g_free(line);
     g_free(msg);
 }

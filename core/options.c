@@ -166,6 +166,72 @@ const void *crl__opts_nets(const crl_opts *o)
     return o ? o->nets : NULL;
 }
 
+/* Saved as keys of one GKeyFile group: "set.NAME" = raw and "at.NAME" = origin for each option given
+ * explicitly, "prefixed" = the count, then "pNAME.i" for the prefixed keys' four fields. */
+void crl__opts_save(const crl_opts *o, GKeyFile *kf, const char *group)
+{
+    g_key_file_set_string(kf, group, "section", o->section);
+    for (guint i = 0; i < o->slots->len; i++) {
+        const opt_slot *s = g_ptr_array_index(o->slots, i);
+        if (!s->set || !s->raw || (s->decl->flags & CRL_OPT_PREFIX))
+            continue;
+        char *k = g_strconcat("set.", s->decl->name, NULL), *a = g_strconcat("at.", s->decl->name, NULL);
+        g_key_file_set_string(kf, group, k, s->raw);
+        g_key_file_set_string(kf, group, a, s->origin ? s->origin : "");
+        g_free(k);
+        g_free(a);
+    }
+    g_key_file_set_integer(kf, group, "prefixed", (gint)o->prefixed->len);
+    for (guint i = 0; i < o->prefixed->len; i++) {
+        const prefixed_key *pk = g_ptr_array_index(o->prefixed, i);
+        const char *fields[4][2] = { { "pprefix", pk->prefix }, { "pkey", pk->key }, { "pvalue", pk->value },
+                                     { "porigin", pk->origin } };
+        for (int f = 0; f < 4; f++) {
+            char *k = g_strdup_printf("%s.%u", fields[f][0], i);
+            g_key_file_set_string(kf, group, k, fields[f][1] ? fields[f][1] : "");
+            g_free(k);
+        }
+    }
+}
+
+crl_opts *crl__opts_load(GKeyFile *kf, const char *group, const crl_option *const *tables, size_t ntables,
+                         crl_error *err)
+{
+    char *section = g_key_file_get_string(kf, group, "section", NULL);
+    crl_opts *o = crl__opts_new(section);
+    g_free(section);
+    for (size_t t = 0; t < ntables; t++)
+        for (const crl_option *opt = tables[t]; opt && opt->type != CRL_OPT_END; opt++) {
+            char *k = g_strconcat("set.", opt->name, NULL), *a = g_strconcat("at.", opt->name, NULL);
+            char *raw = (opt->flags & CRL_OPT_PREFIX) ? NULL : g_key_file_get_string(kf, group, k, NULL);
+            char *at = raw ? g_key_file_get_string(kf, group, a, NULL) : NULL;
+            int rc = crl__opts_declare(o, opt, raw, at, err);
+            g_free(raw);
+            g_free(at);
+            g_free(k);
+            g_free(a);
+            if (rc) {
+                crl_opts_free(o);
+                return NULL;
+            }
+        }
+    gint n = g_key_file_get_integer(kf, group, "prefixed", NULL);
+    for (gint i = 0; i < n; i++) {
+        char *v[4];
+        static const char *const names[4] = { "pprefix", "pkey", "pvalue", "porigin" };
+        for (int f = 0; f < 4; f++) {
+            char *k = g_strdup_printf("%s.%d", names[f], i);
+            v[f] = g_key_file_get_string(kf, group, k, NULL);
+            g_free(k);
+        }
+        if (v[0] && v[1] && v[2])
+            crl__opts_add_prefixed(o, v[0], v[1], v[2], v[3] ? v[3] : "");
+        for (int f = 0; f < 4; f++)
+            g_free(v[f]);
+    }
+    return o;
+}
+
 const char *crl_opts_section(const crl_opts *o)
 {
     return o ? o->section : NULL;

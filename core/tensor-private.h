@@ -12,6 +12,7 @@ typedef struct crl__storage {
     size_t map_len;             /* bytes mapped (shared, mmap); 0 when not a mapping */
     void (*release)(void *user);/* external storage */
     void *user;
+    int fd;                     /* shared: the memfd behind the mapping (a re-exec'd worker maps it), else -1 */
 } crl__storage;
 
 struct crl_tensor {
@@ -24,6 +25,10 @@ struct crl_tensor {
     char *data;                 /* first element of the view (storage + offset) */
     crl__storage *storage;
 };
+
+/* The memfd behind a shared tensor's storage and the byte offset of its data in it, or -1 (not shared, or
+ * mapped without memfd).  Borrowed: valid while the tensor lives. */
+CRL_INTERNAL int crl__tensor_shared_fd(const crl_tensor *t, size_t *offset, size_t *map_len);
 
 /* Room for "[a, b, ...]" with CRL_MAX_DIMS int64 dims. */
 #define CRL__SHAPE_BUF 224

@@ -145,6 +145,8 @@ static void storage_unref(crl__storage *s)
             munmap(s->base, s->map_len);
         else
             g_free(s->base);
+        if (s->kind == CRL_STORAGE_SHARED && s->fd >= 0)
+            close(s->fd);
         break;
     case CRL_STORAGE_EXTERNAL:
         if (s->release)
@@ -220,10 +222,14 @@ crl_tensor *crl_tensor_new_shared(crl_dtype dt, int ndim, const int64_t *shape, 
     if (fd >= 0) {
         if (ftruncate(fd, (off_t)len) == 0)
             p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        int saved = errno;
-        /* The mapping keeps the memory alive; forked children inherit it. */
-        close(fd);
-        errno = saved;
+        /* Forked children inherit the mapping; the fd stays open for workers that exec a program of their
+         * own (the processes executor's Python workers), which map it again. */
+        if (p == MAP_FAILED) {
+            int saved = errno;
+            close(fd);
+            fd = -1;
+            errno = saved;
+        }
     } else if (errno == ENOSYS) {
         p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     }
@@ -240,7 +246,19 @@ crl_tensor *crl_tensor_new_shared(crl_dtype dt, int ndim, const int64_t *shape, 
     s->kind = CRL_STORAGE_SHARED;
     s->base = p;
     s->map_len = len;
+    s->fd = fd;
     return tensor_over(s, dt, ndim, shape, NULL, p);
+}
+
+int crl__tensor_shared_fd(const crl_tensor *t, size_t *offset, size_t *map_len)
+{
+    if (!t || t->storage->kind != CRL_STORAGE_SHARED || t->storage->fd < 0)
+        return -1;
+    if (offset)
+        *offset = (size_t)(t->data - (char *)t->storage->base);
+    if (map_len)
+        *map_len = t->storage->map_len;
+    return t->storage->fd;
 }
 
 crl_tensor *crl_tensor_new_mmap(const char *path, bool create, crl_dtype dt, int ndim,

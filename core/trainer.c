@@ -6,8 +6,10 @@
 #include "checkpoint-private.h"
 #include "nn-private.h"
 #include "replay-private.h"
+#include "eval-private.h"
 
 #include <crl/trainer.h>
+#include <crl/transform.h>
 
 #include <glib.h>
 #include <inttypes.h>
@@ -45,17 +47,31 @@ static const crl_option train_options[] = {
     { "eval_interval", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 1e18, NULL,
       "evaluate every this many frames (0: only at the end)" },
     { "eval_episodes", CRL_OPT_INT, CRL_OPT_RANGE, "5", 0, 1e6, NULL,
-      "episodes of the exploration-free policy per evaluation (0: no evaluation)" },
+      "episodes of the exploration-free policy per evaluation (0: no evaluation), on an env built from [env] whose "
+      "transforms normalise with the training env's statistics, frozen (VecNorm, ObservationNorm)" },
     { "eval_max_steps", CRL_OPT_INT, CRL_OPT_RANGE, "1000", 1, 1e9, NULL,
       "an evaluation episode is cut after this many steps" },
     { "log_interval", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 1e18, NULL,
-      "frames between progress lines and metrics.csv rows (0: every batch)" },
+      "frames between metrics.csv rows and plain progress lines (0: a row per batch, a line at most every 5 s)" },
     { "checkpoint_interval", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 1e18, NULL,
       "frames between checkpoints in the run directory (0: only at the end)" },
     { "run_dir", CRL_OPT_STRING, 0, "", 0, 0, NULL,
-      "run directory of crl run (empty: runs/NAME-YYYYmmdd-HHMMSS, NAME the experiment file's)" },
+      "run directory of crl run, or the sweep directory of crl run --seeds (empty: runs/NAME-YYYYmmdd-HHMMSS)" },
     { "stop_return", CRL_OPT_DOUBLE, 0, NULL, 0, 0, NULL,
       "stop once an evaluation's mean return reaches this (unset: run all total_frames)" },
+    /* crl run's; metrics.csv is always written (curve.png and --resume read it) */
+    { "loggers", CRL_OPT_LIST, 0, "csv", 0, 0, NULL,
+      "where crl run logs its metrics rows, any of: csv (metrics.csv, always written), jsonl (metrics.jsonl, a "
+      "JSON object a row), tensorboard (events.out.tfevents.* for TensorBoard, scalars train/*, eval/*, perf/fps "
+      "by frame)" },
+    { "record_video", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
+      "crl run: write env 0's first episode of each evaluation as an MP4, RUN_DIR/videos/eval-FRAMES.mp4 (needs a "
+      "crl built with FFmpeg and an env that renders)" },
+    /* The return stop_return reads: "raw" (the backend's reward, before RewardScaling, VecNorm and the other
+     * [env] transforms) or "transformed" (the reward the loss trains on). */
+    { "stop_on", CRL_OPT_ENUM, 0, "raw", 0, 0, "raw|transformed",
+      "which evaluation return stop_return reads: raw (the backend's reward, before the [env] transforms) or "
+      "transformed (the reward the loss sees)" },
     CRL_OPTIONS_END
 };
 
@@ -87,6 +103,13 @@ struct crl_trainer {
     crl_returns *returns; /* episode returns across batches */
     double recent[RECENT];
     int64_t episodes;
+    /* the same for the backend's reward (raw_key: where the batches hold it, NULL unknown) */
+    const char *raw_key;
+    bool stop_raw;
+    crl_eval_hook eval_hook;   /* observer of evaluations (event NULL: none) */
+    crl_returns *raw_returns;
+    double recent_raw[RECENT];
+    int64_t raw_episodes;
     double last_loss;
     /* where the run stands (kept across crl_trainer_run calls and checkpoints) */
     int64_t frames, batches, next_eval;
@@ -206,6 +229,10 @@ static int read_train(crl_trainer *t, const crl_opts *o, crl_error *err)
         (rc = crl_opts_int(o, "eval_max_steps", &t->eval_max_steps, err)))
         return rc;
     t->seed = (uint64_t)seed;
+    const char *stop_on;
+    if ((rc = crl_opts_string(o, "stop_on", &stop_on, err)))
+        return rc;
+    t->stop_raw = !strcmp(stop_on, "raw");
     t->has_stop = crl_opts_is_set(o, "stop_return");
     if (t->has_stop && (rc = crl_opts_double(o, "stop_return", &t->stop_return, err)))
         return rc;
@@ -311,6 +338,36 @@ static int eval_policy(void *user, crl_env *env, crl_td *td, crl_error *err)
     return t->ops.act(t->loss, td, CRL_EXPLORE_MODE, &t->eval_rng, err);
 }
 
+/* Every local env of the trainer (the collector's, the evaluation env) keeps its raw reward. */
+static int keep_raw_rewards(crl_trainer *t, crl_error *err)
+{
+    bool all = true, any = false, none_chained = true;
+    int rc = CRL_OK;
+    size_t n = t->has_remote ? 0 : crl_collector_num_envs(t->coll);
+    for (size_t k = 0; k < n && !rc; k++) {
+        crl_env *env = crl_collector_env(t->coll, k);
+        bool kept;
+        none_chained = none_chained && crl_env_transform_count(env) == 0;
+        rc = crl__keep_raw_reward(t->host, env, &kept, err);
+        all = all && kept;
+        any = any || kept;
+    }
+    if (!rc && t->eval_env) {
+        bool kept;
+        rc = crl__keep_raw_reward(t->host, t->eval_env, &kept, err);
+    }
+    if (rc)
+        return rc;
+    if (t->has_remote)
+        t->raw_key = crl_config_get(t->cfg, "env", "transforms") &&
+                     *crl_config_get(t->cfg, "env", "transforms") ? NULL : "next.reward";
+    else
+        t->raw_key = none_chained ? "next.reward" : any && all ? "next." CRL__RAW_REWARD : NULL;
+    return CRL_OK;
+}
+
+const char *crl_trainer_raw_reward_key(const crl_trainer *t) { return t ? t->raw_key : NULL; }
+
 static crl_trainer *build(crl_host *host, const crl_config *cfg, const crl_trainer_remote *remote, crl_error *err)
 {
     crl_trainer *t = g_new0(crl_trainer, 1);
@@ -325,6 +382,7 @@ static crl_trainer *build(crl_host *host, const crl_config *cfg, const crl_train
     t->pub_weights = g_byte_array_new();
     t->cuts = g_array_new(FALSE, FALSE, sizeof(int64_t));
     t->returns = crl_returns_new();
+    t->raw_returns = crl_returns_new();
     crl_opts *otrain = NULL, *ooptim = NULL, *ocoll = NULL, *odist = NULL;
     /* Each part checks the sections it reads against its own tables; the whole config (unknown sections)
      * is the application's to validate against the schema it assembles. */
@@ -393,6 +451,8 @@ static crl_trainer *build(crl_host *host, const crl_config *cfg, const crl_train
         if (!(t->eval_env = crl_env_from_config(host, cfg, "env", &e)))
             rc = crl_error_pass(err, &e, CRL_E_CONFIG);
     }
+    if (!rc)
+        rc = keep_raw_rewards(t, err);
     if (!rc && !(t->losses = crl_td_new(0, NULL, &e)))
         rc = crl_error_pass(err, &e, CRL_E_NOMEM);
     t->next_eval = t->eval_interval > 0 ? t->eval_interval : INT64_MAX;
@@ -441,6 +501,7 @@ void crl_trainer_free(crl_trainer *t)
         t->ops.destroy(t->loss);
     crl_td_unref(t->losses);
     crl_returns_free(t->returns);
+    crl_returns_free(t->raw_returns);
     g_byte_array_free(t->actions, TRUE);
     g_byte_array_free(t->pub_weights, TRUE);
     g_array_free(t->cuts, TRUE);
@@ -452,6 +513,7 @@ void *crl_trainer_loss_state(const crl_trainer *t) { return t->loss; }
 crl_optim *crl_trainer_optim(const crl_trainer *t, size_t i) { return i < t->n_optims ? t->optims[i] : NULL; }
 crl_replay *crl_trainer_replay(const crl_trainer *t) { return t->rb; }
 crl_collector *crl_trainer_collector(const crl_trainer *t) { return t->coll; }
+crl_env *crl_trainer_eval_env(const crl_trainer *t) { return t ? t->eval_env : NULL; }
 
 /* A completed episode's return into the recent-returns ring. */
 static void record_return(void *user, double ret)
@@ -461,9 +523,18 @@ static void record_return(void *user, double ret)
     t->episodes++;
 }
 
+static void record_raw_return(void *user, double ret)
+{
+    crl_trainer *t = user;
+    t->recent_raw[t->raw_episodes % RECENT] = ret;
+    t->raw_episodes++;
+}
+
 static void tally(crl_trainer *t, const crl_td *td)
 {
     crl_returns_add(t->returns, td, record_return, t);
+    if (t->raw_key)
+        crl_returns_add_key(t->raw_returns, td, t->raw_key, record_raw_return, t);
 }
 
 /* Sum of the loss_* terms the loss wrote. */
@@ -662,39 +733,77 @@ static int train_on_policy(crl_trainer *t, crl_td *batch, crl_error *err)
     return rc;
 }
 
-int crl_trainer_evaluate(crl_trainer *t, int64_t episodes, double *mean_return, crl_error *err)
+/* The evaluation env normalises with the training env's statistics as they stand, frozen (TorchRL's
+ * VecNorm frozen_copy, ObservationNorm's loc and scale): its own VecNorm would start from nothing and
+ * learn from the evaluation episodes, its ObservationNorm measure another rollout.  With several
+ * sub-collectors, those of the first one's env.  A remote trainer has no training env here. */
+static int sync_eval_stats(crl_trainer *t, crl_error *err)
 {
+    crl_env *train = t->has_remote || !t->coll ? NULL : crl_collector_env(t->coll, 0);
+    if (!train || !crl_env_transform_count(t->eval_env))
+        return CRL_OK;
+    crl_error e;
+    crl_error_clear(&e);
+    crl_td *st = crl_env_transforms_state(train, &e);
+    if (!st)
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
+    int rc = crl_env_load_transforms_state(t->eval_env, st, true, err);
+    crl_td_unref(st);
+    return rc;
+}
+
+int crl_trainer_evaluate_ex(crl_trainer *t, int64_t episodes, crl_eval_result *out, crl_error *err)
+{
+    if (!t || !out || out->struct_size < sizeof *out)
+        return crl_error_set(err, CRL_E_INVALID, "crl_trainer_evaluate_ex: %s", !t ? "the trainer is NULL"
+                             : !out ? "the result is NULL" : "struct_size is smaller than crl_eval_result");
+    out->episodes = 0;
+    out->returns = out->raw_returns = NULL;
+    out->mean = out->std = out->raw_mean = out->raw_std = NAN;
     if (!t->eval_env)
         return crl_error_set(err, CRL_E_INVALID, "no evaluation env: set [train] eval_episodes > 0");
+    if (episodes < 1)
+        return crl_error_set(err, CRL_E_INVALID, "evaluation: %lld episodes; ask for at least 1", (long long)episodes);
+    int rc = sync_eval_stats(t, err);
+    if (rc)
+        return crl_error_prefix(err, "evaluation: "), rc;
     /* Each evaluation seeds its env from the frame count: evaluations are
      * reproducible and independent of those before (resumed runs included). */
-    crl_env_set_seed(t->eval_env, crl_seed_next((t->seed ^ 0xe7a1e7a1ULL) + (uint64_t)t->frames));
-    double sum = 0;
-    int64_t got = 0;
-    while (got < episodes) {
-        crl_error re;
-        crl_error_clear(&re);
-        crl_td *ro = crl_env_rollout(t->eval_env, t->eval_max_steps, eval_policy, t, false, true, NULL, &re);
-        if (!ro)
-            return crl_error_prefix(&re, "evaluation: "), crl_error_pass(err, &re, CRL_E_RUNTIME);
-        crl_tensor *r = crl_td_get(ro, "next.reward"), *d = crl_td_get(ro, "next.done");
-        int nb = crl_td_batch_ndim(ro);
-        int64_t T = crl_td_batch_shape(ro)[nb - 1], n = crl_tensor_numel(r) / T;
-        /* rows of [N, T] (n = N) or [T] (n = 1); reward and done have a trailing 1 */
-        for (int64_t e = 0; e < n && got < episodes; e++) {
-            double acc = 0;
-            for (int64_t s = 0; s < T; s++) {
-                acc += crl_tensor_flat_get(r, e * T + s);
-                if (crl_tensor_flat_get(d, e * T + s) != 0.0)
-                    break;
-            }
-            sum += acc;
-            got++;
-        }
-        crl_td_unref(ro);
+    return crl__eval_episodes(t->eval_env, eval_policy, t, t->eval_max_steps, crl__eval_seed(t->seed, t->frames),
+                              episodes, t->raw_key != NULL, &t->eval_hook, t->frames, out, err);
+}
+
+int crl_trainer_set_eval_hook(crl_trainer *t, const crl_eval_hook *hook, crl_error *err)
+{
+    if (!t)
+        return crl_error_set(err, CRL_E_INVALID, "crl_trainer_set_eval_hook: the trainer is NULL");
+    return crl__eval_hook_set(&t->eval_hook, hook, err);
+}
+
+int crl_trainer_evaluate(crl_trainer *t, int64_t episodes, double *mean_return, crl_error *err)
+{
+    crl_eval_result res = { sizeof res, 0, NULL, NULL, NAN, NAN, NAN, NAN };
+    int rc = crl_trainer_evaluate_ex(t, episodes, &res, err);
+    if (!rc && mean_return)
+        *mean_return = res.mean;
+    crl_free(res.returns);
+    crl_free(res.raw_returns);
+    return rc;
+}
+
+/* One evaluation of the run loop into s. */
+static int run_eval(crl_trainer *t, crl_train_stats *s, crl_error *err)
+{
+    crl_eval_result res = { sizeof res, 0, NULL, NULL, NAN, NAN, NAN, NAN };
+    int rc = crl_trainer_evaluate_ex(t, t->eval_episodes, &res, err);
+    if (!rc) {
+        s->eval_return = res.mean;
+        s->eval_raw_return = res.raw_mean;
+        s->evaluated = true;
     }
-    *mean_return = got ? sum / (double)got : NAN;
-    return CRL_OK;
+    crl_free(res.returns);
+    crl_free(res.raw_returns);
+    return rc;
 }
 
 static void fill_stats(crl_trainer *t, crl_train_stats *s, gint64 t0)
@@ -710,6 +819,13 @@ static void fill_stats(crl_trainer *t, crl_train_stats *s, gint64 t0)
             sum += t->recent[i];
         s->recent_return = sum / (double)k;
     }
+    if (t->raw_episodes) {
+        int64_t k = t->raw_episodes < RECENT ? t->raw_episodes : RECENT;
+        double sum = 0;
+        for (int64_t i = 0; i < k; i++)
+            sum += t->recent_raw[i];
+        s->recent_raw_return = sum / (double)k;
+    }
     s->loss = t->last_loss;
     s->seconds = (double)(g_get_monotonic_time() - t0) / 1e6;
     s->fps = s->seconds > 0 ? (double)t->frames / s->seconds : 0;
@@ -718,7 +834,7 @@ static void fill_stats(crl_trainer *t, crl_train_stats *s, gint64 t0)
 int crl_trainer_run(crl_trainer *t, crl_train_progress_fn progress, void *user, crl_error *err)
 {
     gint64 t0 = g_get_monotonic_time();
-    crl_train_stats s = { sizeof s, 0, 0, 0, 0, NAN, NAN, 0, 0, NAN, false, false };
+    crl_train_stats s = { sizeof s, 0, 0, 0, 0, NAN, NAN, 0, 0, NAN, false, false, NAN, NAN };
     crl_td *batch;
     int rc = CRL_OK;
     /* NULL from the collector is its end or its error: only its own code tells which */
@@ -747,13 +863,12 @@ int crl_trainer_run(crl_trainer *t, crl_train_progress_fn progress, void *user, 
         fill_stats(t, &s, t0);
         s.evaluated = false;
         if (frames >= t->next_eval && t->eval_episodes > 0) {
-            if ((rc = crl_trainer_evaluate(t, t->eval_episodes, &s.eval_return, err)))
+            if ((rc = run_eval(t, &s, err)))
                 break;
-            s.evaluated = true;
             while (t->next_eval <= frames)
                 t->next_eval += t->eval_interval;
         }
-        bool stop = t->has_stop && s.evaluated && s.eval_return >= t->stop_return;
+        bool stop = t->has_stop && s.evaluated && (t->stop_raw ? s.eval_raw_return : s.eval_return) >= t->stop_return;
         if (progress && (rc = progress(user, t, &s, err)))
             break;
         if (stop)
@@ -764,9 +879,8 @@ int crl_trainer_run(crl_trainer *t, crl_train_progress_fn progress, void *user, 
     if (!rc) {
         if (!s.evaluated && t->eval_episodes > 0) {
             fill_stats(t, &s, t0);
-            if ((rc = crl_trainer_evaluate(t, t->eval_episodes, &s.eval_return, err)))
+            if ((rc = run_eval(t, &s, err)))
                 return rc;
-            s.evaluated = true;
         }
         s.done = true;
         s.seconds = (double)(g_get_monotonic_time() - t0) / 1e6;
@@ -787,6 +901,9 @@ int64_t crl_trainer_frames(const crl_trainer *t) { return t->frames; }
  *   "trainer/actions"   every action the policy took, in order, elements of the env's action dtype
  *   "trainer/cuts"      f64 each: the frame counts, increasing, in (0, frames], at which a batch shorter
  *                       than frames_per_batch ended (total_frames cut it); absent from older files: none
+ *   "trainer/transforms/..."  crl_ckpt_write_td of crl_env_transforms_state of the training env (VecNorm's
+ *                       sums, ObservationNorm's loc and scale, keyed by chain index); absent when no
+ *                       transform learns anything (and from older files)
  *   "optim/<i>/..."     crl_optim_save of parameter vector i;  "loss/...": the loss's own save */
 #define TRAIN_KIND "crl.train"
 #define N_COUNTERS 6
@@ -888,6 +1005,24 @@ static int save_copies(crl_trainer *t, crl_ckpt_writer *w, crl_error *err)
     return rc;
 }
 
+/* "trainer/transforms": the statistics of the training env's transforms (crl_env_transforms_state of the
+ * first sub-collector's env), for a policy loaded from the checkpoint to normalise as the run evaluated.
+ * Absent when they learn nothing, or the envs run elsewhere.  A resume rebuilds them by collecting. */
+static int save_transform_stats(crl_trainer *t, crl_ckpt_writer *w, crl_error *err)
+{
+    crl_env *env = t->has_remote || !t->coll ? NULL : crl_collector_env(t->coll, 0);
+    if (!env || !crl_env_transform_count(env))
+        return CRL_OK;
+    crl_error e;
+    crl_error_clear(&e);
+    crl_td *st = crl_env_transforms_state(env, &e);
+    if (!st)
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
+    int rc = crl_td_len(st) ? crl_ckpt_write_td(w, "trainer/transforms", st, err) : CRL_OK;
+    crl_td_unref(st);
+    return rc;
+}
+
 int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err)
 {
     size_t esize = action_elem_size(t), alen = t->actions->len;
@@ -929,6 +1064,8 @@ int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err)
     g_free(cuts);
     if (!rc && t->copies_mode)
         rc = save_copies(t, w, err);
+    if (!rc)
+        rc = save_transform_stats(t, w, err);
     g_free(actions);
     if (rc) {
         crl_ckpt_writer_abort(w);

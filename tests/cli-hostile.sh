@@ -6,6 +6,7 @@
 #   - a config that loads it by name ([plugins] load) fails, naming it and the reason;
 #   - whatever code of it ran, ran in scanner processes, never in the command's own process;
 #   - a second run takes the cached result (no new scan) unless the result was a timeout.
+# Then hostile Python envs (segfault, os._exit, hang) inline and on the processes executor.
 set -uo pipefail
 crl=${CRL:?}
 builddir=${CRL_TEST_BUILDDIR:?}
@@ -220,6 +221,45 @@ if [ "$rc" -ne 0 ] && grep -q "env backend 'goodenv' has no such env; its envs: 
     ok "using one of its components loads it (its backend then lists no envs, as the fixture's does)"
 else
     nok "load on use (exit $rc)" "$out"
+fi
+
+# Hostile Python envs (crl_testenvs.hostile): inline, os._exit is an error of the step, not a silent exit 0;
+# on the processes executor a segfault, os._exit or hang is a worker failure naming the env and the worker,
+# and on_worker_failure = restart carries the rollout through.
+gymdir=$builddir/../plugins/gym/.libs
+if [ -f "$gymdir/gym.so" ]; then
+    killer=(plugin.gym.python_path="${CRL_TEST_SRCDIR:?}/python" env.backend=gym env.id=killer
+            env.entry_point=crl_testenvs.hostile:KillingEnv env.kwargs.at_step=2 env.num_envs=2 --steps 6 --auto-reset)
+    # Sanitizer builds: a worker's segfault stays a SIGSEGV.
+    export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}handle_segv=0
+    run "$gymdir" py-exit-inline rollout "${killer[@]}" env.kwargs.how=exit
+    if [ "$rc" -eq 1 ] && grep -q "os._exit(0) was called in the crl process" <<<"$out" &&
+       grep -q "executor = processes" <<<"$out"; then
+        ok "inline, an env's os._exit(0) fails the rollout with a message (not a silent exit 0)"
+    else
+        nok "os._exit inline (exit $rc)" "$out"
+    fi
+    for how in segv exit hang; do
+        case $how in
+            segv) want="was killed by signal 11 (Segmentation fault)" ;;
+            exit) want="exited with status 0" ;;
+            hang) want="did not finish within step_timeout = 1 s and was killed" ;;
+        esac
+        run "$gymdir" py-$how rollout "${killer[@]}" env.kwargs.how=$how env.executor=processes env.num_workers=2 \
+            env.step_timeout=1
+        if [ "$rc" -eq 1 ] && grep -q "the worker of env [01] of gym/killer $want during step (worker [01] of 2)" <<<"$out"; then
+            ok "on processes, a Python env's $how is a worker failure naming the env and the worker"
+        else
+            nok "$how on processes (exit $rc)" "$out"
+        fi
+        run "$gymdir" py-$how-restart rollout "${killer[@]}" env.kwargs.how=$how env.executor=processes \
+            env.num_workers=2 env.step_timeout=1 env.on_worker_failure=restart env.max_restarts=20
+        if [ "$rc" -eq 0 ] && grep -q "steps: *6 (x 2 envs of gym/killer)" <<<"$out"; then
+            ok "on_worker_failure = restart carries a rollout through a Python env's $how"
+        else
+            nok "$how with restarts (exit $rc)" "$out"
+        fi
+    done
 fi
 
 echo "1..$n"

@@ -13,7 +13,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 short="collector.total_frames=3000 train.eval_interval=1500 train.eval_episodes=2"
 
 out=$("$crl" run "$ini" --dry-run 2>&1); rc=$?
-if [ "$rc" -eq 0 ] && grep -qE '^type = dqn +; .*cartpole-dqn.ini:' <<<"$out" && grep -qE '^loss_function = l2 +; default' <<<"$out" \
+if [ "$rc" -eq 0 ] && grep -qE '^type = dqn +; .*cartpole-dqn.ini:' <<<"$out" && grep -qE '^tau = 0 +; default' <<<"$out" \
     && grep -qE '^max_grad_norm = 10 ' <<<"$out" && grep -qE '^checkpoint_interval = 0 +; default' <<<"$out"
 then ok "--dry-run prints [loss], [optim], [train] with every default"
 else nok "--dry-run (exit $rc)" "$out"; fi
@@ -21,7 +21,7 @@ else nok "--dry-run (exit $rc)" "$out"; fi
 out=$("$crl" run "$ini" $short train.run_dir="$tmp/a" 2>&1); rc=$?
 d=$tmp/a
 if [ "$rc" -eq 0 ] && [ -s "$d/config.ini" ] && [ -s "$d/experiment.ini" ] && grep -q '^crl: ' "$d/run.txt" \
-    && grep -q 'losses' "$d/run.txt" && [ "$(head -1 "$d/metrics.csv")" = "frames,seconds,fps,episodes,recent_return,loss,eval_return,optim_steps" ] \
+    && grep -q 'losses' "$d/run.txt" && [ "$(head -1 "$d/metrics.csv")" = "frames,seconds,fps,episodes,recent_return,loss,eval_return,optim_steps,recent_raw_return,eval_raw_return" ] \
     && [ -s "$d/checkpoint/trainer.ckpt" ] && [ -d "$d/checkpoint/replay" ] \
     && [ "$(head -c 8 "$d/curve.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ]
 then ok "the run directory holds config.ini, experiment.ini, run.txt, metrics.csv, checkpoint/ and curve.png"

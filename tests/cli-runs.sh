@@ -197,7 +197,7 @@ before=$(cksum "$d/checkpoint/trainer.ckpt" "$d/experiment.ini" "$d/run.txt")
 out=$("$crl" run --resume "$d" optim.lr=0.002 loss.double_dqn=false collector.total_frames=3000 2>&1); rc=$?
 ck=$d/checkpoint/experiment.ini
 if [ "$rc" -eq 2 ] && grep -qF "2 settings differ from the checkpoint's" <<<"$out" \
-    && grep -qE "^  \[optim\] lr: 0.001 \($ck:[0-9]+\) -> 0.002 \(command line\)$" <<<"$out" \
+    && grep -qE "^  \[optim\] lr: 0.0023 \($ck:[0-9]+\) -> 0.002 \(command line\)$" <<<"$out" \
     && grep -qE "^  \[loss\] double_dqn: true \($ck:[0-9]+\) -> false \(command line\)$" <<<"$out" \
     && ! grep -q "total_frames" <<<"$out" && grep -qF -- "--accept-changes" <<<"$out" \
     && [ "$before" = "$(cksum "$d/checkpoint/trainer.ckpt" "$d/experiment.ini" "$d/run.txt")" ]
@@ -207,7 +207,7 @@ else nok "changed settings refused (exit $rc)" "$out"; fi
 out=$("$crl" run --resume "$d" optim.lr=0.002 loss.double_dqn=false collector.total_frames=3000 --accept-changes --quiet 2>&1); rc=$?
 if [ "$rc" -eq 0 ] && grep -qF "the run is no longer bitwise reproducible" <<<"$out" \
     && grep -qF "accepted with --accept-changes: from frame 2000 the run is no longer bitwise reproducible" "$d/run.txt" \
-    && grep -qE "^  \[optim\] lr: 0.001 .* -> 0.002 \(command line\)$" "$d/run.txt" \
+    && grep -qE "^  \[optim\] lr: 0.0023 .* -> 0.002 \(command line\)$" "$d/run.txt" \
     && grep -qE "^  \[collector\] total_frames: 2000 .* -> 3000 \(command line\)$" "$d/run.txt" \
     && grep -qx "lr = 0.002" "$d/checkpoint/experiment.ini"
 then ok "--accept-changes resumes with them, and the note and run.txt say the run is no longer bitwise reproducible"

@@ -28,6 +28,11 @@ expect 0 'Usage: crl bench' "crl bench --help" -- bench --help
 expect 2 "no benchmark 'cor'.*did you mean 'core'" "unknown benchmark gets a hint" -- bench cor
 expect 2 "seconds" "bench rejects a bad --seconds" -- bench core --seconds abc
 expect 0 'raw sgemm, same products .* steps/s' "crl bench nn prints MLP steps/s next to raw sgemm" -- bench nn --seconds 0.02
+if "$crl" bench --help | grep -q '^  python '; then
+    expect 0 '^  processes +[0-9]+ +[0-9]+ +[0-9.]+x +[0-9]+ ms' "crl bench python prints a Python env's steps/s per executor and start-up" \
+        -- bench python --seconds 0.02
+    expect 0 'crl adds [-+][0-9.]+ ns per step' "crl bench gym runs its loops (and the executors' table)" -- bench gym --seconds 0.01
+fi
 
 good=$srcdir/../conf/examples/plugins-check.ini
 expect 0 'plugins-check.ini: ok' "config check on the shipped example" -- config check "$good"

@@ -54,6 +54,8 @@ expect "rollout --" --steps --seed --actions --json --save-frames
 expect "config " check show
 only "replay r" repair
 expect "bench " core envs replay nn transforms train plugins batched
+expect "bench train --" --seconds --seeds --only
+expect "config show --" --no-validate --describe
 # files and section names
 expect "inspect " exp.ini env. log. plugins.
 only "inspect en" env.
@@ -67,7 +69,7 @@ expect "collect replay.storage=" memmap tensor
 only "run env.auto_reset=n" next_step
 # the option list follows the command: every long option --help names
 got=$(complete_line "run --")
-for o in --dry-run --quiet --overwrite --resume --accept-changes; do
+for o in --dry-run --quiet --overwrite --resume --accept-changes --seeds --jobs; do
     grep -qxF -- "$o" <<<"$got" || nok "crl run --<TAB> lacks $o" "$got"
 done
 ok "crl run --<TAB> lists crl run's options"

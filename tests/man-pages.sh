@@ -63,6 +63,29 @@ if out=$("$crl" config show plugins.autoload=false 2>&1); then
         || nok "crl config show keys missing from crl.ini(5)" "$notdoc"
 else nok "crl config show failed" "$out"; fi
 
+# Every key carries a one-line description: in crl.ini(5) the line after an option's "(type, ...)" line
+# (or after "Any key starting with ..." for a prefix) is its text, never the next entry or section.
+nodesc=$(awk '/^\.SH SECTIONS/ { on = 1 } !on { next }
+     /^\.SS "\[/ { s = $0; sub(/^\.SS "\[/, "", s); sub(/\].*/, "", s) }
+     prev == ".TP" && /^\.B / { k = $0; sub(/^\.B /, "", k); want = 2; next }
+     want == 2 { want = 1; prev = $0; next }
+     want == 1 && /^Any key starting with/ { next }
+     want == 1 { if ($0 ~ /^\./ || $0 ~ /^ *$/) print s "." k; want = 0 }
+     { prev = $0 }' "$tmp/crl.ini.5")
+nopt=$(grep -c '^\.TP' "$tmp/crl.ini.5")
+[ -z "$nodesc" ] && [ "$nopt" -gt 100 ] && ok "crl.ini(5): each of its $nopt entries has a description" \
+    || nok "keys without a description (give each option table entry its one-line doc)" "$nodesc"
+# crl config show --describe: the description above every key line, for the host's sections and the
+# components the examples choose.
+for ex in cartpole-dqn cartpole-ppo pendulum-sac pendulum-workers; do
+    if out=$("$crl" config show --describe "$top_src/conf/examples/$ex.ini" 2>&1); then
+        miss=$(awk '/^\[/ { s = $0; next } /^(; )?[a-z_0-9.]+ = / { if (prev !~ /^;; ./) print s " " $0 } { prev = $0 }' <<<"$out")
+        keys=$(grep -cE '^(; )?[a-z_0-9.]+ = ' <<<"$out")
+        [ -z "$miss" ] && [ "$keys" -gt 50 ] && ok "crl config show --describe $ex.ini: a description above each of its $keys keys" \
+            || nok "crl config show --describe $ex.ini: keys without a description" "$miss"
+    else nok "crl config show --describe $ex.ini failed" "$out"; fi
+done
+
 # crl-plugins(7): search path, scanner, registry cache, ABI, the SDK's guide.
 for w in CRL_PLUGIN_PATH crl-plugin-scanner scan_timeout registry- "crl-abi-" "GUIDE.md" "pkg-config --variable=abi_depends crl-plugin-sdk"; do
     grep -qF -- "$w" "$tmp/crl-plugins.7" || nok "crl-plugins(7) does not mention '$w'"

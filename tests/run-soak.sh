@@ -29,6 +29,7 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 ini=$src/conf/examples/cartpole-dqn.ini
 export CRL_PLUGIN_PATH="$build/plugins/classic/.libs:$build/plugins/transforms/.libs:$build/plugins/replay/.libs:$build/plugins/losses/.libs"
 export CRL_PLUGIN_SCANNER="$build/core/crl-plugin-scanner"
+export CRL_ENV_WORKER="$build/core/crl-env-worker"
 export CRL_SYSCONFDIR="$build/tests/no-sysconf" XDG_CONFIG_HOME="$build/tests/no-xdg-config"
 export XDG_DATA_HOME="$build/tests/no-xdg-data" CRL_PLUGINSDIR="$build/tests/no-system-plugins"
 export XDG_CACHE_HOME="$build/tests/xdg-cache" OPENBLAS_NUM_THREADS=1

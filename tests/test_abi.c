@@ -208,7 +208,7 @@ START_TEST(transform_layout)
     PIN_OFF(crl_transform_specs, reward, 32);
     PIN_OFF(crl_transform_specs, done, 40);
     PIN_OFF(crl_transform_specs, state, 48);
-    PIN_SIZE(crl_transform_ops, 80);
+    PIN_SIZE(crl_transform_ops, 96);
     PIN_OFF(crl_transform_ops, struct_size, 0);
     PIN_OFF(crl_transform_ops, reserved, 4);
     PIN_OFF(crl_transform_ops, create, 8);
@@ -220,6 +220,8 @@ START_TEST(transform_layout)
     PIN_OFF(crl_transform_ops, inv, 56);
     PIN_OFF(crl_transform_ops, destroy, 64);
     PIN_OFF(crl_transform_ops, repr, 72);   /* since ABI 1.2, at the end */
+    PIN_OFF(crl_transform_ops, state, 80);  /* since ABI 1.2 */
+    PIN_OFF(crl_transform_ops, load_state, 88);
 }
 END_TEST
 

@@ -542,6 +542,18 @@ START_TEST(trainer_run_null)
     ck_assert_int_eq(crl_trainer_frames(t), 400);
     double ret;
     FAILS(CRL_E_INVALID, crl_trainer_evaluate(t, 1, &ret, E));   /* eval_episodes = 0: no evaluation env */
+    crl_eval_result res = { sizeof res, 0, NULL, NULL, 0, 0, 0, 0 };
+    FAILS(CRL_E_INVALID, crl_trainer_evaluate_ex(t, 1, &res, E));
+    FAILS(CRL_E_INVALID, crl_trainer_evaluate_ex(NULL, 1, &res, E));
+    crl_eval_hook bad_hook = { sizeof bad_hook, NULL, NULL };
+    FAILS(CRL_E_INVALID, crl_trainer_set_eval_hook(t, &bad_hook, E));
+    FAILS(CRL_E_INVALID, crl_trainer_set_eval_hook(NULL, NULL, E));
+    FAILS_NULL(CRL_E_INVALID, crl_policy_load(NULL, h.cfg, "/nonexistent", E));
+    FAILS_NULL(CRL_E_IO, crl_policy_load(h.host, h.cfg, "/nonexistent", E));
+    FAILS(CRL_E_INVALID, crl_policy_evaluate(NULL, 1, &res, E));
+    FAILS(CRL_E_INVALID, crl_policy_set_eval_hook(NULL, NULL, E));
+    FAILS_NULL(CRL_E_INVALID, crl_env_transforms_state(NULL, E));
+    FAILS(CRL_E_INVALID, crl_env_load_transforms_state(NULL, NULL, true, E));
     FAILS(CRL_E_IO, crl_trainer_load(t, "/nonexistent/trainer.ckpt", E));
     FAILS(CRL_E_INVALID, crl_trainer_resume(t, "/nonexistent/ckpt", E));   /* this trainer has run */
     crl_trainer_free(t);

@@ -1164,6 +1164,28 @@ static void step_until_error(fx *f, const char *env_ini, int steps, int code, co
     crl_td_unref(td);
 }
 
+/* os._exit in an env run inline would end crl without a word: it is an error of that step instead (pyembed's
+ * guard); a forked child's os._exit still exits (the guard is for crl's own process). */
+START_TEST(test_os_exit_inline)
+{
+    fx f;
+    step_until_error(&f, "id = k\nentry_point = crl_testenvs.hostile:KillingEnv\nkwargs.how = exit\n"
+                     "kwargs.exit_status = 0", 10, CRL_E_RUNTIME,
+                     (const char *const[]){ "step: env 0", "OsExitInHost", "os._exit(0) was called in the crl process",
+                                            "executor = processes", "hostile.py", NULL });
+    fx_close(&f);
+    fx_must_open(&f, "id = k\nentry_point = crl_testenvs.hostile:KillingEnv\nkwargs.how = child_exit\nnum_envs = 2");
+    crl_td *td = crl_env_reset(f.env, NULL, &f.err);
+    ck_assert_msg(td != NULL, "%s", f.err.message);
+    for (int t = 0; t < 5; t++) {
+        EXPECT_OK(crl_env_rand_step(f.env, td, &f.err), f.err);
+        EXPECT_OK(crl_env_step_mdp_into(f.env, td, td, &f.err), f.err);
+    }
+    crl_td_unref(td);
+    fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_bad_envs)
 {
     fx f;
@@ -1368,6 +1390,7 @@ static Suite *gym_suite(void)
     tc = tcase_create("errors");
     tcase_add_test(tc, test_missing_modules);
     tcase_add_test(tc, test_bad_envs);
+    tcase_add_test(tc, test_os_exit_inline);
     tcase_add_test(tc, test_virtualenv_pythonpath);
     suite_add_tcase(s, tc);
     return s;

@@ -1,8 +1,11 @@
-/* LD_PRELOAD shim for tests/cli-inputs.sh: long waits pass at once.  A poll(2) asked to wait at least
+/* LD_PRELOAD shim for tests/cli-inputs.sh and tests/cli-run.sh: long waits pass at once, or a fake clock.  A poll(2) asked to wait at least
  * CRL_TIMEWARP_MIN_MS milliseconds waits 20 ms instead and, when nothing happened, moves CLOCK_MONOTONIC on by
  * the whole timeout, so code that polls until a deadline (the processes executor's step_timeout) sees it pass
  * as it would after minutes.  Shorter waits (plugin scans, start-up handshakes) are left alone.  Without
- * CRL_TIMEWARP_MIN_MS every call goes to libc. */
+ * CRL_TIMEWARP_MIN_MS every call goes to libc.
+ * CRL_TIMEWARP_CLOCK_STEP_MS=N: CLOCK_MONOTONIC stands still at its first reading and moves on by N ms
+ * at each call (0: frozen), so whatever is paced by it (crl run's progress lines) is paced by calls, not
+ * by how fast the machine is. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <poll.h>
@@ -25,12 +28,30 @@ static long long min_ms(void)
     return v && *v ? atoll(v) : 0;
 }
 
+static _Atomic int64_t fake_base_ns, fake_calls;
+
+/* CRL_TIMEWARP_CLOCK_STEP_MS in ns, -1 when unset */
+static int64_t fake_step_ns(void)
+{
+    const char *v = getenv("CRL_TIMEWARP_CLOCK_STEP_MS");
+    return v && *v ? atoll(v) * 1000000 : -1;
+}
+
 int clock_gettime(clockid_t id, struct timespec *ts)
 {
     static int (*real)(clockid_t, struct timespec *);
     if (!real)
         real = (int (*)(clockid_t, struct timespec *))dlsym(RTLD_NEXT, "clock_gettime");
     int rc = real(id, ts);
+    int64_t step = fake_step_ns();
+    if (rc == 0 && step >= 0 && id == CLOCK_MONOTONIC) {
+        int64_t zero = 0, now = (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+        atomic_compare_exchange_strong(&fake_base_ns, &zero, now);
+        int64_t t = atomic_load(&fake_base_ns) + step * atomic_fetch_add(&fake_calls, 1);
+        ts->tv_sec = (time_t)(t / 1000000000);
+        ts->tv_nsec = (long)(t % 1000000000);
+        return rc;
+    }
     int64_t off = atomic_load(&offset_ns);
     if (rc == 0 && off && (id == CLOCK_MONOTONIC || id == CLOCK_MONOTONIC_RAW || id == CLOCK_BOOTTIME)) {
         int64_t ns = (int64_t)ts->tv_nsec + off % 1000000000;

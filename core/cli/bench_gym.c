@@ -210,7 +210,9 @@ static void loop_close(gym_loop *g)
 static int loop_open(gym_loop *g, crl_host *host, const char *entry_point, crl_error *err)
 {
     memset(g, 0, sizeof *g);
-    char *ini = g_strdup_printf("[env]\nbackend = gym\nid = %s\nentry_point = %s\nauto_reset = same_step\n",
+    /* Index actions (Python ints), as the plain loop draws them. */
+    char *ini = g_strdup_printf("[env]\nbackend = gym\nid = %s\nentry_point = %s\nauto_reset = same_step\n"
+                                "categorical_action_encoding = true\n",
                                 strchr(entry_point, ':') + 1, entry_point);
     crl_error e;
     crl_error_clear(&e);
@@ -273,25 +275,8 @@ int crl__bench_gym(double seconds)
                       "of crl's source tree (tests/python): set CRL_BENCH_GYM_ENVS=DIR", dir);
         goto out;
     }
-    char *ini = g_strdup_printf("[plugin.gym]\npython_path = %s\n", dir);
-    int rc = (cfg = crl_config_new(&err)) ? crl_config_load_buffer(cfg, "crl bench gym", ini, strlen(ini),
-                                                                    CRL_LAYER_FILE, &err)
-                                          : err.code;
-    g_free(ini);
-    if (rc || !(host = crl_host_new(cfg, &err)))
+    if (crl__bench_python_host("bench gym", &cfg, &host, &err))
         goto out;
-    if (crl_host_load_name(host, "gym", &err)) {
-        /* Not on the plugin path: the one this build made, if present. */
-        crl_error first = err;
-        crl_error_clear(&err);
-        if (!g_file_test(CRL_GYM_BUILD_PLUGIN, G_FILE_TEST_IS_REGULAR) ||
-            crl_host_load_path(host, CRL_GYM_BUILD_PLUGIN, &err)) {
-            if (!err.code)
-                err = first;
-            crl_error_prefix(&err, "crl bench gym needs the gym plugin: ");
-            goto out;
-        }
-    }
     /* CrlBenchNoopEnv must be in __main__ before crl makes one. */
     if (py_lookup(&py, &err) || embedded_run(&py, dir, seconds, NULL, NULL, &err) ||
         loop_open(&cart, host, "crl_testenvs.cartpole:CartPoleEnv", &err) ||
@@ -326,7 +311,8 @@ int crl__bench_gym(double seconds)
     line("crl: crl_env_step + crl_env_step_mdp_into (gym backend)", crl_noop);
     printf("  crl adds %+.1f ns per step (target <= %.0f ns): %s\n", added, TARGET_NS,
            added <= TARGET_NS ? "met" : "missed");
-    status = CRL_EXIT_OK;
+    /* The executors side by side (crl bench python alone prints only these). */
+    status = crl__bench_python_executors(host, seconds);
 out:
     if (err.code)
         crl__cli_print_error("bench gym", &err);

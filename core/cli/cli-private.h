@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <crl/host.h>
+#include <crl/trainer.h>
 
 #include "cli-schema.h"
 
@@ -71,6 +72,61 @@ int crl__cmd_envs(int argc, char **argv);
 int crl__cmd_inspect(int argc, char **argv);
 int crl__cmd_rollout(int argc, char **argv);
 int crl__cmd_collect(int argc, char **argv);
+/* The loggers of crl run besides metrics.csv, as [train] loggers names them (run_loggers.c):
+ * metrics.jsonl (rewound to resume_frames and appended to on a resume; resume_frames < 0: a new run) and
+ * a TensorBoard event file (a new one per process).  Errors: CRL_E_CONFIG for an unknown logger naming
+ * FILE:LINE, CRL_E_UNSUPPORTED for tensorboard in a crl built without protobuf-c, CRL_E_IO naming the
+ * file.  write takes the rows metrics.csv takes (NULL l: nothing). */
+typedef struct crl__run_loggers crl__run_loggers;
+/* The names only, before any work (what open checks first). */
+int crl__run_loggers_check(const crl_config *cfg, crl_error *err);
+int crl__run_loggers_open(const crl_config *cfg, const char *dir, int64_t resume_frames, crl__run_loggers **out,
+                          crl_error *err);
+struct crl_train_stats;
+int crl__run_loggers_write(crl__run_loggers *l, const struct crl_train_stats *s, crl_error *err);
+int crl__run_loggers_close(crl__run_loggers *l, crl_error *err);
+
+/* TensorBoard event files (tb_events.c): events.out.tfevents.TIME.HOST in dir, opened with the
+ * file_version event; scalars as one Event (step, wall_time, Summary of simple_values).  Errors:
+ * CRL_E_IO naming the file. */
+typedef struct crl__tb_writer crl__tb_writer;
+crl__tb_writer *crl__tb_open(const char *dir, double wall_time, crl_error *err);
+const char *crl__tb_path(const crl__tb_writer *w);
+int crl__tb_scalars(crl__tb_writer *w, double wall_time, int64_t step, const char *const *tags, const double *values,
+                    size_t n, crl_error *err);
+int crl__tb_close(crl__tb_writer *w, crl_error *err);
+/* CRC-32C (Castagnoli), as TFRecord frames use it. */
+uint32_t crl__crc32c(const void *data, size_t len);
+
+/* MP4 videos (video.c, when built with libavcodec/libavformat/libswscale): frames of width x height RGB
+ * (row-major, 3 bytes a pixel) at fps per second, encoded with libx264 when FFmpeg has it, else mpeg4
+ * (crl__video_encoder_name says which).  close finishes the file (err NULL: drop it unfinished) and
+ * sets *frames.  Errors: CRL_E_IO naming the file and FFmpeg's message. */
+typedef struct crl__video crl__video;
+crl__video *crl__video_open(const char *path, int width, int height, int fps, crl_error *err);
+int crl__video_add(crl__video *v, const uint8_t *rgb, crl_error *err);
+int crl__video_close(crl__video *v, int64_t *frames, crl_error *err);
+const char *crl__video_encoder(const crl__video *v);
+int64_t crl__video_frames(const crl__video *v);
+const char *crl__video_encoder_name(void);
+
+/* Evaluation videos (eval_video.c): a crl_eval_hook recording env 0's first episode of each evaluation
+ * (rendered before each action and at the episode's end: steps + 1 frames) to dir/eval-FRAMES.mp4
+ * (dir non-NULL) or to path.  last: the file finished last (NULL: none yet) and its frame count. */
+typedef struct crl__eval_video crl__eval_video;
+crl__eval_video *crl__eval_video_new(const char *dir, const char *path);
+struct crl_eval_hook crl__eval_video_hook(crl__eval_video *r);
+const char *crl__eval_video_last(const crl__eval_video *r, int64_t *frames);
+void crl__eval_video_free(crl__eval_video *r);
+
+/* crl eval RUN_DIR (cmd_eval.c). */
+int crl__cmd_eval(int argc, char **argv);
+/* The policy of a run directory's checkpoint (RUN_DIR/checkpoint or RUN_DIR): the context set up from its
+ * experiment.ini plus the overrides (section.key=value only), then crl_policy_load.  On failure err is
+ * set (exit code by crl__cli_exit_code; USAGE for a directory without a checkpoint) and nothing is held. */
+struct crl_policy;
+int crl__cli_policy_setup(crl_cli_ctx *ctx, const char *run_dir, int nover, char **overrides, struct crl_policy **p,
+                          crl_error *err);
 /* crl replay check|repair DIR (cmd_replay.c). */
 int crl__cmd_replay(int argc, char **argv);
 
@@ -113,6 +169,14 @@ int crl__bench_envs(double seconds);
 /* `crl bench gym` (bench_gym.c, built with the gym plugin): a pure-Python
  * CartPole stepped by a plain Python loop vs through crl's gym backend. */
 int crl__bench_gym(double seconds);
+/* `crl bench python` (bench_python.c, built with the gym plugin): env steps/s of a Python env with a realistic
+ * step cost inline, on threads and on processes (2 workers), and each one's start-up. */
+int crl__bench_python(double seconds);
+/* Its table alone, on a host with gym loaded (crl bench gym prints it too).  A CRL_EXIT_* status. */
+int crl__bench_python_executors(crl_host *host, double seconds);
+/* A config and host with the gym plugin loaded ([plugin.gym] python_path = the test envs; the build tree's
+ * gym.so and crl-env-worker when crl is not installed); `who` names the bench in messages. */
+int crl__bench_python_host(const char *who, crl_config **cfg, crl_host **host, crl_error *err);
 /* `crl bench dm_control` (bench_dm_control.c, built with the dm_control
  * plugin): env steps/s per task next to bare mj_step, and frames/s. */
 int crl__bench_dm_control(double seconds);
@@ -137,20 +201,43 @@ void crl__cli_json_tensor_data(FILE *f, const crl_tensor *t);
  * errors name the path. */
 int crl__png_write_rgb(const char *path, const uint8_t *rgb, int width, int height, crl_error *err);
 
-/* png.c: a learning curve (line x, y; dots ex, ey; NaN values skipped) as
- * an 800x480 PNG; CRL_E_UNSUPPORTED without cairo. */
-int crl__png_write_curve(const char *path, const char *title, const double *x, const double *y, size_t n,
-                         const double *ex, const double *ey, size_t en, crl_error *err);
+/* png.c: a learning curve as curve.png draws it: the return panel (training return as a line, evaluation
+ * returns as dots, target as a dashed line) over a loss panel (none when ln is 0); NaN values skipped;
+ * round tick values.  CRL_E_UNSUPPORTED without cairo, CRL_E_IO naming the path. */
+typedef struct crl_curve_plot {
+    const char *title;
+    const double *x, *y;   /* training return */
+    size_t n;
+    const double *ex, *ey; /* evaluation returns */
+    size_t en;
+    const double *lx, *ly; /* loss */
+    size_t ln;
+    double target;         /* NaN: none */
+} crl_curve_plot;
+int crl__png_write_curve(const char *path, const crl_curve_plot *p, crl_error *err);
+/* png.c: a sweep's curve: mean over the band lo..hi at each x (NaN: skipped), target dashed (NaN: none);
+ * errors as crl__png_write_curve. */
+int crl__png_write_band(const char *path, const char *title, const double *x, const double *mean,
+                        const double *lo, const double *hi, size_t n, double target, crl_error *err);
 
 /* crl run (cmd_run.c). */
 int crl__cmd_run(int argc, char **argv);
+/* A new run directory runs/NAME[TAG]-YYYYmmdd-HHMMSS (NAME: the first experiment file's), made by mkdir
+ * with -2, -3, ... when taken; *out is g_free'd by the caller.  Errors: CRL_E_IO, CRL_E_EXISTS. */
+int crl__run_default_dir(const crl_cli_ctx *cli, const char *tag, char **out, crl_error *err);
+/* crl run --seeds LIST [--jobs N] (run_sweep.c): args are the experiment files and overrides; the exit
+ * status. */
+int crl__run_sweep(const char *seeds, const char *jobs, bool quiet, int nargs, char **args);
 /* The BLAS library (blas.c): OpenBLAS's switch to one thread (training is bitwise reproducible for a given
  * thread count and kernel), and a line naming the BLAS build and the kernel it picked, for `crl version`. */
 void crl__blas_single_thread(void);
 void crl__blas_describe(FILE *out);
-/* `crl bench train` (bench_train.c): frames and seconds to reach the
- * target returns, DQN/PPO on CartPole, SAC/TD3 on Pendulum, 3 seeds. */
+/* `crl bench train` (bench_train.c): frames and seconds until each training example of conf/examples
+ * reaches its target return, over seeds 0..N-1, and how many seeds reached it. */
 int crl__bench_train(double seconds);
+/* crl bench train --seeds N (1..100, default 5) and --only NAME,...: an exit status (2 with a message on
+ * stderr for a bad value). */
+int crl__bench_train_options(const char *seeds, const char *only);
 
 /* crl run's mpi backend (mpi_run.c): [distributed] backend = mpi. */
 struct crl_trainer;

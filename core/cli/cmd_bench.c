@@ -20,7 +20,7 @@ static const struct {
     { "transforms", crl__bench_transforms,
       "ToTensorImage, Resize, GrayScale on 500x500x3 frames: MB/s next to memcpy; CartPole pixels drawn at 84x84" },
     { "train", crl__bench_train,
-      "frames and seconds until DQN/PPO reach 475 on CartPole-v1, SAC/TD3 -200 on Pendulum-v1, DQN 195 from CartPole pixels (3 seeds each)" },
+      "frames and seconds until each training example reaches its target (475 CartPole, -200 Pendulum, 195 CartPole pixels), per seed" },
     { "plugins", crl__bench_plugins,
       "crl envs start-up with 0, 10 and 50 plugins on the path: cold registry cache (all scanned) vs warm" },
     { "batched", crl__bench_batched, "CartPole/Pendulum steps/s: inline, serial, threads, processes executors; start-up" },
@@ -29,6 +29,8 @@ static const struct {
 #endif
 #ifdef CRL_HAVE_GYM
     { "gym", crl__bench_gym, "a pure-Python CartPole: plain Python loop vs crl's gym backend, ns crl adds per step" },
+    { "python", crl__bench_python,
+      "a Python env with a realistic step cost: env steps/s inline, on threads and on processes (2 workers)" },
 #endif
 #ifdef CRL_HAVE_DM_CONTROL
     { "dm_control", crl__bench_dm_control,
@@ -71,13 +73,15 @@ static void usage(FILE *f)
     fprintf(f, "Usage: crl bench NAME [--seconds S]\n\nBenchmarks (each prints its figures and ratios):\n");
     for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
         fprintf(f, "  %-10s %s\n", benches[i].name, benches[i].summary);
-    fprintf(f, "\n--seconds S   time budget per measurement (default 0.5)\n");
+    fprintf(f, "\n  --seconds S   time budget per measurement (default 0.5)\n"
+               "  --seeds N     train: seeds 0 to N-1 for each example (default 5)\n"
+               "  --only LIST   train: only these examples (e.g. cartpole-dqn,cartpole-ppo)\n");
 }
 
 int crl__cmd_bench(int argc, char **argv)
 {
     double seconds = 0.5;
-    const char *name = NULL;
+    const char *name = NULL, *seeds = NULL, *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -89,6 +93,9 @@ int crl__cmd_bench(int argc, char **argv)
                 fprintf(stderr, "crl bench: --seconds '%s': give a number in (0, 600]\n", argv[i]);
                 return CRL_EXIT_USAGE;
             }
+        } else if ((!strcmp(argv[i], "--seeds") || !strcmp(argv[i], "--only")) && i + 1 < argc) {
+            const char **v = argv[i][2] == 's' ? &seeds : &only;
+            *v = argv[++i];
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "crl bench: unknown option '%s'; run 'crl bench --help'\n", argv[i]);
             return CRL_EXIT_USAGE;
@@ -102,6 +109,15 @@ int crl__cmd_bench(int argc, char **argv)
     if (!name) {
         usage(stderr);
         return CRL_EXIT_USAGE;
+    }
+    if ((seeds || only) && strcmp(name, "train")) {
+        fprintf(stderr, "crl bench: %s goes with crl bench train\n", seeds ? "--seeds" : "--only");
+        return CRL_EXIT_USAGE;
+    }
+    if (seeds || only) {
+        int st = crl__bench_train_options(seeds, only);
+        if (st)
+            return st;
     }
     const char *names[sizeof benches / sizeof benches[0] + 1];
     for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++) {

@@ -255,6 +255,10 @@ static int man_crl(FILE *f)
           ".TP\n.B CRL_PLUGIN_SCANNER\nThe plugin scanner program (default ", f);
     roff(f, CRL_SCANNER_PATH);
     fputs(").\n"
+          ".TP\n.B CRL_ENV_WORKER\nThe program that runs each worker of a Python env backend under executor = "
+          "processes (default ", f);
+    roff(f, CRL_ENV_WORKER_PATH);
+    fputs(").\n"
           ".TP\n.B XDG_CONFIG_HOME\nThe user configuration is $XDG_CONFIG_HOME/crl/crl.ini "
           "(default ~/.config/crl/crl.ini).\n"
           ".TP\n.B XDG_DATA_HOME\nUser plugins are found in $XDG_DATA_HOME/crl/plugins "

@@ -5,6 +5,7 @@
 #include "examples-private.h"
 
 #include <crl/env.h>
+#include <crl/trainer.h>
 #include <errno.h>
 #include <glib.h>
 #include <glib/gstdio.h>
@@ -25,6 +26,8 @@ typedef struct {
 typedef struct {
     crl_env *env;
     action_file *actions;
+    crl_policy *policy;   /* --policy: acts in place of the random policy */
+    struct crl__video *video;  /* --video: env 0's frames */
     size_t next_action;
     const char *frames_dir;
     crl_tensor *frame;
@@ -230,12 +233,28 @@ static int save_frame(rollout_state *st, crl_error *err)
     return rc;
 }
 
+/* env 0's frame into --video */
+static int video_frame(rollout_state *st, crl_error *err)
+{
+#ifdef CRL_CLI_HAVE_FFMPEG
+    int rc = crl_env_render(st->env, 0, st->frame, err);
+    return rc ? rc : crl__video_add(st->video, crl_tensor_data(st->frame), err);
+#else
+    (void)st;
+    return crl_error_set(err, CRL_E_UNSUPPORTED, "--video: built without FFmpeg");
+#endif
+}
+
 static int policy(void *user, crl_env *env, crl_td *td, crl_error *err)
 {
     rollout_state *st = user;
     int rc = st->frames_dir ? save_frame(st, err) : CRL_OK;
+    if (!rc && st->video)
+        rc = video_frame(st, err);
     if (rc)
         return rc;
+    if (st->policy)
+        return crl_policy_act(st->policy, env, td, err);
     if (!st->actions)
         return crl_env_rand_action(env, td, err);
     action_file *af = st->actions;
@@ -342,7 +361,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "Usage: crl rollout [FILE.ini...] [section.key=value...] --steps N [--seed S]\n"
-            "                   [--auto-reset] [--actions FILE] [--json] [--save-frames DIR]\n\n"
+            "                   [--auto-reset] [--actions FILE | --policy RUN_DIR] [--json]\n"
+            "                   [--save-frames DIR] [--video FILE.mp4]\n\n"
             "Build the env of the [env] section, reset it and run up to N steps with a\n"
             "random policy (or the actions of FILE).  As TorchRL's rollout\n"
             "(break_when_any_done=True), it stops after the first step where any env is\n"
@@ -362,12 +382,20 @@ static void usage(FILE *f)
             "                     whitespace-separated numbers for a vector action, given once\n"
             "                     for every env or once per env; blank lines and lines\n"
             "                     starting with '#' are skipped\n"
+            "  --policy RUN_DIR   act with the exploration-free policy of a crl run\n"
+            "                     directory's checkpoint (as crl eval does) on its evaluation\n"
+            "                     env: the env of the run's [env], with the transform\n"
+            "                     statistics of the checkpoint, frozen; no FILE.ini then,\n"
+            "                     overrides change the run's settings\n"
             "  --json             print every entry of the rollout instead, as\n"
             "                     {\"KEY\": {\"dtype\":..., \"shape\": [...], \"data\": [...]}, ...}\n"
             "                     with dotted keys (\"next.reward\"); inf and nan are the\n"
             "                     strings \"inf\", \"-inf\" and \"nan\"\n"
             "  --save-frames DIR  write env 0's frames to DIR/frame_00000.png ... (after the\n"
             "                     reset and after every step: T+1 files); the env must render\n"
+            "  --video FILE.mp4   write env 0's frames (T+1, as --save-frames) as an MP4 at 30\n"
+            "                     frames/s: H.264 through libx264 when this FFmpeg has it,\n"
+            "                     else MPEG-4 part 2; the env must render\n"
             "  -h, --help         print this help\n\n"
             "Exit status: 0 ok, 1 runtime failure (e.g. the env cannot render), 2 bad usage,\n"
             "bad config, unknown env or a malformed actions file.\n", crl__examples_dir());
@@ -395,7 +423,8 @@ static int take_value(int argc, char **argv, int *i, const char *name, const cha
 int crl__cmd_rollout(int argc, char **argv)
 {
     bool json = false, auto_reset = false;
-    const char *steps_s = NULL, *seed_s = NULL, *actions_path = NULL, *frames_dir = NULL;
+    const char *steps_s = NULL, *seed_s = NULL, *actions_path = NULL, *frames_dir = NULL, *policy_dir = NULL;
+    const char *video_path = NULL;
     GPtrArray *rest = g_ptr_array_new();
     int status = CRL_EXIT_USAGE;
     for (int i = 1; i < argc; i++) {
@@ -412,7 +441,9 @@ int crl__cmd_rollout(int argc, char **argv)
         } else if ((m = take_value(argc, argv, &i, "--steps", &steps_s)) ||
                    (m = take_value(argc, argv, &i, "--seed", &seed_s)) ||
                    (m = take_value(argc, argv, &i, "--actions", &actions_path)) ||
-                   (m = take_value(argc, argv, &i, "--save-frames", &frames_dir))) {
+                   (m = take_value(argc, argv, &i, "--save-frames", &frames_dir)) ||
+                   (m = take_value(argc, argv, &i, "--policy", &policy_dir)) ||
+                   (m = take_value(argc, argv, &i, "--video", &video_path))) {
             if (m < 0) {
                 fprintf(stderr, "crl rollout: %s needs a value; run 'crl rollout --help'\n", a);
                 g_ptr_array_free(rest, TRUE);
@@ -447,6 +478,31 @@ int crl__cmd_rollout(int argc, char **argv)
             return CRL_EXIT_USAGE;
         }
     }
+    if (policy_dir && actions_path) {
+        fprintf(stderr, "crl rollout: --policy and --actions both choose the actions; give one of them\n");
+        g_ptr_array_free(rest, TRUE);
+        return CRL_EXIT_USAGE;
+    }
+    for (guint k = 0; policy_dir && k < rest->len; k++)
+        if (!strchr(rest->pdata[k], '=')) {
+            fprintf(stderr, "crl rollout: --policy %s takes the run's own settings: '%s' is no section.key=value "
+                    "override; drop it\n", policy_dir, (const char *)rest->pdata[k]);
+            g_ptr_array_free(rest, TRUE);
+            return CRL_EXIT_USAGE;
+        }
+#ifndef CRL_CLI_HAVE_FFMPEG
+    if (video_path) {
+        fprintf(stderr, "crl rollout: --video: this crl was built without FFmpeg's libraries; install "
+                "libavcodec-dev libavformat-dev libswscale-dev libavutil-dev and build crl again\n");
+        g_ptr_array_free(rest, TRUE);
+        return CRL_EXIT_USAGE;
+    }
+#endif
+    if (video_path && !*video_path) {
+        fprintf(stderr, "crl rollout: --video needs a file name\n");
+        g_ptr_array_free(rest, TRUE);
+        return CRL_EXIT_USAGE;
+    }
     if (frames_dir && !*frames_dir) {
         fprintf(stderr, "crl rollout: --save-frames needs a directory name\n");
         g_ptr_array_free(rest, TRUE);
@@ -459,10 +515,15 @@ int crl__cmd_rollout(int argc, char **argv)
     action_file af = { 0 };
     rollout_state st = { 0 };
     crl_td *out = NULL;
-    int rc = crl__cli_env_setup(&ctx, (int)rest->len, (char **)rest->pdata, &env, &err);
+    crl_policy *pol = NULL;
+    int rc = policy_dir ? crl__cli_policy_setup(&ctx, policy_dir, (int)rest->len, (char **)rest->pdata, &pol, &err)
+                        : crl__cli_env_setup(&ctx, (int)rest->len, (char **)rest->pdata, &env, &err);
     g_ptr_array_free(rest, TRUE);
     if (rc)
         return crl__cli_setup_failed("rollout", &err);
+    if (pol)
+        env = crl_policy_env(pol);   /* the policy's, freed with it */
+    st.policy = pol;
     if (seed_s)
         crl_env_set_seed(env, seed);
     st.env = env;
@@ -489,10 +550,40 @@ int crl__cmd_rollout(int argc, char **argv)
             goto fail;
         st.frames_dir = frames_dir;
     }
+    if (video_path) {
+        int32_t h = crl_env_render_height(env), w = crl_env_render_width(env);
+        if (h <= 0 || w <= 0) {
+            crl_error_set(&err, CRL_E_UNSUPPORTED, "--video: env %s/%s cannot render (its backend declares no frame "
+                          "size); drop --video", crl_env_backend_name(env), crl_env_id(env));
+            goto fail;
+        }
+        int64_t shape[3] = { h, w, 3 };
+        if (!st.frame && !(st.frame = crl_tensor_new(CRL_U8, 3, shape, &err)))
+            goto fail;
+#ifdef CRL_CLI_HAVE_FFMPEG
+        if (!(st.video = crl__video_open(video_path, w, h, 30, &err)))
+            goto fail;
+#endif
+    }
     if (!(out = crl_env_rollout(env, steps, policy, &st, !auto_reset, true, NULL, &err)))
         goto fail;
     if (frames_dir && save_frame(&st, &err))
         goto fail;
+#ifdef CRL_CLI_HAVE_FFMPEG
+    if (st.video) {
+        int64_t vf = 0;
+        int vrc = video_frame(&st, &err);
+        struct crl__video *v = st.video;
+        st.video = NULL;
+        if (vrc || crl__video_close(v, &vf, vrc ? NULL : &err)) {
+            if (vrc)
+                crl__video_close(v, NULL, NULL);
+            goto fail;
+        }
+        fprintf(stderr, "crl rollout: wrote %s: %lld frames of env 0 (%s)\n", video_path, (long long)vf,
+                crl__video_encoder_name());
+    }
+#endif
     if (json) {
         print_json(out);
     } else {
@@ -514,9 +605,15 @@ fail:
 done:
     fflush(stdout);
     crl_td_unref(out);
+#ifdef CRL_CLI_HAVE_FFMPEG
+    crl__video_close(st.video, NULL, NULL);
+#endif
     crl_tensor_unref(st.frame);
     action_file_free(&af);
-    crl_env_free(env);
+    if (pol)
+        crl_policy_free(pol);
+    else
+        crl_env_free(env);
     crl__cli_teardown(&ctx);
     return status;
 }

@@ -26,7 +26,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "Usage: crl run EXPERIMENT.ini... [section.key=value...] [--dry-run] [--quiet] [--overwrite]\n"
-            "       crl run --resume RUN_DIR [section.key=value...] [--accept-changes] [--quiet]\n\n"
+            "       crl run --resume RUN_DIR [section.key=value...] [--accept-changes] [--quiet]\n"
+            "       crl run EXPERIMENT.ini... --seeds LIST [--jobs N] [section.key=value...] [--quiet]\n\n"
             "Train as the config says: the env of [env], the collector of [collector], the\n"
             "replay buffer of [replay] (off-policy losses), the loss of [loss] (type = dqn,\n"
             "ppo, ...), the optimizer of [optim] and the loop of [train].  Writes a run\n"
@@ -58,6 +59,19 @@ static void usage(FILE *f)
             "              other change is refused (exit 2), listing each key\n"
             "  --accept-changes  with --resume: resume with the changed settings anyway\n"
             "              (the run is then no longer bitwise reproducible; run.txt says so)\n"
+            "  --seeds LIST  a sweep: one run per seed (LIST as 0-4 or 0,2,5-7), each a\n"
+            "              crl run of its own with [train] seed, [env] seed and [replay] seed\n"
+            "              set to the seed, in the run directory seed-SEED of the sweep\n"
+            "              directory ([train] run_dir, default runs/NAME-seeds-DATE-TIME),\n"
+            "              its output in seed-SEED.log there; then summary.csv (per frame\n"
+            "              count: seeds, mean, std, min, max of the evaluation return and\n"
+            "              each seed's), seeds.csv (per seed: exit status, frames, seconds,\n"
+            "              last and best evaluation return, frames and seconds to\n"
+            "              stop_return, empty when not reached) and curve.png (mean with\n"
+            "              the min-max band).  A seed that fails is reported with its exit\n"
+            "              status and the others go on; the sweep then exits 1.  SIGINT or\n"
+            "              SIGTERM is passed on to the runs (each checkpoints as above)\n"
+            "  --jobs N    with --seeds: run N seeds at a time (default 1)\n"
             "  --quiet     no progress output (the summary is still printed)\n"
             "  -h, --help  print this help\n\n"
             "SIGINT (Ctrl-C) or SIGTERM: the current update finishes, a checkpoint is\n"
@@ -69,7 +83,10 @@ static void usage(FILE *f)
             "or bad config, 130/143 stopped by a signal.\n", crl__examples_dir(), crl__examples_dir());
 }
 
-#define METRICS_HEADER "frames,seconds,fps,episodes,recent_return,loss,eval_return,optim_steps\n"
+/* The raw returns (the backend's reward, before the [env] transforms) come last, so readers of the first eight
+ * columns keep working. */
+#define METRICS_HEADER "frames,seconds,fps,episodes,recent_return,loss,eval_return,optim_steps,recent_raw_return," \
+                       "eval_raw_return\n"
 /* Files of the run directory crl run reads back (metrics.csv, run.txt): regular files up to this size. */
 #define RUN_FILE_MAX ((uint64_t)1 << 30)
 
@@ -77,12 +94,19 @@ typedef struct run_ctx {
     crl_cli_ctx *cli;
     char *dir, *ckpt_dir;
     FILE *metrics;
+    crl__run_loggers *loggers;   /* [train] loggers besides metrics.csv */
+    crl__eval_video *video;      /* [train] record_video */
     bool tty, quiet;
     bool stopping;        /* the progress callback stopped the run for a signal */
     bool metrics_failed;  /* a metrics.csv write failed (and was reported) */
     int64_t log_interval, ckpt_interval, next_log, next_ckpt, logged;
     int64_t ckpt_frames;  /* the frame count of the last checkpoint this process wrote, -1: none */
-    const char *title;
+    char *title;          /* of curve.png: env id, loss, seed */
+    double target;        /* [train] stop_return, NaN: unset */
+    int64_t total_frames; /* [collector] total_frames, for the percentage and ETA */
+    gint64 last_line_us;  /* monotonic time of the last progress line (they are throttled) */
+    int64_t printed;      /* the frame count of the last progress line, -1: none */
+    double rate;          /* frames/s for the ETA, 0: none yet */
     crl_train_stats last;
 } run_ctx;
 
@@ -256,7 +280,7 @@ static void fmt_num(char *buf, size_t n, double v)
         snprintf(buf, n, "%.6g", v);
 }
 
-/* The learning curve of metrics.csv (the whole run, resumed parts included). */
+/* The learning curve of metrics.csv (the whole run, resumed parts included); columns found by name. */
 static int curve(run_ctx *r, crl_error *err)
 {
     char *mpath = g_build_filename(r->dir, "metrics.csv", NULL);
@@ -266,19 +290,32 @@ static int curve(run_ctx *r, crl_error *err)
     g_free(mpath);
     if (!text)
         return crl_error_pass(err, &e, CRL_E_IO);
-    GArray *x = g_array_new(FALSE, FALSE, sizeof(double)), *y = g_array_new(FALSE, FALSE, sizeof(double)),
-           *ex = g_array_new(FALSE, FALSE, sizeof(double)), *ey = g_array_new(FALSE, FALSE, sizeof(double));
+    GArray *a[6];
+    for (int k = 0; k < 6; k++)
+        a[k] = g_array_new(FALSE, FALSE, sizeof(double));
+    GArray *x = a[0], *y = a[1], *ex = a[2], *ey = a[3], *lx = a[4], *ly = a[5];
     char **lines = g_strsplit(text, "\n", -1);
-    for (char **l = lines + 1; *l && **l; l++) {
-        /* frames,seconds,fps,episodes,recent_return,loss,eval_return,optim_steps */
+    int cf = -1, cr = -1, cl = -1, ce = -1;
+    char **h = g_strsplit(lines[0] ? lines[0] : "", ",", -1);
+    for (int i = 0; h[i]; i++) {
+        int *c = !strcmp(h[i], "frames") ? &cf : !strcmp(h[i], "recent_return") ? &cr : !strcmp(h[i], "loss") ? &cl
+                 : !strcmp(h[i], "eval_return") ? &ce : NULL;
+        if (c && *c < 0)
+            *c = i;
+    }
+    g_strfreev(h);
+    int need = MAX(MAX(cf, cr), MAX(cl, ce));
+    for (char **l = lines + 1; cf >= 0 && cr >= 0 && cl >= 0 && ce >= 0 && *l && **l; l++) {
         char **f = g_strsplit(*l, ",", -1);
-        if (g_strv_length(f) >= 7) {
-            double fr = g_ascii_strtod(f[0], NULL);
-            double rr = *f[4] ? g_ascii_strtod(f[4], NULL) : NAN;
+        if ((int)g_strv_length(f) > need) {
+            double fr = g_ascii_strtod(f[cf], NULL);
+            double rr = *f[cr] ? g_ascii_strtod(f[cr], NULL) : NAN, lo = *f[cl] ? g_ascii_strtod(f[cl], NULL) : NAN;
             g_array_append_val(x, fr);
             g_array_append_val(y, rr);
-            if (*f[6]) {
-                double ev = g_ascii_strtod(f[6], NULL);
+            g_array_append_val(lx, fr);
+            g_array_append_val(ly, lo);
+            if (*f[ce]) {
+                double ev = g_ascii_strtod(f[ce], NULL);
                 g_array_append_val(ex, fr);
                 g_array_append_val(ey, ev);
             }
@@ -288,17 +325,17 @@ static int curve(run_ctx *r, crl_error *err)
     g_strfreev(lines);
     g_free(text);
     char *path = g_build_filename(r->dir, "curve.png", NULL);
-    int rc = crl__png_write_curve(path, r->title, (double *)(void *)x->data, (double *)(void *)y->data, x->len,
-                                  (double *)(void *)ex->data, (double *)(void *)ey->data, ex->len, &e);
+    crl_curve_plot p = { r->title, (double *)(void *)x->data, (double *)(void *)y->data, x->len,
+                         (double *)(void *)ex->data, (double *)(void *)ey->data, ex->len,
+                         (double *)(void *)lx->data, (double *)(void *)ly->data, lx->len, r->target };
+    int rc = crl__png_write_curve(path, &p, &e);
     g_free(path);
     if (rc == CRL_E_UNSUPPORTED)  /* a crl built without cairo draws no curve */
         rc = CRL_OK;
     else if (rc)
         crl_error_pass(err, &e, rc);
-    g_array_free(x, TRUE);
-    g_array_free(y, TRUE);
-    g_array_free(ex, TRUE);
-    g_array_free(ey, TRUE);
+    for (int k = 0; k < 6; k++)
+        g_array_free(a[k], TRUE);
     return rc;
 }
 
@@ -308,36 +345,104 @@ static int metrics_failed(run_ctx *r, int e, crl_error *err)
     return crl_error_set(err, CRL_E_IO, "cannot write '%s/metrics.csv': %s", r->dir, g_strerror(e));
 }
 
+/* Off a terminal with log_interval = 0 a progress line comes at most this often (and at each evaluation
+ * and the end), not after every batch. */
+#define PLAIN_LINE_US (5 * G_USEC_PER_SEC)
+/* On a terminal the line is redrawn at most this often. */
+#define TTY_LINE_US (G_USEC_PER_SEC / 10)
+
+/* "1:02:03" or "2:03" */
+static void fmt_eta(char *buf, size_t n, double secs)
+{
+    if (!isfinite(secs) || secs < 0 || secs > 1e8) {
+        snprintf(buf, n, "-");
+        return;
+    }
+    long t = lround(secs);
+    if (t >= 3600)
+        snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+/* The progress on stdout: on a terminal one line redrawn in place with the percentage of total_frames,
+ * frames/s and the time left at that rate (an evaluation keeps its line); off one, plain lines: one per
+ * metrics.csv row with log_interval > 0, else one every PLAIN_LINE_US (time-based, whatever the batch
+ * size), at each evaluation and at the end.  `row`: this batch wrote a metrics.csv row. */
+static void progress_line(run_ctx *r, const crl_train_stats *s, bool row)
+{
+    gint64 now = g_get_monotonic_time();
+    bool first = r->last_line_us == 0, forced = s->evaluated || s->done;
+    if (r->tty) {
+        if (!forced && !first && now - r->last_line_us < TTY_LINE_US)
+            return;
+    } else if (!row || (r->log_interval == 0 && !forced && !first && now - r->last_line_us < PLAIN_LINE_US)) {
+        return;
+    }
+    /* the ETA's rate: frames/s between lines, smoothed (the overall fps counts the fast random frames
+     * before learning starts and evaluation pauses alike) */
+    if (r->printed >= 0 && now > r->last_line_us && s->frames > r->printed) {
+        double inst = (double)(s->frames - r->printed) * 1e6 / (double)(now - r->last_line_us);
+        r->rate = r->rate > 0 ? 0.8 * r->rate + 0.2 * inst : inst;
+    }
+    r->last_line_us = now;
+    r->printed = s->frames;
+    char a[32], b[32], c[32];
+    fmt_num(a, sizeof a, s->recent_return);
+    fmt_num(b, sizeof b, s->loss);
+    fmt_num(c, sizeof c, s->evaluated ? s->eval_return : NAN);
+    char line[320];
+    if (r->tty) {
+        char eta[32];
+        double left = (double)(r->total_frames - s->frames);
+        double rate = r->rate > 0 ? r->rate : s->fps;
+        fmt_eta(eta, sizeof eta, rate > 0 ? left / rate : NAN);
+        double pct = r->total_frames > 0 ? 100.0 * (double)s->frames / (double)r->total_frames : 100;
+        snprintf(line, sizeof line, "%3.0f%%  frames %lld/%lld  %.0f frames/s  ETA %s  episodes %lld  return %s  "
+                 "loss %s%s%s", pct, (long long)s->frames, (long long)r->total_frames, s->fps, eta,
+                 (long long)s->episodes, *a ? a : "-", *b ? b : "-", s->evaluated ? "  eval " : "",
+                 s->evaluated ? c : "");
+        printf("\r\033[K%s%s", line, s->evaluated ? "\n" : "");
+    } else {
+        snprintf(line, sizeof line, "frames %lld  fps %.0f  episodes %lld  return %s  loss %s%s%s",
+                 (long long)s->frames, s->fps, (long long)s->episodes, *a ? a : "-", *b ? b : "-",
+                 s->evaluated ? "  eval " : "", s->evaluated ? c : "");
+        printf("%s\n", line);
+    }
+    fflush(stdout);
+}
+
 static int progress(void *user, crl_trainer *t, const crl_train_stats *s, crl_error *err)
 {
     run_ctx *r = user;
     r->last = *s;
     bool log = (s->done && s->frames != r->logged) || s->evaluated || s->frames >= r->next_log;
-    if (s->done && s->frames == r->logged)
+    if (s->done && s->frames == r->logged) {
+        /* the last row is written; its line may have been left out by the throttle */
+        if (!r->quiet && r->printed != s->frames)
+            progress_line(r, s, true);
         return CRL_OK;
+    }
     if (log) {
         while (r->next_log <= s->frames)
             r->next_log += r->log_interval > 0 ? r->log_interval : 1;
-        char a[32], b[32], c[32];
+        char a[32], b[32], c[32], ra[32], rc_[32];
         fmt_num(a, sizeof a, s->recent_return);
         fmt_num(b, sizeof b, s->loss);
         fmt_num(c, sizeof c, s->evaluated ? s->eval_return : NAN);
-        if (fprintf(r->metrics, "%lld,%.3f,%.1f,%lld,%s,%s,%s,%lld\n", (long long)s->frames, s->seconds, s->fps,
-                    (long long)s->episodes, a, b, c, (long long)s->optim_steps) < 0 || fflush(r->metrics) != 0)
+        fmt_num(ra, sizeof ra, s->recent_raw_return);
+        fmt_num(rc_, sizeof rc_, s->evaluated ? s->eval_raw_return : NAN);
+        if (fprintf(r->metrics, "%lld,%.3f,%.1f,%lld,%s,%s,%s,%lld,%s,%s\n", (long long)s->frames, s->seconds, s->fps,
+                    (long long)s->episodes, a, b, c, (long long)s->optim_steps, ra, rc_) < 0 ||
+            fflush(r->metrics) != 0)
             return metrics_failed(r, errno, err);
+        int lrc = crl__run_loggers_write(r->loggers, s, err);
+        if (lrc)
+            return lrc;
         r->logged = s->frames;
-        if (!r->quiet) {
-            char line[256];
-            snprintf(line, sizeof line, "frames %lld  fps %.0f  episodes %lld  return %s  loss %s%s%s",
-                     (long long)s->frames, s->fps, (long long)s->episodes, *a ? a : "-", *b ? b : "-",
-                     s->evaluated ? "  eval " : "", s->evaluated ? c : "");
-            if (r->tty)
-                printf("\r\033[K%s%s", line, s->evaluated ? "\n" : "");
-            else
-                printf("%s\n", line);
-            fflush(stdout);
-        }
     }
+    if (!r->quiet)
+        progress_line(r, s, log);
     if (!s->done && r->ckpt_interval > 0 && s->frames >= r->next_ckpt) {
         while (r->next_ckpt <= s->frames)
             r->next_ckpt += r->ckpt_interval;
@@ -351,6 +456,53 @@ static int progress(void *user, crl_trainer *t, const crl_train_stats *s, crl_er
         return crl_error_set(err, CRL_E_RUNTIME, "stopped by %s", sig_name(sig));
     }
     return CRL_OK;
+}
+
+/* [train] record_video: before any work, a crl that can encode and an evaluation env that renders. */
+static int check_videos(const crl_config *cfg, crl_error *err)
+{
+    bool on = false;
+    int rc = crl_config_get_bool(cfg, "train", "record_video", false, &on, err);
+    if (rc || !on)
+        return rc;
+#ifndef CRL_CLI_HAVE_FFMPEG
+    return crl_error_set(err, CRL_E_UNSUPPORTED, "%s: [train] record_video = true: this crl was built without FFmpeg's "
+                         "libraries; install libavcodec-dev libavformat-dev libswscale-dev libavutil-dev and build "
+                         "crl again, or set record_video = false", crl_config_origin(cfg, "train", "record_video"));
+#else
+    return CRL_OK;
+#endif
+}
+
+static int start_videos(run_ctx *r, const crl_config *cfg, crl_trainer *t, crl_error *err)
+{
+    bool on = false;
+    int rc = crl_config_get_bool(cfg, "train", "record_video", false, &on, err);
+    if (rc || !on)
+        return rc;
+#ifdef CRL_CLI_HAVE_FFMPEG
+    crl_env *ev = crl_trainer_eval_env(t);
+    if (!ev)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [train] record_video = true records evaluations, but [train] "
+                             "eval_episodes = 0: set eval_episodes > 0", crl_config_origin(cfg, "train", "record_video"));
+    if (crl_env_render_height(ev) <= 0 || crl_env_render_width(ev) <= 0)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [train] record_video = true, but env %s/%s cannot render (its "
+                             "backend declares no frame size); set record_video = false",
+                             crl_config_origin(cfg, "train", "record_video"), crl_env_backend_name(ev), crl_env_id(ev));
+    char *dir = g_build_filename(r->dir, "videos", NULL);
+    if (g_mkdir_with_parents(dir, 0777) != 0) {
+        rc = crl_error_set(err, CRL_E_IO, "cannot create '%s': %s", dir, g_strerror(errno));
+        g_free(dir);
+        return rc;
+    }
+    r->video = crl__eval_video_new(dir, NULL);
+    g_free(dir);
+    crl_eval_hook h = crl__eval_video_hook(r->video);
+    return crl_trainer_set_eval_hook(t, &h, err);
+#else
+    (void)r, (void)t;
+    return check_videos(cfg, err);
+#endif
 }
 
 /* On --resume: metrics.csv keeps its rows up to the checkpoint's frame count (a run stopped by kill -9
@@ -478,10 +630,10 @@ static int create_run_dir(const crl_config *cfg, const char *dir, crl_error *err
     return rc;
 }
 
-/* runs/NAME-YYYYmmdd-HHMMSS from the first experiment file's name, with -2, -3, ... when the name is
+/* runs/NAME[TAG]-YYYYmmdd-HHMMSS from the first experiment file's name, with -2, -3, ... when the name is
  * taken (runs started in the same second): made by mkdir, which fails on an existing name, so no two
  * runs ever share one. */
-static int create_default_run_dir(const crl_cli_ctx *cli, char **out, crl_error *err)
+int crl__run_default_dir(const crl_cli_ctx *cli, const char *tag, char **out, crl_error *err)
 {
     char *base = g_path_get_basename(cli->files && cli->files[0] ? cli->files[0] : "run");
     char *dot = strrchr(base, '.');
@@ -491,7 +643,7 @@ static int create_default_run_dir(const crl_cli_ctx *cli, char **out, crl_error 
     time_t now = time(NULL);
     struct tm tm;
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", gmtime_r(&now, &tm));
-    char *stem = g_strdup_printf("runs/%s-%s", base, stamp);
+    char *stem = g_strdup_printf("runs/%s%s-%s", base, tag ? tag : "", stamp);
     g_free(base);
     int rc = CRL_OK;
     *out = NULL;
@@ -597,7 +749,8 @@ static const struct {
     { "collector", "total_frames" }, { "train", "log_interval" },   { "train", "checkpoint_interval" },
     { "train", "eval_interval" },    { "train", "eval_episodes" },  { "train", "eval_max_steps" },
     { "train", "stop_return" },      { "train", "run_dir" },        { "env", "step_timeout" },
-    { "env", "pin_threads" },
+    { "env", "pin_threads" },        { "train", "stop_on" },        { "train", "loggers" },
+    { "train", "record_video" },
 };
 
 static bool resume_may_change(const char *section, const char *key)
@@ -850,7 +1003,7 @@ static char *run_info(const crl_cli_ctx *cli, int argc, char **argv)
 static int run_main(int argc, char **argv)
 {
     bool dry = false, quiet = false, overwrite = false, accept = false;
-    const char *resume = NULL;
+    const char *resume = NULL, *seeds = NULL, *jobs = NULL;
     GPtrArray *rest = g_ptr_array_new_with_free_func(g_free);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -868,7 +1021,20 @@ static int run_main(int argc, char **argv)
             accept = true;
         else if (!strcmp(argv[i], "--resume") && i + 1 < argc)
             resume = argv[++i];
-        else if (argv[i][0] == '-' && argv[i][1] == '-') {
+        else if (!strncmp(argv[i], "--seeds=", 8))
+            seeds = argv[i] + 8;
+        else if (!strncmp(argv[i], "--jobs=", 7))
+            jobs = argv[i] + 7;
+        else if (!strcmp(argv[i], "--seeds") || !strcmp(argv[i], "--jobs")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "crl run: %s needs a value (e.g. %s; see crl run --help)\n", argv[i],
+                        argv[i][2] == 's' ? "--seeds 0-4 or --seeds 0,2,5-7" : "--jobs 2");
+                g_ptr_array_free(rest, TRUE);
+                return CRL_EXIT_USAGE;
+            }
+            const char **v = argv[i][2] == 's' ? &seeds : &jobs;
+            *v = argv[++i];
+        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
             fprintf(stderr, "crl run: unknown option '%s' (see crl run --help)\n", argv[i]);
             g_ptr_array_free(rest, TRUE);
             return CRL_EXIT_USAGE;
@@ -881,6 +1047,23 @@ static int run_main(int argc, char **argv)
                                     : "--accept-changes goes with --resume RUN_DIR");
         g_ptr_array_free(rest, TRUE);
         return CRL_EXIT_USAGE;
+    }
+    if (seeds || jobs) {
+        const char *why = !seeds ? "--jobs goes with --seeds LIST"
+                          : resume ? "--seeds starts new runs; it does not go with --resume (resume each "
+                                     "seed's run directory on its own)"
+                          : dry ? "--dry-run checks one run; drop --seeds"
+                          : overwrite ? "--overwrite does not go with --seeds: remove the sweep directory, or "
+                                        "choose another [train] run_dir"
+                                      : NULL;
+        if (why) {
+            fprintf(stderr, "crl run: %s (see crl run --help)\n", why);
+            g_ptr_array_free(rest, TRUE);
+            return CRL_EXIT_USAGE;
+        }
+        int st = crl__run_sweep(seeds, jobs, quiet, (int)rest->len, (char **)rest->pdata);
+        g_ptr_array_free(rest, TRUE);
+        return st;
     }
     /* --resume: the settings the checkpoint was written with (those of the run directory when it holds no
      * checkpoint yet, or one of an older crl), the overrides after them. */
@@ -937,7 +1120,7 @@ static int run_main(int argc, char **argv)
     char *resolved = NULL;
     const char *dir = crl_config_get(ctx.cfg, "train", "run_dir");
     bool explicit_dir = dir && *dir;
-    if (crl_experiment_check(ctx.host, ctx.cfg, NULL, CRL_CHECK_TRAIN, &err) ||
+    if (crl_experiment_check(ctx.host, ctx.cfg, NULL, CRL_CHECK_TRAIN, &err) || crl__run_loggers_check(ctx.cfg, &err) || check_videos(ctx.cfg, &err) ||
         !(resolved = crl_config_show(ctx.cfg, ctx.schema, &err))) {
         crl__cli_print_error("run", &err);
         if (changes)
@@ -960,6 +1143,7 @@ static int run_main(int argc, char **argv)
     r.quiet = quiet;
     r.tty = isatty(STDOUT_FILENO);
     r.ckpt_frames = -1;
+    r.printed = -1;
     char *info = NULL, *explicit = NULL;
     crl_trainer *t = NULL;
     if (crl_config_get_int(ctx.cfg, "train", "log_interval", 0, &r.log_interval, &err) ||
@@ -987,7 +1171,7 @@ static int run_main(int argc, char **argv)
         else if (explicit_dir)
             rc = create_run_dir(ctx.cfg, dir, &err);
         else
-            rc = create_default_run_dir(&ctx, &r.dir, &err);
+            rc = crl__run_default_dir(&ctx, NULL, &r.dir, &err);
         if (rc)
             goto fail;
         if (!r.dir)
@@ -1063,7 +1247,21 @@ static int run_main(int argc, char **argv)
         metrics_failed(&r, errno, &err);
         goto fail;
     }
-    r.title = crl_config_get(ctx.cfg, "loss", "type");
+    if (crl__run_loggers_open(ctx.cfg, r.dir, resume ? crl_trainer_frames(t) : -1, &r.loggers, &err))
+        goto fail;
+    if (start_videos(&r, ctx.cfg, t, &err))
+        goto fail;
+    {
+        const char *id = crl_config_get(ctx.cfg, "env", "id"), *loss = crl_config_get(ctx.cfg, "loss", "type");
+        const char *seed = crl_config_get(ctx.cfg, "train", "seed");
+        r.title = g_strdup_printf("%s, %s, seed %s", id ? id : "env", loss ? loss : "loss", seed ? seed : "0");
+        r.target = NAN;
+        if (crl_config_get(ctx.cfg, "train", "stop_return") &&
+            crl_config_get_double(ctx.cfg, "train", "stop_return", 0, &r.target, &err))
+            goto fail;
+        if (crl_config_get_int(ctx.cfg, "collector", "total_frames", 0, &r.total_frames, &err))
+            goto fail;
+    }
     int trc = CRL_OK;
     if (!g_atomic_int_get(&stop_signal))
         trc = crl_trainer_run(t, progress, &r, &err);
@@ -1088,6 +1286,12 @@ static int run_main(int argc, char **argv)
     }
     r.metrics = NULL;
     failed |= r.metrics_failed;
+    crl_error_clear(&e2);
+    if (crl__run_loggers_close(r.loggers, &e2)) {
+        fprintf(stderr, "crl run: %s\n", e2.message);
+        failed = true;
+    }
+    r.loggers = NULL;
     crl_error_clear(&e2);
     if (curve(&r, &e2)) {
         fprintf(stderr, "crl run: cannot draw the learning curve: %s\n", e2.message);
@@ -1126,9 +1330,16 @@ static int run_main(int argc, char **argv)
         printf("  recent return:    %.6g\n", r.last.recent_return);
     if (!isnan(r.last.eval_return))
         printf("  eval return:      %.6g\n", r.last.eval_return);
+    /* the raw returns when the transforms changed the reward */
+    if (!isnan(r.last.recent_raw_return) && r.last.recent_raw_return != r.last.recent_return)
+        printf("  recent (raw):     %.6g\n", r.last.recent_raw_return);
+    if (!isnan(r.last.eval_raw_return) && r.last.eval_raw_return != r.last.eval_return)
+        printf("  eval (raw):       %.6g\n", r.last.eval_raw_return);
     double stop;
+    const char *stop_on = crl_config_get(ctx.cfg, "train", "stop_on");
+    double stop_at = stop_on && !strcmp(stop_on, "transformed") ? r.last.eval_return : r.last.eval_raw_return;
     if (crl_config_get(ctx.cfg, "train", "stop_return") &&
-        !crl_config_get_double(ctx.cfg, "train", "stop_return", 0, &stop, &err) && r.last.eval_return >= stop)
+        !crl_config_get_double(ctx.cfg, "train", "stop_return", 0, &stop, &err) && stop_at >= stop)
         printf("  stopped:          the evaluation return reached stop_return = %g\n", stop);
     crl__mpi_summary(stdout);
     printf("  run directory:    %s\n", r.dir);
@@ -1144,12 +1355,17 @@ done:
     watch_stop();
     if (r.metrics)
         fclose(r.metrics);
+    crl__run_loggers_close(r.loggers, NULL);
+#ifdef CRL_CLI_HAVE_FFMPEG
+    crl__eval_video_free(r.video);
+#endif
     crl_trainer_free(t);
     if (lockfd >= 0)
         close(lockfd);
     if (changes)
         g_ptr_array_free(changes, TRUE);
     g_free(r.dir);
+    g_free(r.title);
     g_free(r.ckpt_dir);
     g_free(info);
     g_free(explicit);

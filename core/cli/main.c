@@ -14,6 +14,7 @@ static const crl_cli_command commands[] = {
     { "rollout", crl__cmd_rollout, "run an env for N steps and print the rollout" },
     { "collect", crl__cmd_collect, "run the [collector] with a random policy and report its batches" },
     { "run", crl__cmd_run, "train as an experiment file says (env, collector, replay, loss, optimizer)" },
+    { "eval", crl__cmd_eval, "run the exploration-free policy of a run's checkpoint and report its returns" },
     { "replay", crl__cmd_replay, "check a durable replay storage's files and slots, or drop its damaged slots" },
     { "bench", crl__cmd_bench, "run a benchmark and print its figures" },
 };

@@ -6,7 +6,7 @@
 /* A cart on a 3.6 m rail (slider limit +-1.8), 1 kg, one 1 m capsule pole of
  * 0.1 kg on a hinge; RK4 at 10 ms, no contacts; a motor of gear 10 on the
  * slider with control in [-1, 1]. */
-static const char cartpole_xml[] =
+const char dmc_cartpole_xml[] =
     "<mujoco model='cart-pole'>"
     "<option timestep='0.01' integrator='RK4'>"
     "<flag contact='disable' energy='enable'/>"
@@ -103,7 +103,7 @@ static double reward_sparse(const dmc_model *dm, const mjData *d, const double *
 #define CARTPOLE_TASK(tname, init_fn, reward_fn)                                       \
     {                                                                                  \
         .domain = "cartpole", .name = #tname, .id = "cartpole/" #tname,                \
-        .xml = cartpole_xml, .time_limit = 10.0, .control_timestep = 0.0, .n_obs = 2,  \
+        .xml = dmc_cartpole_xml, .time_limit = 10.0, .control_timestep = 0.0, .n_obs = 2,  \
         .obs = {{"position", 3}, {"velocity", 2}}, .n_extra = 0, .setup = cartpole_setup, \
         .init = init_fn, .observe = cartpole_observe, .reward = reward_fn,             \
     }

@@ -12,7 +12,7 @@
 #include <crl/error.h>
 #include <crl/rng.h>
 
-#define DMC_MAX_OBS 6     /* observation leaves of one task */
+#define DMC_MAX_OBS 8     /* observation leaves of one task */
 #define DMC_MAX_IDS 8     /* names a task resolves in its model */
 #define DMC_MAX_EXTRA 4   /* per-env task state beyond mjData (reacher's target) */
 
@@ -43,7 +43,8 @@ double dmc_small_control(const mjModel *m, const mjData *d);
 
 typedef struct dmc_obs_def {
     const char *name;
-    int dim;
+    int dim;     /* values per env */
+    int cols;    /* 0: a vector of dim; else a matrix [dim / cols, cols] (manipulator's arm_pos) */
 } dmc_obs_def;
 
 typedef struct dmc_task dmc_task;
@@ -65,6 +66,13 @@ typedef double (*dmc_reward_fn)(const dmc_model *dm, const mjData *d, const doub
 typedef void (*dmc_init_fn)(const dmc_model *dm, mjData *d, double *extra, crl_rng *rng);
 /* Resolves names (dm->id, dm->adr) and applies the task's model edits. */
 typedef int (*dmc_setup_fn)(dmc_model *dm, crl_error *err);
+/* Edits the domain's parsed MJCF into the task's model, as the suite's
+ * _make_model does (cartpole's extra poles); model_xml.c. */
+struct _xmlDoc;
+typedef int (*dmc_edit_fn)(const dmc_task *t, struct _xmlDoc *doc, crl_error *err);
+/* Writes env-specific model parameters kept in extra into the shared model
+ * (point_mass/hard's actuation directions) before that env's physics runs. */
+typedef void (*dmc_apply_fn)(const dmc_model *dm, const double *extra);
 /* Puts per-env task state the picture shows into d's geom poses (reacher's
  * target), which the next step recomputes from the shared model anyway. */
 typedef void (*dmc_render_prep_fn)(const dmc_model *dm, mjData *d, const double *extra);
@@ -84,6 +92,8 @@ struct dmc_task {
     dmc_observe_fn observe;
     dmc_reward_fn reward;
     dmc_render_prep_fn render_prep;   /* NULL: the model shows everything */
+    dmc_edit_fn edit;                 /* NULL: the domain's model as it is */
+    dmc_apply_fn apply;               /* NULL: every env runs the model as loaded */
 };
 
 /* Shared setup helpers: the id of a named object, or CRL_E_NOT_FOUND naming
@@ -101,8 +111,11 @@ const char *dmc_divergence(const mjModel *m, const mjData *d);
 /* An init that only randomizes the joints (walker, hopper, point_mass). */
 void dmc_init_randomized(const dmc_model *dm, mjData *d, double *extra, crl_rng *rng);
 
-/* dm_control's randomize_limited_and_rotational_joints for hinge and slide
- * joints: limited ones uniform in their range, free hinges in [-pi, pi). */
+/* dm_control's randomize_limited_and_rotational_joints: limited hinges and
+ * slides uniform in their range, free hinges in [-pi, pi), free joints'
+ * orientation a normalized uniform [0, 1)^4 (the suite's own choice), unlimited
+ * balls uniform on the unit 3-sphere, limited balls a random axis turned by
+ * up to the range's upper bound. */
 void dmc_randomize_joints(const mjModel *m, mjData *d, crl_rng *rng);
 
 /* Body b's rotation matrix entry (row, col), as dm_control's xmat['b', 'xz']. */
@@ -134,6 +147,24 @@ extern const dmc_task dmc_walker_stand, dmc_walker_walk, dmc_walker_run;
 extern const dmc_task dmc_hopper_stand, dmc_hopper_hop;
 extern const dmc_task dmc_finger_spin, dmc_finger_turn_easy, dmc_finger_turn_hard;
 extern const dmc_task dmc_ball_in_cup_catch;
+extern const dmc_task dmc_cartpole_two_poles, dmc_cartpole_three_poles;
+extern const dmc_task dmc_point_mass_hard;
+extern const dmc_task dmc_humanoid_stand, dmc_humanoid_walk, dmc_humanoid_run;
+extern const dmc_task dmc_swimmer_swimmer6, dmc_swimmer_swimmer15;
+extern const dmc_task dmc_fish_upright, dmc_fish_swim;
+extern const dmc_task dmc_quadruped_walk, dmc_quadruped_run, dmc_quadruped_fetch;
+extern const dmc_task dmc_manipulator_bring_ball;
+extern const dmc_task dmc_stacker_stack_2, dmc_stacker_stack_4;
+/* The single-pole cart-pole MJCF the n-pole tasks grow (cartpole.c). */
+extern const char dmc_cartpole_xml[];
+
+/* The suite's "pole_N"-style generated models: the domain's MJCF text
+ * (bundled, or the suite's file with its <include>s read from dir when dir
+ * is not NULL) parsed, t->edit applied, written back into *out (malloc'd,
+ * NUL-terminated, *out_len bytes).  CRL_E_CONFIG naming the file or element
+ * on a malformed model; *out NULL on failure. */
+int dmc_xml_generate(const dmc_task *t, const char *text, size_t len, const char *dir, char **out,
+                     size_t *out_len, crl_error *err);
 
 /* ---- model_loader.c ---- */
 

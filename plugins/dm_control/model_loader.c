@@ -149,18 +149,14 @@ static int load_locked(load_args *a, const char *what, crl_error *err)
     return rc;
 }
 
-static int load_bundled(dmc_model *dm, const dmc_task *t, crl_error *err)
+/* MJCF text loaded through a one-file VFS named DOMAIN.xml; a model that
+ * does not compile is `bad` (CRL_E_PLUGIN bundled, CRL_E_CONFIG from suite_dir). */
+static int load_text(dmc_model *dm, const dmc_task *t, const char *text, size_t len, int bad,
+                     const char *what, crl_error *err)
 {
-    const char *open_end = strchr(t->xml, '>');
-    if (!open_end)
-        return crl_error_set(err, CRL_E_PLUGIN, "dm_control: %s: bundled model is malformed",
-                             t->id);
-    size_t head = (size_t)(open_end + 1 - t->xml);
-    size_t ncommon = sizeof dmc_common_assets - 1, nxml = strlen(t->xml);
-    size_t total = nxml + ncommon;
     mjVFS *vfs = malloc(sizeof *vfs); /* 2 MB of names: not for the stack */
     load_args *a = calloc(1, sizeof *a);
-    if (!vfs || !a) {
+    if (!vfs || !a || len > (size_t)0x7ffffff0) {
         free(vfs);
         free(a);
         return crl_error_set(err, CRL_E_NOMEM, "dm_control: %s: out of memory loading the model",
@@ -170,25 +166,77 @@ static int load_bundled(dmc_model *dm, const dmc_task *t, crl_error *err)
     char name[128];
     snprintf(name, sizeof name, "%s.xml", t->domain);
     int rc = CRL_OK;
-    if (mj_makeEmptyFileVFS(vfs, name, (int)total) != 0) {
+    if (mj_makeEmptyFileVFS(vfs, name, (int)len) != 0) {
         rc = crl_error_set(err, CRL_E_NOMEM, "dm_control: %s: cannot make the model's buffer",
                            t->id);
     } else {
-        char *buf = vfs->filedata[mj_findFileVFS(vfs, name)];
-        memcpy(buf, t->xml, head);
-        memcpy(buf + head, dmc_common_assets, ncommon);
-        memcpy(buf + head + ncommon, t->xml + head, nxml - head);
+        memcpy(vfs->filedata[mj_findFileVFS(vfs, name)], text, len);
         a->file = name;
         a->vfs = vfs;
         rc = load_locked(a, t->id, err);
         if (rc == CRL_OK && !a->m)
-            rc = crl_error_set(err, CRL_E_PLUGIN, "dm_control: %s: bundled model does not compile: %s",
-                               t->id, a->error);
+            rc = crl_error_set(err, bad, "dm_control: %s: %s does not compile: %s", t->id, what,
+                               a->error);
     }
     dm->m = a->m;
     mj_deleteVFS(vfs);
     free(vfs);
     free(a);
+    return rc;
+}
+
+static int load_bundled(dmc_model *dm, const dmc_task *t, crl_error *err)
+{
+    const char *open_end = strchr(t->xml, '>');
+    if (!open_end)
+        return crl_error_set(err, CRL_E_PLUGIN, "dm_control: %s: bundled model is malformed",
+                             t->id);
+    size_t head = (size_t)(open_end + 1 - t->xml);
+    size_t ncommon = sizeof dmc_common_assets - 1, nxml = strlen(t->xml);
+    size_t total = nxml + ncommon;
+    char *buf = malloc(total + 1);
+    if (!buf)
+        return crl_error_set(err, CRL_E_NOMEM, "dm_control: %s: out of memory loading the model",
+                             t->id);
+    memcpy(buf, t->xml, head);
+    memcpy(buf + head, dmc_common_assets, ncommon);
+    memcpy(buf + head + ncommon, t->xml + head, nxml - head);
+    buf[total] = '\0';
+    int rc;
+    if (t->edit) {
+        char *gen = NULL;
+        size_t ngen = 0;
+        rc = dmc_xml_generate(t, buf, total, NULL, &gen, &ngen, err);
+        if (rc == CRL_OK)
+            rc = load_text(dm, t, gen, ngen, CRL_E_PLUGIN, "the bundled model", err);
+        free(gen);
+    } else {
+        rc = load_text(dm, t, buf, total, CRL_E_PLUGIN, "the bundled model", err);
+    }
+    free(buf);
+    return rc;
+}
+
+/* The suite's file, read here (MuJoCo does not see it), turned into the task's model. */
+static int load_generated(dmc_model *dm, const dmc_task *t, const char *suite_dir,
+                          const char *path, crl_error *err)
+{
+    char *text = NULL, *gen = NULL;
+    size_t ntext = 0, ngen = 0;
+    crl_error fe;
+    crl_error_clear(&fe);
+    if (crl_file_read(path, "model file", 0, DMC_MODEL_FILE_MAX, &text, &ntext, &fe) != CRL_OK)
+        return crl_error_set(err, CRL_E_CONFIG,
+                             "[plugin.dm_control] suite_dir = '%s': %s; point suite_dir at "
+                             "dm_control/suite or remove it to use the bundled models",
+                             suite_dir, fe.message);
+    int rc = dmc_xml_generate(t, text, ntext, suite_dir, &gen, &ngen, err);
+    crl_free(text);
+    char what[4200];
+    snprintf(what, sizeof what, "the model generated from %s", path);
+    if (rc == CRL_OK)
+        rc = load_text(dm, t, gen, ngen, CRL_E_CONFIG, what, err);
+    free(gen);
     return rc;
 }
 
@@ -199,6 +247,8 @@ static int load_file(dmc_model *dm, const dmc_task *t, const char *suite_dir, cr
     if (n < 0 || (size_t)n >= sizeof path)
         return crl_error_set(err, CRL_E_CONFIG, "[plugin.dm_control] suite_dir = '%s' is too long",
                              suite_dir);
+    if (t->edit)
+        return load_generated(dm, t, suite_dir, path, err);
     /* MuJoCo opens the file itself: look first, so a FIFO or device there is refused instead of blocking it. */
     crl_error oe;
     crl_error_clear(&oe);

@@ -36,17 +36,46 @@ const char *dmc_divergence(const mjModel *m, const mjData *d)
     return NULL;
 }
 
+/* q scaled to unit length (a zero draw, vanishingly rare, stays the identity). */
+static void normalize(double *q, int n)
+{
+    double s = 0;
+    for (int k = 0; k < n; k++)
+        s += q[k] * q[k];
+    s = sqrt(s);
+    if (s > 0)
+        for (int k = 0; k < n; k++)
+            q[k] /= s;
+    else
+        q[0] = 1.0;
+}
+
 void dmc_randomize_joints(const mjModel *m, mjData *d, crl_rng *rng)
 {
     for (int j = 0; j < m->njnt; j++) {
         int type = m->jnt_type[j];
-        if (type != mjJNT_HINGE && type != mjJNT_SLIDE)
-            continue;
         double *q = &d->qpos[m->jnt_qposadr[j]];
-        if (m->jnt_limited[j])
-            *q = crl_rng_range(rng, m->jnt_range[2 * j], m->jnt_range[2 * j + 1]);
-        else if (type == mjJNT_HINGE)
-            *q = crl_rng_range(rng, -M_PI, M_PI);
+        if (type == mjJNT_HINGE || type == mjJNT_SLIDE) {
+            if (m->jnt_limited[j])
+                *q = crl_rng_range(rng, m->jnt_range[2 * j], m->jnt_range[2 * j + 1]);
+            else if (type == mjJNT_HINGE)
+                *q = crl_rng_range(rng, -M_PI, M_PI);
+        } else if (type == mjJNT_BALL && m->jnt_limited[j]) {
+            double axis[3];
+            for (int k = 0; k < 3; k++)
+                axis[k] = dmc_randn(rng);
+            normalize(axis, 3);
+            mju_axisAngle2Quat(q, axis, crl_rng_uniform(rng) * m->jnt_range[2 * j + 1]);
+        } else if (type == mjJNT_BALL) {
+            for (int k = 0; k < 4; k++)
+                q[k] = dmc_randn(rng);
+            normalize(q, 4);
+        } else if (type == mjJNT_FREE && !m->jnt_limited[j]) {
+            /* The suite draws uniform [0, 1)^4, not a uniform rotation, and keeps it for its benchmarks. */
+            for (int k = 0; k < 4; k++)
+                q[3 + k] = crl_rng_uniform(rng);
+            normalize(q + 3, 4);
+        }
     }
 }
 

@@ -156,8 +156,9 @@ static crl_spec *observation_spec(const dmc_task *t, int64_t num, crl_error *err
     int64_t batch[1] = {num};
     crl_spec *comp = crl_spec_composite(1, batch, err);
     for (int k = 0; comp && k < t->n_obs; k++) {
-        int64_t shape[2] = {num, t->obs[k].dim};
-        crl_spec *leaf = crl_spec_unbounded(CRL_F64, 2, shape, err);
+        int cols = t->obs[k].cols;
+        int64_t shape[3] = {num, cols ? t->obs[k].dim / cols : t->obs[k].dim, cols};
+        crl_spec *leaf = crl_spec_unbounded(CRL_F64, cols ? 3 : 2, shape, err);
         if (!leaf || crl_spec_composite_set(comp, t->obs[k].name, leaf, err) != CRL_OK) {
             crl_spec_unref(comp);
             comp = NULL;
@@ -322,6 +323,25 @@ static void *buffer(const dmc_env *e, crl_td *buffers, const char *key, crl_dtyp
     return crl_env_backend_buffer(buffers, who, key, dt, e->num, dim, rc, err);
 }
 
+/* A matrix observation's buffer: float64 [num, rows, cols], contiguous, on the cpu. */
+static double *matrix_buffer(const dmc_env *e, crl_td *buffers, const dmc_obs_def *o, int *rc, crl_error *err)
+{
+    if (*rc != CRL_OK)
+        return NULL;
+    crl_tensor *t = crl_td_get(buffers, o->name);
+    const int64_t *shape = t ? crl_tensor_shape(t) : NULL;
+    if (!t || crl_tensor_dtype(t) != CRL_F64 || crl_tensor_ndim(t) != 3 || shape[0] != e->num ||
+        shape[1] != o->dim / o->cols || shape[2] != o->cols || crl_tensor_device(t).type != CRL_DEVICE_CPU ||
+        !crl_tensor_is_contiguous(t)) {
+        *rc = crl_error_set(err, t ? CRL_E_SHAPE : CRL_E_NOT_FOUND,
+                            "dm_control: %s: bind: buffer '%s' must be a contiguous cpu float64 tensor of shape "
+                            "[%lld, %d, %d]",
+                            e->t->id, o->name, (long long)e->num, o->dim / o->cols, o->cols);
+        return NULL;
+    }
+    return crl_tensor_data(t);
+}
+
 static int dmc_bind(void *env, crl_td *buffers, crl_error *err)
 {
     dmc_env *e = env;
@@ -330,7 +350,8 @@ static int dmc_bind(void *env, crl_td *buffers, crl_error *err)
     int rc = CRL_OK;
     double *obs[DMC_MAX_OBS];
     for (int k = 0; k < e->t->n_obs; k++)
-        obs[k] = buffer(e, buffers, e->t->obs[k].name, CRL_F64, e->t->obs[k].dim, &rc, err);
+        obs[k] = e->t->obs[k].cols ? matrix_buffer(e, buffers, &e->t->obs[k], &rc, err)
+                                   : buffer(e, buffers, e->t->obs[k].name, CRL_F64, e->t->obs[k].dim, &rc, err);
     double *action = buffer(e, buffers, "action", CRL_F64, e->dm.m->nu, &rc, err);
     double *reward = buffer(e, buffers, "reward", CRL_F64, 1, &rc, err);
     uint8_t *terminated = buffer(e, buffers, "terminated", CRL_BOOL, 1, &rc, err);
@@ -413,7 +434,14 @@ static void reset_call(void *p)
     } else {
         t->init(&e->dm, d, extra, &e->rng[a->i]);
     }
+    if (t->apply)
+        t->apply(&e->dm, extra);
+    /* The suite's after_reset: forward with actuation off, so the first acceleration-stage sensors
+     * (accelerometers, force/torque) are those of a body no actuator pushes yet. */
+    int flags = m->opt.disableflags;
+    e->dm.m->opt.disableflags |= mjDSBL_ACTUATION;
     mj_forward(m, d);
+    e->dm.m->opt.disableflags = flags;
 }
 
 static int dmc_reset(void *env, const bool *mask, const uint64_t *seeds, bool from_state,
@@ -493,6 +521,8 @@ static int dmc_step(void *env, crl_error *err)
         const double *a = e->action + i * nu;
         for (int k = 0; k < nu; k++)
             d->ctrl[k] = a[k];
+        if (t->apply)
+            t->apply(&e->dm, e->extra + i * t->n_extra);
         step_args sa = {e, d};
         int rc = dmc_guarded(physics_step, &sa, t->id, err);
         if (rc != CRL_OK)
@@ -548,6 +578,8 @@ static int dmc_render(void *env, int64_t i, uint8_t *rgb, crl_error *err)
             return crl_error_pass(err, &re, CRL_E_UNSUPPORTED);
     }
     mjData *d = e->data[i];
+    if (e->t->apply)
+        e->t->apply(&e->dm, e->extra + i * e->t->n_extra);
     if (e->t->render_prep)
         e->t->render_prep(&e->dm, d, e->extra + i * e->t->n_extra);
     return dmc_renderer_draw(e->renderer, e->dm.m, d, e->camera, rgb, err);

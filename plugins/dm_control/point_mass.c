@@ -1,4 +1,4 @@
-/* The suite's point_mass domain: easy. */
+/* The suite's point_mass domain: easy, and hard (random actuation directions per episode). */
 #include "dmc.h"
 
 #include <math.h>
@@ -80,4 +80,56 @@ const dmc_task dmc_point_mass_easy = {
     .time_limit = 20.0, .control_timestep = 0.0, .n_obs = 2,
     .obs = {{"position", 2}, {"velocity", 2}}, .setup = point_mass_setup,
     .init = dmc_init_randomized, .observe = point_mass_observe, .reward = point_mass_reward,
+};
+
+/* hard: each episode the two controls push along random unit directions of
+ * the plane (at least ~26 degrees apart), the fixed tendons' coefficients
+ * (wrap_prm) in the suite.  extra holds the two directions of each env. */
+static void init_hard(const dmc_model *dm, mjData *d, double *extra, crl_rng *rng)
+{
+    dmc_randomize_joints(dm->m, d, rng);
+    double n;
+    do {
+        extra[0] = dmc_randn(rng);
+        extra[1] = dmc_randn(rng);
+        n = hypot(extra[0], extra[1]);
+    } while (n == 0);
+    extra[0] /= n;
+    extra[1] /= n;
+    bool parallel = true;
+    while (parallel) {
+        extra[2] = dmc_randn(rng);
+        extra[3] = dmc_randn(rng);
+        n = hypot(extra[2], extra[3]);
+        if (n == 0)
+            continue;
+        extra[2] /= n;
+        extra[3] /= n;
+        parallel = fabs(extra[0] * extra[2] + extra[1] * extra[3]) > 0.9;
+    }
+}
+
+/* The env's directions into the shared model's tendons t1, t2. */
+static void apply_hard(const dmc_model *dm, const double *extra)
+{
+    for (int k = 0; k < 4; k++)
+        dm->m->wrap_prm[k] = extra[k];
+}
+
+static int point_mass_hard_setup(dmc_model *dm, crl_error *err)
+{
+    int rc = point_mass_setup(dm, err);
+    if (rc == CRL_OK && (dm->m->nwrap != 4 || dm->m->ntendon != 2 || dm->m->wrap_type[0] != mjWRAP_JOINT))
+        rc = crl_error_set(err, CRL_E_CONFIG,
+                           "dm_control: %s: the model has %d tendons of %d joints in all; the task "
+                           "randomizes the suite's two fixed tendons of two joints each",
+                           dm->task->id, dm->m->ntendon, dm->m->nwrap);
+    return rc;
+}
+
+const dmc_task dmc_point_mass_hard = {
+    .domain = "point_mass", .name = "hard", .id = "point_mass/hard", .xml = point_mass_xml,
+    .time_limit = 20.0, .control_timestep = 0.0, .n_obs = 2,
+    .obs = {{"position", 2}, {"velocity", 2}}, .n_extra = 4, .setup = point_mass_hard_setup,
+    .init = init_hard, .observe = point_mass_observe, .reward = point_mass_reward, .apply = apply_hard,
 };

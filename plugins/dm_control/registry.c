@@ -11,7 +11,11 @@ static const dmc_task *const dmc_tasks[] = {
     &dmc_acrobot_swingup_sparse, &dmc_point_mass_easy, &dmc_reacher_easy, &dmc_reacher_hard,
     &dmc_cheetah_run, &dmc_walker_stand, &dmc_walker_walk, &dmc_walker_run, &dmc_hopper_stand,
     &dmc_hopper_hop, &dmc_finger_spin, &dmc_finger_turn_easy, &dmc_finger_turn_hard,
-    &dmc_ball_in_cup_catch,
+    &dmc_ball_in_cup_catch, &dmc_cartpole_two_poles, &dmc_cartpole_three_poles, &dmc_point_mass_hard,
+    &dmc_humanoid_stand, &dmc_humanoid_walk, &dmc_humanoid_run, &dmc_swimmer_swimmer6,
+    &dmc_swimmer_swimmer15, &dmc_fish_upright, &dmc_fish_swim, &dmc_quadruped_walk,
+    &dmc_quadruped_run, &dmc_quadruped_fetch, &dmc_manipulator_bring_ball, &dmc_stacker_stack_2,
+    &dmc_stacker_stack_4,
 };
 
 #define N_TASKS (sizeof dmc_tasks / sizeof dmc_tasks[0])

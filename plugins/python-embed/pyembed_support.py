@@ -17,6 +17,32 @@ class CrlError(Exception):
 _setup_done = False
 
 
+class OsExitInHost(BaseException):
+    """os._exit called by Python code in the process that embeds crl (raised instead of ending it)."""
+
+
+def _guard_os_exit():
+    """os._exit in crl's own process would end it on the spot: no message, no flush, whatever status the
+    env chose (a rollout that "succeeds" with exit 0 and no output).  Raise instead, so the call that ran
+    the env fails with a message and a traceback.  Forked children (multiprocessing) and crl's env worker
+    processes (CRL_ENV_WORKER_PROCESS), where exiting is the contained failure, keep the real os._exit."""
+    if os.environ.get('CRL_ENV_WORKER_PROCESS') or getattr(os._exit, '_crl_guard', False):
+        return
+    real_exit = os._exit
+    host_pid = os.getpid()
+
+    def _exit(status):
+        if os.getpid() != host_pid:
+            real_exit(status)
+        raise OsExitInHost('os._exit(%r) was called in the crl process itself, which it would end without a word '
+                           '(no flush, no message, exit status %r); crl refuses it here. Run this env with [env] '
+                           'executor = processes: a worker process that exits is reported as a worker failure '
+                           '(and restarted with on_worker_failure = restart)' % (status, status))
+    _exit._crl_guard = True
+    _exit.__doc__ = real_exit.__doc__
+    os._exit = _exit
+
+
 def _binary(prefix):
     v = '%d.%d' % sys.version_info[:2]
     for name in ('python' + v, 'python3', 'python'):
@@ -71,6 +97,7 @@ def setup_once():
                             'Python %s, so make the venv with %s -m venv'
                             % (venv, v, ', '.join(have) or 'none', sys.version.split()[0],
                                _binary(sys.base_exec_prefix) or v))
+    _guard_os_exit()
     return warnings
 
 

@@ -321,3 +321,31 @@ int st_apply_elementwise(void *t, const tf_keys *k, crl_td *td, const char *who,
     }
     return CRL_OK;
 }
+
+int st_state_vector(const crl_td *state, const char *key, int64_t n, const char *who, const crl_tensor **out,
+                    crl_error *err)
+{
+    const crl_tensor *x = crl_td_get(state, key);
+    *out = NULL;
+    if (!x)
+        return crl_transform_missing_td_key(err, who, key, state);
+    if (crl_tensor_dtype(x) != CRL_F64 || crl_tensor_ndim(x) != 1 || !crl_tensor_is_contiguous(x))
+        return crl_error_set(err, CRL_E_DTYPE, "%s: state entry '%s' must be a contiguous float64 vector", who, key);
+    if (n >= 0 && crl_tensor_numel(x) != n)
+        return crl_error_set(err, CRL_E_SHAPE, "%s: state entry '%s' has %lld elements, this instance needs %lld",
+                             who, key, (long long)crl_tensor_numel(x), (long long)n);
+    *out = x;
+    return CRL_OK;
+}
+
+int st_state_put(crl_td *out, const char *key, const double *v, int64_t n, crl_error *err)
+{
+    crl_tensor *x = crl_tensor_new(CRL_F64, 1, &n, err);
+    if (!x)
+        return CRL_E_NOMEM;
+    if (n)
+        memcpy(crl_tensor_data(x), v, (size_t)n * sizeof(double));
+    int rc = crl_td_set(out, key, x, err);
+    crl_tensor_unref(x);
+    return rc;
+}

@@ -39,6 +39,13 @@ crl_spec *st_spec_leaf(crl_transform_specs *s, const char *key, const char *who,
 int st_need_float(const crl_spec *leaf, const char *key, const char *who, crl_error *err);
 /* CRL_E_DTYPE when the spec is bool (arithmetic transforms). */
 int st_need_numeric(const crl_spec *leaf, const char *key, const char *who, crl_error *err);
+/* For load_state: *out = the float64 vector at key of state, with n
+ * elements (n < 0: any).  CRL_E_NOT_FOUND (naming the keys present),
+ * CRL_E_DTYPE or CRL_E_SHAPE otherwise, naming who and the key. */
+int st_state_vector(const crl_td *state, const char *key, int64_t n, const char *who, const crl_tensor **out,
+                    crl_error *err);
+/* For state: a new float64 vector of n elements from v, set at key of out. */
+int st_state_put(crl_td *out, const char *key, const double *v, int64_t n, crl_error *err);
 /* Product of the dims of a shape from `from` on. */
 int64_t st_numel_from(int ndim, const int64_t *shape, int from);
 

@@ -391,6 +391,72 @@ static int onorm_call(void *p, crl_td *td, crl_error *err)
     return CRL_OK;
 }
 
+/* The statistics in use: "loc<i>" and "scale<i>" (float64, one per element) of each key i that has them. */
+static int onorm_state(void *p, crl_td *out, crl_error *err)
+{
+    onorm *t = p;
+    int rc = CRL_OK;
+    for (size_t i = 0; i < t->k.n && !rc; i++) {
+        const on_key *kk = &t->keys[i];
+        char kl[40], ks[40];
+        snprintf(kl, sizeof kl, "loc%zu", i);
+        snprintf(ks, sizeof ks, "scale%zu", i);
+        if (kk->loc && !(rc = st_state_put(out, kl, kk->loc, kk->F, err)))
+            rc = st_state_put(out, ks, kk->scale, kk->F, err);
+    }
+    return rc;
+}
+
+/* Take loc and scale of a state (as measured by another instance's init_stats); nothing is learned later. */
+static int onorm_load_state(void *p, const crl_td *state, bool freeze, crl_error *err)
+{
+    onorm *t = p;
+    (void)freeze;
+    const crl_tensor **x = calloc(2 * t->k.n + 1, sizeof *x);   /* loc, scale of key i at 2i, 2i + 1 */
+    if (!x)
+        return crl_error_set(err, CRL_E_NOMEM, "ObservationNorm: out of memory");
+    int rc = CRL_OK;
+    for (size_t i = 0; i < t->k.n && !rc; i++) {
+        char kl[40], ks[40];
+        snprintf(kl, sizeof kl, "loc%zu", i);
+        snprintf(ks, sizeof ks, "scale%zu", i);
+        if (!crl_td_has(state, kl) && !crl_td_has(state, ks))
+            continue;
+        int64_t F = t->keys[i].loc ? t->keys[i].F : -1;
+        if ((rc = st_state_vector(state, kl, F, "ObservationNorm", &x[2 * i], err)) ||
+            (rc = st_state_vector(state, ks, crl_tensor_numel(x[2 * i]), "ObservationNorm", &x[2 * i + 1], err)))
+            break;
+        const double *sc = crl_tensor_data(x[2 * i + 1]);
+        for (int64_t j = 0; t->standard_normal && j < crl_tensor_numel(x[2 * i + 1]) && !rc; j++)
+            if (sc[j] == 0.0)
+                rc = crl_error_set(err, CRL_E_INVALID, "ObservationNorm: state entry '%s' has a zero scale, which "
+                                   "standard_normal divides by", ks);
+    }
+    for (size_t i = 0; i < t->k.n && !rc; i++) {
+        if (!x[2 * i])
+            continue;
+        on_key *kk = &t->keys[i];
+        int64_t F = crl_tensor_numel(x[2 * i]);
+        double *l = realloc(kk->loc, (size_t)(F ? F : 1) * sizeof *l);
+        if (l)
+            kk->loc = l;
+        double *sv = l ? realloc(kk->scale, (size_t)(F ? F : 1) * sizeof *sv) : NULL;
+        if (sv)
+            kk->scale = sv;
+        if (!l || !sv) {
+            rc = crl_error_set(err, CRL_E_NOMEM, "ObservationNorm: out of memory");
+            break;
+        }
+        memcpy(kk->loc, crl_tensor_data(x[2 * i]), (size_t)F * sizeof(double));
+        memcpy(kk->scale, crl_tensor_data(x[2 * i + 1]), (size_t)F * sizeof(double));
+        kk->F = F;
+    }
+    free(x);
+    if (!rc)
+        t->stats_done = true;
+    return rc;
+}
+
 const crl_option st_obsnorm_options[] = {
     { "in_keys", CRL_OPT_LIST, 0, "observation", 0, 0, NULL, "keys to normalise (floating-point)" },
     { "out_keys", CRL_OPT_LIST, 0, "", 0, 0, NULL, "where to write them (empty: in place)" },
@@ -426,4 +492,6 @@ const crl_transform_ops st_obsnorm_ops = {
     .call = onorm_call,
     .destroy = onorm_destroy,
     .repr = onorm_repr,
+    .state = onorm_state,
+    .load_state = onorm_load_state,
 };

@@ -601,6 +601,91 @@ static int vnorm_reset(void *p, crl_transform_ctx *ctx, crl_td *td, const bool *
     return vnorm_run(p, td, mask, true, crl_transform_ctx_name(ctx), err);
 }
 
+/* The running statistics of each key i that has them: "sum<i>", "ssq<i>" (F each) and "count<i>" (1), float64. */
+static int vnorm_state(void *p, crl_td *out, crl_error *err)
+{
+    vnorm *t = p;
+    int rc = CRL_OK;
+    for (size_t i = 0; i < t->k.n && !rc; i++) {
+        vn_region *r = t->keys[i].r;
+        if (!r)
+            continue;
+        int64_t F = r->F;
+        double *copy = malloc((size_t)(2 * F + 1) * sizeof *copy);
+        if (!copy)
+            return crl_error_set(err, CRL_E_NOMEM, "VecNorm: out of memory");
+        region_lock(r, t->shared);
+        memcpy(copy, r->data, (size_t)(2 * F) * sizeof *copy);
+        copy[2 * F] = r->count;
+        region_unlock(r, t->shared);
+        char ks[40], kq[40], kc[40];
+        snprintf(ks, sizeof ks, "sum%zu", i);
+        snprintf(kq, sizeof kq, "ssq%zu", i);
+        snprintf(kc, sizeof kc, "count%zu", i);
+        if (!(rc = st_state_put(out, ks, copy, F, err)) && !(rc = st_state_put(out, kq, copy + F, F, err)))
+            rc = st_state_put(out, kc, copy + 2 * F, 1, err);
+        free(copy);
+    }
+    return rc;
+}
+
+/* Take another instance's statistics into statistics of this instance's own (a shared segment is left, for
+ * the others that share it), frozen when asked: TorchRL's VecNorm frozen_copy. */
+static int vnorm_load_state(void *p, const crl_td *state, bool freeze, crl_error *err)
+{
+    vnorm *t = p;
+    const crl_tensor **x = calloc(3 * t->k.n + 1, sizeof *x);   /* sum, ssq, count of key i at 3i.. */
+    if (!x)
+        return crl_error_set(err, CRL_E_NOMEM, "VecNorm: out of memory");
+    int rc = CRL_OK;
+    for (size_t i = 0; i < t->k.n && !rc; i++) {
+        char ks[40], kq[40], kc[40];
+        snprintf(ks, sizeof ks, "sum%zu", i);
+        snprintf(kq, sizeof kq, "ssq%zu", i);
+        snprintf(kc, sizeof kc, "count%zu", i);
+        if (!crl_td_has(state, ks) && !crl_td_has(state, kq) && !crl_td_has(state, kc))
+            continue;
+        int64_t F = t->keys[i].r ? t->keys[i].r->F : t->keys[i].spec_F;
+        if (!(rc = st_state_vector(state, ks, F, "VecNorm", &x[3 * i], err)) &&
+            !(rc = st_state_vector(state, kq, crl_tensor_numel(x[3 * i]), "VecNorm", &x[3 * i + 1], err)))
+            rc = st_state_vector(state, kc, 1, "VecNorm", &x[3 * i + 2], err);
+    }
+    for (size_t i = 0; i < t->k.n && !rc; i++) {
+        if (!x[3 * i])
+            continue;
+        vn_key *kk = &t->keys[i];
+        int64_t F = crl_tensor_numel(x[3 * i]);
+        if (kk->r && kk->mapped)
+            key_release(kk);
+        if (!kk->r) {
+            size_t bytes = region_bytes(F);
+            if (!(kk->r = calloc(1, bytes))) {
+                rc = crl_error_set(err, CRL_E_NOMEM, "VecNorm: out of memory");
+                break;
+            }
+            kk->r->magic = VN_MAGIC;
+            kk->r->F = F;
+            kk->bytes = bytes;
+            kk->mapped = false;
+        }
+        memcpy(kk->r->data, crl_tensor_data(x[3 * i]), (size_t)F * sizeof(double));
+        memcpy(kk->r->data + F, crl_tensor_data(x[3 * i + 1]), (size_t)F * sizeof(double));
+        kk->r->count = ((const double *)crl_tensor_data(x[3 * i + 2]))[0];
+    }
+    free(x);
+    if (rc)
+        return rc;
+    /* every region is this instance's own now (or none was there to share yet: nothing to leave) */
+    bool own = true;
+    for (size_t i = 0; i < t->k.n; i++)
+        own = own && (!t->keys[i].r || !t->keys[i].mapped);
+    if (own)
+        t->shared = false;
+    if (freeze)
+        t->frozen = true;
+    return CRL_OK;
+}
+
 const crl_option st_vecnorm_options[] = {
     { "in_keys", CRL_OPT_LIST, 0, "observation, reward", 0, 0, NULL, "keys to normalise (floating-point)" },
     { "out_keys", CRL_OPT_LIST, 0, "", 0, 0, NULL, "where to write them (empty: in place)" },
@@ -623,4 +708,6 @@ const crl_transform_ops st_vecnorm_ops = {
     .call = vnorm_call,
     .reset = vnorm_reset,
     .destroy = vnorm_destroy,
+    .state = vnorm_state,
+    .load_state = vnorm_load_state,
 };

@@ -157,6 +157,11 @@ CRL_API void crl_returns_free(crl_returns *r);
  * without traj_ids, next.reward or next.done adds nothing. */
 CRL_API int64_t crl_returns_add(crl_returns *r, const crl_td *batch, void (*done)(void *user, double ret),
                                 void *user);
+/* crl_returns_add summing the reward at `key` (dotted, e.g.
+ * "next.raw_reward") in place of "next.reward".  A batch without that key
+ * adds nothing (and returns 0); a NULL key likewise.  Since ABI 1.2. */
+CRL_API int64_t crl_returns_add_key(crl_returns *r, const crl_td *batch, const char *key,
+                                    void (*done)(void *user, double ret), void *user);
 
 #ifdef __cplusplus
 }

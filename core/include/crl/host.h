@@ -129,6 +129,15 @@ CRL_API const crl_option *crl_host_log_options(void);
  * for each new or changed plugin file; applications do not call it.  Returns the process's exit status. */
 CRL_API int crl_plugin_scanner_main(int argc, char **argv);
 
+/* The env worker process's whole program (crl-env-worker, installed in libexec): the processes executor
+ * starts it for each worker of a backend whose plugin embeds CPython, passing the memfd of a description
+ * (--desc-fd), the worker's block (--block), the job generation it has seen (--seen) and --restart for a
+ * replacement.  It loads the plugin, makes and binds the block's instances over the parent's shared buffers
+ * and serves jobs until told to quit, then closes them.  Applications do not call it.  Never returns: it
+ * ends the process with its exit status (2 on bad arguments or an unreadable description, printed on stderr;
+ * a failure to make the envs is reported to the parent through the control region instead). */
+CRL_API int crl_env_worker_main(int argc, char **argv);
+
 /* libcrl's version string ("0.1.0"). */
 CRL_API const char *crl_version(void);
 

@@ -98,6 +98,11 @@ typedef struct crl_train_stats {
     double eval_return;       /* mean return of the last evaluation; NaN before the first */
     bool evaluated;           /* an evaluation ran after this batch */
     bool done;                /* the last callback of the run */
+    /* Since ABI 1.2 (struct_size tells): the same returns in the backend's own reward, before the
+     * [env] transforms (RewardScaling, VecNorm, ...) changed it; equal to the ones above for an env
+     * without transforms, NaN when unknown (see crl_trainer_raw_reward_key). */
+    double recent_raw_return;
+    double eval_raw_return;
 } crl_train_stats;
 
 /* Called after each batch; a non-zero return stops the run with that code
@@ -130,6 +135,112 @@ CRL_API int crl_trainer_run(crl_trainer *t, crl_train_progress_fn progress, void
 /* Run `episodes` episodes of the exploration-free policy on the
  * evaluation env and set *mean_return. */
 CRL_API int crl_trainer_evaluate(crl_trainer *t, int64_t episodes, double *mean_return, crl_error *err);
+
+/* One evaluation in detail (struct_size set by the caller).  Since ABI 1.2. */
+typedef struct crl_eval_result {
+    uint32_t struct_size;     /* sizeof(crl_eval_result) */
+    int64_t episodes;         /* how many ran (the returns below hold that many) */
+    double *returns;          /* per episode, after the [env] transforms; crl_free */
+    double *raw_returns;      /* per episode, the backend's reward before them (NaN when unknown); crl_free */
+    double mean, std;         /* of returns (std: population, 0 for one episode) */
+    double raw_mean, raw_std; /* of raw_returns */
+} crl_eval_result;
+
+/* What an evaluation tells an observer (crl_eval_hook), in order: BEGIN
+ * (frames: the frame count it is seeded from), then per rollout a STEP
+ * before each action (td: the state the policy acts on; from the second
+ * step on it still holds the previous step's "next", whose "done" says
+ * which envs that step ended, before they are reset) and ROLLOUT_END (the
+ * envs at the state of the rollout's last step), then END.  Since ABI 1.2. */
+typedef enum crl_eval_event {
+    CRL_EVAL_BEGIN,
+    CRL_EVAL_STEP,
+    CRL_EVAL_ROLLOUT_END,
+    CRL_EVAL_END
+} crl_eval_event;
+
+/* An observer of evaluations (crl run's videos: crl_env_render of env 0).
+ * The callback's non-zero return stops the evaluation with that code (it
+ * sets err); END comes also after a failure, with td NULL.  Since ABI
+ * 1.2. */
+typedef struct crl_eval_hook {
+    uint32_t struct_size;     /* sizeof(crl_eval_hook) */
+    int (*event)(void *user, crl_eval_event what, crl_env *env, const crl_td *td, int64_t frames, crl_error *err);
+    void *user;
+} crl_eval_hook;
+
+/* Observe every later evaluation of t with hook (copied; NULL: none).
+ * CRL_E_INVALID for a NULL trainer, a struct_size too small or no event
+ * function.  Since ABI 1.2. */
+CRL_API int crl_trainer_set_eval_hook(crl_trainer *t, const crl_eval_hook *hook, crl_error *err);
+
+/* crl_trainer_evaluate with every episode's return, transformed and raw.
+ * The evaluation env's transforms normalise with the training env's
+ * statistics as they stand (VecNorm's running sums, ObservationNorm's loc
+ * and scale: crl_env_transforms_state), frozen: evaluating never changes
+ * them, and evaluations at the same frame count return the same numbers.
+ * The env is seeded from [train] seed and the frame count.  Sets *out
+ * (free its arrays with crl_free, also after a failure, when they are
+ * NULL).  Errors: CRL_E_INVALID without an evaluation env ([train]
+ * eval_episodes = 0 when the trainer was built) or episodes < 1, the
+ * env's and the policy's errors prefixed "evaluation: ". */
+CRL_API int crl_trainer_evaluate_ex(crl_trainer *t, int64_t episodes, crl_eval_result *out, crl_error *err);
+
+/* ---- a trained policy, loaded from a checkpoint (crl eval, crl rollout --policy) ------------------
+ * What a C program needs to act with a run's policy, with libcrl alone
+ * (doc/policy-files.md shows a whole program):
+ *
+ *   crl_config *cfg = crl_config_new(&e);
+ *   crl_config_load_file(cfg, "RUN/checkpoint/experiment.ini", CRL_LAYER_FILE, &e);
+ *   crl_host *host = crl_host_new(cfg, &e);
+ *   crl_host_load_configured(host, &e);                  // [plugins] load = ...
+ *   crl_policy *p = crl_policy_load(host, cfg, "RUN/checkpoint", &e);
+ *   crl_td *ro = crl_env_rollout(crl_policy_env(p), 1000, crl_policy_act, p, true, true, NULL, &e);
+ */
+typedef struct crl_policy crl_policy;
+
+/* Load the exploration-free policy of the checkpoint directory dir (as
+ * crl_trainer_checkpoint writes it: dir/trainer.ckpt, and
+ * dir/experiment.ini, the settings cfg must hold): the loss of cfg's
+ * [loss] built over the env of [env] with [train] seed, its networks
+ * from the checkpoint's "loss/..." sections, and the evaluation env of
+ * [env] with a copy of the raw reward first in its chain (as the
+ * trainer's) and the transform statistics the training env had at the
+ * checkpoint (section "trainer/transforms", crl_env_transforms_state),
+ * frozen.  host and cfg are borrowed for the call only.  Errors:
+ * CRL_E_INVALID for NULL arguments, CRL_E_IO / CRL_E_CORRUPT naming the
+ * file and section, the loss's and the env's own.  Free with
+ * crl_policy_free (NULL-safe).  Since ABI 1.2. */
+CRL_API crl_policy *crl_policy_load(crl_host *host, const crl_config *cfg, const char *dir, crl_error *err);
+CRL_API void crl_policy_free(crl_policy *p);
+/* Its evaluation env (borrowed, valid while p lives); the frame count of
+ * the checkpoint (-1 for NULL); [train] eval_episodes of its config. */
+CRL_API crl_env *crl_policy_env(const crl_policy *p);
+CRL_API int64_t crl_policy_frames(const crl_policy *p);
+CRL_API int64_t crl_policy_eval_episodes(const crl_policy *p);
+/* A crl_policy_fn (user: the policy): write the policy's exploration-free
+ * action (the distribution's mode, the greedy Q-value) into td from its
+ * observation; td from any env of the same specs.  CRL_E_INVALID for NULL
+ * arguments, the loss's errors.  Not thread-safe per policy. */
+CRL_API int crl_policy_act(void *user, crl_env *env, crl_td *td, crl_error *err);
+/* `episodes` episodes on its env, seeded as the trainer seeds the
+ * evaluation at the checkpoint's frame count: the checkpoint written at the
+ * end of a run gives the run's last evaluation return (with as many
+ * episodes).  *out as crl_trainer_evaluate_ex.  Errors: CRL_E_INVALID for
+ * NULL arguments or episodes < 1, the env's and the policy's. */
+CRL_API int crl_policy_evaluate(crl_policy *p, int64_t episodes, crl_eval_result *out, crl_error *err);
+/* Observe the evaluations of crl_policy_evaluate (as crl_trainer_set_eval_hook). */
+CRL_API int crl_policy_set_eval_hook(crl_policy *p, const crl_eval_hook *hook, crl_error *err);
+
+/* The key of the untransformed reward in the trainer's batches: when the
+ * [env] section has transforms, the trainer puts a copy of the backend's
+ * reward at "raw_reward" (RenameTransform with create_copy, first in the
+ * chain) and this is "next.raw_reward"; without transforms it is
+ * "next.reward".  NULL when raw rewards are not known: a trainer whose
+ * collectors run elsewhere (mpi) with transforms, or transforms without
+ * the transforms plugin loaded.  worker_transforms run before the chain,
+ * so with them "raw" is the reward the workers deliver.  Borrowed. */
+CRL_API const char *crl_trainer_raw_reward_key(const crl_trainer *t);
 
 /* Write the loss (networks, targets, schedules), every optimizer's state,
  * the counters, the exploration RNG and the actions taken so far to the
@@ -184,6 +295,10 @@ CRL_API void *crl_trainer_loss_state(const crl_trainer *t);
 CRL_API crl_optim *crl_trainer_optim(const crl_trainer *t, size_t i);
 CRL_API crl_replay *crl_trainer_replay(const crl_trainer *t);
 CRL_API crl_collector *crl_trainer_collector(const crl_trainer *t);
+/* The evaluation env (NULL when [train] eval_episodes was 0): borrowed.  Its
+ * transforms hold the statistics of the last evaluation (frozen).  Since
+ * ABI 1.2. */
+CRL_API crl_env *crl_trainer_eval_env(const crl_trainer *t);
 
 /* ---- sub-collectors with their own policy (num_collectors > 1, [distributed]) -----------
  * With num_collectors > 1 or a [distributed] section, each sub-collector k

@@ -84,6 +84,24 @@ CRL_API const crl_spec *crl_env_base_observation_spec(const crl_env *env);
 CRL_API const crl_spec *crl_env_base_action_spec(const crl_env *env);
 CRL_API const crl_spec *crl_env_base_full_action_spec(const crl_env *env);
 
+/* ---- learned statistics (TorchRL's state_dict of a Compose) ---- */
+
+/* The statistics every transform of env's chain learned (crl_transform_ops
+ * state): a new TensorDict (batch shape []) with one sub-TensorDict per
+ * transform that has any, keyed by its index in the chain ("2.sum0").
+ * An env without such transforms gives an empty one.  Errors: the
+ * transforms' own, naming the transform; CRL_E_INVALID for a NULL env. */
+CRL_API crl_td *crl_env_transforms_state(const crl_env *env, crl_error *err);
+/* Load such statistics into env's chain (which must have the same
+ * transforms at the same places, e.g. an env built from the same config):
+ * each transform with an entry takes it (crl_transform_ops load_state);
+ * with freeze they stop learning, so env normalises with exactly these
+ * statistics (an evaluation env: TorchRL's frozen VecNorm).  Errors:
+ * CRL_E_NOT_FOUND for an entry whose transform is missing or learns
+ * nothing, the transforms' own (naming the transform); transforms before
+ * the failing one keep what they loaded. */
+CRL_API int crl_env_load_transforms_state(crl_env *env, const crl_td *state, bool freeze, crl_error *err);
+
 /* ---- reprs and parents (TorchRL's print(env) and transform.parent) ---- */
 
 /* The transform as TorchRL prints it inside a Compose, e.g.

@@ -168,6 +168,24 @@ typedef struct crl_transform_ops {
      * default Transform repr, "Type(keys=[<in_keys>])", from the "in_keys"
      * option (keys=[] when the transform declares none). */
     int (*repr)(void *t, char *buf, size_t size);
+
+    /* Since ABI 1.2.  What the transform learned from data (VecNorm's
+     * running sums and count, ObservationNorm's loc and scale), so that
+     * another instance made with the same options normalises exactly as
+     * this one does: TorchRL's state_dict, and VecNorm's frozen_copy for an
+     * evaluation env.  state sets new tensors into out (an empty
+     * TensorDict of batch shape []; float64 for statistics; keys without
+     * dots) and leaves the instance as it was.  load_state takes a
+     * TensorDict a state call of the same transform wrote (values copied,
+     * nothing borrowed); with freeze it then stops learning (VecNorm's
+     * frozen = true), so the instance normalises with exactly that state
+     * however much data it sees, and a shared instance's state is its own
+     * from then on (others sharing it are not touched).  Errors:
+     * CRL_E_NOT_FOUND for a missing key, CRL_E_SHAPE / CRL_E_DTYPE for
+     * other sizes, naming the key; the instance is unchanged then.  NULL
+     * (both): the transform learns nothing. */
+    int (*state)(void *t, crl_td *out, crl_error *err);
+    int (*load_state)(void *t, const crl_td *state, bool freeze, crl_error *err);
 } crl_transform_ops;
 
 /* The tensor to write out_key into: the one at `key` in td when it already
