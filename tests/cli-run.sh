@@ -113,5 +113,20 @@ if [ "$rc" -eq 0 ] && [ -s "$tmp/ffi/checkpoint/trainer.ckpt" ] && grep -qE '^  
 then ok "conf/examples/ffi-springmass.ini trains TD3 on a plain C library through the ffi backend"
 else nok "ffi example (exit $rc)" "$out"; fi
 
+# The pixel example, short: a conv network trains; a buffer of images checkpointed is warned about with its
+# size, and [replay] checkpoint = false leaves it out of the checkpoint.
+px=$srcdir/../conf/examples/cartpole-pixels-dqn.ini
+pxshort="collector.total_frames=96 collector.init_random_frames=64 replay.capacity=100 train.eval_episodes=0"
+out=$("$crl" run "$px" $pxshort replay.checkpoint=true train.run_dir="$tmp/px1" 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -qE "checkpoint = true: the buffer holds image observations, about 22579200 bytes" <<<"$out" \
+    && [ -d "$tmp/px1/checkpoint/replay" ] && [ -s "$tmp/px1/checkpoint/trainer.ckpt" ]
+then ok "checkpointing a buffer of images warns with its size in bytes"
+else nok "pixel buffer warning (exit $rc)" "$out" "$(ls -R "$tmp/px1" 2>&1)"; fi
+out=$("$crl" run "$px" $pxshort train.run_dir="$tmp/px2" 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && ! grep -q "image observations" <<<"$out" && [ ! -e "$tmp/px2/checkpoint/replay" ] \
+    && [ -s "$tmp/px2/checkpoint/trainer.ckpt" ]
+then ok "cartpole-pixels-dqn.ini trains a conv network; [replay] checkpoint = false leaves the buffer out"
+else nok "pixel example (exit $rc)" "$out" "$(ls -R "$tmp/px2" 2>&1)"; fi
+
 echo "1..$n"
 [ "$failures" -eq 0 ]
