@@ -107,6 +107,10 @@ int crl__opts_declare(crl_opts *o, const crl_option *opt, const char *value, con
 crl_opts *crl__opts_override(const crl_opts *base, const char *const *names, const char *const *values,
                              const char *const *origins, size_t n, crl_error *err) CRL_INTERNAL;
 crl_opts *crl__opts_copy(const crl_opts *base, crl_error *err) CRL_INTERNAL;
+/* The network sections attached to a loss's options (core/nn_config.c's crl__nets, borrowed: it outlives
+ * the opts); NULL when none were attached.  Copies do not carry it. */
+void crl__opts_set_nets(crl_opts *o, const void *nets) CRL_INTERNAL;
+const void *crl__opts_nets(const crl_opts *o) CRL_INTERNAL;
 /* FILE:LINE of the i-th key under prefix (as crl_opts_prefixed_key counts). */
 const char *crl__opts_prefixed_origin(const crl_opts *o, const char *prefix, size_t i) CRL_INTERNAL;
 /* Record a key given under a CRL_OPT_PREFIX option. */

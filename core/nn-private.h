@@ -19,6 +19,9 @@ typedef struct crl__layer {
 struct crl_mlp {
     int refs;
     char *name;
+    /* The per-row input shape ([in_features] without an encoder). */
+    int in_ndim;
+    int64_t in_shape[CRL_MAX_DIMS];
     int n_layers;
     crl__layer *layers;
     crl_activation act;
@@ -42,6 +45,16 @@ static inline bool crl__layer_activated(const crl_mlp *m, int l)
 {
     return l < m->n_layers - 1 || m->activate_last;
 }
+
+/* The [net.*] sections of an experiment, checked against their types (nn_config.c); a loss's options
+ * carry them (crl__opts_set_nets) to crl_net_new.  NULL with CRL_E_CONFIG naming FILE:LINE. */
+typedef struct crl__nets crl__nets;
+struct crl_config;
+CRL_INTERNAL crl__nets *crl__nets_new(const struct crl_config *cfg, crl_error *err);
+CRL_INTERNAL void crl__nets_free(crl__nets *n);
+/* After the loss was built: CRL_E_CONFIG naming the first section no network was built from (`who`
+ * names the loss). */
+CRL_INTERNAL int crl__nets_check_used(const crl__nets *n, const char *who, crl_error *err);
 
 /* y[B, out] = x[B, in] W^T + b, W [out, in] row-major (rows contiguous). */
 /* crl_optim_load in two steps, so a caller can check several optimizers' sections before it changes any

@@ -117,6 +117,8 @@ crl_mlp *crl_mlp_new(const char *name, int64_t in_features, int64_t out_features
     m->refs = 1;
     m->name = g_strdup(name);
     m->n_layers = n_cells + 1;
+    m->in_ndim = 1;
+    m->in_shape[0] = in_features;
     m->layers = g_new0(crl__layer, m->n_layers);
     m->act = act;
     m->activate_last = activate_last;
@@ -178,6 +180,12 @@ const char *crl_mlp_name(const crl_mlp *m) { return m->name; }
 int64_t crl_mlp_in_features(const crl_mlp *m) { return m->layers[0].in; }
 int64_t crl_mlp_out_features(const crl_mlp *m) { return m->layers[m->n_layers - 1].out; }
 int crl_mlp_num_layers(const crl_mlp *m) { return m->n_layers; }
+
+int crl_mlp_in_shape(const crl_mlp *m, int64_t *shape)
+{
+    memcpy(shape, m->in_shape, (size_t)m->in_ndim * sizeof *shape);
+    return m->in_ndim;
+}
 crl_tensor *crl_mlp_params_get(crl_mlp *m) { return m->params; }
 crl_tensor *crl_mlp_grads_get(crl_mlp *m) { return m->grads; }
 

@@ -139,15 +139,26 @@ int crl_loss_from_config(crl_host *host, const crl_config *cfg, const char *sect
     if (rc)
         return rc;
     crl_error_clear(&e);
-    crl_opts *o = crl_config_opts(cfg, section, tables, 2, &e);
-    if (!o)
+    crl__nets *nets = crl__nets_new(cfg, &e);
+    if (!nets)
         return crl_error_pass(err, &e, CRL_E_CONFIG);
+    crl_opts *o = crl_config_opts(cfg, section, tables, 2, &e);
+    if (!o) {
+        crl__nets_free(nets);
+        return crl_error_pass(err, &e, CRL_E_CONFIG);
+    }
+    crl__opts_set_nets(o, nets);
     rc = ops->create(o, obs_spec, action_spec, seed, st, err);
     crl_opts_free(o);
-    if (rc)
+    char who[96];
+    snprintf(who, sizeof who, "loss '%s'", type);
+    if (!rc && (rc = crl__nets_check_used(nets, who, err)))
+        ops->destroy(*st);
+    else if (rc)
         crl_error_prefix(err, "%s: [%s] type = %s: ", crl_config_origin(cfg, section, "type"), section, type);
     else
         *ops_out = ops;
+    crl__nets_free(nets);
     return rc;
 }
 

@@ -489,7 +489,7 @@ START_TEST(dqn_bad_input)
     const crl_loss_ops *ops = NULL;
     void *st = NULL;
     ck_assert_int_eq(crl_loss_from_config(h.host, h.cfg, "loss", img, act, 7, &ops, &st, &e), CRL_E_SHAPE);
-    assert_msg_has(&e, "observation 'observation' is [1, 8, 8] per env, but the networks read vectors");
+    assert_msg_has(&e, "network 'qvalue' reads [1, 8, 8] per row, but an MLP reads vectors");
     ck_assert_ptr_null(st);
     ck_assert_int_eq(crl_loss_from_config(h.host, h.cfg, "loss", vec, act, 7, &ops, &st, &e), CRL_OK);
     ops->destroy(st);

@@ -112,7 +112,8 @@ static int pg_create(pg_mode mode, const crl_opts *opts, const crl_spec *obs_spe
     p->mode = mode;
     p->who = names[mode];
     const char *ct, *est, *init;
-    int64_t in;
+    int nd;
+    int64_t shape[CRL_MAX_DIMS];
     int rc;
     crl_error e;   /* for the calls that return NULL on failure */
     crl_error_clear(&e);
@@ -125,7 +126,7 @@ static int pg_create(pg_mode mode, const crl_opts *opts, const crl_spec *obs_spe
         (rc = crl_opts_string(opts, "estimator", &est, err)) ||
         (rc = crl_value_estimator_from_name(est, &p->est, err)) ||
         (rc = crl_opts_string(opts, "init", &init, err)) ||
-        (rc = ls_obs_features(obs_spec, p->no.in_key, p->who, &in, err)))
+        (rc = ls_obs_shape(obs_spec, p->no.in_key, p->who, &nd, shape, err)))
         goto fail;
     if (mode == PG_PPO && (rc = read_ppo_opts(p, opts, err)))
         goto fail;
@@ -154,11 +155,14 @@ static int pg_create(pg_mode mode, const crl_opts *opts, const crl_spec *obs_spe
     char *next_key = g_strconcat("next.", p->no.in_key, NULL);
     const char *nkeys[] = { next_key, NULL };
     rc = CRL_OK;
-    if (!(p->actor_net = ls_mlp("actor", in, out, &p->no, &rng, &e)) ||
-        !(p->critic = ls_mlp("critic", in, 1, &p->no, &rng, &e)) ||
-        (!strcmp(init, "orthogonal") &&
-         ((rc = crl_mlp_init(p->actor_net, CRL_INIT_ORTHOGONAL, sqrt(2.0), 0.01, &rng, err)) ||
-          (rc = crl_mlp_init(p->critic, CRL_INIT_ORTHOGONAL, sqrt(2.0), 1.0, &rng, err)))) ||
+    /* The loss's init applies to the networks whose [net.*] section sets none. */
+    bool ortho = !strcmp(init, "orthogonal");
+    if (!(p->actor_net = ls_net(opts, "actor", "actor", nd, shape, out, &p->no, &rng, &e)) ||
+        !(p->critic = ls_net(opts, "critic", "critic", nd, shape, 1, &p->no, &rng, &e)) ||
+        (ortho && !crl_net_sets_init(opts, "actor") &&
+         (rc = crl_mlp_init(p->actor_net, CRL_INIT_ORTHOGONAL, sqrt(2.0), 0.01, &rng, err))) ||
+        (ortho && !crl_net_sets_init(opts, "critic") &&
+         (rc = crl_mlp_init(p->critic, CRL_INIT_ORTHOGONAL, sqrt(2.0), 1.0, &rng, err))) ||
         !(p->actor = crl_prob_actor_new(p->actor_net, keys,
                                         p->categorical ? CRL_DIST_CATEGORICAL : CRL_DIST_TANH_NORMAL, act, &e)) ||
         !(p->v_now = crl_tdmodule_new(p->critic, keys, "state_value", &e)) ||
