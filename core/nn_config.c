@@ -10,13 +10,17 @@
 #include "config-private.h"
 
 #include <crl/trainer.h>
+#include <crl/rnn.h>
 
 #include <math.h>
 
 static const crl_option net_options[] = {
     /* One choice per entry of net_types below. */
-    { "type", CRL_OPT_ENUM, 0, "mlp", 0, 0, "mlp",
-      "the network: mlp (TorchRL's MLP)" },
+    { "type", CRL_OPT_ENUM, 0, "mlp", 0, 0, "mlp|lstm|gru",
+      "the network: mlp (TorchRL's MLP); lstm, gru (TorchRL's LSTMModule / GRUModule on the observation, then "
+      "an MLP head on its hidden state; the recurrent state travels in the TensorDict)" },
+    { "hidden_size", CRL_OPT_INT, CRL_OPT_RANGE, NULL, 1, 16777216, NULL,
+      "lstm, gru: width of the recurrent state (required)" },
     { "encoder", CRL_OPT_STRING, 0, NULL, 0, 0, NULL,
       "NAME: the network of [net.NAME] (an encoder type) reads the observation and feeds this one" },
     { "num_cells", CRL_OPT_DOUBLES, CRL_OPT_RANGE, NULL, 0, 16, NULL,
@@ -46,6 +50,9 @@ typedef struct net_type {
     bool encoder;
     /* Check the section's values (ranges, list lengths); the shapes wait for build. */
     int (*check)(const struct crl__netcfg *c, crl_error *err);
+    /* A recurrent network (lstm, gru) in front of an MLP head: only losses that ask crl_net_recurrent
+     * build it. */
+    bool recurrent;
 } net_type;
 
 typedef struct crl__netcfg {
@@ -56,6 +63,7 @@ typedef struct crl__netcfg {
     crl_opts *opts;
     char *encoder;       /* NAME, or NULL */
     bool used;
+    bool claimed;        /* a recurrent section the loss asked for with crl_net_recurrent */
 } crl__netcfg;
 
 struct crl__nets {
@@ -94,8 +102,23 @@ static int mlp_check(const crl__netcfg *c, crl_error *err)
     return crl_opts_is_set(c->opts, "num_cells") ? read_widths(c, "num_cells", NULL, &n, err) : CRL_OK;
 }
 
+static const char *const rnn_keys[] = { "hidden_size", "num_cells", "activation", "init", "gain", "last_gain", NULL };
+
+static int rnn_check(const crl__netcfg *c, crl_error *err)
+{
+    if (!crl_opts_is_set(c->opts, "hidden_size"))
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] type = %s needs hidden_size (the recurrent state's width, "
+                             "e.g. hidden_size = 64)", c->origin, c->section, c->type->name);
+    if (crl_opts_is_set(c->opts, "encoder"))
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] encoder: type = %s reads the observation itself; drop "
+                             "encoder", crl_opts_origin(c->opts, "encoder"), c->section, c->type->name);
+    return mlp_check(c, err);
+}
+
 static const net_type net_types[] = {
-    { "mlp", mlp_keys, false, mlp_check },
+    { "mlp", mlp_keys, false, mlp_check, false },
+    { "lstm", rnn_keys, false, rnn_check, true },
+    { "gru", rnn_keys, false, rnn_check, true },
 };
 
 static const net_type *type_named(const char *name)
@@ -317,6 +340,13 @@ crl_mlp *crl_net_new(const crl_opts *opts, const char *role, const char *name, i
                           role, role);
             return NULL;
         }
+        if (c->type->recurrent && !c->claimed) {
+            crl_error_set(err, CRL_E_CONFIG, "%s: [%s] type = %s: this loss builds no recurrent network for '%s'; "
+                          "recurrent actors are for the on-policy losses ([loss] type = ppo, a2c or reinforce, "
+                          "[net.actor]); use type = mlp here", crl_opts_origin(c->opts, "type"), c->section,
+                          c->type->name, role);
+            return NULL;
+        }
         const char *s;
         if (crl_opts_is_set(c->opts, "num_cells") && (rc = read_widths(c, "num_cells", cells, &n_cells, err)))
             return NULL;
@@ -353,4 +383,18 @@ crl_mlp *crl_net_new(const crl_opts *opts, const char *role, const char *name, i
     if (!m && where && err)
         crl_error_prefix(err, "%s: ", where);
     return m;
+}
+
+int crl_net_recurrent(const crl_opts *opts, const char *role, bool *recurrent, crl_rnn_kind *kind,
+                      int64_t *hidden_size, crl_error *err)
+{
+    crl__netcfg *c = role ? find_cfg(crl__opts_nets(opts), role) : NULL;
+    *recurrent = false;
+    if (!c || !c->type->recurrent)
+        return CRL_OK;
+    int rc = crl_rnn_kind_from_name(c->type->name, kind, err);
+    if (!rc && (rc = crl_opts_int(c->opts, "hidden_size", hidden_size, err)))
+        return rc;
+    c->claimed = *recurrent = !rc;
+    return rc;
 }

@@ -96,6 +96,14 @@ CRL_API int crl_rnn_load(crl_rnn *r, const crl_ckpt_reader *r_ckpt, const char *
 /* crl_optim_add of the network's parameters and gradients.  Since ABI 1.2. */
 CRL_API int crl_optim_add_rnn(crl_optim *o, crl_rnn *r, crl_error *err);
 
+/* Whether [net.ROLE] of the loss's options (as crl_net_new reads them) is a recurrent network (type = lstm
+ * or gru): then *recurrent is true, *kind and *hidden_size say which, and crl_net_new(opts, ROLE, ...) builds
+ * the MLP head that follows it (pass it [hidden_size] as the input shape).  A loss calls this for the roles it
+ * can make recurrent; crl_net_new refuses a recurrent section no one asked about (CRL_E_CONFIG naming its
+ * FILE:LINE).  *recurrent is false without such a section or options.  Since ABI 1.2. */
+CRL_API int crl_net_recurrent(const crl_opts *opts, const char *role, bool *recurrent, crl_rnn_kind *kind,
+                              int64_t *hidden_size, crl_error *err);
+
 /* ---- TensorDict module (TorchRL's LSTMModule / GRUModule) ------------------------------------------- */
 
 typedef struct crl_rnn_module crl_rnn_module;
