@@ -265,6 +265,12 @@ int crl__nets_check_used(const crl__nets *n, const char *who, crl_error *err)
 {
     for (guint i = 0; n && i < n->cfgs->len; i++) {
         const crl__netcfg *c = g_ptr_array_index(n->cfgs, i);
+        /* A recurrent section the loss built as a plain head: it makes no recurrent network. */
+        if (c->used && c->type->recurrent && !c->claimed)
+            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] type = %s: %s builds no recurrent network; recurrent "
+                                 "actors are for the on-policy losses ([loss] type = ppo, a2c or reinforce, "
+                                 "[net.actor]); use type = mlp here", crl_opts_origin(c->opts, "type"), c->section,
+                                 c->type->name, who);
         if (c->used)
             continue;
         GString *roles = g_string_new(NULL);
@@ -338,13 +344,6 @@ crl_mlp *crl_net_new(const crl_opts *opts, const char *role, const char *name, i
                           "encoder = %s_encoder, and rename this section [net.%s_encoder]",
                           crl_opts_origin(c->opts, "type"), c->section, c->type->name, out_features, name, role,
                           role, role);
-            return NULL;
-        }
-        if (c->type->recurrent && !c->claimed) {
-            crl_error_set(err, CRL_E_CONFIG, "%s: [%s] type = %s: this loss builds no recurrent network for '%s'; "
-                          "recurrent actors are for the on-policy losses ([loss] type = ppo, a2c or reinforce, "
-                          "[net.actor]); use type = mlp here", crl_opts_origin(c->opts, "type"), c->section,
-                          c->type->name, role);
             return NULL;
         }
         const char *s;
