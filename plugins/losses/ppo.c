@@ -454,6 +454,9 @@ static int pg_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     crl_tensor *tmp[3] = { 0 };
     const float *adv, *vt, *old = NULL;
     int rc = CRL_OK;
+    if (p->rnn && crl_td_batch_ndim(batch) != 2)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: a recurrent actor learns from whole slices of steps: set "
+                             "[train] sequence_length (e.g. 16; it must divide the steps per env of a batch)", p->who);
     reserve(p, M);
     if ((rc = ls_batch_f32(batch, "advantage", M, 1, p->who, &adv, &tmp[0], err)) ||
         (rc = ls_batch_f32(batch, "value_target", M, 1, p->who, &vt, &tmp[1], err)) ||
@@ -471,16 +474,8 @@ static int pg_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     }
     for (int64_t i = 0; i < M; i++)
         p->adv[i] = (float)((adv[i] - mean) / sd);
-    if (p->rnn) {
-        if (crl_td_batch_ndim(batch) != 2) {
-            rc = crl_error_set(err, CRL_E_CONFIG, "%s: a recurrent actor learns from whole slices of steps: set "
-                               "[train] sequence_length (e.g. 16; it must divide the steps per env of a batch)",
-                               p->who);
-            goto out;
-        }
-        if ((rc = crl_rnn_module_forward(p->r_seq, batch, err)))
-            goto out;
-    }
+    if (p->rnn && (rc = crl_rnn_module_forward(p->r_seq, batch, err)))
+        goto out;
     /* The critic first (its own network); then the actor. */
     if ((rc = crl_tdmodule_forward(p->v_train, batch, err)))
         goto out;
