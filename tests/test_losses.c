@@ -647,7 +647,7 @@ START_TEST(ppo_recurrent_grad)
     enum { N = 3, T = 4, H = 5 };
     loss_fx f;
     crl_error e = { 0 };
-    ck_assert_msg(fx_open_recurrent(&f, "[loss]\ntype = ppo\nclip_epsilon = 5\n" PG_NET
+    ck_assert_msg(fx_open_recurrent(&f, "[loss]\ntype = ppo\nclip_epsilon = 5\ncritic_coef = 5\nloss_critic_type = l2\n" PG_NET
                                         "[net.actor]\ntype = lstm\nhidden_size = 5\n", true, H, &e) == CRL_OK,
                   "%s", e.message);
     ck_assert_uint_eq(f.ops->num_params(f.st), 3);
