@@ -461,6 +461,10 @@ static crl_td *reshape_rec(const crl_td *td, int ndim, const int64_t *shape, crl
 crl_td *crl_td_reshape(crl_td *td, int ndim, const int64_t *shape, crl_error *err)
 {
     char b[CRL__SHAPE_BUF], c[CRL__SHAPE_BUF];
+    if (!td) {
+        crl_error_set(err, CRL_E_INVALID, "reshape: NULL TensorDict");
+        return NULL;
+    }
     int64_t have = 1, want = 1;
     for (int i = 0; i < td->batch_ndim; i++)
         have *= td->batch_shape[i];
