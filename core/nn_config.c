@@ -16,17 +16,25 @@
 
 static const crl_option net_options[] = {
     /* One choice per entry of net_types below. */
-    { "type", CRL_OPT_ENUM, 0, "mlp", 0, 0, "mlp|lstm|gru",
-      "the network: mlp (TorchRL's MLP); lstm, gru (TorchRL's LSTMModule / GRUModule on the observation, then "
-      "an MLP head on its hidden state; the recurrent state travels in the TensorDict)" },
+    { "type", CRL_OPT_ENUM, 0, "mlp", 0, 0, "mlp|conv|lstm|gru",
+      "the network: mlp (TorchRL's MLP), conv (TorchRL's ConvNet, only as another section's encoder); lstm, gru "
+      "(TorchRL's LSTMModule / GRUModule on the observation, then an MLP head on its hidden state; the recurrent "
+      "state travels in the TensorDict)" },
     { "hidden_size", CRL_OPT_INT, CRL_OPT_RANGE, NULL, 1, 16777216, NULL,
       "lstm, gru: width of the recurrent state (required)" },
     { "encoder", CRL_OPT_STRING, 0, NULL, 0, 0, NULL,
       "NAME: the network of [net.NAME] (an encoder type) reads the observation and feeds this one" },
     { "num_cells", CRL_OPT_DOUBLES, CRL_OPT_RANGE, NULL, 0, 16, NULL,
-      "mlp: hidden layer widths (unset: the loss's num_cells)" },
+      "mlp: hidden layer widths (unset: the loss's num_cells); conv: output channels per layer "
+      "(unset: 32, 64, 64, the Nature-DQN stack)" },
+    { "kernel_sizes", CRL_OPT_DOUBLES, CRL_OPT_RANGE, "8, 4, 3", 1, 16, NULL,
+      "conv: kernel size per layer, or one for all" },
+    { "strides", CRL_OPT_DOUBLES, CRL_OPT_RANGE, "4, 2, 1", 1, 16, NULL, "conv: stride per layer, or one for all" },
+    { "paddings", CRL_OPT_DOUBLES, CRL_OPT_RANGE, "0", 1, 16, NULL, "conv: zero padding per layer, or one for all" },
+    { "dueling", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
+      "mlp of [net.q]: a value and an advantage per action, Q = V + A - mean(A) (Wang et al., 2016)" },
     { "activation", CRL_OPT_ENUM, 0, NULL, 0, 0, "tanh|relu|elu|leaky_relu|identity",
-      "activation_class after each hidden layer (unset: the loss's activation)" },
+      "activation_class after each hidden layer (unset: mlp the loss's activation, conv relu)" },
     { "init", CRL_OPT_ENUM, 0, NULL, 0, 0, "default|orthogonal|kaiming_uniform|xavier_uniform",
       "parameter init scheme (unset: the loss's; default is PyTorch's)" },
     { "gain", CRL_OPT_DOUBLE, CRL_OPT_RANGE, NULL, 1e-6, 1e6, NULL,
@@ -71,7 +79,8 @@ struct crl__nets {
     GPtrArray *roles;    /* char *: the roles the loss asked for, in order */
 };
 
-static const char *const mlp_keys[] = { "num_cells", "activation", "init", "gain", "last_gain", NULL };
+static const char *const mlp_keys[] = { "num_cells", "activation", "init", "gain", "last_gain", "dueling", NULL };
+static const char *const conv_keys[] = { "num_cells", "kernel_sizes", "strides", "paddings", "activation", NULL };
 
 /* num_cells of a section as widths in [1, 2^24]. */
 static int read_widths(const crl__netcfg *c, const char *key, int64_t *out, int *n, crl_error *err)
@@ -102,6 +111,61 @@ static int mlp_check(const crl__netcfg *c, crl_error *err)
     return crl_opts_is_set(c->opts, "num_cells") ? read_widths(c, "num_cells", NULL, &n, err) : CRL_OK;
 }
 
+#define CONV_DEFAULT_CELLS "32, 64, 64"
+
+/* A conv section's layers into out[*n] (NULL: only check): num_cells channels, and per layer a kernel size,
+ * stride and padding, each list of one value (for every layer) or one per layer. */
+static int conv_layers(const crl__netcfg *c, crl_conv_layer *out, int *n, crl_error *err)
+{
+    int64_t ch[16];
+    int nc = 3;
+    ch[0] = 32;
+    ch[1] = 64;
+    ch[2] = 64;
+    int rc;
+    if (crl_opts_is_set(c->opts, "num_cells") && (rc = read_widths(c, "num_cells", ch, &nc, err)))
+        return rc;
+    if (nc < 1 || nc > 16)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] num_cells: a conv stack has 1 to 16 layers",
+                             crl_opts_origin(c->opts, "num_cells"), c->section);
+    static const char *const lists[] = { "kernel_sizes", "strides", "paddings" };
+    static const double lo[] = { 1, 1, 0 };
+    for (int l = 0; l < 3; l++) {
+        size_t k;
+        const double *v;
+        if ((rc = crl_opts_doubles(c->opts, lists[l], &k, &v, err)))
+            return rc;
+        if (k != 1 && k != (size_t)nc)
+            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] %s has %zu values for %d layers (num_cells = %s): give "
+                                 "one per layer, or one for all", crl_opts_origin(c->opts, lists[l]), c->section,
+                                 lists[l], k, nc, crl_opts_is_set(c->opts, "num_cells") ? "as set" : CONV_DEFAULT_CELLS);
+        for (size_t i = 0; i < k; i++)
+            if (!(v[i] >= lo[l] && v[i] <= 1024 && v[i] == floor(v[i])))
+                return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] %s: %g is not a whole number in %g..1024",
+                                     crl_opts_origin(c->opts, lists[l]), c->section, lists[l], v[i], lo[l]);
+        for (int i = 0; out && i < nc; i++) {
+            int64_t x = (int64_t)v[k == 1 ? 0 : i];
+            out[i].kind = CRL_CONV2D;
+            out[i].out_channels = ch[i];
+            if (l == 0)
+                out[i].kernel_size = x;
+            else if (l == 1)
+                out[i].stride = x;
+            else
+                out[i].padding = x;
+        }
+    }
+    *n = nc;
+    return CRL_OK;
+}
+
+static int conv_check(const crl__netcfg *c, crl_error *err)
+{
+    int n;
+    return conv_layers(c, NULL, &n, err);
+}
+
+
 static const char *const rnn_keys[] = { "hidden_size", "num_cells", "activation", "init", "gain", "last_gain", NULL };
 
 static int rnn_check(const crl__netcfg *c, crl_error *err)
@@ -117,6 +181,7 @@ static int rnn_check(const crl__netcfg *c, crl_error *err)
 
 static const net_type net_types[] = {
     { "mlp", mlp_keys, false, mlp_check, false },
+    { "conv", conv_keys, true, conv_check, false },
     { "lstm", rnn_keys, false, rnn_check, true },
     { "gru", rnn_keys, false, rnn_check, true },
 };
@@ -374,7 +439,48 @@ crl_mlp *crl_net_new(const crl_opts *opts, const char *role, const char *name, i
                       shp, role);
         return NULL;
     }
-    crl_mlp *m = crl_mlp_new(name, in_shape[0], out_features, cells, n_cells, act, false, rng, err);
+    bool dueling = false;
+    if (c && (rc = crl_opts_bool(c->opts, "dueling", &dueling, err)))
+        return NULL;
+    if (dueling && strcmp(role, "q")) {
+        crl_error_set(err, CRL_E_CONFIG, "%s: [%s] dueling = true: only a Q-network ([net.q]) has a value and "
+                      "advantages; drop it", crl_opts_origin(c->opts, "dueling"), c->section);
+        return NULL;
+    }
+    crl_conv_layer layers[16];
+    int n_layers = 0;
+    crl_activation conv_act = CRL_ACT_RELU;
+    if (enc) {
+        const char *s;
+        if ((rc = conv_layers(enc, layers, &n_layers, err)) ||
+            (crl_opts_is_set(enc->opts, "activation") && ((rc = crl_opts_string(enc->opts, "activation", &s, err)) ||
+                                                          (rc = crl_activation_from_name(s, &conv_act, err)))))
+            return NULL;
+        if (in_ndim != 3) {
+            crl_error_set(err, CRL_E_SHAPE, "%s: [%s] encoder = %s: a conv stack reads images [C, H, W] per row, "
+                          "but network '%s' reads [%s]%s", crl_opts_origin(c->opts, "encoder"), c->section,
+                          c->encoder, name, shp, in_ndim == 1 ? " (this loss's network reads vectors: drop the "
+                          "encoder)" : "");
+            return NULL;
+        }
+    }
+    crl_error e;
+    crl_error_clear(&e);
+    crl_mlp *m = crl_convnet_new(name, in_ndim, in_shape, layers, n_layers, conv_act, cells, n_cells, act,
+                                 out_features, dueling, rng, &e);
+    if (!m && enc && e.code == CRL_E_INVALID) {
+        /* the layers do not fit the observation: the config's to change */
+        const char *why = strstr(e.message, "': ");
+        crl_error_set(err, CRL_E_CONFIG, "%s: [%s]: on the observation [%s] of network '%s', %s", enc->origin,
+                      enc->section, shp, name, why ? why + 3 : e.message);
+        return NULL;
+    }
+    if (!m) {
+        crl_error_pass(err, &e, CRL_E_INVALID);
+        if (where && err)
+            crl_error_prefix(err, "%s: ", where);
+        return NULL;
+    }
     if (m && init != CRL_INIT_DEFAULT && crl_mlp_init(m, init, gain, last_gain, rng, err)) {
         crl_mlp_unref(m);
         m = NULL;

@@ -5,6 +5,7 @@
 #include "check-private.h"
 #include "checkpoint-private.h"
 #include "nn-private.h"
+#include "replay-private.h"
 
 #include <crl/trainer.h>
 
@@ -118,6 +119,36 @@ struct crl_trainer {
 
 static const crl_option no_options[] = { CRL_OPTIONS_END };
 
+/* A buffer of images written into every checkpoint can take gigabytes and minutes each time: say how much,
+ * and how to turn it off.  Each item holds the observations twice (and "next."). */
+static void warn_replay_size(crl_host *host, const crl_config *cfg, const crl_replay *rb, crl_env *env)
+{
+    const crl_spec *obs = env ? crl_env_full_observation_spec(env) : NULL;
+    if (!rb->checkpoint || !obs || crl_spec_get_kind(obs) != CRL_SPEC_COMPOSITE)
+        return;
+    int bn = crl_spec_ndim(obs);
+    double bytes = 0;
+    bool images = false;
+    for (size_t i = 0; i < crl_spec_composite_len(obs); i++) {
+        const crl_spec *s = crl_spec_composite_get(obs, crl_spec_composite_key_at(obs, i));
+        if (!s || crl_spec_get_kind(s) == CRL_SPEC_COMPOSITE)
+            continue;
+        double n = (double)crl_dtype_size(crl_spec_dtype(s));
+        for (int d = bn; d < crl_spec_ndim(s); d++)
+            n *= (double)crl_spec_shape(s)[d];
+        images |= crl_spec_ndim(s) - bn >= 3;
+        bytes += 2 * n;
+    }
+    bytes *= (double)rb->capacity;
+    if (!images)
+        return;
+    const char *o = crl_config_origin(cfg, rb->section, "checkpoint");
+    crl_host_log(host, CRL_LOG_WARNING, "%s%s[%s] checkpoint = true: the buffer holds image observations, about "
+                 "%.0f bytes (%.2f GiB) at capacity %lld, written into every checkpoint; set [%s] checkpoint = false "
+                 "to leave it out (a resume then refills it from the re-collected frames)", o ? o : "", o ? ": " : "",
+                 rb->section, bytes, bytes / 1073741824.0, (long long)rb->capacity, rb->section);
+}
+
 int crl_loss_from_config(crl_host *host, const crl_config *cfg, const char *section, const crl_spec *obs_spec,
                          const crl_spec *action_spec, uint64_t seed, const crl_loss_ops **ops_out, void **st,
                          crl_error *err)
@@ -151,18 +182,19 @@ int crl_loss_from_config(crl_host *host, const crl_config *cfg, const char *sect
         return crl_error_pass(err, &e, CRL_E_CONFIG);
     }
     crl__opts_set_nets(o, nets);
-    rc = ops->create(o, obs_spec, action_spec, seed, st, err);
+    crl_error_clear(&e);
+    rc = ops->create(o, obs_spec, action_spec, seed, st, &e);
     crl_opts_free(o);
     char who[96];
     snprintf(who, sizeof who, "loss '%s'", type);
-    if (!rc && (rc = crl__nets_check_used(nets, who, err)))
+    if (!rc && (rc = crl__nets_check_used(nets, who, &e)))
         ops->destroy(*st);
-    else if (rc)
-        crl_error_prefix(err, "%s: [%s] type = %s: ", crl_config_origin(cfg, section, "type"), section, type);
-    else
+    else if (rc && !(rc == CRL_E_CONFIG && strstr(e.message, ": [net.")))   /* a [net.*] key names itself */
+        crl_error_prefix(&e, "%s: [%s] type = %s: ", crl_config_origin(cfg, section, "type"), section, type);
+    else if (!rc)
         *ops_out = ops;
     crl__nets_free(nets);
-    return rc;
+    return rc ? crl_error_pass(err, &e, rc) : CRL_OK;
 }
 
 static int read_train(crl_trainer *t, const crl_opts *o, crl_error *err)
@@ -354,6 +386,7 @@ static crl_trainer *build(crl_host *host, const crl_config *cfg, const crl_train
     if (!rc && !(rc = crl__trainer_check_loss(cfg, crl_config_get(cfg, "loss", "type"), on_policy, t->init_random,
                                               t->rb, err)) && t->rb) {
         crl_collector_set_replay(t->coll, t->rb);
+        warn_replay_size(host, cfg, t->rb, env);
         const char *s = crl_config_get(cfg, "replay", "sampler");
         t->prioritized = s && !strcmp(s, "prioritized");
         t->batch_size = (int64_t)crl_replay_batch_size(t->rb);  /* the buffer owns its default */
@@ -1107,7 +1140,7 @@ int crl_trainer_checkpoint(crl_trainer *t, const char *dir, crl_error *err)
         g_free(path);
         g_free(text);
     }
-    if (!rc && t->rb) {
+    if (!rc && t->rb && t->rb->checkpoint) {
         char *rdir = g_build_filename(tmp, "replay", NULL);
         rc = crl_replay_dump(t->rb, rdir, err);
         g_free(rdir);
@@ -1306,7 +1339,8 @@ int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err)
     crl_rng keep = t->rng;
     t->ff = true;
     t->ff_pos = 0;
-    crl_collector_set_replay(t->coll, NULL);
+    /* without the buffer in the checkpoint, the re-collected frames refill it */
+    crl_collector_set_replay(t->coll, t->rb && !t->rb->checkpoint ? t->rb : NULL);
     guint cut = 0;
     while (crl_collector_frames(t->coll) < target) {
         int64_t at = crl_collector_frames(t->coll);
@@ -1346,7 +1380,7 @@ int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err)
     if (!rc && t->rb) {
         crl_collector_set_replay(t->coll, t->rb);
         char *rdir = g_build_filename(dir, "replay", NULL);
-        rc = crl_replay_load(t->rb, rdir, err);
+        rc = t->rb->checkpoint ? crl_replay_load(t->rb, rdir, err) : CRL_OK;
         g_free(rdir);
     }
     if (rc)

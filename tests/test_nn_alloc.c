@@ -154,6 +154,58 @@ START_TEST(test_steady_state)
 }
 END_TEST
 
+/* The same for conv networks: a Nature-style encoder with a max-pool and a dueling head, trained (forward,
+ * backward to the input, Adam) and acting through a TensorDict module on [B, C, H, W] images. */
+START_TEST(test_conv_steady_state)
+{
+    enum { B = 8 };
+    crl_rng rng;
+    crl_rng_init(&rng, 2, 0);
+    crl_error err;
+    static const crl_conv_layer enc[] = { { CRL_CONV2D, 8, 5, 2, 1 }, { CRL_MAXPOOL2D, 0, 2, 2, 0 },
+                                          { CRL_CONV2D, 8, 3, 1, 1 } };
+    crl_mlp *q = crl_convnet_new("q", 3, SHAPE(2, 20, 20), enc, 3, CRL_ACT_RELU, SHAPE(32), 1, CRL_ACT_RELU, 3, true,
+                                 &rng, &err);
+    ck_assert_msg(q != NULL, "%s", err.message);
+    crl_mlp *qt = crl_mlp_clone(q, "q_target", &err);
+    crl_optim *o = crl_optim_new(CRL_OPTIM_ADAM, 1e-3, &err);
+    ck_assert_int_eq(crl_optim_add_mlp(o, q, &err), CRL_OK);
+    const char *const keys[] = { "pixels", NULL };
+    crl_tdmodule *mod = crl_tdmodule_new(qt, keys, "action_value", &err);
+    crl_tensor *x = t_rows(B, 800, NULL, &rng), *gq = t_new(CRL_F32, 2, SHAPE(B, 3)), *out = t_new(CRL_F32, 2, SHAPE(B, 3));
+    crl_tensor *img = t_new(CRL_F32, 4, SHAPE(B, 2, 20, 20));
+    crl_tensor_fill(gq, 0.01);
+    crl_tensor_fill(img, 0.5);
+    int64_t b = B;
+    crl_td *td = crl_td_new(1, &b, &err);
+    ck_assert_int_eq(crl_td_set(td, "pixels", img, &err), CRL_OK);
+    long seen = 0, in_blas = 0;
+    for (int it = 0; it < 8; it++) {
+        if (it >= 3)
+            alloc_count_start();
+        crl_optim_zero_grad(o);
+        crl_tensor *gin = NULL;
+        int rc = !crl_mlp_forward(q, x, &err) || crl_mlp_backward(q, gq, &gin, &err) ||
+                 crl_mlp_infer(q, x, out, &err) || crl_tdmodule_infer(mod, td, &err) || crl_optim_step(o, &err) ||
+                 crl_params_soft_update(crl_mlp_params_get(qt), crl_mlp_params_get(q), 0.01, &err);
+        long n = alloc_count_stop();
+        ck_assert_msg(rc == 0, "%s", err.message);
+        if (it >= 3) {
+            seen += n;
+            in_blas += atomic_load(&alloc_blas_calls);
+        }
+    }
+    ck_assert_msg(seen == 0, "%ld heap calls by crl in 5 steady-state conv steps (%ld more inside BLAS calls, "
+                  "not counted)", seen, in_blas);
+    crl_td_unref(td);
+    UNREF_ALL(x, gq, out, img);
+    crl_tdmodule_free(mod);
+    crl_optim_free(o);
+    crl_mlp_unref(q);
+    crl_mlp_unref(qt);
+}
+END_TEST
+
 /* LSTM and GRU: training through time over [B, T] slices, acting one step at a time through the TensorDict
  * module (reading and writing the recurrent state, resets on is_init), and the optimizer step.  Like an
  * MLP's, a network's infer buffers follow the last infer's size: acting uses one size per network. */
@@ -287,7 +339,7 @@ int main(void)
 {
     if (getenv("CRL_TEST_VALGRIND") || !alloc_count_works())
         return 77;
-    return RUN_TESTS("nn_alloc", test_steady_state, test_steady_state_rnn, test_counter_sees_crl, test_blas_wrapped);
+    return RUN_TESTS("nn_alloc", test_steady_state, test_conv_steady_state, test_steady_state_rnn, test_counter_sees_crl, test_blas_wrapped);
 }
 #else
 int main(void) { return 77; }

@@ -313,6 +313,41 @@ START_TEST(dqn_resume_bitwise)
 }
 END_TEST
 
+/* [replay] checkpoint = false: the checkpoint has no replay directory, and a resume refills the buffer from
+ * the re-collected frames (the same items, as the round-robin writer puts them). */
+START_TEST(replay_not_checkpointed)
+{
+    char *ini = g_strdup_printf(DQN_INI, 1500, 1000, "eval_episodes = 0\n[replay]\ncheckpoint = false\n");
+    crl_test_host h1, h2;
+    crl_error e = { 0 };
+    crl_trainer *t = open_trainer(&h1, ini, &e);
+    ck_assert_msg(t != NULL, "trainer: %s", e.message);
+    ck_assert_msg(crl_trainer_run(t, NULL, NULL, &e) == CRL_OK, "run: %s", e.message);
+    char dir[] = "/tmp/crl-test-noreplay-XXXXXX";
+    ck_assert_ptr_nonnull(g_mkdtemp(dir));
+    char *ck = g_build_filename(dir, "checkpoint", NULL), *rdir = g_build_filename(ck, "replay", NULL);
+    ck_assert_msg(crl_trainer_checkpoint(t, ck, &e) == CRL_OK, "checkpoint: %s", e.message);
+    ck_assert(g_file_test(ck, G_FILE_TEST_IS_DIR));
+    ck_assert(!g_file_test(rdir, G_FILE_TEST_EXISTS));
+    size_t len = crl_replay_len(crl_trainer_replay(t));
+    ck_assert_uint_eq(len, 1500);
+    crl_trainer *r = open_trainer(&h2, ini, &e);
+    ck_assert_msg(crl_trainer_resume(r, ck, &e) == CRL_OK, "resume: %s", e.message);
+    ck_assert_int_eq(crl_trainer_frames(r), crl_trainer_frames(t));
+    ck_assert_uint_eq(crl_replay_len(crl_trainer_replay(r)), len);
+    crl_trainer_free(r);
+    crl_trainer_free(t);
+    crl_test_host_close(&h1);
+    crl_test_host_close(&h2);
+    char *cmd = g_strdup_printf("rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    g_free(cmd);
+    g_free(rdir);
+    g_free(ck);
+    g_free(ini);
+}
+END_TEST
+
 #define PPO_RESUME_INI                                                                         \
     "[env]\nbackend = classic\nid = CartPole-v1\nnum_envs = 4\nseed = 3\n"                     \
     "[collector]\nframes_per_batch = 256\ntotal_frames = %d\n"                                 \
@@ -770,7 +805,7 @@ int main(void)
 {
     crl_test_keep_cairo();
     return RUN_TESTS("trainer", dqn_learns, ppo_learns, a2c_learns, reinforce_learns, discrete_sac_learns,
-                     sac_learns, td3_learns, ddpg_learns, dqn_resume_bitwise, ppo_resume_bitwise, lstm_ppo_resume,
+                     sac_learns, td3_learns, ddpg_learns, dqn_resume_bitwise, replay_not_checkpointed, ppo_resume_bitwise, lstm_ppo_resume,
                      sac_resume_bitwise, td3_resume_bitwise, copies_resume_bitwise, policy_copy_replay_checked, resume_mismatch, resume_any_total, dqn_reproducible,
                      save_load,
                      checkpoint_little_endian_checked,
