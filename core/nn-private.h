@@ -202,4 +202,9 @@ CRL_INTERNAL int crl__write_classes(const char *who, crl_td *td, const crl_td_ke
 CRL_INTERNAL int crl__read_classes(const char *who, const crl_td *td, const crl_td_key *k, const crl__action_space *s,
                                    int64_t *idx, crl_error *err);
 
+/* The states of the last forward (infer: of the last crl_rnn_infer) time-major, [(T+1), B, H]: slot 0
+ * the initial state, slot t+1 the state after step t; h, or c (LSTM) when `cell`.  NULL before any run. */
+struct crl_rnn;
+CRL_INTERNAL const float *crl__rnn_states(const struct crl_rnn *r, bool infer, bool cell);
+
 #endif

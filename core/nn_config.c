@@ -10,13 +10,18 @@
 #include "config-private.h"
 
 #include <crl/trainer.h>
+#include <crl/rnn.h>
 
 #include <math.h>
 
 static const crl_option net_options[] = {
     /* One choice per entry of net_types below. */
-    { "type", CRL_OPT_ENUM, 0, "mlp", 0, 0, "mlp|conv",
-      "the network: mlp (TorchRL's MLP) or conv (TorchRL's ConvNet, only as another section's encoder)" },
+    { "type", CRL_OPT_ENUM, 0, "mlp", 0, 0, "mlp|conv|lstm|gru",
+      "the network: mlp (TorchRL's MLP), conv (TorchRL's ConvNet, only as another section's encoder); lstm, gru "
+      "(TorchRL's LSTMModule / GRUModule on the observation, then an MLP head on its hidden state; the recurrent "
+      "state travels in the TensorDict)" },
+    { "hidden_size", CRL_OPT_INT, CRL_OPT_RANGE, NULL, 1, 16777216, NULL,
+      "lstm, gru: width of the recurrent state (required)" },
     { "encoder", CRL_OPT_STRING, 0, NULL, 0, 0, NULL,
       "NAME: the network of [net.NAME] (an encoder type) reads the observation and feeds this one" },
     { "num_cells", CRL_OPT_DOUBLES, CRL_OPT_RANGE, NULL, 0, 16, NULL,
@@ -53,6 +58,9 @@ typedef struct net_type {
     bool encoder;
     /* Check the section's values (ranges, list lengths); the shapes wait for build. */
     int (*check)(const struct crl__netcfg *c, crl_error *err);
+    /* A recurrent network (lstm, gru) in front of an MLP head: only losses that ask crl_net_recurrent
+     * build it. */
+    bool recurrent;
 } net_type;
 
 typedef struct crl__netcfg {
@@ -63,6 +71,7 @@ typedef struct crl__netcfg {
     crl_opts *opts;
     char *encoder;       /* NAME, or NULL */
     bool used;
+    bool claimed;        /* a recurrent section the loss asked for with crl_net_recurrent */
 } crl__netcfg;
 
 struct crl__nets {
@@ -156,9 +165,25 @@ static int conv_check(const crl__netcfg *c, crl_error *err)
     return conv_layers(c, NULL, &n, err);
 }
 
+
+static const char *const rnn_keys[] = { "hidden_size", "num_cells", "activation", "init", "gain", "last_gain", NULL };
+
+static int rnn_check(const crl__netcfg *c, crl_error *err)
+{
+    if (!crl_opts_is_set(c->opts, "hidden_size"))
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] type = %s needs hidden_size (the recurrent state's width, "
+                             "e.g. hidden_size = 64)", c->origin, c->section, c->type->name);
+    if (crl_opts_is_set(c->opts, "encoder"))
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] encoder: type = %s reads the observation itself; drop "
+                             "encoder", crl_opts_origin(c->opts, "encoder"), c->section, c->type->name);
+    return mlp_check(c, err);
+}
+
 static const net_type net_types[] = {
-    { "mlp", mlp_keys, false, mlp_check },
-    { "conv", conv_keys, true, conv_check },
+    { "mlp", mlp_keys, false, mlp_check, false },
+    { "conv", conv_keys, true, conv_check, false },
+    { "lstm", rnn_keys, false, rnn_check, true },
+    { "gru", rnn_keys, false, rnn_check, true },
 };
 
 static const net_type *type_named(const char *name)
@@ -305,6 +330,12 @@ int crl__nets_check_used(const crl__nets *n, const char *who, crl_error *err)
 {
     for (guint i = 0; n && i < n->cfgs->len; i++) {
         const crl__netcfg *c = g_ptr_array_index(n->cfgs, i);
+        /* A recurrent section the loss built as a plain head: it makes no recurrent network. */
+        if (c->used && c->type->recurrent && !c->claimed)
+            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] type = %s: %s builds no recurrent network; recurrent "
+                                 "actors are for the on-policy losses ([loss] type = ppo, a2c or reinforce, "
+                                 "[net.actor]); use type = mlp here", crl_opts_origin(c->opts, "type"), c->section,
+                                 c->type->name, who);
         if (c->used)
             continue;
         GString *roles = g_string_new(NULL);
@@ -459,3 +490,16 @@ crl_mlp *crl_net_new(const crl_opts *opts, const char *role, const char *name, i
     return m;
 }
 
+int crl_net_recurrent(const crl_opts *opts, const char *role, bool *recurrent, crl_rnn_kind *kind,
+                      int64_t *hidden_size, crl_error *err)
+{
+    crl__netcfg *c = role ? find_cfg(crl__opts_nets(opts), role) : NULL;
+    *recurrent = false;
+    if (!c || !c->type->recurrent)
+        return CRL_OK;
+    int rc = crl_rnn_kind_from_name(c->type->name, kind, err);
+    if (!rc && (rc = crl_opts_int(c->opts, "hidden_size", hidden_size, err)))
+        return rc;
+    c->claimed = *recurrent = !rc;
+    return rc;
+}
