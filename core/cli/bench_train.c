@@ -49,11 +49,11 @@ int crl__bench_train_options(const char *seeds, const char *names)
             for (size_t j = 0; j < G_N_ELEMENTS(jobs); j++)
                 known |= !strcmp(*o, jobs[j].name);
             if (!known) {
-                GString *names = g_string_new(NULL);
+                GString *known_names = g_string_new(NULL);
                 for (size_t j = 0; j < G_N_ELEMENTS(jobs); j++)
-                    g_string_append_printf(names, "%s%s", j ? ", " : "", jobs[j].name);
-                fprintf(stderr, "crl bench train: --only: no example '%s' (%s)\n", *o, names->str);
-                g_string_free(names, TRUE);
+                    g_string_append_printf(known_names, "%s%s", j ? ", " : "", jobs[j].name);
+                fprintf(stderr, "crl bench train: --only: no example '%s' (%s)\n", *o, known_names->str);
+                g_string_free(known_names, TRUE);
                 return CRL_EXIT_USAGE;
             }
         }
