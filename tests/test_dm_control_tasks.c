@@ -441,6 +441,31 @@ START_TEST(test_generated_bad_suite)
     e = (crl_error){0};
     ck_assert_int_eq(dmc_model_load(&dm, &dmc_cartpole_three_poles, dir, &e), CRL_E_CONFIG);
     EXPECT_MSG(e, CRL_E_CONFIG, "cartpole.xml");
+    /* lqr's generated chain: no worldbody to grow it in, or a model already holding other joints. */
+    snprintf(path, sizeof path, "%s/lqr.xml", dir);
+    static const struct {
+        const char *xml;
+        const char *needle;
+    } bad_lqr[] = {
+        {"<mujoco><option timestep='.03'/></mujoco>", "worldbody"},
+        {"<mujoco><default><geom type='sphere' size='.1'/></default><worldbody><body><joint type='hinge'/>"
+         "<geom/></body></worldbody></mujoco>",
+         "chain of 6 slide joints"},
+        /* the chain's own joints made hinges by the model's defaults */
+        {"<mujoco><default><joint type='hinge'/><geom type='sphere' size='.1'/></default><worldbody/></mujoco>",
+         "not the slide joint 'joint_0'"},
+    };
+    for (size_t k = 0; k < sizeof bad_lqr / sizeof bad_lqr[0]; k++) {
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(bad_lqr[k].xml, f);
+        fclose(f);
+        e = (crl_error){0};
+        ck_assert_int_eq(dmc_model_load(&dm, &dmc_lqr_lqr_6_2, dir, &e), CRL_E_CONFIG);
+        EXPECT_MSG(e, CRL_E_CONFIG, bad_lqr[k].needle);
+        ck_assert_ptr_null(dm.m);
+    }
+    unlink(path);
     rmdir(dir);
 }
 END_TEST
