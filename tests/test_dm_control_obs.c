@@ -215,6 +215,13 @@ static void edit_finger_turn(mjModel *m, const double *extra)
     m->site_pos[3 * s + 2] = extra[1];
 }
 
+/* lqr's draws when the suite built the model from its seed: joint i's stiffness. */
+static void edit_lqr(mjModel *m, const double *extra)
+{
+    for (int j = 0; j < m->njnt; j++)
+        m->jnt_stiffness[j] = extra[j];
+}
+
 typedef struct task_case {
     const char *id;
     double control_timestep; /* the suite's, in seconds */
@@ -248,6 +255,8 @@ static const task_case cases[] = {
     {"finger/turn_easy", 0.02, 2, obs_finger_turn, edit_finger_turn},
     {"finger/turn_hard", 0.02, 2, obs_finger_turn, edit_finger_turn},
     {"ball_in_cup/catch", 0.02, 0, obs_qpos_qvel, edit_none},
+    {"lqr/lqr_2_1", 0.03, 2, obs_qpos_qvel, edit_lqr, false},
+    {"lqr/lqr_6_2", 0.03, 6, obs_qpos_qvel, edit_lqr, false},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
