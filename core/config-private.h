@@ -107,6 +107,10 @@ int crl__opts_declare(crl_opts *o, const crl_option *opt, const char *value, con
 crl_opts *crl__opts_override(const crl_opts *base, const char *const *names, const char *const *values,
                              const char *const *origins, size_t n, crl_error *err) CRL_INTERNAL;
 crl_opts *crl__opts_copy(const crl_opts *base, crl_error *err) CRL_INTERNAL;
+/* The network sections attached to a loss's options (core/nn_config.c's crl__nets, borrowed: it outlives
+ * the opts); NULL when none were attached.  Copies do not carry it. */
+void crl__opts_set_nets(crl_opts *o, const void *nets) CRL_INTERNAL;
+const void *crl__opts_nets(const crl_opts *o) CRL_INTERNAL;
 /* An option set written into (save) and read back from (load) one group of a GKeyFile, for a worker program
  * that rebuilds its env in a process of its own: load declares `tables` in order, as crl_config_opts does, with
  * the saved values and origins.  load: new (crl_opts_free), or NULL with err (CRL_E_CONFIG on a bad value). */

@@ -16,9 +16,35 @@ typedef struct crl__layer {
     size_t w_off, b_off;   /* into the flat parameter vector */
 } crl__layer;
 
+/* One stage of a conv encoder: Conv2d (followed by the encoder's activation) or MaxPool2d, on rows
+ * [cin, hin, win] giving [cout, hout, wout] (a pool keeps the channels). */
+enum { CRL__STAGE_CONV = 0, CRL__STAGE_POOL = 1 };
+typedef struct crl__stage {
+    int kind;
+    int64_t cin, hin, win, cout, hout, wout, k, stride, pad;
+    size_t w_off, b_off;   /* conv: weight [cout, cin, k, k] and bias [cout] in the flat parameters */
+    int seq;               /* its index in TorchRL's ConvNet (nn.Sequential numbers activations too) */
+} crl__stage;
+
 struct crl_mlp {
     int refs;
     char *name;
+    /* The per-row input shape ([in_features] without an encoder, [C, H, W] with one). */
+    int in_ndim;
+    int64_t in_shape[CRL_MAX_DIMS];
+    int64_t in_features, out_features;
+    /* The conv encoder in front of the layers (n_stages = 0: none), as given to crl_convnet_new. */
+    int n_stages;
+    crl__stage *stages;
+    crl_conv_layer *spec;
+    crl_activation conv_act;
+    int64_t enc_max;           /* widest row among the encoder's input and stage outputs */
+    bool dueling;              /* the last layer gives [value, advantages] (out_features + 1) */
+    crl_tensor *col;           /* im2col columns of one image (the largest stage's), shared by all stages */
+    crl_tensor **sacts;        /* [n_stages + 1]: the input rows, then each stage's output (the cache) */
+    int32_t **pidx;            /* per stage: a pool's argmax per output value (the cache; NULL for a conv) */
+    crl_tensor *eg[2], *ie[2]; /* encoder rows: backward's gradients, infer's activations (ping-pong) */
+    crl_tensor *dq;            /* dueling: the forward's output [B, out_features] */
     int n_layers;
     crl__layer *layers;
     crl_activation act;
@@ -42,6 +68,33 @@ static inline bool crl__layer_activated(const crl_mlp *m, int l)
 {
     return l < m->n_layers - 1 || m->activate_last;
 }
+
+/* The [net.*] sections of an experiment, checked against their types (nn_config.c); a loss's options
+ * carry them (crl__opts_set_nets) to crl_net_new.  NULL with CRL_E_CONFIG naming FILE:LINE. */
+typedef struct crl__nets crl__nets;
+struct crl_config;
+CRL_INTERNAL crl__nets *crl__nets_new(const struct crl_config *cfg, crl_error *err);
+CRL_INTERNAL void crl__nets_free(crl__nets *n);
+/* After the loss was built: CRL_E_CONFIG naming the first section no network was built from (`who`
+ * names the loss). */
+CRL_INTERNAL int crl__nets_check_used(const crl__nets *n, const char *who, crl_error *err);
+
+/* Encoder kernels (nn_conv.c).  Sizes per row of a stage; the columns one image needs. */
+CRL_INTERNAL int64_t crl__stage_in_size(const crl__stage *s);
+CRL_INTERNAL int64_t crl__stage_out_size(const crl__stage *s);
+CRL_INTERNAL int64_t crl__stage_col_size(const crl__stage *s);
+/* y[B, cout*hout*wout] = conv(x[B, cin*hin*win]) + b; col is scratch of crl__stage_col_size floats. */
+CRL_INTERNAL void crl__conv_forward(const crl__stage *s, const float *x, int64_t B, const float *W, const float *b,
+                                    float *y, float *col);
+/* dW += , db += ; dx = (not accumulated) when not NULL. */
+CRL_INTERNAL void crl__conv_backward(const crl__stage *s, const float *x, const float *dy, int64_t B, const float *W,
+                                     float *dW, float *db, float *dx, float *col);
+/* MaxPool2d; arg (may be NULL) gets each output's argmax within its input plane. */
+CRL_INTERNAL void crl__pool_forward(const crl__stage *s, const float *x, int64_t B, float *y, int32_t *arg);
+CRL_INTERNAL void crl__pool_backward(const crl__stage *s, const float *dy, int64_t B, const int32_t *arg, float *dx);
+/* Dueling: q[B, n] = v + a - mean(a) of va[B, 1 + n] = [v, a]; and its backward (dva set). */
+CRL_INTERNAL void crl__dueling_forward(const float *va, int64_t B, int64_t n, float *q);
+CRL_INTERNAL void crl__dueling_backward(const float *dq, int64_t B, int64_t n, float *dva);
 
 /* y[B, out] = x[B, in] W^T + b, W [out, in] row-major (rows contiguous). */
 /* crl_optim_load in two steps, so a caller can check several optimizers' sections before it changes any
@@ -148,5 +201,10 @@ CRL_INTERNAL int crl__write_classes(const char *who, crl_td *td, const crl_td_ke
 /* Read them back (one-hot: the set position); CRL_E_RANGE outside [0, n). */
 CRL_INTERNAL int crl__read_classes(const char *who, const crl_td *td, const crl_td_key *k, const crl__action_space *s,
                                    int64_t *idx, crl_error *err);
+
+/* The states of the last forward (infer: of the last crl_rnn_infer) time-major, [(T+1), B, H]: slot 0
+ * the initial state, slot t+1 the state after step t; h, or c (LSTM) when `cell`.  NULL before any run. */
+struct crl_rnn;
+CRL_INTERNAL const float *crl__rnn_states(const struct crl_rnn *r, bool infer, bool cell);
 
 #endif

@@ -96,6 +96,12 @@ int crl_mlp_init(crl_mlp *m, crl_init scheme, double gain, double last_gain, crl
         return crl_error_set(err, CRL_E_INVALID, "module '%s': init gains must be finite and > 0 (got %g, %g)",
                              m->name, gain, last_gain);
     float *P = crl_tensor_data(m->params);
+    /* a Conv2d is a Linear over its im2col columns: fan_in = in_channels * k * k, as PyTorch counts it */
+    for (int i = 0; i < m->n_stages; i++) {
+        const crl__stage *s = &m->stages[i];
+        if (s->kind == CRL__STAGE_CONV)
+            crl__init_layer(scheme, gain, s->cin * s->k * s->k, s->cout, P + s->w_off, P + s->b_off, rng);
+    }
     for (int l = 0; l < m->n_layers; l++) {
         const crl__layer *L = &m->layers[l];
         crl__init_layer(scheme, l == m->n_layers - 1 ? last_gain : gain, L->in, L->out, P + L->w_off,

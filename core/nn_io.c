@@ -3,30 +3,66 @@
 
 #include <math.h>
 
+/* Set key to a view [ndim, shape] of the parameters at off. */
+static int put_view(crl_td *td, crl_mlp *m, const char *key, size_t off, int ndim, const int64_t *shape,
+                    crl_error *err)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n *= shape[d];
+    crl_tensor *flat = crl_tensor_slice(m->params, 0, (int64_t)off, (int64_t)off + n, 1, err);
+    crl_tensor *v = flat ? crl_tensor_view(flat, ndim, shape, err) : NULL;
+    int rc = v ? crl_td_set(td, key, v, err) : CRL_E_NOMEM;
+    crl_tensor_unref(v);
+    crl_tensor_unref(flat);
+    return rc;
+}
+
 crl_td *crl_mlp_state_dict(crl_mlp *m, crl_error *err)
 {
     crl_td *td = crl_td_new(0, NULL, err);
-    for (int l = 0; td && l < m->n_layers; l++) {
+    int rc = td ? CRL_OK : CRL_E_NOMEM;
+    char key[96];
+    /* Sequential(ConvNet, MLP) with an encoder: "0.<i>" and "1.<2l>"; an MLP alone: "<2l>". */
+    const char *head = m->n_stages ? "1." : "";
+    for (int i = 0; !rc && i < m->n_stages; i++) {
+        const crl__stage *s = &m->stages[i];
+        if (s->kind != CRL__STAGE_CONV)
+            continue;
+        snprintf(key, sizeof key, "0.%d.weight", s->seq);
+        rc = put_view(td, m, key, s->w_off, 4, (int64_t[]){ s->cout, s->cin, s->k, s->k }, err);
+        snprintf(key, sizeof key, "0.%d.bias", s->seq);
+        if (!rc)
+            rc = put_view(td, m, key, s->b_off, 1, &s->cout, err);
+    }
+    for (int l = 0; !rc && l < m->n_layers; l++) {
         const crl__layer *L = &m->layers[l];
-        struct { const char *what; size_t off; int ndim; int64_t shape[2]; } parts[2] = {
-            { "weight", L->w_off, 2, { L->out, L->in } },
-            { "bias", L->b_off, 1, { L->out, 0 } },
-        };
-        for (int i = 0; i < 2; i++) {
-            int64_t n = parts[i].ndim == 2 ? L->out * L->in : L->out;
-            crl_tensor *flat = crl_tensor_slice(m->params, 0, (int64_t)parts[i].off, (int64_t)parts[i].off + n, 1, err);
-            crl_tensor *v = flat ? crl_tensor_view(flat, parts[i].ndim, parts[i].shape, err) : NULL;
-            /* nn.Sequential numbers activations too: Linear l is entry 2l. */
-            char key[64];
-            snprintf(key, sizeof key, "%d.%s", 2 * l, parts[i].what);
-            int rc = v ? crl_td_set(td, key, v, err) : CRL_E_NOMEM;
-            crl_tensor_unref(v);
-            crl_tensor_unref(flat);
-            if (rc) {
-                crl_td_unref(td);
-                return NULL;
-            }
+        if (m->dueling && l == m->n_layers - 1) {
+            /* the output layer's row 0 is the value, the rest the advantages */
+            int64_t n = L->out - 1;
+            snprintf(key, sizeof key, "%svalue.weight", head);
+            rc = put_view(td, m, key, L->w_off, 2, (int64_t[]){ 1, L->in }, err);
+            snprintf(key, sizeof key, "%svalue.bias", head);
+            if (!rc)
+                rc = put_view(td, m, key, L->b_off, 1, (int64_t[]){ 1 }, err);
+            snprintf(key, sizeof key, "%sadvantage.weight", head);
+            if (!rc)
+                rc = put_view(td, m, key, L->w_off + (size_t)L->in, 2, (int64_t[]){ n, L->in }, err);
+            snprintf(key, sizeof key, "%sadvantage.bias", head);
+            if (!rc)
+                rc = put_view(td, m, key, L->b_off + 1, 1, &n, err);
+            break;
         }
+        /* nn.Sequential numbers activations too: Linear l is entry 2l. */
+        snprintf(key, sizeof key, "%s%d.weight", head, 2 * l);
+        rc = put_view(td, m, key, L->w_off, 2, (int64_t[]){ L->out, L->in }, err);
+        snprintf(key, sizeof key, "%s%d.bias", head, 2 * l);
+        if (!rc)
+            rc = put_view(td, m, key, L->b_off, 1, &L->out, err);
+    }
+    if (rc) {
+        crl_td_unref(td);
+        return NULL;
     }
     return td;
 }
@@ -38,10 +74,12 @@ crl_mlp *crl_mlp_clone(crl_mlp *m, const char *name, crl_error *err)
         cells[l] = m->layers[l].out;
     crl_rng rng;
     crl_rng_init(&rng, 0, 0);   /* overwritten below */
-    crl_mlp *c = crl_mlp_new(name ? name : m->name, crl_mlp_in_features(m), crl_mlp_out_features(m), cells,
-                             m->n_layers - 1, m->act, m->activate_last, &rng, err);
-    if (c)
+    crl_mlp *c = crl_convnet_new(name ? name : m->name, m->in_ndim, m->in_shape, m->spec, m->n_stages, m->conv_act,
+                                 cells, m->n_layers - 1, m->act, m->out_features, m->dueling, &rng, err);
+    if (c) {
+        c->activate_last = m->activate_last;
         memcpy(crl_tensor_data(c->params), crl_tensor_data(m->params), crl_tensor_nbytes(m->params));
+    }
     g_free(cells);
     return c;
 }

@@ -37,6 +37,12 @@ static int check_key(const char *who, const crl_td *td, const crl_td_key *k, con
     int bn = crl_td_batch_ndim(td);
     if (crl_tensor_ndim(t) == bn + 1 && crl_tensor_shape(t)[bn] == cols)
         return CRL_OK;
+    /* images [batch..., C, H, W] read as rows of C*H*W (gather checked the dims against the network's) */
+    int64_t feat = 1;
+    for (int d = bn; d < crl_tensor_ndim(t); d++)
+        feat *= crl_tensor_shape(t)[d];
+    if (crl_tensor_ndim(t) > bn + 1 && feat == cols)
+        return CRL_OK;
     char b[CRL__SHAPE_BUF];
     return crl_error_set(err, CRL_E_SHAPE, "module '%s': key '%s' has shape %s but %s %" PRId64
                          " features (batch dims %d, then one feature dim)", who, crl_td_key_str(k),
@@ -193,6 +199,22 @@ static int gather(crl_tdmodule *mod, const crl_td *td, crl_error *err)
         const crl_tensor *t = crl_td_get_k(td, mod->in[i]);
         if (!t)
             return missing_key(who, td, crl_td_key_str(mod->in[i]), err);
+        if (mod->net->in_ndim > 1) {
+            /* an encoder's images: [batch..., C, H, W] as the network's in_shape, one key */
+            int nd = mod->net->in_ndim;
+            bool ok = mod->n_in == 1 && crl_tensor_ndim(t) == bn + nd &&
+                      !memcmp(crl_tensor_shape(t) + bn, mod->net->in_shape, (size_t)nd * sizeof(int64_t));
+            if (!ok) {
+                char b[CRL__SHAPE_BUF], c[CRL__SHAPE_BUF];
+                return crl_error_set(err, CRL_E_SHAPE, "module '%s': key '%s' has shape %s but the network reads one "
+                                     "key of the batch dims (%d) then %s", who, crl_td_key_str(mod->in[i]),
+                                     crl__shape_fmt(b, crl_tensor_ndim(t), crl_tensor_shape(t)), bn,
+                                     crl__shape_fmt(c, nd, mod->net->in_shape));
+            }
+            mod->in_cols[i] = in;
+            total = in;
+            continue;
+        }
         mod->in_cols[i] = crl_tensor_ndim(t) == bn + 1 ? crl_tensor_shape(t)[bn] : -1;
         if (mod->n_in == 1 && mod->in_cols[i] != in)
             return check_key(who, td, mod->in[i], t, in, "the MLP expects", err);

@@ -150,6 +150,11 @@ int crl_optim_add(crl_optim *o, crl_tensor *params, crl_tensor *grads, crl_error
     return CRL_OK;
 }
 
+int crl_optim_add_rnn(crl_optim *o, crl_rnn *r, crl_error *err)
+{
+    return crl_optim_add(o, crl_rnn_params_get(r), crl_rnn_grads_get(r), err);
+}
+
 int crl_optim_add_mlp(crl_optim *o, crl_mlp *m, crl_error *err)
 {
     return crl_optim_add(o, crl_mlp_params_get(m), crl_mlp_grads_get(m), err);

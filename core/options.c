@@ -27,6 +27,7 @@ struct crl_opts {
     GPtrArray *slots;        /* opt_slot *, declaration order */
     GHashTable *by_name;     /* name -> opt_slot * (borrowed) */
     GPtrArray *prefixed;     /* prefixed_key *, file order */
+    const void *nets;        /* the [net.*] sections a loss builds from (nn_config.c; borrowed) */
 };
 
 static void free_slot(gpointer p)
@@ -153,6 +154,16 @@ crl_opts *crl__opts_override(const crl_opts *base, const char *const *names, con
 crl_opts *crl__opts_copy(const crl_opts *base, crl_error *err)
 {
     return crl__opts_override(base, NULL, NULL, NULL, 0, err);
+}
+
+void crl__opts_set_nets(crl_opts *o, const void *nets)
+{
+    o->nets = nets;
+}
+
+const void *crl__opts_nets(const crl_opts *o)
+{
+    return o ? o->nets : NULL;
 }
 
 /* Saved as keys of one GKeyFile group: "set.NAME" = raw and "at.NAME" = origin for each option given

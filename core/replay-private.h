@@ -84,6 +84,7 @@ struct crl_replay {
 
     int sampler;
     int writer;
+    bool checkpoint;             /* crl run's checkpoints hold the contents ([replay] checkpoint) */
 
     /* what is stored: filled[slot], their count, one past the highest */
     uint8_t *filled;

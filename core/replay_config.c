@@ -51,6 +51,9 @@ static const crl_option replay_options[] = {
       "slice: only trajectories of at least slice_len items (false: shorter ones give short slices)" },
     { "rank_key", CRL_OPT_STRING, 0, "next.reward", 0, 0, NULL,
       "max_value: the scalar entry items are ranked by" },
+    { "checkpoint", CRL_OPT_BOOL, 0, "true", 0, 0, NULL,
+      "write the buffer's contents into crl run's checkpoints (false: pixel buffers; a resume refills it with "
+      "the re-collected frames)" },
     { "transforms", CRL_OPT_LIST, 0, "", 0, 0, NULL,
       "transforms applied to every sampled batch, in order; each NAME needs a [transform.NAME] section" },
     CRL_OPTIONS_END
@@ -164,7 +167,7 @@ static int read_options(crl_replay *rb, const crl_opts *o, crl_error *err)
     int rc;
     if ((rc = crl_opts_int(o, "capacity", &cap, err)) || (rc = crl_opts_string(o, "sampler", &sampler, err)) ||
         (rc = crl_opts_string(o, "writer", &writer, err)) || (rc = crl_opts_int(o, "batch_size", &bs, err)) ||
-        (rc = crl_opts_int(o, "seed", &seed, err)))
+        (rc = crl_opts_int(o, "seed", &seed, err)) || (rc = crl_opts_bool(o, "checkpoint", &rb->checkpoint, err)))
         return rc;
     rb->capacity = cap;
     rb->batch_size = (size_t)bs;

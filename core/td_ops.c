@@ -423,6 +423,65 @@ crl_td *crl_td_slice(crl_td *td, int dim, int64_t start, int64_t stop, int64_t s
     return slice_rec(td, d, start, stop, step, len, err);
 }
 
+/* ---- reshape ---------------------------------------------------------- */
+
+static crl_td *reshape_rec(const crl_td *td, int ndim, const int64_t *shape, crl_error *err)
+{
+    crl_td *out = crl__td_alloc(ndim, shape);
+    out->device = td->device;
+    for (size_t i = 0; i < td->len; i++) {
+        const crl__td_entry *e = &td->entries[i];
+        crl_tensor *t = NULL;
+        crl_td *sub = NULL;
+        if (e->tensor) {
+            int tn = crl_tensor_ndim(e->tensor), nd = ndim + tn - td->batch_ndim;
+            int64_t ts[CRL_MAX_DIMS];
+            if (nd > CRL_MAX_DIMS) {
+                crl_error_set(err, CRL_E_SHAPE, "reshape: key '%s' would have %d dims (at most %d)", e->key, nd,
+                              CRL_MAX_DIMS);
+                crl_td_unref(out);
+                return NULL;
+            }
+            memcpy(ts, shape, (size_t)ndim * sizeof *ts);
+            memcpy(ts + ndim, crl_tensor_shape(e->tensor) + td->batch_ndim,
+                   (size_t)(tn - td->batch_ndim) * sizeof *ts);
+            t = crl_tensor_reshape(e->tensor, nd, ts, err);
+        } else {
+            sub = reshape_rec(e->td, ndim, shape, err);
+        }
+        if (!t && !sub) {
+            crl_td_unref(out);
+            return NULL;
+        }
+        crl__td_insert(out, e->key, t, sub);
+    }
+    return out;
+}
+
+crl_td *crl_td_reshape(crl_td *td, int ndim, const int64_t *shape, crl_error *err)
+{
+    char b[CRL__SHAPE_BUF], c[CRL__SHAPE_BUF];
+    if (!td) {
+        crl_error_set(err, CRL_E_INVALID, "reshape: NULL TensorDict");
+        return NULL;
+    }
+    int64_t have = 1, want = 1;
+    for (int i = 0; i < td->batch_ndim; i++)
+        have *= td->batch_shape[i];
+    bool ok = ndim >= 0 && ndim <= CRL_MAX_DIMS && (ndim == 0 || shape);
+    for (int i = 0; ok && i < ndim; i++) {
+        ok = shape[i] >= 0;
+        want *= shape[i];
+    }
+    if (!ok || want != have) {
+        crl_error_set(err, CRL_E_SHAPE, "reshape: batch shape %s cannot become %s (%" PRId64 " elements)",
+                      crl__shape_fmt(b, td->batch_ndim, td->batch_shape),
+                      ok ? crl__shape_fmt(c, ndim, shape) : "an invalid shape", have);
+        return NULL;
+    }
+    return reshape_rec(td, ndim, shape, err);
+}
+
 /* ---- stack / cat ------------------------------------------------------- */
 
 typedef enum { OP_STACK, OP_CAT } join_op;

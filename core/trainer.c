@@ -5,6 +5,7 @@
 #include "check-private.h"
 #include "checkpoint-private.h"
 #include "nn-private.h"
+#include "replay-private.h"
 #include "eval-private.h"
 
 #include <crl/trainer.h>
@@ -43,6 +44,9 @@ static const crl_option train_options[] = {
     { "epochs", CRL_OPT_INT, CRL_OPT_RANGE, "4", 1, 1e6, NULL, "on-policy: passes over each collected batch" },
     { "minibatch_size", CRL_OPT_INT, CRL_OPT_RANGE, "64", 1, 1e9, NULL,
       "on-policy: rows per minibatch (the last one of an epoch may be smaller)" },
+    { "sequence_length", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 1e9, NULL,
+      "on-policy: cut each env's steps into slices of this many and draw minibatches of whole slices "
+      "[minibatch_size / sequence_length, sequence_length], as recurrent policies need (0: single rows)" },
     { "eval_interval", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 1e18, NULL,
       "evaluate every this many frames (0: only at the end)" },
     { "eval_episodes", CRL_OPT_INT, CRL_OPT_RANGE, "5", 0, 1e6, NULL,
@@ -96,7 +100,7 @@ struct crl_trainer {
     bool prioritized;
     double max_grad_norm, stop_return;
     bool has_stop;
-    int64_t num_updates, epochs, minibatch, eval_interval, eval_episodes, eval_max_steps, init_random;
+    int64_t num_updates, epochs, minibatch, seq_len, eval_interval, eval_episodes, eval_max_steps, init_random;
     int64_t batch_size, optim_steps;
     crl_td *losses;
     crl_returns *returns; /* episode returns across batches */
@@ -138,6 +142,36 @@ struct crl_trainer {
 
 static const crl_option no_options[] = { CRL_OPTIONS_END };
 
+/* A buffer of images written into every checkpoint can take gigabytes and minutes each time: say how much,
+ * and how to turn it off.  Each item holds the observations twice (and "next."). */
+static void warn_replay_size(crl_host *host, const crl_config *cfg, const crl_replay *rb, crl_env *env)
+{
+    const crl_spec *obs = env ? crl_env_full_observation_spec(env) : NULL;
+    if (!rb->checkpoint || !obs || crl_spec_get_kind(obs) != CRL_SPEC_COMPOSITE)
+        return;
+    int bn = crl_spec_ndim(obs);
+    double bytes = 0;
+    bool images = false;
+    for (size_t i = 0; i < crl_spec_composite_len(obs); i++) {
+        const crl_spec *s = crl_spec_composite_get(obs, crl_spec_composite_key_at(obs, i));
+        if (!s || crl_spec_get_kind(s) == CRL_SPEC_COMPOSITE)
+            continue;
+        double n = (double)crl_dtype_size(crl_spec_dtype(s));
+        for (int d = bn; d < crl_spec_ndim(s); d++)
+            n *= (double)crl_spec_shape(s)[d];
+        images |= crl_spec_ndim(s) - bn >= 3;
+        bytes += 2 * n;
+    }
+    bytes *= (double)rb->capacity;
+    if (!images)
+        return;
+    const char *o = crl_config_origin(cfg, rb->section, "checkpoint");
+    crl_host_log(host, CRL_LOG_WARNING, "%s%s[%s] checkpoint = true: the buffer holds image observations, about "
+                 "%.0f bytes (%.2f GiB) at capacity %lld, written into every checkpoint; set [%s] checkpoint = false "
+                 "to leave it out (a resume then refills it from the re-collected frames)", o ? o : "", o ? ": " : "",
+                 rb->section, bytes, bytes / 1073741824.0, (long long)rb->capacity, rb->section);
+}
+
 int crl_loss_from_config(crl_host *host, const crl_config *cfg, const char *section, const crl_spec *obs_spec,
                          const crl_spec *action_spec, uint64_t seed, const crl_loss_ops **ops_out, void **st,
                          crl_error *err)
@@ -162,16 +196,28 @@ int crl_loss_from_config(crl_host *host, const crl_config *cfg, const char *sect
     if (rc)
         return rc;
     crl_error_clear(&e);
-    crl_opts *o = crl_config_opts(cfg, section, tables, 2, &e);
-    if (!o)
+    crl__nets *nets = crl__nets_new(cfg, &e);
+    if (!nets)
         return crl_error_pass(err, &e, CRL_E_CONFIG);
-    rc = ops->create(o, obs_spec, action_spec, seed, st, err);
+    crl_opts *o = crl_config_opts(cfg, section, tables, 2, &e);
+    if (!o) {
+        crl__nets_free(nets);
+        return crl_error_pass(err, &e, CRL_E_CONFIG);
+    }
+    crl__opts_set_nets(o, nets);
+    crl_error_clear(&e);
+    rc = ops->create(o, obs_spec, action_spec, seed, st, &e);
     crl_opts_free(o);
-    if (rc)
-        crl_error_prefix(err, "%s: [%s] type = %s: ", crl_config_origin(cfg, section, "type"), section, type);
-    else
+    char who[96];
+    snprintf(who, sizeof who, "loss '%s'", type);
+    if (!rc && (rc = crl__nets_check_used(nets, who, &e)))
+        ops->destroy(*st);
+    else if (rc && !(rc == CRL_E_CONFIG && strstr(e.message, ": [net.")))   /* a [net.*] key names itself */
+        crl_error_prefix(&e, "%s: [%s] type = %s: ", crl_config_origin(cfg, section, "type"), section, type);
+    else if (!rc)
         *ops_out = ops;
-    return rc;
+    crl__nets_free(nets);
+    return rc ? crl_error_pass(err, &e, rc) : CRL_OK;
 }
 
 static int read_train(crl_trainer *t, const crl_opts *o, crl_error *err)
@@ -181,6 +227,7 @@ static int read_train(crl_trainer *t, const crl_opts *o, crl_error *err)
     if ((rc = crl_opts_int(o, "seed", &seed, err)) || (rc = crl_opts_int(o, "num_updates", &t->num_updates, err)) ||
         (rc = crl_opts_int(o, "epochs", &t->epochs, err)) ||
         (rc = crl_opts_int(o, "minibatch_size", &t->minibatch, err)) ||
+        (rc = crl_opts_int(o, "sequence_length", &t->seq_len, err)) ||
         (rc = crl_opts_int(o, "eval_interval", &t->eval_interval, err)) ||
         (rc = crl_opts_int(o, "eval_episodes", &t->eval_episodes, err)) ||
         (rc = crl_opts_int(o, "eval_max_steps", &t->eval_max_steps, err)))
@@ -397,6 +444,7 @@ static crl_trainer *build(crl_host *host, const crl_config *cfg, const crl_train
     if (!rc && !(rc = crl__trainer_check_loss(cfg, crl_config_get(cfg, "loss", "type"), on_policy, t->init_random,
                                               t->rb, err)) && t->rb) {
         crl_collector_set_replay(t->coll, t->rb);
+        warn_replay_size(host, cfg, t->rb, env);
         const char *s = crl_config_get(cfg, "replay", "sampler");
         t->prioritized = s && !strcmp(s, "prioritized");
         t->batch_size = (int64_t)crl_replay_batch_size(t->rb);  /* the buffer owns its default */
@@ -581,18 +629,28 @@ static crl_td *flatten(crl_td *td, int64_t rows, crl_error *err)
 }
 
 /* Rows idx[0..m) of a flat td, copied. */
-static crl_td *gather(crl_td *flat, const int64_t *idx, int64_t m, crl_error *err)
+/* Rows idx[0..m) of flat; with L > 0, as a [m / L, L] batch (slices of L rows). */
+static crl_td *gather(crl_td *flat, const int64_t *idx, int64_t m, int64_t L, crl_error *err)
 {
     char **keys = crl_td_leaf_keys(flat, err);
     if (!keys)
         return NULL;
-    crl_td *out = crl_td_new(1, &m, err);
+    int lead = L > 0 ? 2 : 1;
+    int64_t bshape[2] = { L > 0 ? m / L : m, L };
+    crl_td *out = crl_td_new(lead, bshape, err);
     for (size_t i = 0; out && keys[i]; i++) {
         crl_tensor *x = crl_td_get(flat, keys[i]);
-        int64_t shape[CRL_MAX_DIMS];
-        memcpy(shape, crl_tensor_shape(x), sizeof(int64_t) * (size_t)crl_tensor_ndim(x));
-        shape[0] = m;
-        crl_tensor *y = crl_tensor_new(crl_tensor_dtype(x), crl_tensor_ndim(x), shape, err);
+        int64_t shape[CRL_MAX_DIMS + 1];
+        int nd = crl_tensor_ndim(x) + lead - 1;
+        if (nd > CRL_MAX_DIMS) {
+            crl_error_set(err, CRL_E_SHAPE, "trainer: key '%s' has too many dims to cut into slices", keys[i]);
+            crl_td_unref(out);
+            out = NULL;
+            break;
+        }
+        memcpy(shape + lead - 1, crl_tensor_shape(x), sizeof(int64_t) * (size_t)crl_tensor_ndim(x));
+        memcpy(shape, bshape, sizeof(int64_t) * (size_t)lead);
+        crl_tensor *y = crl_tensor_new(crl_tensor_dtype(x), nd, shape, err);
         if (!y) {
             crl_td_unref(out);
             out = NULL;
@@ -663,28 +721,41 @@ static int train_on_policy(crl_trainer *t, crl_td *batch, crl_error *err)
     int64_t rows = 1;
     for (int d = 0; d < crl_td_batch_ndim(batch); d++)
         rows *= crl_td_batch_shape(batch)[d];
+    /* Slices: each env's T steps cut into T / L slices of L in order (rows n*T + t), drawn whole.  A batch
+     * whose T the length does not divide (the last, cut at total_frames) takes the largest one that does. */
+    int64_t L = t->seq_len > 0 ? t->seq_len : 1, T = crl_td_batch_shape(batch)[crl_td_batch_ndim(batch) - 1];
+    if (t->seq_len > 0 && crl_td_batch_ndim(batch) != 2)
+        return crl_error_set(err, CRL_E_SHAPE, "[train] sequence_length: the batch has %d batch dims, not [envs, "
+                             "steps]", crl_td_batch_ndim(batch));
+    while (T % L)
+        L--;
     crl_error le;
     crl_error_clear(&le);
     crl_td *flat = flatten(batch, rows, &le);
     if (!flat)
         return crl_error_pass(err, &le, CRL_E_NOMEM);
-    int64_t *perm = g_new(int64_t, rows);
+    int64_t units = rows / L, per = t->minibatch / L > 0 ? t->minibatch / L : 1;
+    int64_t *perm = g_new(int64_t, units), *idx = g_new(int64_t, per * L);
     for (int64_t e = 0; e < t->epochs && !rc; e++) {
-        for (int64_t i = 0; i < rows; i++)
+        for (int64_t i = 0; i < units; i++)
             perm[i] = i;
-        for (int64_t i = rows - 1; i > 0; i--) {  /* Fisher-Yates */
+        for (int64_t i = units - 1; i > 0; i--) {  /* Fisher-Yates */
             int64_t j = (int64_t)crl_rng_below(&t->rng, (uint64_t)(i + 1)), tmp = perm[i];
             perm[i] = perm[j];
             perm[j] = tmp;
         }
-        for (int64_t s = 0; s < rows && !rc; s += t->minibatch) {
-            int64_t m = rows - s < t->minibatch ? rows - s : t->minibatch;
-            crl_td *mb = gather(flat, perm + s, m, &le);
+        for (int64_t s = 0; s < units && !rc; s += per) {
+            int64_t m = units - s < per ? units - s : per;
+            for (int64_t u = 0; u < m; u++)
+                for (int64_t k = 0; k < L; k++)
+                    idx[u * L + k] = perm[s + u] * L + k;
+            crl_td *mb = gather(flat, idx, m * L, t->seq_len > 0 ? L : 0, &le);
             rc = mb ? update_on(t, mb, err) : crl_error_pass(err, &le, CRL_E_NOMEM);
             crl_td_unref(mb);
         }
     }
     g_free(perm);
+    g_free(idx);
     crl_td_unref(flat);
     return rc;
 }
@@ -1206,7 +1277,7 @@ int crl_trainer_checkpoint(crl_trainer *t, const char *dir, crl_error *err)
         g_free(path);
         g_free(text);
     }
-    if (!rc && t->rb) {
+    if (!rc && t->rb && t->rb->checkpoint) {
         char *rdir = g_build_filename(tmp, "replay", NULL);
         rc = crl_replay_dump(t->rb, rdir, err);
         g_free(rdir);
@@ -1405,7 +1476,8 @@ int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err)
     crl_rng keep = t->rng;
     t->ff = true;
     t->ff_pos = 0;
-    crl_collector_set_replay(t->coll, NULL);
+    /* without the buffer in the checkpoint, the re-collected frames refill it */
+    crl_collector_set_replay(t->coll, t->rb && !t->rb->checkpoint ? t->rb : NULL);
     guint cut = 0;
     while (crl_collector_frames(t->coll) < target) {
         int64_t at = crl_collector_frames(t->coll);
@@ -1445,7 +1517,7 @@ int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err)
     if (!rc && t->rb) {
         crl_collector_set_replay(t->coll, t->rb);
         char *rdir = g_build_filename(dir, "replay", NULL);
-        rc = crl_replay_load(t->rb, rdir, err);
+        rc = t->rb->checkpoint ? crl_replay_load(t->rb, rdir, err) : CRL_OK;
         g_free(rdir);
     }
     if (rc)

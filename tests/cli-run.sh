@@ -31,6 +31,22 @@ if grep -qE '^frames 3000 +fps [0-9]+ +episodes [0-9]+ +return [0-9.]+ +loss [0-
 then ok "off a terminal the progress comes as plain lines (frames, fps, return, loss, eval)"
 else nok "progress lines" "$out"; fi
 
+# With eval_interval = 0 the only evaluation is the one at the end: it gets a row of its own, at the
+# last batch's frame count, with the summary's eval return in it.
+out=$("$crl" run "$ini" collector.total_frames=1000 train.eval_interval=0 train.eval_episodes=2 train.run_dir="$tmp/end" 2>&1); rc=$?
+last=$(tail -1 "$tmp/end/metrics.csv" 2>/dev/null); prev=$(tail -2 "$tmp/end/metrics.csv" 2>/dev/null | head -1)
+summary=$(sed -n 's/^  eval return: *//p' <<<"$out")
+if [ "$rc" -eq 0 ] && [ -n "$summary" ] && [ "$(cut -d, -f7 <<<"$last")" = "$summary" ] \
+    && [ "$(cut -d, -f1 <<<"$last")" = "$(cut -d, -f1 <<<"$prev")" ] && [ -z "$(cut -d, -f7 <<<"$prev")" ] \
+    && [ "$(cut -d, -f7 "$tmp/end/metrics.csv" | grep -c .)" -eq 2 ]
+then ok "eval_interval = 0: the end-of-run evaluation has its own metrics row, with the summary's return"
+else nok "end-of-run evaluation row (exit $rc)" "$out" "$(cat "$tmp/end/metrics.csv" 2>&1)"; fi
+out=$("$crl" run --resume "$tmp/end" collector.total_frames=2000 --quiet 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -qF "took out the end-of-run evaluation row (1)" <<<"$out" \
+    && [ "$(cut -d, -f1 "$tmp/end/metrics.csv" | uniq -d | wc -l)" -eq 1 ]
+then ok "a resume past it takes that row out, saying so, and the new end has its own"
+else nok "resume past the end-of-run evaluation (exit $rc)" "$out" "$(cat "$tmp/end/metrics.csv" 2>&1)"; fi
+
 # N + N through --resume equals 2N byte for byte (checkpoint and metrics).
 "$crl" run "$ini" $short collector.total_frames=6000 train.run_dir="$tmp/full" --quiet >/dev/null 2>&1
 "$crl" run "$ini" $short train.run_dir="$tmp/half" --quiet >/dev/null 2>&1
@@ -112,6 +128,21 @@ if [ "$rc" -eq 0 ] && [ -s "$tmp/ffi/checkpoint/trainer.ckpt" ] && grep -qE '^  
     && [ "$(wc -l < "$tmp/ffi/metrics.csv")" -ge 2 ]
 then ok "conf/examples/ffi-springmass.ini trains TD3 on a plain C library through the ffi backend"
 else nok "ffi example (exit $rc)" "$out"; fi
+
+# The pixel example, short: a conv network trains; a buffer of images checkpointed is warned about with its
+# size, and [replay] checkpoint = false leaves it out of the checkpoint.
+px=$srcdir/../conf/examples/cartpole-pixels-dqn.ini
+pxshort="collector.total_frames=96 collector.init_random_frames=64 replay.capacity=100 train.eval_episodes=0"
+out=$("$crl" run "$px" $pxshort replay.checkpoint=true train.run_dir="$tmp/px1" 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -qE "checkpoint = true: the buffer holds image observations, about 22579200 bytes" <<<"$out" \
+    && [ -d "$tmp/px1/checkpoint/replay" ] && [ -s "$tmp/px1/checkpoint/trainer.ckpt" ]
+then ok "checkpointing a buffer of images warns with its size in bytes"
+else nok "pixel buffer warning (exit $rc)" "$out" "$(ls -R "$tmp/px1" 2>&1)"; fi
+out=$("$crl" run "$px" $pxshort train.run_dir="$tmp/px2" 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && ! grep -q "image observations" <<<"$out" && [ ! -e "$tmp/px2/checkpoint/replay" ] \
+    && [ -s "$tmp/px2/checkpoint/trainer.ckpt" ]
+then ok "cartpole-pixels-dqn.ini trains a conv network; [replay] checkpoint = false leaves the buffer out"
+else nok "pixel example (exit $rc)" "$out" "$(ls -R "$tmp/px2" 2>&1)"; fi
 
 echo "1..$n"
 [ "$failures" -eq 0 ]

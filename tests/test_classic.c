@@ -255,7 +255,19 @@ START_TEST(test_options_table)
     ck_assert_str_eq(opts->name, "categorical_action_encoding");
     ck_assert_int_eq(opts->type, CRL_OPT_BOOL);
     ck_assert_str_eq(opts->default_value, "false");
-    for (const crl_option *o = opts + 1; o->type != CRL_OPT_END; o++) {
+    /* Last, the render size: no physics either. */
+    const crl_option *end = opts;
+    while (end->type != CRL_OPT_END)
+        end++;
+    ck_assert_str_eq(end[-2].name, "render_width");
+    ck_assert_str_eq(end[-1].name, "render_height");
+    for (int k = 1; k <= 2; k++) {
+        ck_assert_int_eq(end[-k].type, CRL_OPT_INT);
+        ck_assert_ptr_null(end[-k].default_value);
+        ck_assert_uint_eq(end[-k].flags, CRL_OPT_RANGE);
+        ck_assert(end[-k].min == 1 && end[-k].max == CLASSIC_RENDER_MAX_SIDE);
+    }
+    for (const crl_option *o = opts + 1; o < end - 2; o++) {
         count++;
         ck_assert_ptr_null(o->default_value);
         ck_assert_uint_eq(o->flags, 0);
@@ -1080,6 +1092,34 @@ START_TEST(test_render)
 }
 END_TEST
 
+/* render_width / render_height: the frame is drawn at that size (the specs say so), the same picture
+ * render_one draws at that size. */
+START_TEST(test_render_size)
+{
+    form f = open_form(_i % 2 == 0);
+    const char *id = ids[_i / 2];
+    crl_error e = {0};
+    tenv t;
+    tenv_open(&t, &f, id, 2, "[env]\nrender_width = 84\nrender_height = 60\n");
+    ck_assert_int_eq(t.specs.render_width, 84);
+    ck_assert_int_eq(t.specs.render_height, 60);
+    const size_t n = (size_t)84 * 60 * 3;
+    uint8_t *a = malloc(n), *c = malloc(n);
+    uint64_t seeds[2] = {3, 4};
+    tenv_reset(&t, NULL, seeds, false);
+    EXPECT_OK(f.ops->render(t.env, 1, a, &e), e);
+    ck_assert(!all_white(a, n));
+    double p[CLASSIC_MAX_PARAMS];
+    classic_params_default(t.d, p);
+    EXPECT_OK(t.d->render_one(t.d, t.state + t.d->state_dim, NULL, c, 84, 60, p, &e), e);
+    ck_assert(bytes_equal(a, c, n));
+    free(a);
+    free(c);
+    tenv_close(&t);
+    close_form(&f);
+}
+END_TEST
+
 /* Pendulum's picture shows the last action after a step, none after a reset. */
 START_TEST(test_render_last_action)
 {
@@ -1506,6 +1546,7 @@ static Suite *classic_suite(void)
     tcase_add_loop_test(tc, test_reset_from_state_replay, 0, 2 * N_IDS);
     tcase_add_loop_test(tc, test_step_in_place, 0, 2 * N_IDS);
     tcase_add_loop_test(tc, test_render, 0, 2 * N_IDS);
+    tcase_add_loop_test(tc, test_render_size, 0, 2 * N_IDS);
     tcase_add_loop_test(tc, test_host_check_specs, 0, 2 * N_IDS);
     suite_add_tcase(s, tc);
     return s;

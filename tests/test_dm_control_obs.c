@@ -530,6 +530,13 @@ static void edit_stacker(mjModel *m, const double *extra)
     m->body_pos[3 * b + 2] = extra[1];
 }
 
+/* lqr's draws when the suite built the model from its seed: joint i's stiffness. */
+static void edit_lqr(mjModel *m, const double *extra)
+{
+    for (int j = 0; j < m->njnt; j++)
+        m->jnt_stiffness[j] = extra[j];
+}
+
 typedef struct task_case {
     const char *id;
     double control_timestep; /* the suite's, in seconds */
@@ -584,6 +591,8 @@ static const task_case cases[] = {
     {"manipulator/bring_ball", 0.01, 3, obs_manipulator_ball, edit_manipulator_ball, true},
     {"stacker/stack_2", 0.01, 2, obs_stacker, edit_stacker, true},
     {"stacker/stack_4", 0.01, 2, obs_stacker, edit_stacker, true},
+    {"lqr/lqr_2_1", 0.03, 2, obs_qpos_qvel, edit_lqr, false},
+    {"lqr/lqr_6_2", 0.03, 6, obs_qpos_qvel, edit_lqr, false},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 

@@ -1,5 +1,5 @@
 /* Check suite for the dm_control tasks beyond the first twenty (cartpole's two and three poles,
- * point_mass/hard, humanoid, swimmer, fish, quadruped, manipulator/bring_ball, stacker): specs,
+ * point_mass/hard, humanoid, swimmer, fish, quadruped, manipulator/bring_ball, stacker, lqr): specs,
  * observations and rewards at hand-set states against values worked out from the model, initial states,
  * determinism per seed, and a rollout from the suite's own XML (tests/dm_control-suite) equal to one from
  * the bundled model. */
@@ -72,6 +72,8 @@ static const struct {
      {16, 8, 5, 4, 8, 6, 2}},
     {"stacker/stack_4", 0.01, 7, {"arm_pos", "arm_vel", "touch", "hand_pos", "box_pos", "box_vel", "target_pos"},
      {16, 8, 5, 4, 16, 12, 2}},
+    {"lqr/lqr_2_1", 0.03, 2, {"position", "velocity"}, {2, 2}},
+    {"lqr/lqr_6_2", 0.03, 2, {"position", "velocity"}, {6, 6}},
 };
 #define N_NEW (sizeof tasks / sizeof tasks[0])
 
@@ -138,7 +140,8 @@ START_TEST(test_specs)
                  batched ? 3 : 0);
         henv h;
         EXPECT_OK(henv_open(&h, ini, &e), e);
-        ck_assert_int_eq(crl_env_max_episode_steps(h.env), 1000);
+        /* lqr's time limit is the suite's infinity: no step limit */
+        ck_assert_int_eq(crl_env_max_episode_steps(h.env), strncmp(id, "lqr/", 4) == 0 ? 0 : 1000);
         const crl_spec *obs = crl_env_observation_spec(h.env);
         ck_assert_int_eq(crl_spec_composite_len(obs), tasks[_i].n_obs);
         for (int k = 0; k < tasks[_i].n_obs; k++) {
@@ -265,6 +268,8 @@ static int rollout(const dmc_task *t, const char *dir, int steps, double *trace,
     mjData *d = s.d;
     crl_rng rng;
     crl_rng_init(&rng, 77, 0);
+    if (t->seed)
+        t->seed(&s.dm, s.extra, &rng);
     mj_resetData(m, d);
     mj_forward(m, d);
     t->init(&s.dm, d, s.extra, &rng);
@@ -436,6 +441,31 @@ START_TEST(test_generated_bad_suite)
     e = (crl_error){0};
     ck_assert_int_eq(dmc_model_load(&dm, &dmc_cartpole_three_poles, dir, &e), CRL_E_CONFIG);
     EXPECT_MSG(e, CRL_E_CONFIG, "cartpole.xml");
+    /* lqr's generated chain: no worldbody to grow it in, or a model already holding other joints. */
+    snprintf(path, sizeof path, "%s/lqr.xml", dir);
+    static const struct {
+        const char *xml;
+        const char *needle;
+    } bad_lqr[] = {
+        {"<mujoco><option timestep='.03'/></mujoco>", "worldbody"},
+        {"<mujoco><default><geom type='sphere' size='.1'/></default><worldbody><body><joint type='hinge'/>"
+         "<geom/></body></worldbody></mujoco>",
+         "chain of 6 slide joints"},
+        /* the chain's own joints made hinges by the model's defaults */
+        {"<mujoco><default><joint type='hinge'/><geom type='sphere' size='.1'/></default><worldbody/></mujoco>",
+         "not the slide joint 'joint_0'"},
+    };
+    for (size_t k = 0; k < sizeof bad_lqr / sizeof bad_lqr[0]; k++) {
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(bad_lqr[k].xml, f);
+        fclose(f);
+        e = (crl_error){0};
+        ck_assert_int_eq(dmc_model_load(&dm, &dmc_lqr_lqr_6_2, dir, &e), CRL_E_CONFIG);
+        EXPECT_MSG(e, CRL_E_CONFIG, bad_lqr[k].needle);
+        ck_assert_ptr_null(dm.m);
+    }
+    unlink(path);
     rmdir(dir);
 }
 END_TEST
@@ -1405,6 +1435,310 @@ START_TEST(test_stacker_batch_targets)
 }
 END_TEST
 
+/* ---- lqr ---- */
+
+/* A sphere of radius 0.1 at MuJoCo's default density 1000, worked out here rather than read back. */
+#define LQR_MASS (4.0 / 3.0 * M_PI * 0.001 * 1000.0)
+
+/* One semi-implicit Euler step (MuJoCo's, with no damping) of the suite's chain of n slide joints, each
+ * body's joint sliding it along y relative to its parent: body j sits at sum_{i <= j} q_i, so the mass
+ * matrix is M[i][k] = sum_{j >= max(i, k)} m_j; the forces are the springs -k_i q_i and, on the first
+ * n_act joints, the motors' controls (gear 1).  Solved by Gaussian elimination. */
+static void lqr_expected_step(int n, int n_act, const double *stiff, const double *u, double dt, double *q,
+                              double *v)
+{
+    double a[6][7];
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < n; k++)
+            a[i][k] = LQR_MASS * (n - (i > k ? i : k));
+        a[i][n] = -stiff[i] * q[i] + (i < n_act ? u[i] : 0.0);
+    }
+    for (int c = 0; c < n; c++)
+        for (int r = c + 1; r < n; r++) {
+            double f = a[r][c] / a[c][c];
+            for (int k = c; k <= n; k++)
+                a[r][k] -= f * a[c][k];
+        }
+    double acc[6];
+    for (int r = n - 1; r >= 0; r--) {
+        double x = a[r][n];
+        for (int k = r + 1; k < n; k++)
+            x -= a[r][k] * acc[k];
+        acc[r] = x / a[r][r];
+    }
+    for (int i = 0; i < n; i++) {
+        v[i] += dt * acc[i];
+        q[i] += dt * v[i];
+    }
+}
+
+/* The generated chain, its per-env stiffness, observations, reward, initial states and model draws. */
+START_TEST(test_lqr)
+{
+    static const struct {
+        const dmc_task *t;
+        int n, n_act;
+    } chains[] = {{&dmc_lqr_lqr_2_1, 2, 1}, {&dmc_lqr_lqr_6_2, 6, 2}};
+    for (size_t c = 0; c < 2; c++) {
+        sim s;
+        sim_open(&s, chains[c].t);
+        const mjModel *m = s.dm.m;
+        int n = chains[c].n;
+        ck_assert_int_eq(m->nq, n);
+        ck_assert_int_eq(m->nv, n);
+        ck_assert_int_eq(m->nu, chains[c].n_act);
+        ck_assert_int_eq(m->ntendon, n - 1);
+        NEAR(m->opt.timestep, 0.03, 0);
+        ck_assert(m->opt.disableflags & mjDSBL_CONSTRAINT);
+        for (int i = 0; i < n; i++) {
+            NEAR(m->body_mass[1 + i], LQR_MASS, 1e-12);
+            NEAR(m->dof_damping[i], 0.0, 0);
+        }
+        for (int k = 0; k < m->nu; k++) {
+            ck_assert(!m->actuator_ctrllimited[k]);
+            ck_assert_int_eq(m->actuator_trnid[2 * k], k); /* motor_k drives joint_k */
+            NEAR(m->actuator_gear[6 * k], 1.0, 0);
+        }
+        /* extra is the stiffness of each joint; the springs pull with -k_i q_i. */
+        double q[6], v[6], u[2] = {0.7, -1.3};
+        for (int i = 0; i < n; i++) {
+            s.extra[i] = 15.5 + 1.5 * i;
+            q[i] = 0.1 * (i + 1) * (i % 2 ? -1 : 1);
+            v[i] = 0.05 * i - 0.1;
+        }
+        double r = sim_at(&s, q, v, u);
+        double q2 = 0, u2 = 0;
+        for (int i = 0; i < n; i++) {
+            NEAR(s.d->qfrc_passive[i], -s.extra[i] * q[i], 1e-12);
+            NEAR(s.obs[0][i], q[i], 0);
+            NEAR(s.obs[1][i], v[i], 0);
+            q2 += q[i] * q[i];
+        }
+        for (int k = 0; k < m->nu; k++)
+            u2 += u[k] * u[k];
+        NEAR(r, 1.0 - (0.5 * q2 + 0.1 * 0.5 * u2), 1e-15);
+        ck_assert(!s.dm.task->terminate(&s.dm, s.d, s.extra));
+        /* at the origin: the best reward, and the episode is over */
+        NEAR(sim_at(&s, NULL, NULL, NULL), 1.0, 0);
+        ck_assert(s.dm.task->terminate(&s.dm, s.d, s.extra));
+
+        /* Initial positions uniform on the sphere of radius sqrt(2), at rest; stiffnesses in [15, 25]. */
+        crl_rng rng;
+        double mean[6] = {0}, lo = 100, hi = 0;
+        enum { DRAWS = 400 };
+        for (int seed = 0; seed < DRAWS; seed++) {
+            crl_rng_init(&rng, (uint64_t)seed, 0);
+            s.dm.task->seed(&s.dm, s.extra, &rng);
+            for (int i = 0; i < n; i++) {
+                ck_assert(s.extra[i] >= 15.0 && s.extra[i] <= 25.0);
+                lo = fmin(lo, s.extra[i]);
+                hi = fmax(hi, s.extra[i]);
+            }
+            mj_resetData(m, s.d);
+            s.dm.task->init(&s.dm, s.d, s.extra, &rng);
+            double norm = 0;
+            for (int i = 0; i < n; i++) {
+                norm += s.d->qpos[i] * s.d->qpos[i];
+                NEAR(s.d->qvel[i], 0.0, 0);
+                mean[i] += s.d->qpos[i] / DRAWS;
+            }
+            NEAR(sqrt(norm), sqrt(2.0), 1e-12);
+        }
+        /* spread over the range, centred on the origin (a coordinate's sd on the sphere is under 1) */
+        ck_assert(lo < 16 && hi > 24);
+        for (int i = 0; i < n; i++)
+            ck_assert_msg(fabs(mean[i]) < 0.25, "%s: mean qpos[%d] = %g", chains[c].t->id, i, mean[i]);
+        sim_close(&s);
+    }
+}
+END_TEST
+
+/* Through the host: the state is (time, qpos, qvel, stiffnesses); a step from a hand-set state follows
+ * the chain's equations of motion worked out independently; the action is unbounded. */
+START_TEST(test_lqr_dynamics)
+{
+    static const struct {
+        const char *id;
+        int n, n_act;
+    } chains[] = {{"lqr/lqr_2_1", 2, 1}, {"lqr/lqr_6_2", 6, 2}};
+    for (size_t c = 0; c < 2; c++) {
+        crl_error e = {0};
+        char ini[256];
+        snprintf(ini, sizeof ini, "[env]\nbackend = dm_control\nid = %s\nnum_envs = 2\nseed = 9\nreturn_state = true\n",
+                 chains[c].id);
+        henv h;
+        EXPECT_OK(henv_open(&h, ini, &e), e);
+        int n = chains[c].n, na = chains[c].n_act, sd = 1 + 3 * n;
+        const crl_spec *act = crl_env_action_spec(h.env);
+        ck_assert_ptr_nonnull(act);
+        crl_td *td = crl_env_reset(h.env, NULL, &e);
+        ck_assert_ptr_nonnull(td);
+        EXPECT_OK(crl_env_rand_action(h.env, td, &e), e);
+        /* the suite's motors have no ctrlrange: the action spec is (-inf, inf) */
+        const crl_tensor *low = crl_spec_low(act), *high = crl_spec_high(act);
+        ck_assert_ptr_nonnull(low);
+        ck_assert_int_eq(crl_tensor_numel(low), 2 * chains[c].n_act);
+        for (int64_t j = 0; j < crl_tensor_numel(low); j++) {
+            ck_assert(isinf(((const double *)crl_tensor_data(low))[j]) &&
+                      ((const double *)crl_tensor_data(low))[j] < 0);
+            ck_assert(isinf(((const double *)crl_tensor_data(high))[j]) &&
+                      ((const double *)crl_tensor_data(high))[j] > 0);
+        }
+        ck_assert(crl_spec_is_in(act, crl_td_get(td, "action")));
+        double *state = crl_tensor_data(crl_td_get(td, "state"));
+        double q[2][6], v[2][6], k[2][6], u[2][2];
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < n; j++) {
+                q[i][j] = 0.2 * sin(1.0 + j + 3 * i);
+                v[i][j] = 0.3 * cos(2.0 * j - i);
+                k[i][j] = 16.0 + j + 2.5 * i;
+                state[i * sd + 1 + j] = q[i][j];
+                state[i * sd + 1 + n + j] = v[i][j];
+                state[i * sd + 1 + 2 * n + j] = k[i][j];
+            }
+        crl_td *back = crl_env_reset_from_state(h.env, td, &e);
+        ck_assert_msg(back != NULL, "%s", e.message);
+        EXPECT_OK(crl_env_rand_action(h.env, back, &e), e);
+        double *a = crl_tensor_data(crl_td_get(back, "action"));
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < na; j++)
+                a[i * na + j] = u[i][j] = 3.0 * (j + 1) * (i ? -1 : 1); /* beyond [-1, 1]: no control limit */
+        EXPECT_OK(crl_env_step(h.env, back, &e), e);
+        crl_td *next = crl_td_get_td(back, "next");
+        const double *pos = leaf_f64(next, "position"), *vel = leaf_f64(next, "velocity");
+        const double *rew = leaf_f64(next, "reward");
+        const double *st = leaf_f64(next, "state");
+        for (int i = 0; i < 2; i++) {
+            lqr_expected_step(n, na, k[i], u[i], 0.03, q[i], v[i]);
+            double q2 = 0, u2 = 0;
+            for (int j = 0; j < n; j++) {
+                NEAR(pos[i * n + j], q[i][j], 1e-9);
+                NEAR(vel[i * n + j], v[i][j], 1e-9);
+                NEAR(st[i * sd + 1 + 2 * n + j], k[i][j], 0);
+                q2 += q[i][j] * q[i][j];
+            }
+            for (int j = 0; j < na; j++)
+                u2 += u[i][j] * u[i][j];
+            NEAR(rew[i], 1.0 - (0.5 * q2 + 0.05 * u2), 1e-9);
+            ck_assert(!((const bool *)crl_tensor_data(crl_td_get(next, "terminated")))[i]);
+        }
+        crl_td_unref(back);
+        crl_td_unref(td);
+        henv_close(&h);
+    }
+}
+END_TEST
+
+/* The episode is terminated (not truncated) once the norm of (qpos, qvel) falls below 1e-6, checked on
+ * the state after the step; just above it runs on; no step limit ever truncates. */
+START_TEST(test_lqr_terminate)
+{
+    crl_error e = {0};
+    henv h;
+    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = lqr/lqr_2_1\nnum_envs = 2\nreturn_state = true\n",
+                        &e), e);
+    ck_assert_int_eq(crl_env_max_episode_steps(h.env), 0);
+    crl_td *td = crl_env_reset(h.env, NULL, &e);
+    ck_assert_ptr_nonnull(td);
+    double *state = crl_tensor_data(crl_td_get(td, "state")); /* time, qpos 2, qvel 2, stiffness 2 */
+    /* env 0 well below the threshold, env 1 above it, at rest, both with stiffness 20 */
+    double q0[2][2] = {{4e-7, -3e-7}, {2e-6, 1.5e-6}};
+    double k[2] = {20, 20}, zero[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        state[7 * i + 1] = q0[i][0];
+        state[7 * i + 2] = q0[i][1];
+        state[7 * i + 3] = state[7 * i + 4] = 0.0;
+        state[7 * i + 5] = state[7 * i + 6] = 20.0;
+    }
+    crl_td *back = crl_env_reset_from_state(h.env, td, &e);
+    ck_assert_msg(back != NULL, "%s", e.message);
+    EXPECT_OK(crl_env_rand_action(h.env, back, &e), e);
+    double *a = crl_tensor_data(crl_td_get(back, "action"));
+    a[0] = a[1] = 0.0;
+    EXPECT_OK(crl_env_step(h.env, back, &e), e);
+    crl_td *next = crl_td_get_td(back, "next");
+    const bool *term = crl_tensor_data(crl_td_get(next, "terminated"));
+    const bool *trunc = crl_tensor_data(crl_td_get(next, "truncated"));
+    const bool *done = crl_tensor_data(crl_td_get(next, "done"));
+    for (int i = 0; i < 2; i++) {
+        double q[2] = {q0[i][0], q0[i][1]}, v[2] = {0, 0};
+        lqr_expected_step(2, 1, k, zero, 0.03, q, v);
+        double norm = sqrt(q[0] * q[0] + q[1] * q[1] + v[0] * v[0] + v[1] * v[1]);
+        ck_assert(i == 0 ? norm < 0.9e-6 : norm > 1.1e-6); /* far from the threshold either way */
+        ck_assert_msg(term[i] == (i == 0), "env %d: terminated %d at state norm %g", i, term[i], norm);
+        ck_assert(!trunc[i]);
+        ck_assert(done[i] == (i == 0));
+    }
+    /* The reward of the final step is still given. */
+    NEAR(leaf_f64(next, "reward")[0], 1.0, 1e-12);
+    crl_td_unref(back);
+    crl_td_unref(td);
+
+    /* 1500 steps (past any of the suite's usual limits) from a random start: neither flag is ever set. */
+    td = crl_env_reset(h.env, NULL, &e);
+    for (int s = 0; s < 1500; s++) {
+        EXPECT_OK(crl_env_rand_action(h.env, td, &e), e);
+        a = crl_tensor_data(crl_td_get(td, "action"));
+        a[0] = 0.1 * sin(0.05 * s);
+        a[1] = -a[0];
+        EXPECT_OK(crl_env_step(h.env, td, &e), e);
+        next = crl_td_get_td(td, "next");
+        for (int i = 0; i < 2; i++) {
+            ck_assert(!((const bool *)crl_tensor_data(crl_td_get(next, "terminated")))[i]);
+            ck_assert_msg(!((const bool *)crl_tensor_data(crl_td_get(next, "truncated")))[i], "step %d", s);
+        }
+        crl_td *nx = crl_env_step_mdp(h.env, td, &e);
+        ck_assert_ptr_nonnull(nx);
+        crl_td_unref(td);
+        td = nx;
+    }
+    crl_td_unref(td);
+    henv_close(&h);
+}
+END_TEST
+
+/* Each env's stiffnesses are drawn when it is seeded and hold over later episodes, as the suite's model
+ * built from the seed does; the same seed draws them again, another seed others. */
+START_TEST(test_lqr_seed_draws)
+{
+    crl_error e = {0};
+    henv h;
+    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = lqr/lqr_6_2\nnum_envs = 3\nreturn_state = true\n",
+                        &e), e);
+    enum { SD = 19 };   /* time, qpos 6, qvel 6, stiffness 6 */
+    double first[3][SD], later[3][SD], again[3][SD], other[3][SD];
+    crl_env_set_seed(h.env, 31);
+    crl_td *td = crl_env_reset(h.env, NULL, &e);
+    ck_assert_ptr_nonnull(td);
+    memcpy(first, leaf_f64(td, "state"), sizeof first);
+    crl_td_unref(td);
+    td = crl_env_reset(h.env, NULL, &e); /* a new episode, no new seed */
+    memcpy(later, leaf_f64(td, "state"), sizeof later);
+    crl_td_unref(td);
+    crl_env_set_seed(h.env, 31);
+    td = crl_env_reset(h.env, NULL, &e);
+    memcpy(again, leaf_f64(td, "state"), sizeof again);
+    crl_td_unref(td);
+    crl_env_set_seed(h.env, 32);
+    td = crl_env_reset(h.env, NULL, &e);
+    memcpy(other, leaf_f64(td, "state"), sizeof other);
+    crl_td_unref(td);
+    for (int i = 0; i < 3; i++) {
+        for (int j = 13; j < SD; j++) {
+            ck_assert(first[i][j] >= 15 && first[i][j] <= 25);
+            NEAR(later[i][j], first[i][j], 0);
+            NEAR(again[i][j], first[i][j], 0);
+        }
+        ck_assert(memcmp(first[i] + 1, later[i] + 1, 6 * sizeof(double)) != 0); /* new initial state */
+        ck_assert(memcmp(first[i], again[i], sizeof first[i]) == 0);
+        ck_assert(memcmp(first[i] + 13, other[i] + 13, 6 * sizeof(double)) != 0);
+        if (i)
+            ck_assert(memcmp(first[i] + 13, first[0] + 13, 6 * sizeof(double)) != 0); /* per env */
+    }
+    henv_close(&h);
+}
+END_TEST
+
 /* bind refuses a matrix leaf's buffer that is missing, flat or of the wrong dtype, naming the shape. */
 START_TEST(test_matrix_bind)
 {
@@ -1475,6 +1809,7 @@ static Suite *tasks_suite(void)
     tcase_add_test(tc, test_quadruped_init);
     tcase_add_test(tc, test_manipulator);
     tcase_add_test(tc, test_stacker);
+    tcase_add_test(tc, test_lqr);
     tcase_add_loop_test(tc, test_suite_xml_rollout, 0, N_NEW);
     suite_add_tcase(s, tc);
     tc = tcase_create("host");
@@ -1488,6 +1823,9 @@ static Suite *tasks_suite(void)
     tcase_add_test(tc, test_manipulator_batch_targets);
     tcase_add_test(tc, test_stacker_batch_targets);
     tcase_add_test(tc, test_matrix_bind);
+    tcase_add_test(tc, test_lqr_dynamics);
+    tcase_add_test(tc, test_lqr_terminate);
+    tcase_add_test(tc, test_lqr_seed_draws);
     suite_add_tcase(s, tc);
     return s;
 }

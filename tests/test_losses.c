@@ -489,7 +489,7 @@ START_TEST(dqn_bad_input)
     const crl_loss_ops *ops = NULL;
     void *st = NULL;
     ck_assert_int_eq(crl_loss_from_config(h.host, h.cfg, "loss", img, act, 7, &ops, &st, &e), CRL_E_SHAPE);
-    assert_msg_has(&e, "observation 'observation' is [1, 8, 8] per env, but the networks read vectors");
+    assert_msg_has(&e, "network 'qvalue' reads [1, 8, 8] per row, but an MLP reads vectors");
     ck_assert_ptr_null(st);
     ck_assert_int_eq(crl_loss_from_config(h.host, h.cfg, "loss", vec, act, 7, &ops, &st, &e), CRL_OK);
     ops->destroy(st);
@@ -614,6 +614,149 @@ START_TEST(pg_prepare_targets)
     ck_assert_double_eq_tol(crl_tensor_flat_get(vt, 2), 3.0 + 0.5 * crl_tensor_flat_get(nv, 2), 1e-5);
     UNREF_ALL(obs, nobs, r, done, term, lp);
     crl_td_unref(td);
+    fx_close(&f);
+}
+END_TEST
+
+/* ---- recurrent PPO -------------------------------------------------------------------------- */
+
+/* Specs of an env that carries an LSTM's state (TensorDictPrimer, [1, H]) and is_init (InitTracker). */
+static int fx_open_recurrent(loss_fx *f, const char *loss_ini, bool primer, int64_t H, crl_error *e)
+{
+    memset(f, 0, sizeof *f);
+    crl_test_host_open(&f->h, "losses", loss_ini);
+    fx_specs(f, true);
+    crl_spec *is_init = crl_spec_categorical(2, CRL_BOOL, 2, SHAPE(1, 1), e);
+    ck_assert_ptr_nonnull(is_init);
+    ck_assert_int_eq(crl_spec_composite_set(f->obs, "is_init", is_init, e), CRL_OK);
+    crl_spec_unref(is_init);
+    for (int i = 0; primer && i < 2; i++) {
+        crl_spec *s = crl_spec_unbounded(CRL_F32, 3, SHAPE(1, 1, H), e);
+        ck_assert_ptr_nonnull(s);
+        ck_assert_int_eq(crl_spec_composite_set(f->obs, i ? "recurrent_state_c" : "recurrent_state_h", s, e), CRL_OK);
+        crl_spec_unref(s);
+    }
+    return crl_loss_from_config(f->h.host, f->h.cfg, "loss", f->obs, f->act, 7, &f->ops, &f->st, e);
+}
+
+/* N sequences of T steps with stored start states and an episode start inside, as the trainer's
+ * sequence_length slices are: the LSTM's, the heads' gradients (through time) against finite
+ * differences of the whole loss; then prepare on the collected [N, T] batch. */
+/* A batch of N sequences of T steps with stored start states and episode starts (sequence 0 at its step 0,
+ * sequence 1 at its step 2), acted on by the loss's policy, with advantages and value targets. */
+static crl_td *rec_batch(loss_fx *f, int64_t N, int64_t T, int64_t H, bool gru, crl_rng *rng_)
+{
+    crl_error e = { 0 };
+    crl_rng rng = *rng_;
+    crl_td *b = crl_td_new(2, SHAPE(N, T), &e);
+    crl_tensor *obs = t_new(CRL_F32, 3, SHAPE(N, T, 4)), *init = t_new(CRL_BOOL, 3, SHAPE(N, T, 1));
+    crl_tensor *hs = t_new(CRL_F32, 4, SHAPE(N, T, 1, H)), *cs = t_new(CRL_F32, 4, SHAPE(N, T, 1, H));
+    crl_tensor *adv = t_new(CRL_F32, 3, SHAPE(N, T, 1)), *vt = t_new(CRL_F32, 3, SHAPE(N, T, 1));
+    crl_tensor *ts[] = { obs, hs, cs, adv, vt };
+    for (size_t k = 0; k < 5; k++)
+        for (int64_t i = 0; i < crl_tensor_numel(ts[k]); i++)
+            crl_tensor_flat_set(ts[k], i, crl_rng_range(&rng, -1, 1) * (k == 1 || k == 2 ? 0.5 : 1));
+    crl_tensor_flat_set(init, 0, 1);        /* sequence 0 starts an episode, */
+    crl_tensor_flat_set(init, T + 2, 1);    /* sequence 1 starts one at its step 2 */
+    ck_assert_int_eq(crl_td_set(b, "observation", obs, &e), CRL_OK);
+    ck_assert_int_eq(crl_td_set(b, "is_init", init, &e), CRL_OK);
+    ck_assert_int_eq(crl_td_set(b, gru ? "recurrent_state" : "recurrent_state_h", hs, &e), CRL_OK);
+    if (!gru)
+        ck_assert_int_eq(crl_td_set(b, "recurrent_state_c", cs, &e), CRL_OK);
+    ck_assert_msg(f->ops->act(f->st, b, CRL_EXPLORE_RANDOM, &rng, &e) == CRL_OK, "act: %s", e.message);
+    /* act wrote each step's next state */
+    ck_assert_ptr_nonnull(crl_td_get(b, gru ? "next.recurrent_state" : "next.recurrent_state_h"));
+    ck_assert_int_eq(crl_td_set(b, "advantage", adv, &e), CRL_OK);
+    ck_assert_int_eq(crl_td_set(b, "value_target", vt, &e), CRL_OK);
+    UNREF_ALL(obs, init, hs, cs, adv, vt);
+    *rng_ = rng;
+    return b;
+}
+
+START_TEST(ppo_recurrent_grad)
+{
+    enum { N = 3, T = 4, H = 5 };
+    loss_fx f;
+    crl_error e = { 0 };
+    ck_assert_msg(fx_open_recurrent(&f, "[loss]\ntype = ppo\nclip_epsilon = 5\ncritic_coef = 5\nloss_critic_type = l2\n" PG_NET
+                                        "[net.actor]\ntype = lstm\nhidden_size = 5\n", true, H, &e) == CRL_OK,
+                  "%s", e.message);
+    ck_assert_uint_eq(f.ops->num_params(f.st), 3);
+    crl_rng rng;
+    crl_rng_init(&rng, 21, 0);
+    crl_td *b = rec_batch(&f, N, T, H, false, &rng);
+    check_gradients(&f, b, 1e-2, 3e-2);
+    /* The LSTM's gradient is not zero: the loss reaches it through both heads. */
+    const char *name;
+    crl_tensor *p, *g;
+    ck_assert_int_eq(f.ops->param(f.st, 2, &name, &p, &g, &e), CRL_OK);
+    ck_assert_str_eq(name, "lstm");
+    double gn = 0;
+    for (int64_t i = 0; i < crl_tensor_numel(g); i++)
+        gn += fabs(crl_tensor_flat_get(g, i));
+    ck_assert(gn > 0);
+    /* A flat minibatch (no sequence_length) is refused with the fix. */
+    int64_t M = N * T;
+    crl_td *flat = crl_td_new(1, &M, &e);
+    crl_tensor *o2 = t_rows(M, 4, NULL, &rng);
+    ck_assert_int_eq(crl_td_set(flat, "observation", o2, &e), CRL_OK);
+    crl_td *losses = crl_td_new(0, NULL, &e);
+    ck_assert_int_eq(f.ops->forward(f.st, flat, losses, &e), CRL_E_CONFIG);
+    assert_msg_has(&e, "set [train] sequence_length");
+    /* prepare: values and targets of the whole [N, T] batch, V(s') from the state after each step. */
+    crl_tensor *nobs = t_new(CRL_F32, 3, SHAPE(N, T, 4)), *r = t_new(CRL_F32, 3, SHAPE(N, T, 1));
+    crl_tensor *done = t_new(CRL_BOOL, 3, SHAPE(N, T, 1));
+    crl_tensor_fill(nobs, 0.1);
+    crl_tensor_fill(r, 1);
+    ck_assert_int_eq(crl_td_set(b, "next.observation", nobs, &e), CRL_OK);
+    ck_assert_int_eq(crl_td_set(b, "next.reward", r, &e), CRL_OK);
+    ck_assert_int_eq(crl_td_set(b, "next.done", done, &e), CRL_OK);
+    ck_assert_int_eq(crl_td_set(b, "next.terminated", done, &e), CRL_OK);
+    ck_assert_msg(f.ops->prepare(f.st, b, &e) == CRL_OK, "prepare: %s", e.message);
+    ck_assert_ptr_nonnull(crl_td_get(b, "next.state_value"));
+    ck_assert_ptr_nonnull(crl_td_get(b, "value_target"));
+    UNREF_ALL(o2, nobs, r, done);
+    crl_td_unref(losses);
+    crl_td_unref(flat);
+    crl_td_unref(b);
+    fx_close(&f);
+    /* Without the primer's state in the specs: the config error says what to add. */
+    ck_assert_int_eq(fx_open_recurrent(&f, "[loss]\ntype = ppo\n[net.actor]\ntype = gru\nhidden_size = 5\n", false,
+                                       H, &e), CRL_E_CONFIG);
+    assert_msg_has(&e, "add a transform with type = TensorDictPrimer and primers.recurrent_state = float32 [1, 5] 0");
+    fx_close(&f);
+    ck_assert_int_eq(fx_open_recurrent(&f, "[loss]\ntype = ppo\n[net.actor]\ntype = lstm\nhidden_size = 5\n"
+                                       "[net.critic]\ntype = lstm\nhidden_size = 5\n", true, H, &e), CRL_E_CONFIG);
+    assert_msg_has(&e, "the critic shares the actor's recurrent network");
+    fx_close(&f);
+}
+END_TEST
+
+/* A2C (no ratio, no sample_log_prob) with a GRU: the same check through time. */
+START_TEST(a2c_recurrent_grad)
+{
+    loss_fx f;
+    crl_error e = { 0 };
+    ck_assert_msg(fx_open_recurrent(&f, "[loss]\ntype = a2c\ncritic_coef = 5\nloss_critic_type = l2\n" PG_NET
+                                        "[net.actor]\ntype = gru\nhidden_size = 4\n", false, 4, &e) == CRL_E_CONFIG,
+                  "a GRU without its primer state");
+    fx_close(&f);
+    crl_test_host_open(&f.h, "losses", "[loss]\ntype = a2c\ncritic_coef = 5\nloss_critic_type = l2\n" PG_NET
+                                       "[net.actor]\ntype = gru\nhidden_size = 4\n");
+    fx_specs(&f, true);
+    crl_spec *is_init = crl_spec_categorical(2, CRL_BOOL, 2, SHAPE(1, 1), &e);
+    crl_spec *st = crl_spec_unbounded(CRL_F32, 3, SHAPE(1, 1, 4), &e);
+    ck_assert_int_eq(crl_spec_composite_set(f.obs, "is_init", is_init, &e), CRL_OK);
+    ck_assert_int_eq(crl_spec_composite_set(f.obs, "recurrent_state", st, &e), CRL_OK);
+    crl_spec_unref(is_init);
+    crl_spec_unref(st);
+    ck_assert_msg(crl_loss_from_config(f.h.host, f.h.cfg, "loss", f.obs, f.act, 7, &f.ops, &f.st, &e) == CRL_OK, "%s",
+                  e.message);
+    crl_rng rng;
+    crl_rng_init(&rng, 22, 0);
+    crl_td *b = rec_batch(&f, 2, 5, 4, true, &rng);
+    check_gradients(&f, b, 1e-2, 3e-2);
+    crl_td_unref(b);
     fx_close(&f);
 }
 END_TEST
@@ -1240,7 +1383,7 @@ int main(void)
 {
     return RUN_TESTS("losses", ddpg_user_modules, user_modules_grad, user_modules_bad_input, user_modules_save_load, done_fallback, dqn_grad_l2, dqn_grad_smooth_l1_double, dqn_weights, dqn_loss_falls,
                      dqn_target_updates, dqn_save_load, dqn_counters_checked, ppo_rng_checked, dqn_bad_input, ppo_grad_clip, ppo_grad_clip_outside,
-                     ppo_grad_kl, ppo_grad_continuous, a2c_grad, reinforce_grad, pg_prepare_targets, pg_bad_input, ddpg_grad, td3_grad, sac_grad,
+                     ppo_grad_kl, ppo_grad_continuous, a2c_grad, reinforce_grad, pg_prepare_targets, ppo_recurrent_grad, a2c_recurrent_grad, pg_bad_input, ddpg_grad, td3_grad, sac_grad,
                      sac_fixed_alpha_grad, td3_delay, ac_bad_input, dsac_grad, dsac_fixed_alpha_grad,
                      dsac_bad_input, discrete_encodings);
 }

@@ -19,6 +19,7 @@
 
 #if ALLOC_COUNT
 #include <crl/actor.h>
+#include <crl/rnn.h>
 #include <crl/value.h>
 
 #include <cblas.h>
@@ -153,6 +154,123 @@ START_TEST(test_steady_state)
 }
 END_TEST
 
+/* The same for conv networks: a Nature-style encoder with a max-pool and a dueling head, trained (forward,
+ * backward to the input, Adam) and acting through a TensorDict module on [B, C, H, W] images. */
+START_TEST(test_conv_steady_state)
+{
+    enum { B = 8 };
+    crl_rng rng;
+    crl_rng_init(&rng, 2, 0);
+    crl_error err;
+    static const crl_conv_layer enc[] = { { CRL_CONV2D, 8, 5, 2, 1 }, { CRL_MAXPOOL2D, 0, 2, 2, 0 },
+                                          { CRL_CONV2D, 8, 3, 1, 1 } };
+    crl_mlp *q = crl_convnet_new("q", 3, SHAPE(2, 20, 20), enc, 3, CRL_ACT_RELU, SHAPE(32), 1, CRL_ACT_RELU, 3, true,
+                                 &rng, &err);
+    ck_assert_msg(q != NULL, "%s", err.message);
+    crl_mlp *qt = crl_mlp_clone(q, "q_target", &err);
+    crl_optim *o = crl_optim_new(CRL_OPTIM_ADAM, 1e-3, &err);
+    ck_assert_int_eq(crl_optim_add_mlp(o, q, &err), CRL_OK);
+    const char *const keys[] = { "pixels", NULL };
+    crl_tdmodule *mod = crl_tdmodule_new(qt, keys, "action_value", &err);
+    crl_tensor *x = t_rows(B, 800, NULL, &rng), *gq = t_new(CRL_F32, 2, SHAPE(B, 3)), *out = t_new(CRL_F32, 2, SHAPE(B, 3));
+    crl_tensor *img = t_new(CRL_F32, 4, SHAPE(B, 2, 20, 20));
+    crl_tensor_fill(gq, 0.01);
+    crl_tensor_fill(img, 0.5);
+    int64_t b = B;
+    crl_td *td = crl_td_new(1, &b, &err);
+    ck_assert_int_eq(crl_td_set(td, "pixels", img, &err), CRL_OK);
+    long seen = 0, in_blas = 0;
+    for (int it = 0; it < 8; it++) {
+        if (it >= 3)
+            alloc_count_start();
+        crl_optim_zero_grad(o);
+        crl_tensor *gin = NULL;
+        int rc = !crl_mlp_forward(q, x, &err) || crl_mlp_backward(q, gq, &gin, &err) ||
+                 crl_mlp_infer(q, x, out, &err) || crl_tdmodule_infer(mod, td, &err) || crl_optim_step(o, &err) ||
+                 crl_params_soft_update(crl_mlp_params_get(qt), crl_mlp_params_get(q), 0.01, &err);
+        long n = alloc_count_stop();
+        ck_assert_msg(rc == 0, "%s", err.message);
+        if (it >= 3) {
+            seen += n;
+            in_blas += atomic_load(&alloc_blas_calls);
+        }
+    }
+    ck_assert_msg(seen == 0, "%ld heap calls by crl in 5 steady-state conv steps (%ld more inside BLAS calls, "
+                  "not counted)", seen, in_blas);
+    crl_td_unref(td);
+    UNREF_ALL(x, gq, out, img);
+    crl_tdmodule_free(mod);
+    crl_optim_free(o);
+    crl_mlp_unref(q);
+    crl_mlp_unref(qt);
+}
+END_TEST
+
+/* LSTM and GRU: training through time over [B, T] slices, acting one step at a time through the TensorDict
+ * module (reading and writing the recurrent state, resets on is_init), and the optimizer step.  Like an
+ * MLP's, a network's infer buffers follow the last infer's size: acting uses one size per network. */
+START_TEST(test_steady_state_rnn)
+{
+    enum { B = 8, T = 5, F = 4, H = 16 };
+    crl_rng rng;
+    crl_rng_init(&rng, 2, 0);
+    crl_error err;
+    crl_rnn *l = crl_rnn_new("lstm", CRL_RNN_LSTM, F, H, &rng, &err), *g = crl_rnn_new("gru", CRL_RNN_GRU, F, H, &rng, &err);
+    ck_assert(l && g);
+    crl_optim *o = crl_optim_new(CRL_OPTIM_ADAM, 1e-3, &err);
+    ck_assert_int_eq(crl_optim_add_rnn(o, l, &err), CRL_OK);
+    ck_assert_int_eq(crl_optim_add_rnn(o, g, &err), CRL_OK);
+    crl_rnn_module *ml = crl_rnn_module_new(l, "observation", "features", &err);
+    crl_rnn_module *sq = crl_rnn_module_new(l, "observation", "features", &err);
+    ck_assert(ml && sq);
+    crl_rnn_module_set_recurrent_mode(sq, true);
+    crl_tensor *x = t_new(CRL_F32, 3, SHAPE(B, T, F)), *h0 = t_new(CRL_F32, 2, SHAPE(B, H));
+    crl_tensor *init = t_new(CRL_BOOL, 2, SHAPE(B, T)), *gy = t_new(CRL_F32, 3, SHAPE(B, T, H));
+    crl_tensor *y = t_new(CRL_F32, 3, SHAPE(B, T, H)), *gout = t_new(CRL_F32, 3, SHAPE(B, T, H));
+    crl_tensor_fill(x, 0.3);
+    crl_tensor_fill(h0, 0.1);
+    crl_tensor_fill(gy, 0.01);
+    crl_tensor_fill(gout, 0.01);
+    crl_tensor_flat_set(init, 2, 1);
+    int64_t b = B;
+    crl_td *step = crl_td_new(1, &b, &err), *seq = crl_td_new(2, SHAPE(B, T), &err);
+    crl_tensor *obs1 = t_new(CRL_F32, 2, SHAPE(B, F)), *init1 = t_new(CRL_BOOL, 2, SHAPE(B, 1));
+    crl_tensor_fill(obs1, 0.2);
+    ck_assert_int_eq(crl_td_set(step, "observation", obs1, &err), CRL_OK);
+    ck_assert_int_eq(crl_td_set(step, "is_init", init1, &err), CRL_OK);
+    ck_assert_int_eq(crl_td_set(seq, "observation", x, &err), CRL_OK);
+    long seen = 0;
+    for (int it = 0; it < 8; it++) {
+        if (it >= 3)
+            alloc_count_start();
+        crl_optim_zero_grad(o);
+        crl_tensor *gin = NULL, *gh = NULL, *gc = NULL;
+        int rc = !crl_rnn_forward(l, x, h0, h0, init, &err) ||
+                 crl_rnn_backward(l, gy, h0, h0, &gin, &gh, &gc, &err) ||
+                 !crl_rnn_forward(g, x, h0, NULL, init, &err) ||
+                 crl_rnn_backward(g, gy, NULL, NULL, &gin, &gh, NULL, &err) ||
+                 crl_rnn_infer(g, x, NULL, NULL, init, y, NULL, NULL, &err) ||
+                 crl_rnn_module_infer(ml, step, &err) ||
+                 crl_rnn_module_forward(sq, seq, &err) || crl_rnn_module_backward(sq, gout, &gin, &err);
+        crl_optim_clip_grad_norm(o, 1.0);
+        rc = rc || crl_optim_step(o, &err);
+        long n = alloc_count_stop();
+        ck_assert_msg(rc == 0, "%s", err.message);
+        if (it >= 3)
+            seen += n;
+    }
+    ck_assert_msg(seen == 0, "%ld heap calls by crl in 5 steady-state recurrent steps", seen);
+    crl_td_unref(step);
+    crl_td_unref(seq);
+    UNREF_ALL(x, h0, init, gy, y, gout, obs1, init1);
+    crl_rnn_module_free(ml);
+    crl_rnn_module_free(sq);
+    crl_optim_free(o);
+    crl_rnn_unref(l);
+    crl_rnn_unref(g);
+}
+END_TEST
+
 /* The counter is live: an allocation crl makes while counting is counted, and one made while a BLAS call is
  * in progress is tallied apart.  (A steady-state path that allocates fails test_steady_state: checked by
  * adding a malloc to crl__linear_forward.) */
@@ -221,7 +339,7 @@ int main(void)
 {
     if (getenv("CRL_TEST_VALGRIND") || !alloc_count_works())
         return 77;
-    return RUN_TESTS("nn_alloc", test_steady_state, test_counter_sees_crl, test_blas_wrapped);
+    return RUN_TESTS("nn_alloc", test_steady_state, test_conv_steady_state, test_steady_state_rnn, test_counter_sees_crl, test_blas_wrapped);
 }
 #else
 int main(void) { return 77; }

@@ -2,6 +2,7 @@
 #include <check.h>
 #include <crl/checkpoint.h>
 #include <crl/replay.h>
+#include <crl/rnn.h>
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <inttypes.h>
@@ -862,6 +863,105 @@ START_TEST(test_slice_never_crosses)
 }
 END_TEST
 
+/* Recurrent replay: an LSTM module steps through episodes one step at a time (state carried, reset on
+ * is_init) and every step is stored with the state it started from.  Slices drawn by the slice sampler,
+ * reshaped to [num_slices, slice_len], run through the module in recurrent mode from their first step's
+ * stored state give back the features computed while acting; without the stored states they do not. */
+START_TEST(test_slice_recurrent_states)
+{
+    enum { F = 3, H = 4, STEPS = 80, SL = 5, NS = 6 };
+    crl_error e;
+    crl_rng rng;
+    crl_rng_init(&rng, 5, 0);
+    crl_rnn *net = crl_rnn_new("lstm", CRL_RNN_LSTM, F, H, &rng, &e);
+    ck_assert_msg(net != NULL, "%s", e.message);
+    crl_rnn_module *mod = crl_rnn_module_new(net, "observation", "embed", &e);
+    ck_assert_ptr_nonnull(mod);
+    char cap[32], bs[32];
+    g_snprintf(cap, sizeof cap, "capacity=%d", STEPS);
+    g_snprintf(bs, sizeof bs, "batch_size=%d", NS * SL);
+    crl_replay *rb = rb_new("storage=fix", cap, "sampler=slice", "slice_len=5", bs, "traj_key=episode",
+                            "strict_length=true", "seed=3", NULL);
+    int64_t one = 1, episode = 0, left = 0;
+    crl_td *step = crl_td_new(1, &one, &e);
+    crl_tensor *h = crl_tensor_new(CRL_F32, 3, (const int64_t[]){ 1, 1, H }, &e);
+    crl_tensor *c = crl_tensor_new(CRL_F32, 3, (const int64_t[]){ 1, 1, H }, &e);
+    crl_tensor_fill(h, 0);
+    crl_tensor_fill(c, 0);
+    for (int64_t t = 0; t < STEPS; t++) {
+        bool start = left == 0;
+        if (start) {
+            left = 6 + (int64_t)crl_rng_below(&rng, 10);
+            episode += t > 0;
+        }
+        left--;
+        crl_tensor *obs = crl_tensor_new(CRL_F32, 2, (const int64_t[]){ 1, F }, &e);
+        crl_tensor *init = crl_tensor_new(CRL_BOOL, 2, (const int64_t[]){ 1, 1 }, &e);
+        crl_tensor *ep = crl_tensor_new(CRL_I64, 1, &one, &e);
+        for (int i = 0; i < F; i++)
+            crl_tensor_flat_set(obs, i, crl_rng_range(&rng, -1, 1));
+        crl_tensor_flat_set(init, 0, start);
+        crl_tensor_flat_set(ep, 0, (double)episode);
+        EXPECT_OK(crl_td_set(step, "observation", obs, &e), e);
+        EXPECT_OK(crl_td_set(step, "is_init", init, &e), e);
+        EXPECT_OK(crl_td_set(step, "episode", ep, &e), e);
+        /* the state entering this step, stored with it (stale values where is_init: the module zeroes them) */
+        crl_tensor *hc = crl_tensor_clone(h, &e), *cc = crl_tensor_clone(c, &e);
+        EXPECT_OK(crl_td_set(step, "recurrent_state_h", hc, &e), e);
+        EXPECT_OK(crl_td_set(step, "recurrent_state_c", cc, &e), e);
+        crl_tensor_unref(obs);
+        crl_tensor_unref(init);
+        crl_tensor_unref(ep);
+        crl_tensor_unref(hc);
+        crl_tensor_unref(cc);
+        EXPECT_OK(crl_rnn_module_infer(mod, step, &e), e);
+        crl_td *item = crl_td_exclude(step, (const char *const[]){ "next", NULL }, &e);
+        ck_assert_ptr_nonnull(item);
+        EXPECT_OK(crl_replay_extend(rb, item, NULL, &e), e);
+        crl_td_unref(item);
+        EXPECT_OK(crl_tensor_copy(h, crl_td_get(step, "next.recurrent_state_h"), &e), e);
+        EXPECT_OK(crl_tensor_copy(c, crl_td_get(step, "next.recurrent_state_c"), &e), e);
+    }
+    crl_rnn_module_set_recurrent_mode(mod, true);
+    int differs = 0;
+    for (int draw = 0; draw < 5; draw++) {
+        crl_td *s = crl_replay_sample(rb, 0, &e);
+        ck_assert_msg(s != NULL, "%s", e.message);
+        crl_td *seq = crl_td_reshape(s, 2, (const int64_t[]){ NS, SL }, &e);
+        ck_assert_msg(seq != NULL, "%s", e.message);
+        crl_tensor *stored = crl_tensor_clone(crl_td_get(seq, "embed"), &e);
+        EXPECT_OK(crl_rnn_module_forward(mod, seq, &e), e);
+        const crl_tensor *again = crl_td_get(seq, "embed");
+        ck_assert_int_eq(crl_tensor_ndim(again), 3);
+        for (int64_t i = 0; i < NS * SL * H; i++)
+            ck_assert_msg(fabs(crl_tensor_flat_get(again, i) - crl_tensor_flat_get(stored, i)) < 1e-5,
+                          "draw %d element %" PRId64 ": %g from the stored state, %g while acting", draw, i,
+                          crl_tensor_flat_get(again, i), crl_tensor_flat_get(stored, i));
+        /* From zero states instead: slices that do not start an episode come out differently. */
+        EXPECT_OK(crl_td_del(seq, "recurrent_state_h", &e), e);
+        EXPECT_OK(crl_td_del(seq, "recurrent_state_c", &e), e);
+        EXPECT_OK(crl_rnn_module_infer(mod, seq, &e), e);
+        for (int64_t i = 0; i < NS * SL * H; i++)
+            differs += fabs(crl_tensor_flat_get(crl_td_get(seq, "embed"), i) - crl_tensor_flat_get(stored, i)) > 1e-4;
+        crl_tensor_unref(stored);
+        crl_td_unref(seq);
+        crl_td_unref(s);
+    }
+    ck_assert_int_gt(differs, 0);
+    /* A batch that does not divide into the slices is refused by reshape. */
+    crl_td *s = crl_replay_sample(rb, 0, &e);
+    ck_assert_ptr_null(crl_td_reshape(s, 2, (const int64_t[]){ 7, SL }, &e));
+    ck_assert_msg(e.code == CRL_E_SHAPE && strstr(e.message, "[30] cannot become [7, 5]"), "%s", e.message);
+    crl_td_unref(s);
+    crl_tensor_unref(h);
+    crl_tensor_unref(c);
+    crl_td_unref(step);
+    crl_replay_free(rb);
+    crl_rnn_module_free(mod);
+    crl_rnn_unref(net);
+}
+END_TEST
+
 START_TEST(test_slice_uniform_over_trajectories)
 {
     /* 4 trajectories of length 10: slices start uniformly over 4 x 7 starts */
@@ -1421,6 +1521,7 @@ static Suite *replay_suite(void)
     tcase_add_test(tc, test_slice_never_crosses);
     tcase_add_test(tc, test_slice_uniform_over_trajectories);
     tcase_add_test(tc, test_max_value_top_k);
+    tcase_add_test(tc, test_slice_recurrent_states);
     tcase_add_test(tc, test_holes_are_skipped);
     tcase_add_test(tc, test_dump_load_roundtrip);
     tcase_add_test(tc, test_load_bad_checkpoint_leaves_buffer);

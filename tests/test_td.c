@@ -804,6 +804,44 @@ START_TEST(index_and_slice_views)
 }
 END_TEST
 
+/* reshape: [3, 4] -> [12] -> [2, 6] (TensorDict.reshape), nested entries too; views of contiguous
+ * tensors; a strided slice is copied; a count that differs is refused. */
+START_TEST(reshape_batch)
+{
+    crl_td *td = step_td(2, SHAPE(3, 4));
+    crl_error err;
+    crl_td *flat = crl_td_reshape(td, 1, SHAPE(12), &err);
+    ck_assert_msg(flat != NULL, "%s", err.message);
+    ck_assert_int_eq(crl_td_batch_shape(flat)[0], 12);
+    crl_tensor *o = crl_td_get(flat, "next.observation");
+    ck_assert_int_eq(crl_tensor_ndim(o), 2);
+    ck_assert_int_eq(crl_td_batch_shape(crl_td_get_td(flat, "next"))[0], 12);
+    for (int64_t r = 0; r < 12; r++)
+        for (int64_t k = 0; k < 3; k++)
+            ck_assert(crl_tensor_get_f64(o, (int64_t[]){r, k}) == 1000 + r * 3 + k);
+    crl_td *two = crl_td_reshape(flat, 2, SHAPE(2, 6), &err);
+    ck_assert_msg(two != NULL, "%s", err.message);
+    ck_assert(crl_tensor_get_f64(crl_td_get(two, "next.observation"), (int64_t[]){1, 2, 1}) == 1000 + 8 * 3 + 1);
+    /* a view: writes reach the original */
+    crl_tensor_set_f64(crl_td_get(two, "next.observation"), (int64_t[]){0, 0, 0}, -3);
+    ck_assert(crl_tensor_get_f64(crl_td_get(td, "next.observation"), (int64_t[]){0, 0, 0}) == -3);
+    crl_td *sl = crl_td_slice(td, 1, 0, 4, 2, &err);
+    crl_td *sf = crl_td_reshape(sl, 1, SHAPE(6), &err);
+    ck_assert_msg(sf != NULL, "%s", err.message);
+    ck_assert(crl_tensor_get_f64(crl_td_get(sf, "next.observation"), (int64_t[]){3, 2}) == 1000 + (1 * 4 + 2) * 3 + 2);
+    ck_assert_ptr_null(crl_td_reshape(td, 2, SHAPE(5, 2), &err));
+    ck_assert_int_eq(err.code, CRL_E_SHAPE);
+    assert_msg_has(&err, "batch shape [3, 4] cannot become [5, 2] (12 elements)");
+    ck_assert_ptr_null(crl_td_reshape(NULL, 1, SHAPE(1), &err));
+    ck_assert_int_eq(err.code, CRL_E_INVALID);
+    crl_td_unref(sf);
+    crl_td_unref(sl);
+    crl_td_unref(two);
+    crl_td_unref(flat);
+    crl_td_unref(td);
+}
+END_TEST
+
 /* ---- stack / cat / equal ----------------------------------------------- */
 
 START_TEST(stack_tds)
@@ -1165,6 +1203,7 @@ static Suite *td_suite(void)
     tcase_add_test(tc, stack_tds);
     tcase_add_test(tc, cat_tds);
     tcase_add_test(tc, equal_tds);
+    tcase_add_test(tc, reshape_batch);
     tcase_add_test(tc, stamps_follow_structure);
     tcase_add_test(tc, stamps_never_reused);
     tcase_add_test(tc, stamps_unique_across_threads);

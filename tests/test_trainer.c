@@ -20,7 +20,7 @@
 
 static crl_trainer *open_trainer(crl_test_host *h, const char *ini, crl_error *e)
 {
-    crl_test_host_open(h, "classic, replay, losses", ini);
+    crl_test_host_open(h, "classic, replay, losses, transforms", ini);
     return crl_trainer_from_config(h->host, h->cfg, e);
 }
 
@@ -313,6 +313,41 @@ START_TEST(dqn_resume_bitwise)
 }
 END_TEST
 
+/* [replay] checkpoint = false: the checkpoint has no replay directory, and a resume refills the buffer from
+ * the re-collected frames (the same items, as the round-robin writer puts them). */
+START_TEST(replay_not_checkpointed)
+{
+    char *ini = g_strdup_printf(DQN_INI, 1500, 1000, "eval_episodes = 0\n[replay]\ncheckpoint = false\n");
+    crl_test_host h1, h2;
+    crl_error e = { 0 };
+    crl_trainer *t = open_trainer(&h1, ini, &e);
+    ck_assert_msg(t != NULL, "trainer: %s", e.message);
+    ck_assert_msg(crl_trainer_run(t, NULL, NULL, &e) == CRL_OK, "run: %s", e.message);
+    char dir[] = "/tmp/crl-test-noreplay-XXXXXX";
+    ck_assert_ptr_nonnull(g_mkdtemp(dir));
+    char *ck = g_build_filename(dir, "checkpoint", NULL), *rdir = g_build_filename(ck, "replay", NULL);
+    ck_assert_msg(crl_trainer_checkpoint(t, ck, &e) == CRL_OK, "checkpoint: %s", e.message);
+    ck_assert(g_file_test(ck, G_FILE_TEST_IS_DIR));
+    ck_assert(!g_file_test(rdir, G_FILE_TEST_EXISTS));
+    size_t len = crl_replay_len(crl_trainer_replay(t));
+    ck_assert_uint_eq(len, 1500);
+    crl_trainer *r = open_trainer(&h2, ini, &e);
+    ck_assert_msg(crl_trainer_resume(r, ck, &e) == CRL_OK, "resume: %s", e.message);
+    ck_assert_int_eq(crl_trainer_frames(r), crl_trainer_frames(t));
+    ck_assert_uint_eq(crl_replay_len(crl_trainer_replay(r)), len);
+    crl_trainer_free(r);
+    crl_trainer_free(t);
+    crl_test_host_close(&h1);
+    crl_test_host_close(&h2);
+    char *cmd = g_strdup_printf("rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    g_free(cmd);
+    g_free(rdir);
+    g_free(ck);
+    g_free(ini);
+}
+END_TEST
+
 #define PPO_RESUME_INI                                                                         \
     "[env]\nbackend = classic\nid = CartPole-v1\nnum_envs = 4\nseed = 3\n"                     \
     "[collector]\nframes_per_batch = 256\ntotal_frames = %d\n"                                 \
@@ -322,6 +357,60 @@ START_TEST(ppo_resume_bitwise)
 {
     char *a = g_strdup_printf(PPO_RESUME_INI, 2048), *b = g_strdup_printf(PPO_RESUME_INI, 1024);
     resume_equals(a, b);
+    g_free(a);
+    g_free(b);
+}
+END_TEST
+
+/* An LSTM actor: acting carries the state (TensorDictPrimer, InitTracker), training draws [4, 16]
+ * slices; the recurrent network and its optimizer go through the checkpoint exactly, and the resumed run
+ * goes on.  (Not bitwise the 2N run: the fast-forward replays the recorded actions, but the state it
+ * carries is computed with the checkpoint's parameters, not those each step was taken with.) */
+#define LSTM_INI                                                                               \
+    "[env]\nbackend = classic\nid = CartPole-v1\nnum_envs = 4\nseed = 3\ntransforms = i, p\n"     \
+    "[transform.i]\ntype = InitTracker\n"                                                      \
+    "[transform.p]\ntype = TensorDictPrimer\nprimers.recurrent_state_h = float32 [1, 8] 0\n"   \
+    "primers.recurrent_state_c = float32 [1, 8] 0\n"                                          \
+    "[collector]\nframes_per_batch = 256\ntotal_frames = %d\n"                                 \
+    "[loss]\ntype = ppo\nnum_cells = 16\n[net.actor]\ntype = lstm\nhidden_size = 8\n"          \
+    "[optim]\nlr = 0.001\n[train]\nminibatch_size = 64\nsequence_length = 16\neval_episodes = 0\n"
+
+START_TEST(lstm_ppo_resume)
+{
+    char *a = g_strdup_printf(LSTM_INI, 2048), *b = g_strdup_printf(LSTM_INI, 1000);
+    crl_test_host h1, h2;
+    crl_error e = { 0 };
+    /* 1000 frames: the last batch (232 frames, 58 per env) is cut into slices of 2, the largest length
+     * up to 16 that divides it */
+    crl_trainer *half = open_trainer(&h1, b, &e);
+    ck_assert_msg(half != NULL, "trainer: %s", e.message);
+    ck_assert_msg(crl_trainer_run(half, NULL, NULL, &e) == CRL_OK, "N: %s", e.message);
+    ck_assert_uint_eq(crl_trainer_loss_ops(half)->num_params(crl_trainer_loss_state(half)), 3);
+    char dir[] = "/tmp/crl-test-resume-XXXXXX";
+    ck_assert_ptr_nonnull(g_mkdtemp(dir));
+    char *ck = g_build_filename(dir, "checkpoint", NULL);
+    ck_assert_msg(crl_trainer_checkpoint(half, ck, &e) == CRL_OK, "checkpoint: %s", e.message);
+    crl_trainer *rest = open_trainer(&h2, a, &e);
+    ck_assert_msg(rest != NULL, "trainer: %s", e.message);
+    crl_td *p0 = all_params(half), *p1 = all_params(rest);
+    ck_assert(!crl_td_equal(p0, p1));
+    crl_td_unref(p1);
+    ck_assert_msg(crl_trainer_resume(rest, ck, &e) == CRL_OK, "resume: %s", e.message);
+    p1 = all_params(rest);
+    ck_assert_msg(crl_td_equal(p0, p1), "parameters differ after the resume");
+    ck_assert_int_eq(crl_optim_steps(crl_trainer_optim(half, 2)), crl_optim_steps(crl_trainer_optim(rest, 2)));
+    ck_assert_msg(crl_trainer_run(rest, NULL, NULL, &e) == CRL_OK, "N more: %s", e.message);
+    ck_assert_int_eq(crl_trainer_frames(rest), 2048);
+    crl_td_unref(p0);
+    crl_td_unref(p1);
+    crl_trainer_free(half);
+    crl_trainer_free(rest);
+    crl_test_host_close(&h1);
+    crl_test_host_close(&h2);
+    char *cmd = g_strdup_printf("rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    g_free(cmd);
+    g_free(ck);
     g_free(a);
     g_free(b);
 }
@@ -716,7 +805,7 @@ int main(void)
 {
     crl_test_keep_cairo();
     return RUN_TESTS("trainer", dqn_learns, ppo_learns, a2c_learns, reinforce_learns, discrete_sac_learns,
-                     sac_learns, td3_learns, ddpg_learns, dqn_resume_bitwise, ppo_resume_bitwise,
+                     sac_learns, td3_learns, ddpg_learns, dqn_resume_bitwise, replay_not_checkpointed, ppo_resume_bitwise, lstm_ppo_resume,
                      sac_resume_bitwise, td3_resume_bitwise, copies_resume_bitwise, policy_copy_replay_checked, resume_mismatch, resume_any_total, dqn_reproducible,
                      save_load,
                      checkpoint_little_endian_checked,

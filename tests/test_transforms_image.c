@@ -564,6 +564,66 @@ START_TEST(shape_transforms)
 }
 END_TEST
 
+/* IndexSelectTransform: the entries in the order given, negative from the end, along a middle dim too;
+ * out_keys keep the input; bad indices and dims name the key, shape and index. */
+START_TEST(index_select)
+{
+    fx f;
+    fx_open(&f, NULL, false);
+    const int64_t b[1] = { 3 }, sh[2] = { 3, 4 };
+    crl_tensor *x = tensor(CRL_F32, 2, sh);
+    fill_iota(x);
+    crl_td *td = td_with(1, b, "observation", x);
+    const char *kv[] = { "indices=2, 0, -1", NULL };
+    crl_transform *t = mk(&f, "IndexSelectTransform", kv);
+    apply_ok(t, td);
+    const int64_t want[2] = { 3, 3 };
+    const crl_tensor *y = crl_td_get(td, "observation");
+    check_shape(y, 2, want);
+    const double vals[9] = { 2, 0, 3, 6, 4, 7, 10, 8, 11 };
+    for (int i = 0; i < 9; i++)
+        ck_assert_double_eq(crl_tensor_flat_get(y, i), vals[i]);
+    crl_transform_free(t);
+    /* dim 0 after the batch dim of a [2 | 3, 2] int64 tensor, into another key */
+    const int64_t b2[1] = { 2 }, s3[3] = { 2, 3, 2 };
+    crl_tensor *z = tensor(CRL_I64, 3, s3);
+    fill_iota(z);
+    crl_td *td2 = td_with(1, b2, "z", z);
+    const char *kd[] = { "indices=1", "dim=0", "in_keys=z", "out_keys=z1", NULL };
+    t = mk(&f, "IndexSelectTransform", kd);
+    apply_ok(t, td2);
+    const int64_t w2[3] = { 2, 1, 2 };
+    check_shape(crl_td_get(td2, "z1"), 3, w2);
+    check_shape(crl_td_get(td2, "z"), 3, s3);
+    const double v2[4] = { 2, 3, 8, 9 };
+    for (int i = 0; i < 4; i++)
+        ck_assert_double_eq(crl_tensor_flat_get(crl_td_get(td2, "z1"), i), v2[i]);
+    ck_assert_int_eq(crl_tensor_dtype(crl_td_get(td2, "z1")), CRL_I64);
+    crl_transform_free(t);
+    crl_td_unref(td2);
+    /* out of range, a dim inside the batch, not whole, none given */
+    const char *kb[] = { "indices=0, 3", NULL };
+    t = mk(&f, "IndexSelectTransform", kb);
+    crl_error e = { 0 };
+    ck_assert_int_eq(crl_transform_apply(t, td, &e), CRL_E_SHAPE);
+    ck_assert_msg(strstr(e.message, "'observation'") && strstr(e.message, "index 3 is outside") &&
+                  strstr(e.message, "[3, 3]"), "%s", e.message);
+    crl_transform_free(t);
+    const char *kbd[] = { "indices=0", "dim=-2", NULL };
+    t = mk(&f, "IndexSelectTransform", kbd);
+    ck_assert_int_eq(crl_transform_apply(t, td, &e), CRL_E_SHAPE);
+    ck_assert_msg(strstr(e.message, "dim = -2 names none"), "%s", e.message);
+    crl_transform_free(t);
+    const char *kh[] = { "indices=0.5", NULL };
+    ck_assert_ptr_null(crl_transform_new(f.host, "IndexSelectTransform", kh, &e));
+    ck_assert_msg(e.code == CRL_E_CONFIG && strstr(e.message, "0.5 is not a whole number"), "%s", e.message);
+    ck_assert_ptr_null(crl_transform_new(f.host, "IndexSelectTransform", NULL, &e));
+    ck_assert_msg(strstr(e.message, "indices"), "%s", e.message);
+    crl_td_unref(td);
+    fx_close(&f);
+}
+END_TEST
+
 START_TEST(cat_tensors)
 {
     fx f;
@@ -936,6 +996,7 @@ static const char *const spec_cases[][2] = {
                      "[transform.s]\ntype = SqueezeTransform\ndim = -1\nin_keys = observation\n" },
     { "Pendulum-v1", "transforms = t, f\n[transform.t]\ntype = ToTensorImage\n"
                      "[transform.f]\ntype = FlattenObservation\nfirst_dim = -3\nlast_dim = -1\nin_keys = pixels\n" },
+    { "CartPole-v1", "transforms = i\n[transform.i]\ntype = IndexSelectTransform\nindices = 0, 2\n" },
     { "CartPole-v1", "transforms = p, c\n[transform.p]\ntype = PermuteTransform\ndims = -1\nin_keys = observation\n"
                      "out_keys = obs2\n[transform.c]\ntype = CatTensors\nin_keys = observation, obs2\n"
                      "out_key = both\n" },
@@ -990,6 +1051,7 @@ static Suite *suite(void)
     tcase_add_test(t, resize_batched_and_out_keys);
     tcase_add_test(t, grayscale_and_crops);
     tcase_add_test(t, shape_transforms);
+    tcase_add_test(t, index_select);
     tcase_add_test(t, cat_tensors);
     tcase_add_test(t, specs_image_chain);
     tcase_add_test(t, bad_inputs);

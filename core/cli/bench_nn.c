@@ -1,4 +1,5 @@
-/* crl bench nn: MLP forward + backward + Adam steps/s at batch 256, next to the raw sgemm time of the same matrix products. */
+/* crl bench nn: MLP forward + backward + Adam steps/s at batch 256, and the Nature-DQN conv stack's forward and
+ * backward at batch 32, each next to the raw sgemm time of the same matrix products. */
 #include "config.h"
 #include "cli-private.h"
 
@@ -125,6 +126,151 @@ static int bench_width(int64_t h, double seconds)
     return CRL_EXIT_OK;
 }
 
+/* ---- conv encoders: the Nature-DQN stack, crl's im2col + sgemm next to the bare sgemm of the same sizes ---- */
+
+#define CBATCH 32
+
+typedef struct {
+    crl_mlp *m;
+    crl_tensor *x, *g, *out;
+    int failed;
+} conv_state;
+
+static void run_conv_train(void *p, uint64_t n)
+{
+    conv_state *s = p;
+    for (uint64_t i = 0; i < n && !s->failed; i++)
+        if (!crl_mlp_forward(s->m, s->x, NULL) || crl_mlp_backward(s->m, s->g, NULL, NULL))
+            s->failed = 1;
+}
+
+static void run_conv_infer(void *p, uint64_t n)
+{
+    conv_state *s = p;
+    for (uint64_t i = 0; i < n && !s->failed; i++)
+        if (crl_mlp_infer(s->m, s->x, s->out, NULL))
+            s->failed = 1;
+}
+
+/* One conv layer's products per image: Y[co, hw] = W[co, ckk] C[ckk, hw]; dW += dY C^T; dC = W^T dY. */
+typedef struct {
+    int n;
+    int co[4], ckk[4], hw[4];
+    float *w[4], *col[4], *y[4];
+    int head_in, head_out;
+    float *ha, *hw_, *hy;
+    bool backward;
+    double flops;
+} conv_gemm_state;
+
+static void run_conv_gemm(void *p, uint64_t n)
+{
+    conv_gemm_state *s = p;
+    for (uint64_t it = 0; it < n; it++) {
+        for (int l = 0; l < s->n; l++)
+            for (int b = 0; b < CBATCH; b++)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->co[l], s->hw[l], s->ckk[l], 1.0f, s->w[l],
+                            s->ckk[l], s->col[l], s->hw[l], 1.0f, s->y[l], s->hw[l]);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, CBATCH, s->head_out, s->head_in, 1.0f, s->ha, s->head_in,
+                    s->hw_, s->head_in, 1.0f, s->hy, s->head_out);
+        if (!s->backward)
+            continue;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s->head_out, s->head_in, CBATCH, 1.0f, s->hy,
+                    s->head_out, s->ha, s->head_in, 1.0f, s->hw_, s->head_in);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, CBATCH, s->head_in, s->head_out, 1.0f, s->hy,
+                    s->head_out, s->hw_, s->head_in, 0.0f, s->ha, s->head_in);
+        for (int l = s->n - 1; l >= 0; l--)
+            for (int b = 0; b < CBATCH; b++) {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->co[l], s->ckk[l], s->hw[l], 1.0f, s->y[l],
+                            s->hw[l], s->col[l], s->hw[l], 1.0f, s->w[l], s->ckk[l]);
+                if (l > 0)
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s->ckk[l], s->hw[l], s->co[l], 1.0f, s->w[l],
+                                s->ckk[l], s->y[l], s->hw[l], 0.0f, s->col[l], s->hw[l]);
+            }
+    }
+}
+
+static int bench_conv(double seconds)
+{
+    static const crl_conv_layer nature[] = { { CRL_CONV2D, 32, 8, 4, 0 }, { CRL_CONV2D, 64, 4, 2, 0 },
+                                             { CRL_CONV2D, 64, 3, 1, 0 } };
+    crl_error err;
+    crl_rng rng;
+    crl_rng_init(&rng, 0, 0);
+    conv_state t = { 0 };
+    t.m = crl_convnet_new("bench", 3, (int64_t[]){ 4, 84, 84 }, nature, 3, CRL_ACT_RELU, (int64_t[]){ 512 }, 1,
+                          CRL_ACT_RELU, 6, false, &rng, &err);
+    t.x = t.m ? crl_tensor_new(CRL_F32, 2, (int64_t[]){ CBATCH, 4 * 84 * 84 }, &err) : NULL;
+    t.g = t.x ? crl_tensor_new(CRL_F32, 2, (int64_t[]){ CBATCH, 6 }, &err) : NULL;
+    t.out = t.g ? crl_tensor_new(CRL_F32, 2, (int64_t[]){ CBATCH, 6 }, &err) : NULL;
+    if (!t.out) {
+        fprintf(stderr, "crl bench nn: %s\n", err.message);
+        return CRL_EXIT_RUNTIME;
+    }
+    for (int64_t i = 0; i < CBATCH * 4 * 84 * 84; i++)
+        crl_tensor_flat_set(t.x, i, crl_rng_range(&rng, 0, 1));
+    crl_tensor_fill(t.g, 1e-3);
+    crl_bench_result tr = crl__bench_measure(run_conv_train, &t, seconds, 3);
+    crl_bench_result ir = crl__bench_measure(run_conv_infer, &t, seconds, 3);
+    if (t.failed) {
+        fprintf(stderr, "crl bench nn: a conv step failed\n");
+        return CRL_EXIT_RUNTIME;
+    }
+    /* the same products on buffers of the same sizes */
+    conv_gemm_state g = { .n = 3, .head_in = 3136, .head_out = 512 };
+    int64_t c = 4, h = 84;
+    double fwd = 0, bwd = 0;
+    for (int l = 0; l < 3; l++) {
+        int64_t ho = (h - nature[l].kernel_size) / nature[l].stride + 1;
+        g.co[l] = (int)nature[l].out_channels;
+        g.ckk[l] = (int)(c * nature[l].kernel_size * nature[l].kernel_size);
+        g.hw[l] = (int)(ho * ho);
+        g.w[l] = g_new0(float, (size_t)g.co[l] * (size_t)g.ckk[l]);
+        g.col[l] = g_new0(float, (size_t)g.ckk[l] * (size_t)g.hw[l]);
+        g.y[l] = g_new0(float, (size_t)g.co[l] * (size_t)g.hw[l]);
+        for (size_t i = 0; i < (size_t)g.ckk[l] * (size_t)g.hw[l]; i++)
+            g.col[l][i] = 0.5f;
+        fwd += 2.0 * CBATCH * g.co[l] * g.ckk[l] * g.hw[l];
+        bwd += 2.0 * CBATCH * g.co[l] * g.ckk[l] * g.hw[l] * (l > 0 ? 2 : 1);
+        c = nature[l].out_channels;
+        h = ho;
+    }
+    g.ha = g_new0(float, (size_t)CBATCH * 3136);
+    g.hw_ = g_new0(float, (size_t)3136 * 512);
+    g.hy = g_new0(float, (size_t)CBATCH * 512);
+    fwd += 2.0 * CBATCH * 3136 * 512;
+    bwd += 2.0 * 2 * CBATCH * 3136 * 512;
+    g.backward = false;
+    crl_bench_result gi = crl__bench_measure(run_conv_gemm, &g, seconds, 3);
+    g.backward = true;
+    crl_bench_result gt = crl__bench_measure(run_conv_gemm, &g, seconds, 3);
+    printf("  Nature-DQN stack [4, 84, 84] -> 32x8x8/4 -> 64x4x4/2 -> 64x3x3/1 -> 512 -> 6 relu, batch %d "
+           "(im2col + one sgemm per image and layer)\n", CBATCH);
+    printf("    forward (infer)              %10.1f us/batch  %8.0f images/s  %6.2f GFLOP/s\n", ir.ns_per_op / 1e3,
+           CBATCH * 1e9 / ir.ns_per_op, fwd / ir.ns_per_op);
+    printf("    raw sgemm, same products     %10.1f us/batch  %8.0f images/s  %6.2f GFLOP/s\n", gi.ns_per_op / 1e3,
+           CBATCH * 1e9 / gi.ns_per_op, fwd / gi.ns_per_op);
+    printf("    forward + backward           %10.1f us/batch  %8.0f images/s  %6.2f GFLOP/s\n", tr.ns_per_op / 1e3,
+           CBATCH * 1e9 / tr.ns_per_op, (fwd + bwd) / tr.ns_per_op);
+    printf("    raw sgemm, same products     %10.1f us/batch  %8.0f images/s  %6.2f GFLOP/s\n", gt.ns_per_op / 1e3,
+           CBATCH * 1e9 / gt.ns_per_op, (fwd + bwd) / gt.ns_per_op);
+    printf("    crl's time over raw sgemm: forward %.2fx, forward + backward %.2fx (im2col, col2im, bias, relu)\n",
+           ir.ns_per_op / gi.ns_per_op, tr.ns_per_op / gt.ns_per_op);
+    for (int l = 0; l < 3; l++) {
+        g_free(g.w[l]);
+        g_free(g.col[l]);
+        g_free(g.y[l]);
+    }
+    g_free(g.ha);
+    g_free(g.hw_);
+    g_free(g.hy);
+    crl_tensor_unref(t.x);
+    crl_tensor_unref(t.g);
+    crl_tensor_unref(t.out);
+    crl_mlp_unref(t.m);
+    return CRL_EXIT_OK;
+}
+
 int crl__bench_nn(double seconds)
 {
     const char *threads = getenv("OPENBLAS_NUM_THREADS");
@@ -133,5 +279,7 @@ int crl__bench_nn(double seconds)
     int rc = bench_width(64, seconds);
     if (rc == CRL_EXIT_OK)
         rc = bench_width(256, seconds);
+    if (rc == CRL_EXIT_OK)
+        rc = bench_conv(seconds);
     return rc;
 }

@@ -1,5 +1,6 @@
 /* crl bench train: frames and wall-clock seconds until each training example of conf/examples reaches
- * its target (a mean evaluation return of 475 on CartPole-v1, -200 on Pendulum-v1) within its own frame
+ * its target (a mean evaluation return of 475 on CartPole-v1, -200 on Pendulum-v1, 400 on CartPole-v1 without its velocities
+ * with an LSTM, 195 on CartPole-v1 from pixels) within its own frame
  * budget, over seeds 0..N-1, and how many seeds reached it. */
 #include "config.h"
 #include "cli-private.h"
@@ -21,6 +22,9 @@ static const struct {
     { "cartpole-dqn", "CartPole-v1", 475 },  { "cartpole-ppo", "CartPole-v1", 475 },
     { "pendulum-sac", "Pendulum-v1", -200 }, { "pendulum-td3", "Pendulum-v1", -200 },
     { "pendulum-ddpg", "Pendulum-v1", -200 },
+    { "cartpole-masked-lstm-ppo", "CartPole-v1 without velocities", 400 },
+    /* the longest by far: a conv network on 84x84 frames */
+    { "cartpole-pixels-dqn", "CartPole-v1", 195 },
 };
 
 static int n_seeds = 5;
@@ -45,8 +49,11 @@ int crl__bench_train_options(const char *seeds, const char *names)
             for (size_t j = 0; j < G_N_ELEMENTS(jobs); j++)
                 known |= !strcmp(*o, jobs[j].name);
             if (!known) {
-                fprintf(stderr, "crl bench train: --only: no example '%s' (cartpole-dqn, cartpole-ppo, pendulum-sac, "
-                        "pendulum-td3, pendulum-ddpg)\n", *o);
+                GString *known_names = g_string_new(NULL);
+                for (size_t j = 0; j < G_N_ELEMENTS(jobs); j++)
+                    g_string_append_printf(known_names, "%s%s", j ? ", " : "", jobs[j].name);
+                fprintf(stderr, "crl bench train: --only: no example '%s' (%s)\n", *o, known_names->str);
+                g_string_free(known_names, TRUE);
                 return CRL_EXIT_USAGE;
             }
         }
@@ -142,7 +149,7 @@ int crl__bench_train(double seconds)
     printf("crl bench train: frames and wall-clock seconds (training and evaluations, one thread) until\n"
            "the mean evaluation return reaches the target, for the examples of %s\n"
            "as they are (their frame budgets and evaluations), seeds 0 to %d.\n\n", dir, n_seeds - 1);
-    printf("%-14s %-12s %7s %5s %10s %9s %s\n", "example", "env", "target", "seed", "frames", "seconds", "");
+    printf("%-20s %-12s %7s %5s %10s %9s %s\n", "example", "env", "target", "seed", "frames", "seconds", "");
     int status = CRL_EXIT_OK;
     job_result res[G_N_ELEMENTS(jobs)];
     memset(res, 0, sizeof res);
@@ -165,7 +172,7 @@ int crl__bench_train(double seconds)
             }
             jr->runs++;
             if (r.reached) {
-                printf("%-14s %-12s %7g %5d %10lld %9.1f\n", jobs[j].name, jobs[j].env, jobs[j].target, seed,
+                printf("%-20s %-12s %7g %5d %10lld %9.1f\n", jobs[j].name, jobs[j].env, jobs[j].target, seed,
                        (long long)r.frames, r.seconds);
                 jr->reached++;
                 jr->fsum += (double)r.frames;
@@ -173,16 +180,16 @@ int crl__bench_train(double seconds)
                 jr->fmin = fmin(jr->fmin, (double)r.frames);
                 jr->fmax = fmax(jr->fmax, (double)r.frames);
             } else {
-                printf("%-14s %-12s %7g %5d %10s %9s not reached in %lld frames (best %.1f)\n", jobs[j].name,
+                printf("%-20s %-12s %7g %5d %10s %9s not reached in %lld frames (best %.1f)\n", jobs[j].name,
                        jobs[j].env, jobs[j].target, seed, "-", "-", (long long)total, r.best);
             }
             fflush(stdout);
         }
         g_free(file);
     }
-    printf("\n%-14s %-12s %7s %8s %26s %12s\n", "example", "env", "target", "reached", "frames to target",
+    printf("\n%-20s %-12s %7s %8s %26s %12s\n", "example", "env", "target", "reached", "frames to target",
            "seconds");
-    printf("%-14s %-12s %7s %8s %26s %12s\n", "", "", "", "", "mean (min-max)", "mean");
+    printf("%-20s %-12s %7s %8s %26s %12s\n", "", "", "", "", "mean (min-max)", "mean");
     for (size_t j = 0; j < G_N_ELEMENTS(jobs); j++) {
         const job_result *jr = &res[j];
         if (!jr->ran)
@@ -193,7 +200,7 @@ int crl__bench_train(double seconds)
             snprintf(fr, sizeof fr, "%.0f (%.0f-%.0f)", jr->fsum / jr->reached, jr->fmin, jr->fmax);
             snprintf(sc, sizeof sc, "%.1f", jr->ssum / jr->reached);
         }
-        printf("%-14s %-12s %7g %8s %26s %12s\n", jobs[j].name, jobs[j].env, jobs[j].target, rs, fr, sc);
+        printf("%-20s %-12s %7g %8s %26s %12s\n", jobs[j].name, jobs[j].env, jobs[j].target, rs, fr, sc);
     }
     printf("\nReference: CleanRL's published DQN and PPO on CartPole-v1 reach 475 after about\n"
            "270,000-300,000 environment steps.\n");

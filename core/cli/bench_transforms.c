@@ -1,7 +1,9 @@
-/* crl bench transforms: ToTensorImage, Resize and GrayScale on 500x500x3 frames in MB/s, next to memcpy of the same bytes. */
+/* crl bench transforms: ToTensorImage, Resize and GrayScale on 500x500x3 frames in MB/s, next to memcpy of the same
+ * bytes; and CartPole-v1's pixel pipeline to 84x84 grayscale, drawn large and resized or drawn at 84x84. */
 #include "config.h"
 #include "cli-private.h"
 
+#include <crl/env.h>
 #include <crl/transform.h>
 #include <glib.h>
 #include <stdlib.h>
@@ -85,6 +87,79 @@ static crl_tensor *make_frame(crl_dtype dt, bool hwc, crl_error *err)
     return t;
 }
 
+/* ---- a pixel pipeline end to end: CartPole-v1 frames to a grayscale 84x84 observation ---- */
+
+typedef struct {
+    crl_env *env;
+    crl_td *td, *next;
+    crl_error err;
+    int failed;
+} pix_state;
+
+static void run_pix(void *p, uint64_t n)
+{
+    pix_state *s = p;
+    for (uint64_t i = 0; i < n && !s->failed; i++) {
+        if (crl_env_rand_step(s->env, s->td, &s->err) || crl_env_step_mdp_into(s->env, s->td, s->next, &s->err))
+            s->failed = 1;
+        crl_td *t = s->td;
+        s->td = s->next;
+        s->next = t;
+    }
+}
+
+static int bench_pipeline(crl_host *host, const char *env_keys, const char *transforms, double seconds,
+                          crl_bench_result *out, crl_error *err)
+{
+    char *text = g_strdup_printf("[env]\nbackend = classic\nid = CartPole-v1\nfrom_pixels = true\n"
+                                 "auto_reset = next_step\n%stransforms = %s\n\n[transform.t]\ntype = ToTensorImage\n\n"
+                                 "[transform.r]\ntype = Resize\nw = 84\nh = 84\n\n[transform.g]\ntype = GrayScale\n",
+                                 env_keys, transforms);
+    crl_error e;
+    crl_error_clear(&e);
+    crl_config *cfg = crl_config_new(&e);
+    pix_state s = { 0 };
+    int rc = CRL_OK;
+    if (!cfg || crl_config_load_buffer(cfg, "crl bench transforms", text, strlen(text), CRL_LAYER_FILE, &e) ||
+        !(s.env = crl_env_from_config(host, cfg, "env", &e)) || !(s.td = crl_env_reset(s.env, NULL, &e)) ||
+        !(s.next = crl_td_clone(s.td, &e)))
+        rc = crl_error_pass(err, &e, CRL_E_INVALID);
+    if (!rc) {
+        *out = crl__bench_measure(run_pix, &s, seconds, 3);
+        if (s.failed)
+            rc = crl_error_pass(err, &s.err, CRL_E_RUNTIME);
+    }
+    crl_td_unref(s.td);
+    crl_td_unref(s.next);
+    crl_env_free(s.env);
+    crl_config_free(cfg);
+    g_free(text);
+    return rc;
+}
+
+static int bench_pipelines(crl_host *host, double seconds, crl_error *err)
+{
+    int rc;
+    if (!crl_host_find(host, CRL_KIND_ENV, "classic") && (rc = crl_host_load_name(host, "classic", err))) {
+        crl_error_prefix(err, "the classic plugin is needed for the pixel pipelines: ");
+        return rc;
+    }
+    crl_bench_result big, direct;
+    rc = bench_pipeline(host, "", "t, r, g", seconds, &big, err);
+    if (!rc)
+        rc = bench_pipeline(host, "render_width = 84\nrender_height = 84\n", "t, g", seconds, &direct, err);
+    if (rc)
+        return rc;
+    printf("  CartPole-v1 pixels to a grayscale [1, 84, 84] observation, per env step (physics, render, "
+           "transforms):\n");
+    printf("    %-54s %10.1f us/step %8.0f steps/s\n", "600x400 frame, ToTensorImage, Resize 84x84, GrayScale",
+           big.ns_per_op / 1e3, 1e9 / big.ns_per_op);
+    printf("    %-54s %10.1f us/step %8.0f steps/s\n", "render_width/height = 84, ToTensorImage, GrayScale",
+           direct.ns_per_op / 1e3, 1e9 / direct.ns_per_op);
+    printf("    drawing at 84x84: %.1fx the steps/s\n", big.ns_per_op / direct.ns_per_op);
+    return CRL_OK;
+}
+
 int crl__bench_transforms(double seconds)
 {
     crl_error err;
@@ -143,6 +218,8 @@ int crl__bench_transforms(double seconds)
     }
     printf("  ratio: the transform's MB/s over memcpy's on the same input bytes.  ToTensorImage writes four bytes\n"
            "  (a float) per byte it reads; a 64x64 Resize reads only the rows and columns it samples.\n");
+    if (bench_pipelines(host, seconds, &err))
+        goto out;
     rc = CRL_EXIT_OK;
 out:
     if (rc != CRL_EXIT_OK)

@@ -100,6 +100,7 @@ typedef struct run_ctx {
     bool stopping;        /* the progress callback stopped the run for a signal */
     bool metrics_failed;  /* a metrics.csv write failed (and was reported) */
     int64_t log_interval, ckpt_interval, next_log, next_ckpt, logged;
+    bool logged_eval; /* the row at `logged` carries an evaluation */
     int64_t ckpt_frames;  /* the frame count of the last checkpoint this process wrote, -1: none */
     char *title;          /* of curve.png: env id, loss, seed */
     double target;        /* [train] stop_return, NaN: unset */
@@ -416,8 +417,11 @@ static int progress(void *user, crl_trainer *t, const crl_train_stats *s, crl_er
 {
     run_ctx *r = user;
     r->last = *s;
+    /* The evaluation at the end of a run comes after its last batch's row: a second row at that frame
+     * count carries it (metrics_rewind takes it out again when the run is resumed past it). */
+    bool final_eval = s->done && s->evaluated && !(s->frames == r->logged && r->logged_eval);
     bool log = (s->done && s->frames != r->logged) || s->evaluated || s->frames >= r->next_log;
-    if (s->done && s->frames == r->logged) {
+    if (s->done && s->frames == r->logged && !final_eval) {
         /* the last row is written; its line may have been left out by the throttle */
         if (!r->quiet && r->printed != s->frames)
             progress_line(r, s, true);
@@ -440,6 +444,7 @@ static int progress(void *user, crl_trainer *t, const crl_train_stats *s, crl_er
         if (lrc)
             return lrc;
         r->logged = s->frames;
+        r->logged_eval = s->evaluated;
     }
     if (!r->quiet)
         progress_line(r, s, log);
@@ -506,7 +511,9 @@ static int start_videos(run_ctx *r, const crl_config *cfg, crl_trainer *t, crl_e
 }
 
 /* On --resume: metrics.csv keeps its rows up to the checkpoint's frame count (a run stopped by kill -9
- * logged past its last checkpoint; the resumed run logs those frames again).  Missing: a new one. */
+ * logged past its last checkpoint; the resumed run logs those frames again), less a second row at the
+ * frame count of the one before it: the evaluation at the end of the run, which the resumed run goes on
+ * past.  Missing: a new one. */
 static int metrics_rewind(run_ctx *r, int64_t frames, crl_error *err)
 {
     char *path = g_build_filename(r->dir, "metrics.csv", NULL);
@@ -521,7 +528,8 @@ static int metrics_rewind(run_ctx *r, int64_t frames, crl_error *err)
         return rc;
     }
     GString *keep = g_string_new(METRICS_HEADER);
-    size_t dropped = 0;
+    size_t dropped = 0, end_evals = 0;
+    long long prev = -1;
     bool changed = !g_str_has_prefix(text, METRICS_HEADER);
     const char *p = strchr(text, '\n');
     p = p ? p + 1 : text + strlen(text);
@@ -532,8 +540,12 @@ static int metrics_rewind(run_ctx *r, int64_t frames, crl_error *err)
         if (!nl || end == p || *end != ',' || f > frames) {
             dropped++;  /* past the checkpoint, or a line cut short by the kill */
             changed = true;
+        } else if (f == prev) {
+            end_evals++;
+            changed = true;
         } else {
             g_string_append_len(keep, p, nl + 1 - p);
+            prev = f;
         }
         p = nl ? nl + 1 : p + strlen(p);
     }
@@ -542,6 +554,9 @@ static int metrics_rewind(run_ctx *r, int64_t frames, crl_error *err)
         if (!rc && dropped)
             fprintf(stderr, "crl run: %s: dropped %zu row%s logged after the checkpoint's frame %lld\n", path,
                     dropped, dropped == 1 ? "" : "s", (long long)frames);
+        if (!rc && end_evals)
+            fprintf(stderr, "crl run: %s: took out the end-of-run evaluation row%s (%zu): the resumed run goes on "
+                    "past %s\n", path, end_evals == 1 ? "" : "s", end_evals, end_evals == 1 ? "it" : "them");
     }
     g_string_free(keep, TRUE);
     g_free(text);

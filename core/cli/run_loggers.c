@@ -35,12 +35,16 @@ static int jsonl_rewind(const char *path, int64_t frames, crl_error *err)
     if (rc)
         return crl_error_pass(err, &e, rc);
     GString *keep = g_string_new(NULL);
+    long long prev = -1;
     for (const char *p = text; *p;) {
         const char *nl = strchr(p, '\n');
         char *end = NULL;
         long long f = g_str_has_prefix(p, "{\"frames\":") ? g_ascii_strtoll(p + 10, &end, 10) : -1;
-        if (nl && end && end != p + 10 && f <= frames)
+        /* a second row at one frame count is the end-of-run evaluation, as in metrics.csv */
+        if (nl && end && end != p + 10 && f <= frames && f != prev) {
             g_string_append_len(keep, p, nl + 1 - p);
+            prev = f;
+        }
         p = nl ? nl + 1 : p + strlen(p);
     }
     GError *ge = NULL;

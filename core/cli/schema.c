@@ -29,6 +29,9 @@ static const struct {
       "the data collector: frames per batch, total frames, sub-collectors (sync or async)" },
     { "loss", crl_loss_section_options, "type", CRL_KIND_LOSS,
       "the loss of crl run: 'type' plus the options of that loss component" },
+    { "net.*", crl_net_section_options, NULL, 0,
+      "a network a loss builds ([net.q], [net.actor], [net.critic]) or an encoder another one names: "
+      "type (mlp, conv) and its options" },
     { "optim", crl_optim_section_options, NULL, 0, "the optimizer of crl run" },
     { "train", crl_train_options, NULL, 0,
       "the training loop of crl run: updates, evaluation, logging, checkpoints" },

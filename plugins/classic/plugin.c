@@ -19,6 +19,8 @@
  * the defs (so names, types and docs never drift from the physics). */
 
 #define CLASSIC_MAX_OPTIONS 64
+#define CLASSIC_RENDER_W_OPTION "render_width"
+#define CLASSIC_RENDER_H_OPTION "render_height"
 #define CLASSIC_DOC_MAX 512
 
 static crl_option classic_options[CLASSIC_MAX_OPTIONS + 1];
@@ -134,6 +136,18 @@ static void build_options(void)
     }
     for (size_t k = 1; k < n; k++)
         append(classic_option_docs[k], CLASSIC_DOC_MAX, ")");
+    /* Pixels for learning are small: drawing them at that size directly costs a fraction of drawing the
+     * env's own frame and resizing it. */
+    if (n + 2 <= CLASSIC_MAX_OPTIONS) {
+        classic_options[n++] = (crl_option){CLASSIC_RENDER_W_OPTION, CRL_OPT_INT, CRL_OPT_RANGE, NULL, 1,
+                                            CLASSIC_RENDER_MAX_SIDE, NULL,
+                                            "width of the rendered frames (from_pixels, render), drawn at that "
+                                            "size (unset: the env's own, 600 for CartPole-v1)"};
+        classic_options[n++] = (crl_option){CLASSIC_RENDER_H_OPTION, CRL_OPT_INT, CRL_OPT_RANGE, NULL, 1,
+                                            CLASSIC_RENDER_MAX_SIDE, NULL,
+                                            "height of the rendered frames (unset: the env's own, 400 for "
+                                            "CartPole-v1)"};
+    }
     classic_options[n] = (crl_option)CRL_OPTIONS_END;
 }
 
@@ -163,6 +177,7 @@ typedef struct classic_env {
     float *obs;               /* [num, obs_dim] */
     void *action;             /* [num] int64 or [num, action_dim] float32: what the physics reads */
     bool onehot;              /* discrete actions come one-hot: decoded into `index` before a step */
+    int32_t render_w, render_h; /* frame size: the env's own or render_width/render_height */
     int64_t *onehot_buf;      /* [num, action_n] int64, the host's buffer */
     int64_t *index;           /* [num] */
     float *reward;            /* [num, 1] */
@@ -232,7 +247,8 @@ static int params_from_opts(const classic_def *d, const crl_opts *opts, double *
         return CRL_OK;
     const char *section = crl_opts_section(opts);
     for (const crl_option *o = classic_options; o->type != CRL_OPT_END; o++) {
-        if (!crl_opts_is_set(opts, o->name) || !strcmp(o->name, CLASSIC_ENCODING_OPTION))
+        if (!crl_opts_is_set(opts, o->name) || !strcmp(o->name, CLASSIC_ENCODING_OPTION) ||
+            !strcmp(o->name, CLASSIC_RENDER_W_OPTION) || !strcmp(o->name, CLASSIC_RENDER_H_OPTION))
             continue;
         int pi = classic_param_index(d, o->name);
         const char *origin = crl_opts_origin(opts, o->name);
@@ -357,6 +373,12 @@ static int classic_make(const char *id, int64_t num, const crl_opts *opts, crl_e
                                  crl_opts_section(opts), (long long)max_steps);
     }
 
+    int64_t rsize[2] = { d->render_width, d->render_height };
+    static const char *const rkeys[2] = { CLASSIC_RENDER_W_OPTION, CLASSIC_RENDER_H_OPTION };
+    for (int k = 0; k < 2; k++)
+        if (opts && crl_opts_is_set(opts, rkeys[k]) && (rc = crl_opts_int(opts, rkeys[k], &rsize[k], err)) != CRL_OK)
+            return rc;
+
     bool categorical = false;
     if (opts && crl_opts_is_set(opts, CLASSIC_ENCODING_OPTION)) {
         rc = crl_opts_bool(opts, CLASSIC_ENCODING_OPTION, &categorical, err);
@@ -436,9 +458,11 @@ static int classic_make(const char *id, int64_t num, const crl_opts *opts, crl_e
         crl_spec_unref(state);
     if (SPECS_HAS(specs, max_episode_steps))
         specs->max_episode_steps = max_steps;
+    e->render_w = (int32_t)rsize[0];
+    e->render_h = (int32_t)rsize[1];
     if (SPECS_HAS(specs, render_width)) {
-        specs->render_height = d->render_height;
-        specs->render_width = d->render_width;
+        specs->render_height = e->render_h;
+        specs->render_width = e->render_w;
     }
     *env = e;
     return CRL_OK;
@@ -610,8 +634,7 @@ static int classic_render(void *env, int64_t i, uint8_t *rgb, crl_error *err)
     const void *last = e->reset_at[i] != e->steps
                            ? (const char *)e->last_action + (size_t)i * e->action_bytes
                            : NULL;
-    return d->render_one(d, e->state + i * d->state_dim, last, rgb, d->render_width,
-                         d->render_height, e->params, err);
+    return d->render_one(d, e->state + i * d->state_dim, last, rgb, e->render_w, e->render_h, e->params, err);
 }
 
 static const crl_env_ops classic_ops = {

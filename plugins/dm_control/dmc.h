@@ -14,7 +14,7 @@
 
 #define DMC_MAX_OBS 8     /* observation leaves of one task */
 #define DMC_MAX_IDS 8     /* names a task resolves in its model */
-#define DMC_MAX_EXTRA 4   /* per-env task state beyond mjData (reacher's target) */
+#define DMC_MAX_EXTRA 8   /* per-env task state beyond mjData (reacher's target, lqr's stiffnesses) */
 
 /* ---- rewards.c: dm_control.utils.rewards ---- */
 
@@ -76,13 +76,20 @@ typedef void (*dmc_apply_fn)(const dmc_model *dm, const double *extra);
 /* Puts per-env task state the picture shows into d's geom poses (reacher's
  * target), which the next step recomputes from the shared model anyway. */
 typedef void (*dmc_render_prep_fn)(const dmc_model *dm, mjData *d, const double *extra);
+/* Draws the env's model parameters into extra when its random stream starts
+ * (make, and a reset with a seed), as the suite draws them building the model
+ * from its random state: they then hold over every episode (lqr's stiffnesses). */
+typedef void (*dmc_seed_fn)(const dmc_model *dm, double *extra, crl_rng *rng);
+/* Whether the step just taken ends the episode (terminated), as the suite's
+ * get_termination returning a discount; checked after the reward. */
+typedef bool (*dmc_terminate_fn)(const dmc_model *dm, const mjData *d, const double *extra);
 
 struct dmc_task {
     const char *domain;         /* "cartpole" */
     const char *name;           /* "balance" */
     const char *id;             /* "cartpole/balance" */
     const char *xml;            /* the bundled MJCF, without the shared assets */
-    double time_limit;          /* seconds */
+    double time_limit;          /* seconds; INFINITY: none (lqr) */
     double control_timestep;    /* seconds; 0: the physics timestep */
     int n_obs;
     dmc_obs_def obs[DMC_MAX_OBS];
@@ -94,6 +101,8 @@ struct dmc_task {
     dmc_render_prep_fn render_prep;   /* NULL: the model shows everything */
     dmc_edit_fn edit;                 /* NULL: the domain's model as it is */
     dmc_apply_fn apply;               /* NULL: every env runs the model as loaded */
+    dmc_seed_fn seed;                 /* NULL: the model holds no per-env draws */
+    dmc_terminate_fn terminate;       /* NULL: only the time limit ends an episode */
 };
 
 /* Shared setup helpers: the id of a named object, or CRL_E_NOT_FOUND naming
@@ -161,6 +170,7 @@ extern const dmc_task dmc_fish_upright, dmc_fish_swim;
 extern const dmc_task dmc_quadruped_walk, dmc_quadruped_run, dmc_quadruped_fetch;
 extern const dmc_task dmc_manipulator_bring_ball;
 extern const dmc_task dmc_stacker_stack_2, dmc_stacker_stack_4;
+extern const dmc_task dmc_lqr_lqr_2_1, dmc_lqr_lqr_6_2;
 /* The single-pole cart-pole MJCF the n-pole tasks grow (cartpole.c). */
 extern const char dmc_cartpole_xml[];
 

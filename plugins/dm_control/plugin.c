@@ -261,6 +261,8 @@ static int dmc_make(const char *id, int64_t num, const crl_opts *opts, crl_env_s
         ok = e->data[i] != NULL;
         /* An env never seeded still gets a stream of its own. */
         crl_rng_init(&e->rng[i], 0, (uint64_t)i);
+        if (t->seed)
+            t->seed(&e->dm, e->extra + i * t->n_extra, &e->rng[i]);
     }
     if (!ok) {
         dmc_close(e);
@@ -303,9 +305,10 @@ static int dmc_make(const char *id, int64_t num, const crl_opts *opts, crl_env_s
         specs->state = state;
     else
         crl_spec_unref(state);
-    /* The suite ends an episode once step_count >= time_limit / control_timestep. */
+    /* The suite ends an episode once step_count >= time_limit / control_timestep; an infinite
+     * limit (lqr) is none, as TorchRL's DMControlEnv leaves it. */
     if (SPECS_HAS(specs, max_episode_steps))
-        specs->max_episode_steps = (int64_t)ceil(t->time_limit / ctrl_dt - 1e-9);
+        specs->max_episode_steps = isfinite(t->time_limit) ? (int64_t)ceil(t->time_limit / ctrl_dt - 1e-9) : 0;
     if (SPECS_HAS(specs, render_width)) {
         specs->render_height = e->height;
         specs->render_width = e->width;
@@ -465,8 +468,11 @@ static int dmc_reset(void *env, const bool *mask, const uint64_t *seeds, bool fr
     for (int64_t i = 0; i < e->num; i++) {
         if (mask && !mask[i])
             continue;
-        if (seeds)
+        if (seeds) {
             crl_rng_init(&e->rng[i], seeds[i], 0);
+            if (t->seed)
+                t->seed(&e->dm, e->extra + i * t->n_extra, &e->rng[i]);
+        }
         reset_args ra = {e, i, from_state};
         int rc = dmc_guarded(reset_call, &ra, t->id, err);
         if (rc != CRL_OK)
@@ -524,7 +530,7 @@ static void step_all(void *p)
         }
         publish(e, i);
         e->reward[i] = t->reward(&e->dm, d, e->extra + i * t->n_extra);
-        e->terminated[i] = 0;
+        e->terminated[i] = t->terminate && t->terminate(&e->dm, d, e->extra + i * t->n_extra);
     }
 }
 

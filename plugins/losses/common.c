@@ -34,7 +34,8 @@ int ls_net_opts_read(const crl_opts *opts, const char *who, ls_net_opts *out, cr
     return CRL_OK;
 }
 
-int ls_obs_features(const crl_spec *obs_spec, const char *key, const char *who, int64_t *out, crl_error *err)
+int ls_obs_shape(const crl_spec *obs_spec, const char *key, const char *who, int *nd, int64_t *shape,
+                 crl_error *err)
 {
     const crl_spec *s = crl_spec_get_kind(obs_spec) == CRL_SPEC_COMPOSITE ? crl_spec_composite_get(obs_spec, key)
                                                                            : obs_spec;
@@ -48,26 +49,42 @@ int ls_obs_features(const crl_spec *obs_spec, const char *key, const char *who, 
                              who, key, keys);
     }
     if (crl_spec_get_kind(s) == CRL_SPEC_COMPOSITE || crl_spec_dtype(s) != CRL_F32)
-        return crl_error_set(err, CRL_E_DTYPE, "%s: observation '%s' is %s, but the networks read float32 vectors "
-                             "(add a transform that makes it one)", who, key,
+        return crl_error_set(err, CRL_E_DTYPE, "%s: observation '%s' is %s, but the networks read float32 "
+                             "(add a transform that makes it so: ToTensorImage for pixels)", who, key,
                              crl_spec_get_kind(s) == CRL_SPEC_COMPOSITE ? "a Composite"
                                                                        : crl_dtype_name(crl_spec_dtype(s)));
     if (crl_spec_ndim(s) < 1 || crl_spec_shape(s)[crl_spec_ndim(s) - 1] < 1)
         return crl_error_set(err, CRL_E_SHAPE, "%s: observation '%s' has no feature dim", who, key);
+    /* The dims after the batch's: [4] for a vector, [C, H, W] for pixels. */
+    int bdims = s != obs_spec ? crl_spec_ndim(obs_spec) : crl_spec_ndim(s) - 1;
+    *nd = crl_spec_ndim(s) - bdims;
+    if (*nd < 1)
+        return crl_error_set(err, CRL_E_SHAPE, "%s: observation '%s' has no feature dim", who, key);
+    for (int d = 0; d < *nd; d++)
+        shape[d] = crl_spec_shape(s)[bdims + d];
+    return CRL_OK;
+}
+
+int ls_obs_features(const crl_spec *obs_spec, const char *key, const char *who, int64_t *out, crl_error *err)
+{
+    int nd;
+    int64_t shape[CRL_MAX_DIMS];
+    int rc = ls_obs_shape(obs_spec, key, who, &nd, shape, err);
+    if (rc)
+        return rc;
     /* Only the last dim becomes the input width: more dims after the batch's
      * (pixels [C, H, W]) would feed the first layer the wrong size. */
-    int bdims = s != obs_spec ? crl_spec_ndim(obs_spec) : crl_spec_ndim(s) - 1;
-    if (crl_spec_ndim(s) - bdims != 1) {
+    if (nd != 1) {
         char dims[160] = "";
-        for (int d = bdims; d < crl_spec_ndim(s); d++) {
+        for (int d = 0; d < nd; d++) {
             size_t l = strlen(dims);
-            snprintf(dims + l, sizeof dims - l, "%s%lld", d > bdims ? ", " : "", (long long)crl_spec_shape(s)[d]);
+            snprintf(dims + l, sizeof dims - l, "%s%lld", d ? ", " : "", (long long)shape[d]);
         }
         return crl_error_set(err, CRL_E_SHAPE, "%s: observation '%s' is [%s] per env, but the networks read vectors; "
                              "flatten it (a FlattenObservation transform) or set in_key to a vector observation",
                              who, key, dims);
     }
-    *out = crl_spec_shape(s)[crl_spec_ndim(s) - 1];
+    *out = shape[0];
     return CRL_OK;
 }
 
@@ -81,9 +98,17 @@ const crl_spec *ls_action_leaf(const crl_spec *action_spec, const char *who, crl
     return s;
 }
 
-crl_mlp *ls_mlp(const char *name, int64_t in, int64_t out, const ls_net_opts *no, crl_rng *rng, crl_error *err)
+crl_mlp *ls_net(const crl_opts *opts, const char *role, const char *name, int nd, const int64_t *shape,
+                int64_t out, const ls_net_opts *no, crl_rng *rng, crl_error *err)
 {
-    return crl_mlp_new(name, in, out, no->cells, no->n_cells, no->act, false, rng, err);
+    crl_net_defaults def = { sizeof def, no->cells, no->n_cells, no->act };
+    return crl_net_new(opts, role, name, nd, shape, out, &def, rng, err);
+}
+
+crl_mlp *ls_mlp(const crl_opts *opts, const char *role, const char *name, int64_t in, int64_t out,
+                const ls_net_opts *no, crl_rng *rng, crl_error *err)
+{
+    return ls_net(opts, role, name, 1, &in, out, no, rng, err);
 }
 
 int64_t ls_rows(const crl_td *td)

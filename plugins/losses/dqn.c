@@ -71,7 +71,8 @@ static int dqn_create(const crl_opts *opts, const crl_spec *obs_spec, const crl_
     const char *who = "loss 'dqn'";
     dqn *d = g_new0(dqn, 1);
     const char *lf;
-    int64_t in;
+    int nd;
+    int64_t shape[CRL_MAX_DIMS];
     int rc;
     crl_error e;   /* for the calls that return NULL on failure */
     crl_error_clear(&e);
@@ -82,7 +83,7 @@ static int dqn_create(const crl_opts *opts, const crl_spec *obs_spec, const crl_
         (rc = crl_opts_double(opts, "eps_init", &d->eps_init, err)) ||
         (rc = crl_opts_double(opts, "eps_end", &d->eps_end, err)) ||
         (rc = crl_opts_int(opts, "annealing_num_steps", &d->eps_steps, err)) ||
-        (rc = ls_obs_features(obs_spec, d->no.in_key, who, &in, err)))
+        (rc = ls_obs_shape(obs_spec, d->no.in_key, who, &nd, shape, err)))
         goto fail;
     d->smooth_l1 = !strcmp(lf, "smooth_l1");
     if ((rc = ls_discrete_n(action_spec, who, "sac, td3 or ddpg", &d->n, err)))
@@ -91,7 +92,7 @@ static int dqn_create(const crl_opts *opts, const crl_spec *obs_spec, const crl_
     crl_rng rng;
     crl_rng_init(&rng, seed, 0);
     const char *keys[] = { d->no.in_key, NULL };
-    if (!(d->q = ls_mlp("qvalue", in, d->n, &d->no, &rng, &e)) ||
+    if (!(d->q = ls_net(opts, "q", "qvalue", nd, shape, d->n, &d->no, &rng, &e)) ||
         !(d->target = crl_mlp_clone(d->q, "qvalue_target", &e)) ||
         !(d->actor = crl_qvalue_actor_new(d->q, keys, act, &e)) ||
         (rc = crl_qvalue_actor_set_egreedy(d->actor, d->eps_init, d->eps_end, d->eps_steps, err)) ||

@@ -80,13 +80,13 @@ static int dsac_create(const crl_opts *opts, const crl_spec *obs_spec, const crl
     crl_rng rng;
     crl_rng_init(&rng, seed, 0);
     const char *keys[] = { d->no.in_key, NULL };
-    if (!(d->actor_net = ls_mlp("actor", d->o, d->n, &d->no, &rng, &e)) ||
+    if (!(d->actor_net = ls_mlp(opts, "actor", "actor", d->o, d->n, &d->no, &rng, &e)) ||
         !(d->actor = crl_prob_actor_new(d->actor_net, keys, CRL_DIST_CATEGORICAL, act, &e)))
         goto fail;
     for (int i = 0; i < 2; i++) {
         char name[24];
         snprintf(name, sizeof name, "qvalue%d", i);
-        if (!(d->q[i] = ls_mlp(name, d->o, d->n, &d->no, &rng, &e)))
+        if (!(d->q[i] = ls_mlp(opts, "q", name, d->o, d->n, &d->no, &rng, &e)))
             goto fail;
         snprintf(name, sizeof name, "qvalue%d_target", i);
         if (!(d->qt[i] = crl_mlp_clone(d->q[i], name, &e)))

@@ -26,6 +26,12 @@ int ls_net_opts_read(const crl_opts *opts, const char *who, ls_net_opts *out, cr
  * wrong. */
 int ls_obs_features(const crl_spec *obs_spec, const char *key, const char *who, int64_t *out, crl_error *err);
 
+/* The per-env shape of observation `key` (dims after the batch's: [4],
+ * [C, H, W]) into shape[CRL_MAX_DIMS], its dim count into *nd; errors as
+ * ls_obs_features, without the one-dim rule. */
+int ls_obs_shape(const crl_spec *obs_spec, const char *key, const char *who, int *nd, int64_t *shape,
+                 crl_error *err);
+
 /* The "action" leaf of the env's action Composite (or the spec itself when
  * it is a leaf); borrowed.  CRL_E_NOT_FOUND when absent. */
 const crl_spec *ls_action_leaf(const crl_spec *action_spec, const char *who, crl_error *err);
@@ -40,8 +46,13 @@ int ls_drop_keys(crl_td *td, const char *const *keys, crl_error *err);
  * spec; CRL_E_INVALID otherwise, suggesting the loss `instead`. */
 int ls_discrete_n(const crl_spec *action_spec, const char *who, const char *instead, int64_t *n, crl_error *err);
 
-/* An MLP in_features -> cells -> out_features from the shared options. */
-crl_mlp *ls_mlp(const char *name, int64_t in, int64_t out, const ls_net_opts *no, crl_rng *rng, crl_error *err);
+/* The network of [net.ROLE] (crl_net_new) reading `shape` [nd] per row, or without that section an MLP
+ * in_features -> cells -> out_features from the shared options. */
+crl_mlp *ls_net(const crl_opts *opts, const char *role, const char *name, int nd, const int64_t *shape,
+                int64_t out, const ls_net_opts *no, crl_rng *rng, crl_error *err);
+/* ls_net for a vector of `in` features. */
+crl_mlp *ls_mlp(const crl_opts *opts, const char *role, const char *name, int64_t in, int64_t out,
+                const ls_net_opts *no, crl_rng *rng, crl_error *err);
 
 /* A float tensor of the batch (any float dtype) read as float rows:
  * `key` must hold rows * width values; *data gets a contiguous float32

@@ -165,12 +165,12 @@ static int ac_create(ac_mode mode, const crl_opts *opts, const crl_spec *obs_spe
     const char *keys[] = { a->no.in_key, NULL };
     a->next_key = g_strconcat("next.", a->no.in_key, NULL);
     int64_t out = mode == AC_SAC ? 2 * a->d : a->d;
-    if (!(a->actor_net = ls_mlp("actor", a->o, out, &a->no, &rng, &e)))
+    if (!(a->actor_net = ls_mlp(opts, "actor", "actor", a->o, out, &a->no, &rng, &e)))
         goto fail;
     for (int i = 0; i < a->nq; i++) {
         char name[16];
         snprintf(name, sizeof name, "qvalue%d", i);
-        if (!(a->q[i] = ls_mlp(name, a->o + a->d, 1, &a->no, &rng, &e)))
+        if (!(a->q[i] = ls_mlp(opts, "q", name, a->o + a->d, 1, &a->no, &rng, &e)))
             goto fail;
         snprintf(name, sizeof name, "qvalue%d_target", i);
         if (!(a->qt[i] = crl_mlp_clone(a->q[i], name, &e)))

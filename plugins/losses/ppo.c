@@ -4,6 +4,8 @@
 #include "config.h"
 #include "losses.h"
 
+#include <crl/rnn.h>
+
 #include <glib.h>
 #include <math.h>
 #include <stdio.h>
@@ -69,6 +71,14 @@ typedef struct pg {
     double kl_sum;
     int64_t kl_n;
     bool user;                                /* the actor is the user's (create_from_modules) */
+    /* A recurrent [net.actor]: one LSTM/GRU on the observation shared by the actor and critic heads, which
+     * read its output "embed".  act steps it (state in the TensorDict), prepare runs it over the collected
+     * [N, T] sequences, forward over [m, L] slices from their stored states, with BPTT. */
+    crl_rnn *rnn;
+    crl_rnn_module *r_act, *r_seq, *r_next;   /* one step per row; sequences; on "next" for V(s') */
+    crl_td_key *k_next;
+    float *gemb;                              /* dLoss/d embed, [rows, H] */
+    int64_t gemb_cap;
 } pg;
 
 static void pg_destroy(void *st)
@@ -83,6 +93,12 @@ static void pg_destroy(void *st)
     crl_tdmodule_free(p->v_train);
     crl_mlp_unref(p->actor_net);
     crl_mlp_unref(p->critic);
+    crl_rnn_module_free(p->r_act);
+    crl_rnn_module_free(p->r_seq);
+    crl_rnn_module_free(p->r_next);
+    crl_rnn_unref(p->rnn);
+    crl_td_key_free(p->k_next);
+    g_free(p->gemb);
     g_free(p->glp);
     g_free(p->gent);
     g_free(p->gv);
@@ -104,6 +120,47 @@ static int read_ppo_opts(pg *p, const crl_opts *opts, crl_error *err)
     return CRL_OK;
 }
 
+/* The shared recurrent network of a recurrent [net.actor] and its three modules.  The env must carry the
+ * state (a TensorDictPrimer with its keys) and is_init (an InitTracker): checked on the observation spec. */
+static int pg_recurrent_init(pg *p, const crl_spec *obs_spec, crl_rnn_kind kind, int nd, const int64_t *shape,
+                             int64_t hidden, crl_rng *rng, crl_error *err)
+{
+    const char *kn = crl_rnn_kind_name(kind);
+    if (nd != 1)
+        return crl_error_set(err, CRL_E_SHAPE, "%s: [net.actor] type = %s reads vectors, but observation '%s' has %d "
+                             "dims per env; flatten it (a FlattenObservation transform)", p->who, kn, p->no.in_key, nd);
+    crl_error e;
+    crl_error_clear(&e);
+    if (!(p->rnn = crl_rnn_new(kn, kind, shape[0], hidden, rng, &e)) ||
+        !(p->r_act = crl_rnn_module_new(p->rnn, p->no.in_key, "embed", &e)) ||
+        !(p->r_seq = crl_rnn_module_new(p->rnn, p->no.in_key, "embed", &e)) ||
+        !(p->r_next = crl_rnn_module_new(p->rnn, p->no.in_key, "embed", &e)) ||
+        !(p->k_next = crl_td_key_new("next", &e)))
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
+    crl_rnn_module_set_recurrent_mode(p->r_seq, true);
+    bool comp = crl_spec_get_kind(obs_spec) == CRL_SPEC_COMPOSITE;
+    for (int i = 0; i < 3; i++) {
+        const char *key = i < 2 ? crl_rnn_module_state_key(p->r_act, i) : "is_init";
+        if (!key)
+            continue;
+        const crl_spec *s = comp ? crl_spec_composite_get(obs_spec, key) : NULL;
+        int n = s ? crl_spec_ndim(s) : 0;
+        bool ok = s && (i == 2 || (n >= 2 && crl_spec_shape(s)[n - 2] == 1 && crl_spec_shape(s)[n - 1] == hidden &&
+                                   crl_spec_dtype(s) == CRL_F32));
+        if (ok)
+            continue;
+        if (i == 2)
+            return crl_error_set(err, CRL_E_CONFIG, "%s: [net.actor] type = %s resets its state where 'is_init' is "
+                                 "set, and the env has no 'is_init': add a transform with type = InitTracker", p->who,
+                                 kn);
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [net.actor] type = %s carries its state in '%s' [1, %lld], which "
+                             "the env %s: add a transform with type = TensorDictPrimer and primers.%s = float32 "
+                             "[1, %lld] 0", p->who, kn, key, (long long)hidden, s ? "has with another shape or dtype"
+                             : "does not have", key, (long long)hidden);
+    }
+    return CRL_OK;
+}
+
 static int pg_create(pg_mode mode, const crl_opts *opts, const crl_spec *obs_spec, const crl_spec *action_spec,
                      uint64_t seed, void **st, crl_error *err)
 {
@@ -112,7 +169,8 @@ static int pg_create(pg_mode mode, const crl_opts *opts, const crl_spec *obs_spe
     p->mode = mode;
     p->who = names[mode];
     const char *ct, *est, *init;
-    int64_t in;
+    int nd;
+    int64_t shape[CRL_MAX_DIMS];
     int rc;
     crl_error e;   /* for the calls that return NULL on failure */
     crl_error_clear(&e);
@@ -125,7 +183,7 @@ static int pg_create(pg_mode mode, const crl_opts *opts, const crl_spec *obs_spe
         (rc = crl_opts_string(opts, "estimator", &est, err)) ||
         (rc = crl_value_estimator_from_name(est, &p->est, err)) ||
         (rc = crl_opts_string(opts, "init", &init, err)) ||
-        (rc = ls_obs_features(obs_spec, p->no.in_key, p->who, &in, err)))
+        (rc = ls_obs_shape(obs_spec, p->no.in_key, p->who, &nd, shape, err)))
         goto fail;
     if (mode == PG_PPO && (rc = read_ppo_opts(p, opts, err)))
         goto fail;
@@ -150,15 +208,36 @@ static int pg_create(pg_mode mode, const crl_opts *opts, const crl_spec *obs_spe
     crl_rng rng;
     crl_rng_init(&rng, seed, 0);
     crl_rng_init(&p->rng, seed, 1);
-    const char *keys[] = { p->no.in_key, NULL };
-    char *next_key = g_strconcat("next.", p->no.in_key, NULL);
+    bool recurrent = false, crec = false;
+    crl_rnn_kind kind = CRL_RNN_LSTM;
+    int64_t hidden = 0, dummy;
+    if ((rc = crl_net_recurrent(opts, "actor", &recurrent, &kind, &hidden, err)) ||
+        (rc = crl_net_recurrent(opts, "critic", &crec, &kind, &dummy, err)))
+        goto fail;
+    if (crec) {
+        rc = crl_error_set(err, CRL_E_CONFIG, "%s: [net.critic] is recurrent, but the critic shares the actor's "
+                           "recurrent network: make [net.actor] type = lstm or gru and [net.critic] an mlp head",
+                           p->who);
+        goto fail;
+    }
+    if (recurrent && (rc = pg_recurrent_init(p, obs_spec, kind, nd, shape, hidden, &rng, err)))
+        goto fail;
+    const char *keys[] = { recurrent ? "embed" : p->no.in_key, NULL };
+    char *next_key = g_strconcat("next.", keys[0], NULL);
     const char *nkeys[] = { next_key, NULL };
+    if (recurrent) {
+        nd = 1;
+        shape[0] = hidden;
+    }
     rc = CRL_OK;
-    if (!(p->actor_net = ls_mlp("actor", in, out, &p->no, &rng, &e)) ||
-        !(p->critic = ls_mlp("critic", in, 1, &p->no, &rng, &e)) ||
-        (!strcmp(init, "orthogonal") &&
-         ((rc = crl_mlp_init(p->actor_net, CRL_INIT_ORTHOGONAL, sqrt(2.0), 0.01, &rng, err)) ||
-          (rc = crl_mlp_init(p->critic, CRL_INIT_ORTHOGONAL, sqrt(2.0), 1.0, &rng, err)))) ||
+    /* The loss's init applies to the networks whose [net.*] section sets none. */
+    bool ortho = !strcmp(init, "orthogonal");
+    if (!(p->actor_net = ls_net(opts, "actor", "actor", nd, shape, out, &p->no, &rng, &e)) ||
+        !(p->critic = ls_net(opts, "critic", "critic", nd, shape, 1, &p->no, &rng, &e)) ||
+        (ortho && !crl_net_sets_init(opts, "actor") &&
+         (rc = crl_mlp_init(p->actor_net, CRL_INIT_ORTHOGONAL, sqrt(2.0), 0.01, &rng, err))) ||
+        (ortho && !crl_net_sets_init(opts, "critic") &&
+         (rc = crl_mlp_init(p->critic, CRL_INIT_ORTHOGONAL, sqrt(2.0), 1.0, &rng, err))) ||
         !(p->actor = crl_prob_actor_new(p->actor_net, keys,
                                         p->categorical ? CRL_DIST_CATEGORICAL : CRL_DIST_TANH_NORMAL, act, &e)) ||
         !(p->v_now = crl_tdmodule_new(p->critic, keys, "state_value", &e)) ||
@@ -273,20 +352,30 @@ static int reinforce_create_modules(const crl_opts *o, const crl_loss_modules *m
 static int pg_act(void *st, crl_td *td, crl_exploration e, crl_rng *rng, crl_error *err)
 {
     pg *p = st;
+    int rc;
+    if (p->rnn && (rc = crl_rnn_module_infer(p->r_act, td, err)))
+        return rc;
     return crl_prob_actor_act(p->actor, td, e, rng, err);
 }
 
 static size_t pg_num_params(void *st)
 {
-    (void)st;
-    return 2;
+    pg *p = st;
+    return p->rnn ? 3 : 2;
 }
 
 static int pg_param(void *st, size_t i, const char **name, crl_tensor **params, crl_tensor **grads, crl_error *err)
 {
     pg *p = st;
-    if (i > 1)
-        return crl_error_set(err, CRL_E_RANGE, "%s: no parameter vector %zu (it has 2)", p->who, i);
+    if (i > pg_num_params(p) - 1)
+        return crl_error_set(err, CRL_E_RANGE, "%s: no parameter vector %zu (it has %zu)", p->who, i,
+                             pg_num_params(p));
+    if (i == 2) {
+        *name = crl_rnn_kind_name(crl_rnn_kind_get(p->rnn));
+        *params = crl_rnn_params_get(p->rnn);
+        *grads = crl_rnn_grads_get(p->rnn);
+        return CRL_OK;
+    }
     crl_mlp *m = i == 0 ? p->actor_net : p->critic;
     *name = i == 0 ? "actor" : "critic";
     *params = crl_mlp_params_get(m);
@@ -303,6 +392,18 @@ static int pg_prepare(void *st, crl_td *batch, crl_error *err)
                              "that has return_log_prob set, as this loss's policy does, without init_random_frames)",
                              p->who);
     int rc;
+    if (p->rnn) {
+        /* The features of every step from each sequence's stored start state, and of every next state from
+         * the state after its step (as the policy wrote it under next). */
+        crl_td *next = crl_td_get_td(batch, "next");
+        if (crl_td_batch_ndim(batch) != 2)
+            return crl_error_set(err, CRL_E_SHAPE, "%s: a recurrent actor needs the batch as [envs, steps] "
+                                 "sequences (it has %d batch dims)", p->who, crl_td_batch_ndim(batch));
+        if (!next)
+            return crl_error_set(err, CRL_E_NOT_FOUND, "%s: the batch has no 'next'", p->who);
+        if ((rc = crl_rnn_module_infer(p->r_seq, batch, err)) || (rc = crl_rnn_module_infer(p->r_next, next, err)))
+            return crl_error_prefix(err, "%s: ", p->who), rc;
+    }
     if ((rc = crl_tdmodule_infer(p->v_now, batch, err)) || (rc = crl_tdmodule_infer(p->v_next, batch, err)) ||
         (rc = crl_value_estimate_td(p->est, p->gamma, p->lmbda, batch, err)))
         return crl_error_prefix(err, "%s: ", p->who), rc;
@@ -330,6 +431,22 @@ static void reserve(pg *p, int64_t rows)
     p->cap = rows;
 }
 
+/* dLoss/d embed of one head (from gin), into p->gemb (add: onto what is there). */
+static int take_embed_grad(pg *p, const crl_td *gin, int64_t M, bool add, crl_error *err)
+{
+    int64_t H = crl_rnn_hidden_size(p->rnn);
+    const crl_tensor *g = crl_td_get(gin, "embed");
+    if (!g || crl_tensor_numel(g) != M * H)
+        return crl_error_set(err, CRL_E_RUNTIME, "%s: no gradient of 'embed' from the heads", p->who);
+    if (M * H > p->gemb_cap) {
+        p->gemb = g_renew(float, p->gemb, M * H);
+        p->gemb_cap = M * H;
+    }
+    for (int64_t i = 0; i < M * H; i++)
+        p->gemb[i] = (float)((add ? p->gemb[i] : 0) + crl_tensor_flat_get(g, i));
+    return CRL_OK;
+}
+
 static int pg_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
 {
     pg *p = st;
@@ -337,6 +454,9 @@ static int pg_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     crl_tensor *tmp[3] = { 0 };
     const float *adv, *vt, *old = NULL;
     int rc = CRL_OK;
+    if (p->rnn && crl_td_batch_ndim(batch) != 2)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: a recurrent actor learns from whole slices of steps: set "
+                             "[train] sequence_length (e.g. 16; it must divide the steps per env of a batch)", p->who);
     reserve(p, M);
     if ((rc = ls_batch_f32(batch, "advantage", M, 1, p->who, &adv, &tmp[0], err)) ||
         (rc = ls_batch_f32(batch, "value_target", M, 1, p->who, &vt, &tmp[1], err)) ||
@@ -354,6 +474,8 @@ static int pg_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     }
     for (int64_t i = 0; i < M; i++)
         p->adv[i] = (float)((adv[i] - mean) / sd);
+    if (p->rnn && (rc = crl_rnn_module_forward(p->r_seq, batch, err)))
+        goto out;
     /* The critic first (its own network); then the actor. */
     if ((rc = crl_tdmodule_forward(p->v_train, batch, err)))
         goto out;
@@ -407,10 +529,22 @@ static int pg_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
                *gent = crl_tensor_wrap(p->gent, CRL_F32, 1, &M, NULL, NULL, NULL, &e);
     if (!gv || !glp || !gent)
         rc = crl_error_pass(err, &e, CRL_E_NOMEM);
+    crl_td *gin = NULL;
+    if (!rc && p->rnn && !(gin = crl_td_new(crl_td_batch_ndim(batch), crl_td_batch_shape(batch), &e)))
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
     if (!rc)
-        rc = crl_tdmodule_backward(p->v_train, gv, NULL, err);
+        rc = crl_tdmodule_backward(p->v_train, gv, gin, err);
+    if (!rc && p->rnn)
+        rc = take_embed_grad(p, gin, M, false, err);
     if (!rc)
-        rc = crl_prob_actor_backward(p->actor, NULL, glp, p->ent_coef > 0 ? gent : NULL, NULL, err);
+        rc = crl_prob_actor_backward(p->actor, NULL, glp, p->ent_coef > 0 ? gent : NULL, gin, err);
+    if (!rc && p->rnn && !(rc = take_embed_grad(p, gin, M, true, err))) {
+        int64_t H = crl_rnn_hidden_size(p->rnn);
+        crl_tensor *ge = crl_tensor_wrap(p->gemb, CRL_F32, 2, (const int64_t[]){ M, H }, NULL, NULL, NULL, &e);
+        rc = ge ? crl_rnn_module_backward(p->r_seq, ge, NULL, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
+        crl_tensor_unref(ge);
+    }
+    crl_td_unref(gin);
     crl_tensor_unref(gv);
     crl_tensor_unref(glp);
     crl_tensor_unref(gent);
@@ -436,8 +570,11 @@ static int pg_save(void *st, crl_ckpt_writer *w, const char *prefix, crl_error *
     pg *p = st;
     double s[3] = { p->beta, p->kl_sum, (double)p->kl_n };
     int rc;
+    char sec[CRL_CKPT_NAME_MAX + 1];
+    snprintf(sec, sizeof sec, "%s/rnn", prefix);
     if ((rc = ls_mlp_save(p->actor_net, w, prefix, "actor", err)) ||
         (rc = ls_mlp_save(p->critic, w, prefix, "critic", err)) ||
+        (p->rnn && (rc = crl_rnn_save(p->rnn, w, sec, err))) ||
         (rc = ls_save_doubles(w, prefix, "state", s, 3, err)))
         return rc;
     return ls_save_rng(w, prefix, &p->rng, err);
@@ -456,9 +593,17 @@ static int pg_load(void *st, const crl_ckpt_reader *r, const char *prefix, crl_e
     crl_error e;
     crl_error_clear(&e);
     crl_mlp *a = crl_mlp_clone(p->actor_net, "actor", &e), *c = a ? crl_mlp_clone(p->critic, "critic", &e) : NULL;
-    rc = (!a || !c) ? crl_error_pass(err, &e, CRL_E_NOMEM) : CRL_OK;
+    crl_rnn *rn = p->rnn && c ? crl_rnn_clone(p->rnn, NULL, &e) : NULL;
+    rc = (!a || !c || (p->rnn && !rn)) ? crl_error_pass(err, &e, CRL_E_NOMEM) : CRL_OK;
+    char sec[CRL_CKPT_NAME_MAX + 1];
+    snprintf(sec, sizeof sec, "%s/rnn", prefix);
     if (!rc && !(rc = ls_mlp_load(a, r, prefix, "actor", err)))
         rc = ls_mlp_load(c, r, prefix, "critic", err);
+    if (!rc && rn)
+        rc = crl_rnn_load(rn, r, sec, err);
+    if (!rc && rn)
+        crl_tensor_copy(crl_rnn_params_get(p->rnn), crl_rnn_params_get(rn), NULL);
+    crl_rnn_unref(rn);
     if (!rc) {
         crl_tensor_copy(crl_mlp_params_get(p->actor_net), crl_mlp_params_get(a), NULL);
         crl_tensor_copy(crl_mlp_params_get(p->critic), crl_mlp_params_get(c), NULL);

@@ -43,5 +43,6 @@ int img_tf_specs(void *t, crl_transform_specs *s, crl_error *err);
 /* Registration of the two halves of the group. */
 int tf_register_image_pixels(crl_host *host, crl_error *err);
 int tf_register_image_shape(crl_host *host, crl_error *err);
+int tf_register_image_index(crl_host *host, crl_error *err);
 
 #endif

@@ -38,6 +38,9 @@ extern "C" {
 CRL_API const crl_option *crl_loss_section_options(void);
 CRL_API const crl_option *crl_optim_section_options(void);
 CRL_API const crl_option *crl_train_options(void);
+/* The options of a [net.NAME] section (type, encoder, num_cells, ...;
+ * crl_net_new in <crl/nn.h> builds from them).  Static table.  Since ABI 1.2. */
+CRL_API const crl_option *crl_net_section_options(void);
 
 typedef struct crl_trainer crl_trainer;
 

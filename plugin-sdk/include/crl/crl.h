@@ -17,5 +17,6 @@
 #include <crl/distributions.h>
 #include <crl/actor.h>
 #include <crl/value.h>
+#include <crl/rnn.h>
 #include <crl/loss_backend.h>
 #endif

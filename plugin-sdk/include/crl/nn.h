@@ -18,6 +18,7 @@
 
 #include <crl/checkpoint.h>
 #include <crl/rng.h>
+#include <crl/options.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -121,6 +122,79 @@ CRL_API crl_mlp *crl_mlp_clone(crl_mlp *m, const char *name, crl_error *err);
  * shapes; nothing is changed on error). */
 CRL_API int crl_mlp_save(crl_mlp *m, crl_ckpt_writer *w, const char *prefix, crl_error *err);
 CRL_API int crl_mlp_load(crl_mlp *m, const crl_ckpt_reader *r, const char *prefix, crl_error *err);
+
+/* ---- conv encoders (TorchRL's ConvNet) and dueling heads ------------------ */
+
+typedef enum crl_conv_kind {
+    CRL_CONV2D = 0,     /* nn.Conv2d(in, out_channels, kernel_size, stride, padding), then the activation */
+    CRL_MAXPOOL2D = 1   /* nn.MaxPool2d(kernel_size, stride, padding) (padding counts as -inf) */
+} crl_conv_kind;
+
+/* One encoder layer.  A fixed layout (arrays of it are passed). */
+typedef struct crl_conv_layer {
+    int32_t kind;            /* crl_conv_kind */
+    int64_t out_channels;    /* CRL_CONV2D; ignored by a pool */
+    int64_t kernel_size, stride, padding;
+} crl_conv_layer;
+
+/* A network reading rows of in_shape [C, H, W] (each row C*H*W floats,
+ * channel-major as PyTorch's NCHW): the encoder layers[0..n_layers) (each
+ * Conv2d followed by conv_act), flattened (SquashDims), then an MLP head
+ * cells[0..n_cells) with `act` and out_features outputs.  With `dueling`
+ * the head's output layer gives a value and out_features advantages, and
+ * the output is value + advantage - mean(advantage) (Wang et al., 2016).
+ * n_layers = 0 with in_ndim 1 gives an MLP (dueling or not).  Every
+ * parameter is drawn with CRL_INIT_DEFAULT (PyTorch's Conv2d and Linear
+ * default).  The state dict names the encoder's entries "0.<i>.weight"
+ * ([out, in, k, k], i as TorchRL's ConvNet numbers them: Conv2d and its
+ * activation take an index each) and the head's "1.<2l>.weight"; a dueling
+ * output layer is "value" and "advantage".  Forward, infer, backward, init,
+ * clone, save and load are the crl_mlp calls (allocation-free for a fixed
+ * batch size).  New reference, or NULL with CRL_E_INVALID naming the
+ * layer whose window no longer fits its input ("conv layer 3: kernel 3 on
+ * a 2x2 input"), CRL_E_NOMEM.  Since ABI 1.2. */
+CRL_API crl_mlp *crl_convnet_new(const char *name, int in_ndim, const int64_t *in_shape,
+                                 const crl_conv_layer *layers, int n_layers, crl_activation conv_act,
+                                 const int64_t *cells, int n_cells, crl_activation act, int64_t out_features,
+                                 bool dueling, crl_rng *rng, crl_error *err);
+
+/* ---- networks from config ([net.ROLE] sections) --------------------------- */
+
+/* What a loss builds when the config has no [net.ROLE] section, and what
+ * such a section's unset keys fall back to: the hidden widths and
+ * activation of an MLP.  Set struct_size to sizeof; members past it read
+ * as zero.  Since ABI 1.2. */
+typedef struct crl_net_defaults {
+    uint32_t struct_size;
+    const int64_t *cells;
+    int n_cells;
+    crl_activation act;
+} crl_net_defaults;
+
+/* The network a loss uses as `role` ("q", "actor", "critic", ...), built as
+ * the [net.ROLE] section of the experiment says (type = mlp | conv, an
+ * `encoder` naming a [net.NAME] conv stack that feeds it, num_cells,
+ * activation, init, ...), or from `def` alone when there is no such
+ * section.  opts are the loss's own options as create received them.
+ * The network reads in_shape [in_ndim dims] per row (the observation per
+ * env: [4] for CartPole's, [4, 84, 84] for stacked frames) and writes
+ * out_features; its input is the rows flattened (crl_mlp_in_features is
+ * the product of in_shape).  An MLP without encoder needs in_ndim == 1; a
+ * conv encoder needs [C, H, W] and every layer to keep at least one pixel.
+ * New reference (crl_mlp_unref), or NULL with CRL_E_CONFIG naming the
+ * section's FILE:LINE and the key to change, CRL_E_SHAPE naming the
+ * shapes, CRL_E_NOMEM.  Since ABI 1.2. */
+CRL_API crl_mlp *crl_net_new(const crl_opts *opts, const char *role, const char *name, int in_ndim,
+                             const int64_t *in_shape, int64_t out_features, const crl_net_defaults *def,
+                             crl_rng *rng, crl_error *err);
+/* True when [net.ROLE] sets `init`: crl_net_new then drew the parameters
+ * with it, and the loss skips its own crl_mlp_init.  False without a
+ * section or options.  Never fails.  Since ABI 1.2. */
+CRL_API bool crl_net_sets_init(const crl_opts *opts, const char *role);
+/* The per-row input shape of m into shape[CRL_MAX_DIMS]: [in_features] for
+ * an MLP, [C, H, W] for a network with a conv encoder.  Returns the number
+ * of dims.  Never fails.  Since ABI 1.2. */
+CRL_API int crl_mlp_in_shape(const crl_mlp *m, int64_t *shape);
 
 /* ---- parameter vectors ---------------------------------------------------- */
 

@@ -87,6 +87,11 @@ CRL_API int crl_td_copy_into(crl_td *dst, const crl_td *src, crl_error *err);
 CRL_API crl_td *crl_td_index(crl_td *td, int dim, int64_t i, crl_error *err);
 CRL_API crl_td *crl_td_slice(crl_td *td, int dim, int64_t start, int64_t stop, int64_t step,
                              crl_error *err);
+/* TensorDict.reshape: the same entries with batch shape `shape` (ndim dims, the same number of
+ * elements; the feature dims follow unchanged), views sharing storage where the strides allow, copies
+ * otherwise.  E.g. a slice sampler's [num_slices * slice_len] batch as [num_slices, slice_len] for a
+ * recurrent module.  New reference, or NULL with CRL_E_SHAPE naming both shapes.  Since ABI 1.2. */
+CRL_API crl_td *crl_td_reshape(crl_td *td, int ndim, const int64_t *shape, crl_error *err);
 /* New TensorDicts with copied data.  All inputs need the same keys and
  * shapes (stack) or the same keys and shapes apart from batch dim `dim`
  * (cat); a mismatch names the key. */
