@@ -1,7 +1,8 @@
 /* The brax plugin: registers env/brax, a crl_env_ops backend over one Brax env vmapped over num envs (as TorchRL's
  * BraxEnv) in embedded CPython, with Brax's State pytree as crl's state spec. */
 #include "config.h"
-#include "pyembed.h"
+#include "pyembed_buffer.h"
+#include "pyembed_plugin.h"
 
 #include <glib.h>
 #include <string.h>
@@ -17,13 +18,6 @@ static const crl_option brax_options[] = {
     { "kwargs.", CRL_OPT_STRING, CRL_OPT_PREFIX, NULL, 0, 0, NULL,
       "kwargs.NAME = VALUE: keyword arguments of brax.envs.get_environment (e.g. kwargs.backend = generalized); "
       "VALUE is read as a Python literal (ast.literal_eval), else taken as a string" },
-    CRL_OPTIONS_END
-};
-
-static const crl_option brax_plugin_options[] = {
-    { "python_path", CRL_OPT_LIST, 0, NULL, 0, 0, NULL,
-      "directories put at the front of the embedded Python's sys.path (PYTHONPATH and VIRTUAL_ENV's site-packages "
-      "are honoured too)" },
     CRL_OPTIONS_END
 };
 
@@ -266,39 +260,11 @@ static int brax_make(const char *id, int64_t num, const crl_opts *opts, crl_env_
     return CRL_OK;
 }
 
-/* (memoryview, dtype, shape) over the buffer under key, checked to be a contiguous cpu dt tensor [num] + shape;
- * new reference, or NULL with *rc and err set. */
+/* The buffer under key as pyembed_buffer hands it to the support module. */
 static PyObject *buffer(const brax_env *e, crl_td *buffers, const char *key, crl_dtype dt, int ndim,
                         const int64_t *shape, int *rc, crl_error *err)
 {
-    if (*rc)
-        return NULL;
-    crl_tensor *t = crl_td_get(buffers, key);
-    if (!t) {
-        *rc = crl_error_set(err, CRL_E_NOT_FOUND, "brax: %s: bind: no '%s' buffer; the host must allocate one per "
-                            "spec leaf", e->id, key);
-        return NULL;
-    }
-    const int64_t *ts = crl_tensor_shape(t);
-    bool same = crl_tensor_dtype(t) == dt && crl_tensor_ndim(t) == ndim + 1 && ts[0] == e->num;
-    for (int d = 0; same && d < ndim; d++)
-        same = ts[d + 1] == shape[d];
-    if (!same || crl_tensor_device(t).type != CRL_DEVICE_CPU || !crl_tensor_is_contiguous(t)) {
-        *rc = crl_error_set(err, CRL_E_SHAPE, "brax: %s: bind: buffer '%s' is not a contiguous cpu %s tensor of the "
-                            "spec's shape", e->id, key, crl_dtype_name(dt));
-        return NULL;
-    }
-    PyObject *sh = PyTuple_New(ndim + 1);
-    for (int d = 0; sh && d <= ndim; d++)
-        PyTuple_SET_ITEM(sh, d, PyLong_FromLongLong((long long)ts[d]));
-    size_t bytes = (size_t)crl_tensor_numel(t) * crl_dtype_size(dt);
-    PyObject *mv = sh ? PyMemoryView_FromMemory((char *)crl_tensor_data(t), (Py_ssize_t)bytes, PyBUF_WRITE) : NULL;
-    PyObject *r = mv ? Py_BuildValue("(OsO)", mv, crl_dtype_name(dt), sh) : NULL;
-    Py_XDECREF(mv);
-    Py_XDECREF(sh);
-    if (!r)
-        *rc = pyembed_error(err, CRL_E_NOMEM, "brax: %s: bind '%s'", e->id, key);
-    return r;
+    return pyembed_buffer(buffers, "brax", e->id, e->num, key, dt, ndim, shape, rc, err);
 }
 
 static int bind_locked(brax_env *e, crl_td *buffers, crl_error *err)
@@ -411,14 +377,7 @@ static const crl_component brax_component = {
 
 static int brax_init(crl_host *host, const crl_opts *section, crl_error *err)
 {
-    size_t n = 0;
-    const char *const *paths = NULL;
-    if (section && crl_opts_is_set(section, "python_path")) {
-        int rc = crl_opts_list(section, "python_path", &n, &paths, err);
-        if (rc)
-            return rc;
-    }
-    int rc = pyembed_init(host, "brax", paths, n, err);
+    int rc = pyembed_plugin_init(host, "brax", section, err);
     if (rc)
         return rc;
     brax_host = host;
@@ -432,4 +391,4 @@ static void brax_fini(void)
 
 CRL_PLUGIN_DEFINE(brax, "brax", PACKAGE_VERSION, "MIT",
                   "Brax envs on JAX through embedded CPython: one vmapped batch, arrays out through DLPack",
-                  brax_plugin_options, brax_init, brax_fini)
+                  pyembed_plugin_options, brax_init, brax_fini)

@@ -1,6 +1,7 @@
 /* The gym plugin: registers env/gym, a crl_env_ops backend over Gymnasium / gym envs in embedded CPython. */
 #include "config.h"
 #include "gym.h"
+#include "pyembed_plugin.h"
 
 #include <glib.h>
 #include <stdio.h>
@@ -36,14 +37,6 @@ static const crl_option gym_options[] = {
       "wanted (from_pixels, or kwargs.render_mode = rgb_array)" },
     { "render_width", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 65536, NULL,
       "width of the frames render() gives; 0: as render_height" },
-    CRL_OPTIONS_END
-};
-
-/* [plugin.gym] */
-static const crl_option gym_plugin_options[] = {
-    { "python_path", CRL_OPT_LIST, 0, NULL, 0, 0, NULL,
-      "directories put at the front of the embedded Python's sys.path (PYTHONPATH and VIRTUAL_ENV's "
-      "site-packages are honoured too)" },
     CRL_OPTIONS_END
 };
 
@@ -941,14 +934,7 @@ static const crl_component gym_component = {
 
 static int gym_init(crl_host *host, const crl_opts *section, crl_error *err)
 {
-    size_t n = 0;
-    const char *const *paths = NULL;
-    if (section && crl_opts_is_set(section, "python_path")) {
-        int rc = crl_opts_list(section, "python_path", &n, &paths, err);
-        if (rc)
-            return rc;
-    }
-    int rc = pyembed_init(host, "gym", paths, n, err);
+    int rc = pyembed_plugin_init(host, "gym", section, err);
     if (rc)
         return rc;
     gym_host = host;
@@ -962,4 +948,4 @@ static void gym_fini(void)
 
 CRL_PLUGIN_DEFINE(gym, "gym", PACKAGE_VERSION, "MIT",
                   "Gymnasium and gym envs through embedded CPython (numpy observations copied once into crl's "
-                  "buffers)", gym_plugin_options, gym_init, gym_fini)
+                  "buffers)", pyembed_plugin_options, gym_init, gym_fini)
