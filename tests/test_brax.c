@@ -290,6 +290,8 @@ START_TEST(test_errors)
 {
     expect_make_error("id = inverted_pendulm", CRL_E_NOT_FOUND, "did you mean inverted_pendulum");
     expect_make_error("id = inverted_pendulum\nkwargs.no_such = 1", CRL_E_INVALID, "no_such");
+    expect_make_error("id = inverted_pendulum\nkwargs.1st = 1", CRL_E_CONFIG,
+                      "[env] kwargs.1st: '1st' is not a Python keyword argument name");
     /* The state spec is required from a reset_from_state: a missing leaf is named. */
     fx f;
     fx_must_open(&f, "id = inverted_pendulum\nnum_envs = 2");

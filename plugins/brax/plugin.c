@@ -2,6 +2,7 @@
  * BraxEnv) in embedded CPython, with Brax's State pytree as crl's state spec. */
 #include "config.h"
 #include "pyembed_buffer.h"
+#include "pyembed_kwargs.h"
 #include "pyembed_plugin.h"
 
 #include <glib.h>
@@ -79,52 +80,6 @@ static void brax_close(void *env)
     pyembed_gil_release(g);
 }
 
-/* kwargs.NAME as a dict of Python literals (GIL held). */
-static PyObject *make_kwargs(const crl_opts *opts, crl_error *err)
-{
-    PyObject *ast = PyImport_ImportModule("ast");
-    PyObject *kw = ast ? PyDict_New() : NULL;
-    if (!kw) {
-        Py_XDECREF(ast);
-        pyembed_error(err, CRL_E_PLUGIN, "brax: kwargs");
-        return NULL;
-    }
-    size_t n = opts ? crl_opts_prefixed_count(opts, "kwargs.") : 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *key = crl_opts_prefixed_key(opts, "kwargs.", i);
-        const char *raw = crl_opts_prefixed_value(opts, "kwargs.", i);
-        const char *name = key ? key + strlen("kwargs.") : "";
-        PyObject *pn = PyUnicode_FromString(name);
-        if (!pn || !PyUnicode_IsIdentifier(pn)) {
-            Py_XDECREF(pn);
-            PyErr_Clear();
-            Py_DECREF(kw);
-            Py_DECREF(ast);
-            const char *origin = crl_opts_origin(opts, key);
-            crl_error_set(err, CRL_E_CONFIG, "%s%s[%s] %s: '%s' is not a Python keyword argument name; write "
-                          "kwargs.NAME = VALUE with NAME an identifier", origin ? origin : "", origin ? ": " : "",
-                          crl_opts_section(opts), key, name);
-            return NULL;
-        }
-        PyObject *v = PyObject_CallMethod(ast, "literal_eval", "s", raw ? raw : "");
-        if (!v) {
-            PyErr_Clear(); /* not a literal: the text itself */
-            v = PyUnicode_FromString(raw ? raw : "");
-        }
-        int bad = !v || PyDict_SetItem(kw, pn, v) < 0;
-        Py_XDECREF(v);
-        Py_DECREF(pn);
-        if (bad) {
-            Py_DECREF(kw);
-            Py_DECREF(ast);
-            pyembed_error(err, CRL_E_CONFIG, "[%s] %s", crl_opts_section(opts), key);
-            return NULL;
-        }
-    }
-    Py_DECREF(ast);
-    return kw;
-}
-
 static int read_state_leaves(brax_env *e, PyObject *list, crl_error *err)
 {
     if (!PyList_Check(list))
@@ -158,7 +113,7 @@ static int make_locked(brax_env *e, const char *id, const crl_opts *opts, crl_sp
     PyObject *sup = pyembed_source_module(SUPPORT_NAME, brax_support_source, &le);
     if (!sup)
         return crl_error_pass(err, &le, CRL_E_PLUGIN);
-    PyObject *kw = make_kwargs(opts, &le);
+    PyObject *kw = pyembed_kwargs(opts, "brax", &le);
     if (!kw) {
         Py_DECREF(sup);
         return crl_error_pass(err, &le, CRL_E_CONFIG);

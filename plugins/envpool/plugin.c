@@ -3,6 +3,7 @@
 #include "config.h"
 #include "gym.h"
 #include "pyembed_buffer.h"
+#include "pyembed_kwargs.h"
 #include "pyembed_plugin.h"
 
 #include <glib.h>
@@ -104,51 +105,24 @@ static int64_t host_int(const crl_opts *opts, const char *name)
     return v;
 }
 
-/* kwargs.NAME as a dict of Python values (GIL held; support = the gym support module for `literal`). */
-static PyObject *make_kwargs(PyObject *gs, const crl_opts *opts, crl_error *err)
+/* kwargs.NAME as a dict of Python values (GIL held), refusing the names the [env] section owns. */
+static PyObject *make_kwargs(const crl_opts *opts, crl_error *err)
 {
-    PyObject *kw = PyDict_New();
-    if (!kw) {
-        pyembed_error(err, CRL_E_NOMEM, "envpool: kwargs");
-        return NULL;
-    }
+    static const char *const owned[] = { "num_envs", "batch_size", "seed", "max_episode_steps", "env_type" };
     size_t n = opts ? crl_opts_prefixed_count(opts, "kwargs.") : 0;
     for (size_t i = 0; i < n; i++) {
         const char *key = crl_opts_prefixed_key(opts, "kwargs.", i);
-        const char *raw = crl_opts_prefixed_value(opts, "kwargs.", i);
         const char *name = key ? key + strlen("kwargs.") : "";
-        static const char *const owned[] = { "num_envs", "batch_size", "seed", "max_episode_steps", "env_type" };
         for (size_t k = 0; k < G_N_ELEMENTS(owned); k++)
             if (!strcmp(name, owned[k])) {
                 const char *origin = crl_opts_origin(opts, key);
-                Py_DECREF(kw);
                 crl_error_set(err, CRL_E_CONFIG, "%s%s[%s] %s: %s comes from [%s] %s, not from kwargs; set it there",
                               origin ? origin : "", origin ? ": " : "", crl_opts_section(opts), key, name,
-                              crl_opts_section(opts), !strcmp(name, "num_envs") ? "num_envs" : name);
+                              crl_opts_section(opts), name);
                 return NULL;
             }
-        PyObject *pn = PyUnicode_FromString(name);
-        if (!pn || !PyUnicode_IsIdentifier(pn)) {
-            Py_XDECREF(pn);
-            PyErr_Clear();
-            Py_DECREF(kw);
-            const char *origin = crl_opts_origin(opts, key);
-            crl_error_set(err, CRL_E_CONFIG, "%s%s[%s] %s: '%s' is not a Python keyword argument name; write "
-                          "kwargs.NAME = VALUE with NAME an identifier", origin ? origin : "", origin ? ": " : "",
-                          crl_opts_section(opts), key, name);
-            return NULL;
-        }
-        PyObject *v = PyObject_CallMethod(gs, "literal", "s", raw ? raw : "");
-        int bad = !v || PyDict_SetItem(kw, pn, v) < 0;
-        Py_XDECREF(v);
-        Py_DECREF(pn);
-        if (bad) {
-            Py_DECREF(kw);
-            pyembed_error(err, CRL_E_CONFIG, "[%s] %s", crl_opts_section(opts), key);
-            return NULL;
-        }
     }
-    return kw;
+    return pyembed_kwargs(opts, "envpool", err);
 }
 
 static int make_locked(ep_env *e, const char *id, const crl_opts *opts, crl_spec **parts, crl_error *err)
@@ -171,7 +145,7 @@ static int make_locked(ep_env *e, const char *id, const crl_opts *opts, crl_spec
     bool pixels = false;
     if (!rc && host_has(opts, "from_pixels") && crl_opts_bool(opts, "from_pixels", &pixels, NULL) != CRL_OK)
         pixels = false;
-    PyObject *kw = !rc ? make_kwargs(gs, opts, &le) : NULL;
+    PyObject *kw = !rc ? make_kwargs(opts, &le) : NULL;
     if (!kw) {
         Py_DECREF(gs);
         Py_DECREF(sup);
