@@ -104,6 +104,15 @@ CRL_INTERNAL int crl__optim_check_load(const crl_optim *o, const crl_ckpt_reader
                                        crl_error *err);
 CRL_INTERNAL void crl__optim_apply_load(crl_optim *o, const crl_ckpt_reader *r, const char *prefix);
 
+/* A module's checkpoint sections from its state dict sd (the parameter views; taken over, unref'd here).  sd is
+ * NULL when building it failed, e saying why (CRL_E_NOMEM).  Load checks that the sections under prefix hold
+ * exactly sd's keys as float32 tensors of sd's shapes before it writes any (a bad file changes nothing:
+ * CRL_E_CORRUPT naming the file, section and module "KIND module 'NAME'", KIND omitted when NULL). */
+CRL_INTERNAL int crl__state_dict_save(crl_td *sd, const crl_error *e, crl_ckpt_writer *w, const char *prefix,
+                                      crl_error *err);
+CRL_INTERNAL int crl__state_dict_load(crl_td *sd, const crl_error *e, const crl_ckpt_reader *r, const char *prefix,
+                                      const char *kind, const char *name, crl_error *err);
+
 CRL_INTERNAL void crl__linear_forward(const float *x, int64_t B, const float *W, const float *b,
                                       int64_t in, int64_t out, float *y);
 /* dW += dy^T x, db += column sums of dy, and dx = dy W when dx is not NULL. */

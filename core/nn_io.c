@@ -141,26 +141,27 @@ bool crl_tensor_all_finite(const crl_tensor *t)
     return true;
 }
 
-int crl_mlp_save(crl_mlp *m, crl_ckpt_writer *w, const char *prefix, crl_error *err)
+int crl__state_dict_save(crl_td *sd, const crl_error *e, crl_ckpt_writer *w, const char *prefix, crl_error *err)
 {
-    crl_error e;
-    crl_error_clear(&e);
-    crl_td *sd = crl_mlp_state_dict(m, &e);
     if (!sd)
-        return crl_error_pass(err, &e, CRL_E_NOMEM);
+        return crl_error_pass(err, e, CRL_E_NOMEM);
     int rc = crl_ckpt_write_td(w, prefix, sd, err);
     crl_td_unref(sd);
     return rc;
 }
 
-int crl_mlp_load(crl_mlp *m, const crl_ckpt_reader *r, const char *prefix, crl_error *err)
+int crl__state_dict_load(crl_td *sd, const crl_error *sd_err, const crl_ckpt_reader *r, const char *prefix,
+                         const char *kind, const char *name, crl_error *err)
 {
     crl_error e;
     crl_error_clear(&e);
     crl_td *got = crl_ckpt_read_td(r, prefix, &e);
-    if (!got)
+    if (!got) {
+        crl_td_unref(sd);
         return crl_error_pass(err, &e, CRL_E_CORRUPT);
-    crl_td *sd = crl_mlp_state_dict(m, &e);
+    }
+    if (!sd && sd_err)
+        e = *sd_err;
     char **keys = sd ? crl_td_leaf_keys(sd, &e) : NULL;
     char **gkeys = keys ? crl_td_leaf_keys(got, &e) : NULL;
     int rc = gkeys ? CRL_OK : crl_error_pass(err, &e, CRL_E_NOMEM);
@@ -174,18 +175,18 @@ int crl_mlp_load(crl_mlp *m, const crl_ckpt_reader *r, const char *prefix, crl_e
     for (size_t i = 0; !rc && i < nk; i++) {
         const crl_tensor *want = crl_td_get(sd, keys[i]), *have = crl_td_get(got, keys[i]);
         if (!have)
-            rc = crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s/%s' is missing: the checkpoint holds another network than module '%s'",
-                               crl_ckpt_path(r), prefix, keys[i], m->name);
+            rc = crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s/%s' is missing: the checkpoint holds another "
+                               "network than %s%smodule '%s'", crl_ckpt_path(r), prefix, keys[i], kind ? kind : "",
+                               kind ? " " : "", name);
         else if (crl_tensor_dtype(have) != CRL_F32 || !crl_tensor_same_shape(want, have))
-            rc = crl_error_set(err, CRL_E_CORRUPT,
-                               "%s: section '%s/%s' holds %s %s but module '%s' has float32 %s", crl_ckpt_path(r),
-                               prefix, keys[i], crl_dtype_name(crl_tensor_dtype(have)),
-                               crl__shape_fmt(b, crl_tensor_ndim(have), crl_tensor_shape(have)), m->name,
+            rc = crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s/%s' holds %s %s but module '%s' has float32 %s",
+                               crl_ckpt_path(r), prefix, keys[i], crl_dtype_name(crl_tensor_dtype(have)),
+                               crl__shape_fmt(b, crl_tensor_ndim(have), crl_tensor_shape(have)), name,
                                crl__shape_fmt(c, crl_tensor_ndim(want), crl_tensor_shape(want)));
     }
     if (!rc && ng != nk)
-        rc = crl_error_set(err, CRL_E_CORRUPT, "%s: '%s' holds %zu tensors but module '%s' has %zu: another architecture",
-                           crl_ckpt_path(r), prefix, ng, m->name, nk);
+        rc = crl_error_set(err, CRL_E_CORRUPT, "%s: '%s' holds %zu tensors but module '%s' has %zu: another "
+                           "architecture", crl_ckpt_path(r), prefix, ng, name, nk);
     for (size_t i = 0; !rc && i < nk; i++)
         rc = crl_tensor_copy(crl_td_get(sd, keys[i]), crl_td_get(got, keys[i]), err);
     crl_free(keys);
@@ -193,4 +194,20 @@ int crl_mlp_load(crl_mlp *m, const crl_ckpt_reader *r, const char *prefix, crl_e
     crl_td_unref(sd);
     crl_td_unref(got);
     return rc;
+}
+
+int crl_mlp_save(crl_mlp *m, crl_ckpt_writer *w, const char *prefix, crl_error *err)
+{
+    crl_error e;
+    crl_error_clear(&e);
+    crl_td *sd = crl_mlp_state_dict(m, &e);
+    return crl__state_dict_save(sd, &e, w, prefix, err);
+}
+
+int crl_mlp_load(crl_mlp *m, const crl_ckpt_reader *r, const char *prefix, crl_error *err)
+{
+    crl_error e;
+    crl_error_clear(&e);
+    crl_td *sd = crl_mlp_state_dict(m, &e);
+    return crl__state_dict_load(sd, &e, r, prefix, NULL, m->name, err);
 }

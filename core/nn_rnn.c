@@ -514,53 +514,15 @@ int crl_rnn_save(crl_rnn *r, crl_ckpt_writer *w, const char *prefix, crl_error *
     crl_error e;
     crl_error_clear(&e);
     crl_td *sd = crl_rnn_state_dict(r, &e);
-    if (!sd)
-        return crl_error_pass(err, &e, CRL_E_NOMEM);
-    int rc = crl_ckpt_write_td(w, prefix, sd, err);
-    crl_td_unref(sd);
-    return rc;
+    return crl__state_dict_save(sd, &e, w, prefix, err);
 }
 
 int crl_rnn_load(crl_rnn *r, const crl_ckpt_reader *rd, const char *prefix, crl_error *err)
 {
     crl_error e;
     crl_error_clear(&e);
-    crl_td *got = crl_ckpt_read_td(rd, prefix, &e);
-    if (!got)
-        return crl_error_pass(err, &e, CRL_E_CORRUPT);
     crl_td *sd = crl_rnn_state_dict(r, &e);
-    char **keys = sd ? crl_td_leaf_keys(sd, &e) : NULL;
-    char **gkeys = keys ? crl_td_leaf_keys(got, &e) : NULL;
-    int rc = gkeys ? CRL_OK : crl_error_pass(err, &e, CRL_E_NOMEM);
-    size_t nk = 0, ng = 0;
-    while (keys && keys[nk])
-        nk++;
-    while (gkeys && gkeys[ng])
-        ng++;
-    char b[CRL__SHAPE_BUF], c[CRL__SHAPE_BUF];
-    /* Validate everything before the first write: a bad file changes nothing. */
-    for (size_t i = 0; !rc && i < nk; i++) {
-        const crl_tensor *want = crl_td_get(sd, keys[i]), *have = crl_td_get(got, keys[i]);
-        if (!have)
-            rc = crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s/%s' is missing: the checkpoint holds another "
-                               "network than %s module '%s'", crl_ckpt_path(rd), prefix, keys[i],
-                               crl_rnn_kind_name(r->kind), r->name);
-        else if (crl_tensor_dtype(have) != CRL_F32 || !crl_tensor_same_shape(want, have))
-            rc = crl_error_set(err, CRL_E_CORRUPT, "%s: section '%s/%s' holds %s %s but module '%s' has float32 %s",
-                               crl_ckpt_path(rd), prefix, keys[i], crl_dtype_name(crl_tensor_dtype(have)),
-                               crl__shape_fmt(b, crl_tensor_ndim(have), crl_tensor_shape(have)), r->name,
-                               crl__shape_fmt(c, crl_tensor_ndim(want), crl_tensor_shape(want)));
-    }
-    if (!rc && ng != nk)
-        rc = crl_error_set(err, CRL_E_CORRUPT, "%s: '%s' holds %zu tensors but module '%s' has %zu: another "
-                           "architecture", crl_ckpt_path(rd), prefix, ng, r->name, nk);
-    for (size_t i = 0; !rc && i < nk; i++)
-        rc = crl_tensor_copy(crl_td_get(sd, keys[i]), crl_td_get(got, keys[i]), err);
-    crl_free(keys);
-    crl_free(gkeys);
-    crl_td_unref(sd);
-    crl_td_unref(got);
-    return rc;
+    return crl__state_dict_load(sd, &e, rd, prefix, crl_rnn_kind_name(r->kind), r->name, err);
 }
 
 const float *crl__rnn_states(const crl_rnn *r, bool infer, bool cell)

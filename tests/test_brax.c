@@ -11,112 +11,41 @@
 #include <crl/host.h>
 #include <crl/rng.h>
 
+#include "pyenv-fixture.h"
+
 #define PYDIR TEST_SRCDIR "/python"
 #define REFERENCE PYDIR "/brax_reference.py"
 #define PYPATH PYDIR "/fake_brax:" PYDIR "/fake_jax"
 
-#define EXPECT_HAS(msg, needle) \
-    ck_assert_msg(strstr((msg), (needle)) != NULL, "message '%s' lacks '%s'", (msg), (needle))
-
-typedef struct fx {
-    crl_config *cfg;
-    crl_host *host;
-    crl_env *env;
-    crl_error err;
-} fx;
-
-static void fx_close(fx *f)
-{
-    crl_env_free(f->env);
-    crl_host_free(f->host);
-    crl_config_free(f->cfg);
-    memset(f, 0, sizeof *f);
-}
+typedef crl_test_pyenv fx;
 
 /* A host with brax loaded and the env of "[env] backend = brax" plus env_ini.  Returns the env's
  * status; a failure before the env (config, host, plugin) fails the test. */
 static int fx_open(fx *f, const char *env_ini)
 {
-    memset(f, 0, sizeof *f);
     char *ini = g_strdup_printf("[plugin.brax]\npython_path = %s/fake_brax, %s/fake_jax\n\n"
                                 "[env]\nbackend = brax\n%s\n", PYDIR, PYDIR, env_ini);
-    f->cfg = crl_config_new(&f->err);
-    ck_assert(f->cfg);
-    int rc = crl_config_load_buffer(f->cfg, "test.ini", ini, strlen(ini), CRL_LAYER_FILE, &f->err);
+    int rc = crl_test_pyenv_open(f, ini, (const char *const[]){ "brax", NULL });
     g_free(ini);
-    ck_assert_msg(rc == CRL_OK, "config: %s", f->err.message);
-    f->host = crl_host_new(f->cfg, &f->err);
-    ck_assert_msg(f->host, "host: %s", f->err.message);
-    rc = crl_host_load_name(f->host, "brax", &f->err);
-    ck_assert_msg(rc == CRL_OK, "loading brax: %s", f->err.message);
-    crl_error_clear(&f->err);
-    f->env = crl_env_from_config(f->host, f->cfg, "env", &f->err);
-    return f->env ? CRL_OK : f->err.code;
+    return rc;
 }
 
 static void fx_must_open(fx *f, const char *env_ini)
 {
-    int rc = fx_open(f, env_ini);
-    ck_assert_msg(rc == CRL_OK, "making the env of\n%s\nfailed: %s (%s)", env_ini, f->err.message,
-                  crl_status_name(rc));
+    crl_test_pyenv_expect_made(f, fx_open(f, env_ini), env_ini);
 }
 
 static void expect_make_error(const char *env_ini, int code, const char *needle)
 {
     fx f;
-    int rc = fx_open(&f, env_ini);
-    ck_assert_msg(rc == code, "make gave %s (%s), expected %s", crl_status_name(rc), f.err.message,
-                  crl_status_name(code));
-    EXPECT_HAS(f.err.message, needle);
-    fx_close(&f);
+    crl_test_pyenv_expect_failed(&f, fx_open(&f, env_ini), code, (const char *const[]){ needle, NULL });
+    crl_test_pyenv_close(&f);
 }
 
 /* The reference's lines (argv after the script). */
 static char **reference(const char *const *args)
 {
-    GPtrArray *argv = g_ptr_array_new();
-    g_ptr_array_add(argv, (char *)CRL_PYTHON);
-    g_ptr_array_add(argv, (char *)REFERENCE);
-    for (const char *const *a = args; *a; a++)
-        g_ptr_array_add(argv, (char *)*a);
-    g_ptr_array_add(argv, NULL);
-    char **envp = g_get_environ();
-    envp = g_environ_setenv(envp, "PYTHONPATH", PYPATH, TRUE);
-    envp = g_environ_setenv(envp, "PYTHONDONTWRITEBYTECODE", "1", TRUE);
-    envp = g_environ_unsetenv(envp, "PYTHONMALLOC");
-    envp = g_environ_unsetenv(envp, "LD_PRELOAD");
-    char *out = NULL, *errout = NULL;
-    int status = 0;
-    GError *ge = NULL;
-    gboolean ran = g_spawn_sync(NULL, (char **)argv->pdata, envp, G_SPAWN_DEFAULT, NULL, NULL, &out, &errout,
-                                &status, &ge);
-    ck_assert_msg(ran, "cannot run %s: %s", CRL_PYTHON, ge ? ge->message : "?");
-    ck_assert_msg(g_spawn_check_wait_status(status, NULL), "the reference failed: %s", errout);
-    char **lines = g_strsplit(out, "\n", -1);
-    g_free(out);
-    g_free(errout);
-    g_strfreev(envp);
-    g_ptr_array_free(argv, TRUE);
-    return lines;
-}
-
-/* '%.9g' of every value of row i of t, space separated, appended to s. */
-static void fmt_row(GString *s, const crl_tensor *t, int64_t i)
-{
-    ck_assert(t);
-    int64_t per = crl_tensor_numel(t) / crl_tensor_shape(t)[0];
-    for (int64_t k = 0; k < per; k++) {
-        double v = 0;
-        int64_t at = i * per + k;
-        switch (crl_tensor_dtype(t)) {
-        case CRL_F32: v = ((const float *)crl_tensor_data(t))[at]; break;
-        case CRL_F64: v = ((const double *)crl_tensor_data(t))[at]; break;
-        case CRL_BOOL: v = ((const uint8_t *)crl_tensor_data(t))[at]; break;
-        case CRL_I64: v = (double)((const int64_t *)crl_tensor_data(t))[at]; break;
-        default: ck_abort_msg("unexpected dtype");
-        }
-        g_string_append_printf(s, k ? " %.9g" : "%.9g", v);
-    }
+    return crl_test_python_lines(CRL_PYTHON, REFERENCE, PYPATH, args);
 }
 
 /* The reference's action(t, i). */
@@ -180,15 +109,15 @@ static void check_sync(const char *executor, int64_t workers, int64_t num, int64
         for (int64_t i = 0; i < num; i++, line++) {
             GString *got = g_string_new(NULL);
             g_string_append_printf(got, "%lld %lld | ", (long long)t, (long long)i);
-            fmt_row(got, crl_td_get(td, "next.observation"), i);
+            crl_test_fmt_row(got, crl_td_get(td, "next.observation"), i);
             g_string_append(got, " | ");
-            fmt_row(got, crl_td_get(td, "next.reward"), i);
+            crl_test_fmt_row(got, crl_td_get(td, "next.reward"), i);
             g_string_append(got, " ");
-            fmt_row(got, crl_td_get(td, "next.terminated"), i);
+            crl_test_fmt_row(got, crl_td_get(td, "next.terminated"), i);
             g_string_append(got, " ");
-            fmt_row(got, crl_td_get(td, "next.truncated"), i);
+            crl_test_fmt_row(got, crl_td_get(td, "next.truncated"), i);
             g_string_append(got, " | ");
-            fmt_row(got, crl_td_get(next, "observation"), i);
+            crl_test_fmt_row(got, crl_td_get(next, "observation"), i);
             ck_assert_msg(ref[line] && !strcmp(got->str, ref[line]), "executor %s: step %lld env %lld:\n"
                           "  crl:       %s\n  reference: %s", executor, (long long)t, (long long)i, got->str,
                           ref[line] ? ref[line] : "(none)");
@@ -205,7 +134,7 @@ static void check_sync(const char *executor, int64_t workers, int64_t num, int64
     g_strfreev(ref);
     crl_td_unref(td);
     crl_td_unref(next);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 }
 
 START_TEST(test_reference_inline)
@@ -243,7 +172,7 @@ START_TEST(test_specs)
     ck_assert_int_eq(crl_spec_dtype(crl_spec_composite_get(st, "state.info.rng")), CRL_I64);
     ck_assert_int_eq(crl_spec_ndim(crl_spec_composite_get(st, "state.reward")), 1);
     ck_assert_msg(crl_env_check_specs(f.env, 30, &f.err) == CRL_OK, "check_specs: %s", f.err.message);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 }
 END_TEST
 
@@ -264,8 +193,8 @@ static crl_td *run(fx *f, int64_t num, uint64_t seed, int64_t steps)
 static void expect_same(const crl_td *a, const crl_td *b, const char *key, int64_t row)
 {
     GString *x = g_string_new(NULL), *y = g_string_new(NULL);
-    fmt_row(x, crl_td_get(a, key), row);
-    fmt_row(y, crl_td_get(b, key), row);
+    crl_test_fmt_row(x, crl_td_get(a, key), row);
+    crl_test_fmt_row(y, crl_td_get(b, key), row);
     ck_assert_msg(!strcmp(x->str, y->str), "'%s' row %lld: %s vs %s", key, (long long)row, x->str, y->str);
     g_string_free(x, TRUE);
     g_string_free(y, TRUE);
@@ -316,8 +245,8 @@ START_TEST(test_reset_from_state)
     crl_td_unref(r);
     expect_same(ta, tb, "observation", 1);
     GString *x = g_string_new(NULL), *y = g_string_new(NULL);
-    fmt_row(x, crl_td_get(ta, "observation"), 0);
-    fmt_row(y, crl_td_get(tb, "observation"), 0);
+    crl_test_fmt_row(x, crl_td_get(ta, "observation"), 0);
+    crl_test_fmt_row(y, crl_td_get(tb, "observation"), 0);
     ck_assert_msg(strcmp(x->str, y->str) != 0, "env 0 took the given state though it was not in _reset");
     g_string_free(x, TRUE);
     g_string_free(y, TRUE);
@@ -352,8 +281,8 @@ START_TEST(test_reset_from_state)
     }
     crl_td_unref(ta);
     crl_td_unref(tb);
-    fx_close(&fa);
-    fx_close(&fb);
+    crl_test_pyenv_close(&fa);
+    crl_test_pyenv_close(&fb);
 }
 END_TEST
 
@@ -361,6 +290,8 @@ START_TEST(test_errors)
 {
     expect_make_error("id = inverted_pendulm", CRL_E_NOT_FOUND, "did you mean inverted_pendulum");
     expect_make_error("id = inverted_pendulum\nkwargs.no_such = 1", CRL_E_INVALID, "no_such");
+    expect_make_error("id = inverted_pendulum\nkwargs.1st = 1", CRL_E_CONFIG,
+                      "[env] kwargs.1st: '1st' is not a Python keyword argument name");
     /* The state spec is required from a reset_from_state: a missing leaf is named. */
     fx f;
     fx_must_open(&f, "id = inverted_pendulum\nnum_envs = 2");
@@ -375,7 +306,7 @@ START_TEST(test_errors)
     crl_tensor *frame = crl_tensor_new(CRL_U8, 3, (int64_t[]){ 2, 2, 3 }, &f.err);
     ck_assert_int_eq(crl_env_render(f.env, 0, frame, &f.err), CRL_E_UNSUPPORTED);
     crl_tensor_unref(frame);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 }
 END_TEST
 

@@ -11,112 +11,41 @@
 #include <crl/host.h>
 #include <crl/rng.h>
 
+#include "pyenv-fixture.h"
+
 #define PYDIR TEST_SRCDIR "/python"
 #define REFERENCE PYDIR "/envpool_reference.py"
 #define PYPATH PYDIR "/fake_envpool:" PYDIR "/fake_gymnasium:" PYDIR "/fake_gym:" PYDIR
 
-#define EXPECT_HAS(msg, needle) \
-    ck_assert_msg(strstr((msg), (needle)) != NULL, "message '%s' lacks '%s'", (msg), (needle))
-
-typedef struct fx {
-    crl_config *cfg;
-    crl_host *host;
-    crl_env *env;
-    crl_error err;
-} fx;
-
-static void fx_close(fx *f)
-{
-    crl_env_free(f->env);
-    crl_host_free(f->host);
-    crl_config_free(f->cfg);
-    memset(f, 0, sizeof *f);
-}
+typedef crl_test_pyenv fx;
 
 /* A host with envpool loaded and the env of "[env] backend = envpool" plus env_ini.  Returns the env's
  * status; a failure before the env (config, host, plugin) fails the test. */
 static int fx_open(fx *f, const char *env_ini)
 {
-    memset(f, 0, sizeof *f);
     char *ini = g_strdup_printf("[plugin.envpool]\npython_path = %s/fake_envpool, %s/fake_gymnasium, %s/fake_gym, %s\n\n"
                                 "[env]\nbackend = envpool\n%s\n", PYDIR, PYDIR, PYDIR, PYDIR, env_ini);
-    f->cfg = crl_config_new(&f->err);
-    ck_assert(f->cfg);
-    int rc = crl_config_load_buffer(f->cfg, "test.ini", ini, strlen(ini), CRL_LAYER_FILE, &f->err);
+    int rc = crl_test_pyenv_open(f, ini, (const char *const[]){ "envpool", NULL });
     g_free(ini);
-    ck_assert_msg(rc == CRL_OK, "config: %s", f->err.message);
-    f->host = crl_host_new(f->cfg, &f->err);
-    ck_assert_msg(f->host, "host: %s", f->err.message);
-    rc = crl_host_load_name(f->host, "envpool", &f->err);
-    ck_assert_msg(rc == CRL_OK, "loading envpool: %s", f->err.message);
-    crl_error_clear(&f->err);
-    f->env = crl_env_from_config(f->host, f->cfg, "env", &f->err);
-    return f->env ? CRL_OK : f->err.code;
+    return rc;
 }
 
 static void fx_must_open(fx *f, const char *env_ini)
 {
-    int rc = fx_open(f, env_ini);
-    ck_assert_msg(rc == CRL_OK, "making the env of\n%s\nfailed: %s (%s)", env_ini, f->err.message,
-                  crl_status_name(rc));
+    crl_test_pyenv_expect_made(f, fx_open(f, env_ini), env_ini);
 }
 
 static void expect_make_error(const char *env_ini, int code, const char *needle)
 {
     fx f;
-    int rc = fx_open(&f, env_ini);
-    ck_assert_msg(rc == code, "make gave %s (%s), expected %s", crl_status_name(rc), f.err.message,
-                  crl_status_name(code));
-    EXPECT_HAS(f.err.message, needle);
-    fx_close(&f);
+    crl_test_pyenv_expect_failed(&f, fx_open(&f, env_ini), code, (const char *const[]){ needle, NULL });
+    crl_test_pyenv_close(&f);
 }
 
 /* The reference's lines (argv after the script). */
 static char **reference(const char *const *args)
 {
-    GPtrArray *argv = g_ptr_array_new();
-    g_ptr_array_add(argv, (char *)CRL_PYTHON);
-    g_ptr_array_add(argv, (char *)REFERENCE);
-    for (const char *const *a = args; *a; a++)
-        g_ptr_array_add(argv, (char *)*a);
-    g_ptr_array_add(argv, NULL);
-    char **envp = g_get_environ();
-    envp = g_environ_setenv(envp, "PYTHONPATH", PYPATH, TRUE);
-    envp = g_environ_setenv(envp, "PYTHONDONTWRITEBYTECODE", "1", TRUE);
-    envp = g_environ_unsetenv(envp, "PYTHONMALLOC");
-    envp = g_environ_unsetenv(envp, "LD_PRELOAD");
-    char *out = NULL, *errout = NULL;
-    int status = 0;
-    GError *ge = NULL;
-    gboolean ran = g_spawn_sync(NULL, (char **)argv->pdata, envp, G_SPAWN_DEFAULT, NULL, NULL, &out, &errout,
-                                &status, &ge);
-    ck_assert_msg(ran, "cannot run %s: %s", CRL_PYTHON, ge ? ge->message : "?");
-    ck_assert_msg(g_spawn_check_wait_status(status, NULL), "the reference failed: %s", errout);
-    char **lines = g_strsplit(out, "\n", -1);
-    g_free(out);
-    g_free(errout);
-    g_strfreev(envp);
-    g_ptr_array_free(argv, TRUE);
-    return lines;
-}
-
-/* '%.9g' of every value of row i of t, space separated, appended to s. */
-static void fmt_row(GString *s, const crl_tensor *t, int64_t i)
-{
-    ck_assert(t);
-    int64_t per = crl_tensor_numel(t) / crl_tensor_shape(t)[0];
-    for (int64_t k = 0; k < per; k++) {
-        double v = 0;
-        int64_t at = i * per + k;
-        switch (crl_tensor_dtype(t)) {
-        case CRL_F32: v = ((const float *)crl_tensor_data(t))[at]; break;
-        case CRL_F64: v = ((const double *)crl_tensor_data(t))[at]; break;
-        case CRL_BOOL: v = ((const uint8_t *)crl_tensor_data(t))[at]; break;
-        case CRL_I64: v = (double)((const int64_t *)crl_tensor_data(t))[at]; break;
-        default: ck_abort_msg("unexpected dtype");
-        }
-        g_string_append_printf(s, k ? " %.9g" : "%.9g", v);
-    }
+    return crl_test_python_lines(CRL_PYTHON, REFERENCE, PYPATH, args);
 }
 
 static bool continuous(const char *task)
@@ -185,15 +114,15 @@ static void check_sync(const char *task, const char *env_type, const char *execu
         for (int64_t i = 0; i < num; i++, line++) {
             GString *got = g_string_new(NULL);
             g_string_append_printf(got, "%lld %lld | ", (long long)t, (long long)i);
-            fmt_row(got, crl_td_get(td, "next.observation"), i);
+            crl_test_fmt_row(got, crl_td_get(td, "next.observation"), i);
             g_string_append(got, " | ");
-            fmt_row(got, crl_td_get(td, "next.reward"), i);
+            crl_test_fmt_row(got, crl_td_get(td, "next.reward"), i);
             g_string_append(got, " ");
-            fmt_row(got, crl_td_get(td, "next.terminated"), i);
+            crl_test_fmt_row(got, crl_td_get(td, "next.terminated"), i);
             g_string_append(got, " ");
-            fmt_row(got, crl_td_get(td, "next.truncated"), i);
+            crl_test_fmt_row(got, crl_td_get(td, "next.truncated"), i);
             g_string_append(got, " | ");
-            fmt_row(got, crl_td_get(next, "observation"), i);
+            crl_test_fmt_row(got, crl_td_get(next, "observation"), i);
             ck_assert_msg(ref[line] && !strcmp(got->str, ref[line]), "%s %s, executor %s: step %lld env %lld:\n"
                           "  crl:       %s\n  reference: %s", task, env_type, executor, (long long)t, (long long)i,
                           got->str, ref[line] ? ref[line] : "(none)");
@@ -208,7 +137,7 @@ static void check_sync(const char *task, const char *env_type, const char *execu
     g_strfreev(ref);
     crl_td_unref(td);
     crl_td_unref(next);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 }
 
 START_TEST(test_sync_inline)
@@ -259,13 +188,13 @@ static void check_async(const char *task, int64_t num, int64_t batch, int64_t ro
             int64_t i = ids[k];
             GString *s = g_string_new(NULL);
             g_string_append_printf(s, "%lld %lld | ", (long long)i, (long long)sent[i]);
-            fmt_row(s, crl_td_get(got, "observation"), k);
+            crl_test_fmt_row(s, crl_td_get(got, "observation"), k);
             g_string_append(s, " | ");
-            fmt_row(s, crl_td_get(got, "reward"), k);
+            crl_test_fmt_row(s, crl_td_get(got, "reward"), k);
             g_string_append(s, " ");
-            fmt_row(s, crl_td_get(got, "terminated"), k);
+            crl_test_fmt_row(s, crl_td_get(got, "terminated"), k);
             g_string_append(s, " ");
-            fmt_row(s, crl_td_get(got, "truncated"), k);
+            crl_test_fmt_row(s, crl_td_get(got, "truncated"), k);
             bool end = ((const uint8_t *)crl_tensor_data(crl_td_get(got, "done")))[k] != 0;
             g_ptr_array_add(per[i], g_string_free(s, FALSE));
             /* The next send of an ended env is crl's reset of it (its action ignored). */
@@ -317,7 +246,7 @@ static void check_async(const char *task, int64_t num, int64_t batch, int64_t ro
     g_free(sent);
     g_free(steps);
     g_free(ended);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 }
 
 /* batch_size < num_envs with executor = inline: EnvPool's own send/recv, every recv against the reference in
@@ -356,13 +285,13 @@ static void check_native(const char *task, const char *env_type, int64_t num, in
             int64_t i = ids[k];
             GString *s = g_string_new(NULL);
             g_string_append_printf(s, "%lld %lld | ", (long long)i, (long long)count[i]++);
-            fmt_row(s, crl_td_get(got, "observation"), k);
+            crl_test_fmt_row(s, crl_td_get(got, "observation"), k);
             g_string_append(s, " | ");
-            fmt_row(s, crl_td_get(got, "reward"), k);
+            crl_test_fmt_row(s, crl_td_get(got, "reward"), k);
             g_string_append(s, " ");
-            fmt_row(s, crl_td_get(got, "terminated"), k);
+            crl_test_fmt_row(s, crl_td_get(got, "terminated"), k);
             g_string_append(s, " ");
-            fmt_row(s, crl_td_get(got, "truncated"), k);
+            crl_test_fmt_row(s, crl_td_get(got, "truncated"), k);
             ck_assert_msg(ref[line] && !strcmp(s->str, ref[line]), "%s %s native async, result %zu:\n  crl:       %s\n"
                           "  reference: %s", task, env_type, line, s->str, ref[line] ? ref[line] : "(none)");
             g_string_free(s, TRUE);
@@ -397,7 +326,7 @@ static void check_native(const char *task, const char *env_type, int64_t num, in
     g_free(count);
     g_free(steps);
     g_free(ended);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 }
 
 START_TEST(test_async_native)
@@ -429,14 +358,14 @@ START_TEST(test_specs)
     ck_assert_int_eq(crl_spec_dtype(a), CRL_F32);
     ck_assert_int_eq(crl_spec_shape(a)[1], 1);
     ck_assert_int_eq(crl_env_max_episode_steps(f.env), 200);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     fx_must_open(&f, "id = CartPole-v1\nnum_envs = 2\nmax_episode_steps = 9");
     a = crl_spec_composite_get(crl_env_full_action_spec(f.env), "action");
     ck_assert_int_eq(crl_spec_dtype(a), CRL_I64);
     ck_assert_int_eq(crl_spec_ndim(a), 1);
     ck_assert_int_eq(crl_env_max_episode_steps(f.env), 9);
     ck_assert_msg(crl_env_check_specs(f.env, 40, &f.err) == CRL_OK, "check_specs: %s", f.err.message);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 }
 END_TEST
 
@@ -463,11 +392,11 @@ START_TEST(test_render)
     ck_assert_int_gt(white, 0);
     crl_tensor_unref(frame);
     crl_td_unref(td);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* from_pixels asks for rgb_array itself and gives a pixels observation. */
     fx_must_open(&f, "id = Pendulum-v1\nnum_envs = 2\nfrom_pixels = true");
     ck_assert(crl_spec_composite_get(crl_env_observation_spec(f.env), "pixels"));
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 }
 END_TEST
 
@@ -498,7 +427,7 @@ START_TEST(test_errors)
     ck_assert_ptr_null(r);
     EXPECT_HAS(f.err.message, "reset of all 3 envs together");
     crl_td_unref(td);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* An env that raises: the step's error names the backend, the task and the exception. */
     fx_must_open(&f, "id = Faulty-v0\nnum_envs = 2\nkwargs.fail_at = 3");
     td = crl_env_reset(f.env, NULL, &f.err);
@@ -514,7 +443,7 @@ START_TEST(test_errors)
     EXPECT_HAS(f.err.message, "envpool: Faulty-v0: step");
     EXPECT_HAS(f.err.message, "the simulator failed at step 3");
     crl_td_unref(td);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* ... and in async mode the failing send is reported, every later call repeats it, async_reset starts over. */
     fx_must_open(&f, "id = Faulty-v0\nnum_envs = 4\nbatch_size = 2\nkwargs.fail_at = 2");
     ck_assert_int_eq(crl_env_async_reset(f.env, &f.err), CRL_OK);
@@ -542,13 +471,13 @@ START_TEST(test_errors)
     crl_td *again = crl_env_recv(f.env, &f.err);
     ck_assert_msg(again, "recv after async_reset: %s", f.err.message);
     crl_td_unref(again);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* Rendering without a frame size. */
     fx_must_open(&f, "id = CartPole-v1");
     crl_tensor *frame = crl_tensor_new(CRL_U8, 3, (int64_t[]){ 2, 2, 3 }, &f.err);
     ck_assert_int_ne(crl_env_render(f.env, 0, frame, &f.err), CRL_OK);
     crl_tensor_unref(frame);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 }
 END_TEST
 

@@ -14,52 +14,29 @@
 #include <crl/env.h>
 #include <crl/host.h>
 
+#include "pyenv-fixture.h"
+
 #define PYDIR TEST_SRCDIR "/python"
 
 static char *tmpdir;
 
-#define EXPECT_HAS(msg, needle)                                                                \
-    ck_assert_msg(strstr((msg), (needle)) != NULL, "message '%s' lacks '%s'", (msg), (needle))
+typedef crl_test_pyenv fx;
 
-typedef struct fx {
-    crl_config *cfg;
-    crl_host *host;
-    crl_env *env;
-    crl_error err;
-} fx;
-
-static void fx_close(fx *f)
-{
-    crl_env_free(f->env);
-    crl_host_free(f->host);
-    crl_config_free(f->cfg);
-    memset(f, 0, sizeof *f);
-}
-
-/* A host with gym loaded and the env of "[env] backend = gym" plus env_ini; the env's status. */
+/* A host with gym (and transforms when CRL_TEST_LOAD_TRANSFORMS is set) loaded and the env of "[env] backend =
+ * gym" plus env_ini; the env's status. */
 static int fx_open(fx *f, const char *env_ini)
 {
-    memset(f, 0, sizeof *f);
     char *ini = g_strdup_printf("[plugin.gym]\npython_path = %s, %s/fake_gymnasium\n\n[env]\nbackend = gym\n"
                                 "categorical_action_encoding = true\n%s\n", PYDIR, PYDIR, env_ini);
-    f->cfg = crl_config_new(&f->err);
-    ck_assert_ptr_nonnull(f->cfg);
-    ck_assert_int_eq(crl_config_load_buffer(f->cfg, "test.ini", ini, strlen(ini), CRL_LAYER_FILE, &f->err), CRL_OK);
+    const char *const plugins[] = { "gym", getenv("CRL_TEST_LOAD_TRANSFORMS") ? "transforms" : NULL, NULL };
+    int rc = crl_test_pyenv_open(f, ini, plugins);
     g_free(ini);
-    f->host = crl_host_new(f->cfg, &f->err);
-    ck_assert_ptr_nonnull(f->host);
-    ck_assert_msg(crl_host_load_name(f->host, "gym", &f->err) == CRL_OK, "%s", f->err.message);
-    if (getenv("CRL_TEST_LOAD_TRANSFORMS"))
-        ck_assert_msg(crl_host_load_name(f->host, "transforms", &f->err) == CRL_OK, "%s", f->err.message);
-    crl_error_clear(&f->err);
-    f->env = crl_env_from_config(f->host, f->cfg, "env", &f->err);
-    return f->env ? CRL_OK : f->err.code;
+    return rc;
 }
 
 static void fx_must_open(fx *f, const char *env_ini)
 {
-    int rc = fx_open(f, env_ini);
-    ck_assert_msg(rc == CRL_OK, "making the env of\n%s\nfailed: %s", env_ini, f->err.message);
+    crl_test_pyenv_expect_made(f, fx_open(f, env_ini), env_ini);
 }
 
 /* Every leaf of a and b, bit for bit. */
@@ -95,7 +72,7 @@ static crl_td *roll(const char *env_ini, int64_t steps, int64_t *restarts)
     ck_assert_msg(r != NULL, "rollout of\n%s\nfailed: %s", env_ini, f.err.message);
     if (restarts)
         *restarts = crl_env_restarts(f.env);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     return r;
 }
 
@@ -184,8 +161,8 @@ START_TEST(render_in_worker)
     crl_tensor_unref(frp);
     crl_td_unref(ti);
     crl_td_unref(tp);
-    fx_close(&fi);
-    fx_close(&fp);
+    crl_test_pyenv_close(&fi);
+    crl_test_pyenv_close(&fp);
     g_free(a);
     g_free(b);
 }
@@ -217,7 +194,7 @@ static int step_until_failure(const char *how, const char *extra, crl_error *out
     ck_assert_int_eq(crl_env_rand_step(f.env, td, &again), CRL_E_INVALID);
     EXPECT_HAS(again.message, "unusable");
     crl_td_unref(td);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     return rc;
 }
 
@@ -275,7 +252,7 @@ static void expect_restarts(const char *how, const char *extra)
     ck_assert_int_ge(crl_env_restarts(f.env), 2);  /* both workers, at least once */
     ck_assert_msg(truncated, "the episode of a restarted worker's env did not end truncated");
     crl_td_unref(td);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 }
 
 START_TEST(restart_segv)
@@ -318,7 +295,7 @@ static char *capture_stderr(void (*fn)(void *), void *user)
 
 static void free_fx(void *user)
 {
-    fx_close(user);
+    crl_test_pyenv_close(user);
 }
 
 /* An exception in close() runs in the worker (it closes its own envs at quit) and is reported naming it. */
@@ -352,7 +329,7 @@ START_TEST(make_fails_in_worker)
     EXPECT_HAS(f.err.message, "construction 2 > max_makes = 1");
     ck_assert_int_eq(waitpid(-1, NULL, WNOHANG), -1);
     ck_assert_int_eq(errno, ECHILD);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     g_free(ini);
     g_free(count);
 }
@@ -366,7 +343,7 @@ START_TEST(missing_worker_program)
     EXPECT_HAS(f.err.message, "/nonexistent");
     EXPECT_HAS(f.err.message, "crl-env-worker");
     EXPECT_HAS(f.err.message, "CRL_ENV_WORKER");
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 }
 END_TEST
 
@@ -379,7 +356,7 @@ START_TEST(worker_transforms_refused)
     ck_assert_msg(rc == CRL_E_UNSUPPORTED, "%s: %s", crl_status_name(rc), f.err.message);
     EXPECT_HAS(f.err.message, "worker_transforms");
     EXPECT_HAS(f.err.message, "gym/CartPole-v1");
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 }
 END_TEST
 

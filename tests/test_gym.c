@@ -11,6 +11,8 @@
 #include <crl/env.h>
 #include <crl/host.h>
 
+#include "pyenv-fixture.h"
+
 #define PYDIR TEST_SRCDIR "/python"
 #define REFERENCE PYDIR "/reference_rollout.py"
 
@@ -99,23 +101,7 @@ static const char test_envs_py[] =
                       crl_status_name(rc_));                                                   \
     } while (0)
 
-#define EXPECT_HAS(msg, needle)                                                                \
-    ck_assert_msg(strstr((msg), (needle)) != NULL, "message '%s' lacks '%s'", (msg), (needle))
-
-typedef struct fx {
-    crl_config *cfg;
-    crl_host *host;
-    crl_env *env;
-    crl_error err;
-} fx;
-
-static void fx_close(fx *f)
-{
-    crl_env_free(f->env);
-    crl_host_free(f->host);
-    crl_config_free(f->cfg);
-    memset(f, 0, sizeof *f);
-}
+typedef crl_test_pyenv fx;
 
 /* A host with gym loaded ([plugin.gym] python_path = the test envs, the
  * fake gymnasium and gym, tmpdir) and the env of "[env] backend = gym" plus
@@ -125,28 +111,13 @@ static void fx_close(fx *f)
  * env_ini names it (test_onehot_default does, in a comment). */
 static int fx_open_at(fx *f, const char *env_ini, int *stage)
 {
-    memset(f, 0, sizeof *f);
     char *ini = g_strdup_printf("[plugin.gym]\npython_path = %s, %s/fake_gymnasium, %s/fake_gym, %s\n\n"
                                 "[env]\nbackend = gym\n%s\n%s", PYDIR, PYDIR, PYDIR, tmpdir, env_ini,
                                 strstr(env_ini, "categorical_action_encoding") ? ""
                                                                               : "categorical_action_encoding = true\n");
-    *stage = 0;
-    f->cfg = crl_config_new(&f->err);
-    int rc = f->cfg ? crl_config_load_buffer(f->cfg, "test.ini", ini, strlen(ini), CRL_LAYER_FILE, &f->err)
-                    : f->err.code;
+    int rc = crl_test_pyenv_open_at(f, ini, (const char *const[]){ "gym", NULL }, stage);
     g_free(ini);
-    if (rc)
-        return rc;
-    *stage = 1;
-    if (!(f->host = crl_host_new(f->cfg, &f->err)))
-        return f->err.code;
-    *stage = 2;
-    if ((rc = crl_host_load_name(f->host, "gym", &f->err)))
-        return rc;
-    *stage = 3;
-    crl_error_clear(&f->err);
-    f->env = crl_env_from_config(f->host, f->cfg, "env", &f->err);
-    return f->env ? CRL_OK : f->err.code;
+    return rc;
 }
 
 static int fx_open_quiet(fx *f, const char *env_ini)
@@ -165,21 +136,15 @@ static int fx_open(fx *f, const char *env_ini)
 
 static void fx_must_open(fx *f, const char *env_ini)
 {
-    int rc = fx_open(f, env_ini);
-    ck_assert_msg(rc == CRL_OK, "making the env of\n%s\nfailed: %s (%s)", env_ini, f->err.message,
-                  crl_status_name(rc));
+    crl_test_pyenv_expect_made(f, fx_open(f, env_ini), env_ini);
 }
 
 /* make must fail with `code` and a message holding every needle (NULL-terminated). */
 static void expect_make_error(const char *env_ini, int code, const char *const *needles)
 {
     fx f;
-    int rc = fx_open(&f, env_ini);
-    ck_assert_msg(rc == code, "make gave %s (%s), expected %s", crl_status_name(rc), f.err.message,
-                  crl_status_name(code));
-    for (const char *const *n = needles; *n; n++)
-        EXPECT_HAS(f.err.message, *n);
-    fx_close(&f);
+    crl_test_pyenv_expect_failed(&f, fx_open(&f, env_ini), code, needles);
+    crl_test_pyenv_close(&f);
 }
 
 static const crl_spec *leaf(const crl_spec *comp, const char *key)
@@ -538,7 +503,7 @@ static int check_reference(const char *entry_point, const char *extra_ini, const
         g_free((char *)keys[j]);
     g_free(keys);
     g_ptr_array_unref(recs);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     if (episodes)
         *episodes = ends;
     return infos;
@@ -577,7 +542,7 @@ START_TEST(test_cartpole_make_specs)
     EXPECT_HAS(repr, "DiscreteBox(n=2)");
     crl_free(repr);
     EXPECT_OK(crl_env_check_specs(f.env, 100, &f.err), f.err);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* Left at its default, the Discrete action is OneHot int64, as TorchRL's GymEnv
      * (categorical_action_encoding=False). */
     fx_must_open(&f, "id = CartPole-v1\n; categorical_action_encoding left at its default");
@@ -586,7 +551,7 @@ START_TEST(test_cartpole_make_specs)
     ck_assert_int_eq(crl_spec_dtype(a), CRL_I64);
     expect_shape(a, 1, (int64_t[]){ 2 });
     EXPECT_OK(crl_env_check_specs(f.env, 100, &f.err), f.err);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 }
 END_TEST
 
@@ -617,7 +582,7 @@ START_TEST(test_spaces_to_specs)
     ck_assert(crl_spec_equal(a, want));
     crl_spec_unref(want);
     EXPECT_OK(crl_env_check_specs(f.env, 20, &f.err), f.err);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 
     /* All-infinite Box: Unbounded, any dtype. */
     open_space(&f, "box_unbounded", "discrete_start", NULL);
@@ -628,7 +593,7 @@ START_TEST(test_spaces_to_specs)
     ck_assert(crl_spec_equal(crl_env_action_spec(f.env), want));
     crl_spec_unref(want);
     EXPECT_OK(crl_env_check_specs(f.env, 20, &f.err), f.err);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 
     /* Integer Box: Bounded uint8. */
     open_space(&f, "box_int", "multi_discrete", NULL);
@@ -639,7 +604,7 @@ START_TEST(test_spaces_to_specs)
     ck_assert(crl_spec_equal(crl_env_action_spec(f.env), want));
     crl_spec_unref(want);
     EXPECT_OK(crl_env_check_specs(f.env, 20, &f.err), f.err);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 
     /* A scalar Box is [1] per env (TorchRL). */
     open_space(&f, "box_scalar", "multi_binary", NULL);
@@ -650,7 +615,7 @@ START_TEST(test_spaces_to_specs)
     ck_assert(crl_spec_equal(crl_env_action_spec(f.env), want));
     crl_spec_unref(want);
     EXPECT_OK(crl_env_check_specs(f.env, 20, &f.err), f.err);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 
     /* uint16 observations widen to int32; float16 stays. */
     open_space(&f, "box_uint16", "box_f16", NULL);
@@ -659,7 +624,7 @@ START_TEST(test_spaces_to_specs)
     crl_spec_unref(want);
     ck_assert_int_eq(crl_spec_dtype(crl_env_action_spec(f.env)), CRL_F16);
     EXPECT_OK(crl_env_check_specs(f.env, 20, &f.err), f.err);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 
     /* Discrete observations (with start), MultiDiscrete (with start), MultiBinary 2-D. */
     open_space(&f, "discrete_start", "discrete", NULL);
@@ -667,20 +632,20 @@ START_TEST(test_spaces_to_specs)
     ck_assert(crl_spec_equal(leaf(crl_env_observation_spec(f.env), "observation"), want));
     crl_spec_unref(want);
     EXPECT_OK(crl_env_check_specs(f.env, 20, &f.err), f.err);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     open_space(&f, "multi_discrete_start", "multi_discrete_start", NULL);
     want = crl_spec_multi_categorical((int64_t[]){ 3, 4 }, CRL_I64, 2, (int64_t[]){ 2, 2 }, &e);
     ck_assert(crl_spec_equal(leaf(crl_env_observation_spec(f.env), "observation"), want));
     ck_assert(crl_spec_equal(crl_env_action_spec(f.env), want));
     crl_spec_unref(want);
     EXPECT_OK(crl_env_check_specs(f.env, 20, &f.err), f.err);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     open_space(&f, "multi_binary_2d", "discrete", NULL);
     want = crl_spec_binary(3, CRL_I8, 3, (int64_t[]){ 2, 2, 3 }, &e);
     ck_assert(crl_spec_equal(leaf(crl_env_observation_spec(f.env), "observation"), want));
     crl_spec_unref(want);
     EXPECT_OK(crl_env_check_specs(f.env, 20, &f.err), f.err);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 
     /* Dict: keys kept at the root, nested Composites; Tuple: "0", "1". */
     open_space(&f, "dict", "discrete", NULL);
@@ -692,7 +657,7 @@ START_TEST(test_spaces_to_specs)
     ck_assert_int_eq(crl_spec_get_kind(leaf(obs, "b")), CRL_SPEC_CATEGORICAL);
     ck_assert_ptr_null(crl_spec_composite_get(obs, "observation"));
     EXPECT_OK(crl_env_check_specs(f.env, 20, &f.err), f.err);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     open_space(&f, "tuple", "discrete", NULL);
     obs = crl_env_observation_spec(f.env);
     ck_assert_int_eq(crl_spec_get_kind(leaf(obs, "0")), CRL_SPEC_CATEGORICAL);
@@ -702,7 +667,7 @@ START_TEST(test_spaces_to_specs)
     EXPECT_HAS(repr, "0: DiscreteTensorSpec");
     EXPECT_HAS(repr, "1: BinaryDiscreteTensorSpec");
     crl_free(repr);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 }
 END_TEST
 
@@ -769,16 +734,16 @@ START_TEST(test_composite_actions)
     expect_shape(x, 2, (int64_t[]){ 2, 2 });
     /* The action spec of a multi-action env is the whole Composite. */
     ck_assert_ptr_eq(crl_env_action_spec(f.env), crl_env_full_action_spec(f.env));
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     fx_must_open(&f, "id = s\nentry_point = crl_testenvs.compositeaction:DictActionEnv\nnum_envs = 3");
     ck_assert_msg(crl_env_check_specs(f.env, 30, &f.err) == CRL_OK, "check_specs: %s", f.err.message);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     fx_must_open(&f, "id = s\nentry_point = gym_test_envs:SpaceEnv\nkwargs.act = tuple\n"
                      "categorical_action_encoding = false");
     expect_shape(leaf(crl_env_full_action_spec(f.env), "action.0"), 1, (int64_t[]){ 2 });
     ck_assert_int_eq(crl_spec_get_kind(leaf(crl_env_full_action_spec(f.env), "action.0")), CRL_SPEC_ONEHOT);
     ck_assert_int_eq(crl_spec_get_kind(leaf(crl_env_full_action_spec(f.env), "action.1")), CRL_SPEC_BINARY);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* Step for step against Python, index and one-hot encodings. */
     int64_t eps = 0;
     check_reference("crl_testenvs.compositeaction:DictActionEnv", NULL, NULL, 31, 80, &eps);
@@ -820,7 +785,7 @@ START_TEST(test_registry_paths)
     EXPECT_OK(crl_env_rand_step(f.env, td, &f.err), f.err);
     ck_assert(crl_tensor_flat_get(crl_td_get(td, "next.reward"), 0) == 0.0); /* Sutton & Barto: 0 while alive */
     crl_td_unref(td);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* max_episode_steps goes to make() (and the host cuts there too). */
     fx_must_open(&f, "id = CartPole-v1\nmax_episode_steps = 5\nauto_reset = off");
     ck_assert_int_eq(crl_env_max_episode_steps(f.env), 5);
@@ -833,11 +798,11 @@ START_TEST(test_registry_paths)
     }
     ck_assert(crl_tensor_flat_get(crl_td_get(td, "done"), 0) != 0);
     crl_td_unref(td);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* An id gymnasium does not know falls back to gym (the old API). */
     fx_must_open(&f, "id = LegacyCartPole-v0");
     EXPECT_OK(crl_env_check_specs(f.env, 50, &f.err), f.err);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* Unknown ids name both registries and the close match. */
     expect_make_error("id = CartPol-v1", CRL_E_NOT_FOUND,
                       (const char *const[]){ "unknown env id 'CartPol-v1'", "gymnasium 1.0.0-fake", "NameNotFound",
@@ -857,7 +822,7 @@ START_TEST(test_seeding)
         fx_must_open(&f, inis[k]);
         out[k] = crl_env_rollout(f.env, 60, NULL, NULL, false, true, NULL, &f.err);
         ck_assert_msg(out[k] != NULL, "%s", f.err.message);
-        fx_close(&f);
+        crl_test_pyenv_close(&f);
     }
     ck_assert(crl_td_equal(out[0], out[1]));
     ck_assert(!crl_tensor_equal(crl_td_get(out[0], "observation"), crl_td_get(out[2], "observation")));
@@ -880,14 +845,14 @@ START_TEST(test_seeding)
                   crl_tensor_flat_get(crl_td_get(td1, "observation"), i));
     crl_td_unref(td);
     crl_td_unref(td1);
-    fx_close(&g);
-    fx_close(&f);
+    crl_test_pyenv_close(&g);
+    crl_test_pyenv_close(&f);
     /* Old gym: seeded through env.seed(). */
     for (int k = 0; k < 2; k++) {
         fx_must_open(&f, "id = LegacyCartPole-v0\nseed = 99");
         out[k] = crl_env_rollout(f.env, 40, NULL, NULL, false, true, NULL, &f.err);
         ck_assert_msg(out[k] != NULL, "%s", f.err.message);
-        fx_close(&f);
+        crl_test_pyenv_close(&f);
     }
     ck_assert(crl_td_equal(out[0], out[1]));
     crl_td_unref(out[0]);
@@ -915,7 +880,7 @@ START_TEST(test_info_keys)
     ck_assert_int_eq((int)crl_tensor_flat_get(crl_td_get(td, "flags"), 0), 1);
     crl_td_unref(td);
     EXPECT_OK(crl_env_check_specs(f.env, 30, &f.err), f.err);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* A key left out of one step's info reads as 0 there. */
     fx_must_open(&f, "id = i\nentry_point = crl_testenvs.infoenv:InfoEnv\nkwargs.drop_key_at_step = 1\n"
                      "info_keys = score");
@@ -934,11 +899,11 @@ START_TEST(test_info_keys)
     ck_assert(scores[0] > 0 && scores[1] == 0.0 && scores[2] > scores[0]);
     crl_tensor_unref(one);
     crl_td_unref(td);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* Dots become '_'; an unknown key and an old-gym env are errors. */
     open_space(&f, "discrete", "discrete", "info_keys = x.y");
     ck_assert_int_eq(crl_spec_dtype(leaf(crl_env_observation_spec(f.env), "x_y")), CRL_F32);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     expect_make_error("id = TestInfo-v0\ninfo_keys = score, livez", CRL_E_NOT_FOUND,
                       (const char *const[]){ "'livez'", "first reset", "lives", NULL });
     expect_make_error("id = LegacyCartPole-v0\ninfo_keys = x", CRL_E_UNSUPPORTED,
@@ -964,7 +929,7 @@ START_TEST(test_actions)
     ck_assert(crl_tensor_flat_get(crl_td_get(td, "next.act_is_int"), 1) == 1.0);
     crl_tensor_unref(a);
     crl_td_unref(td);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* MultiDiscrete with start: shifted elementwise, through the bound array. */
     open_space(&f, "discrete", "multi_discrete_start", "info_keys = act");
     td = crl_env_reset(f.env, NULL, &f.err);
@@ -978,7 +943,7 @@ START_TEST(test_actions)
               crl_tensor_flat_get(got, 2) == 3 && crl_tensor_flat_get(got, 3) == -2);
     crl_tensor_unref(a);
     crl_td_unref(td);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* OneHot: the index of the one. */
     open_space(&f, "discrete", "discrete_start", "info_keys = act\ncategorical_action_encoding = false");
     const crl_spec *as = crl_env_action_spec(f.env);
@@ -994,7 +959,7 @@ START_TEST(test_actions)
     ck_assert(crl_tensor_flat_get(crl_td_get(td, "next.act"), 1) == 10.0);
     crl_tensor_unref(a);
     crl_td_unref(td);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* MultiOneHot: each group's index, shifted by start, as TorchRL's MultiOneHot of a MultiDiscrete. */
     open_space(&f, "discrete", "multi_discrete_start", "info_keys = act\ncategorical_action_encoding = false");
     as = crl_env_action_spec(f.env);
@@ -1019,14 +984,14 @@ START_TEST(test_actions)
     EXPECT_OK(crl_env_check_specs(f.env, 10, &f.err), f.err);
     crl_tensor_unref(a);
     crl_td_unref(td);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* A MultiDiscrete of more than one dim has no MultiOneHot here: a clear error naming the way out. */
     expect_make_error("id = spaces\nentry_point = gym_test_envs:SpaceEnv\nkwargs.act = multi_discrete_2d\n"
                       "categorical_action_encoding = false", CRL_E_UNSUPPORTED,
                       (const char *const[]){ "has 2 dims", "categorical_action_encoding = true", NULL });
     open_space(&f, "discrete", "multi_discrete_2d", "categorical_action_encoding = true");
     ck_assert_int_eq(crl_spec_get_kind(crl_env_action_spec(f.env)), CRL_SPEC_MULTI_CATEGORICAL);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 }
 END_TEST
 
@@ -1059,7 +1024,7 @@ START_TEST(test_no_per_step_objects)
     ck_assert(ids[0] != ids[1]);
     crl_tensor_unref(a);
     crl_td_unref(td);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* Python's block count does not grow with steps (nothing leaks). */
     fx_must_open(&f, "id = leak\nentry_point = gym_test_envs:LeakProbeEnv\ninfo_keys = blocks\nauto_reset = same_step");
     td = crl_env_reset(f.env, NULL, &f.err);
@@ -1079,7 +1044,7 @@ START_TEST(test_no_per_step_objects)
     ck_assert_msg(last <= first, "Python holds %g blocks after 300 steps, %g after 50", last, first);
     crl_td_unref(td);
     crl_td_unref(next);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 }
 END_TEST
 
@@ -1120,7 +1085,7 @@ START_TEST(test_other_threads)
     /* And the main thread still can. */
     ck_assert_ptr_null(step_in_thread(&j));
     crl_td_unref(j.td);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 }
 END_TEST
 
@@ -1166,20 +1131,20 @@ START_TEST(test_pixels)
     crl_tensor_unref(a);
     crl_td_unref(td);
     EXPECT_OK(crl_env_check_specs(f.env, 10, &f.err), f.err);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* Declared frame sizes skip the probe; a wrong one is a clear error.  pixels_only defaults to true with
      * from_pixels, as GymEnv's does. */
     fx_must_open(&f, "id = TestImage-v0\nfrom_pixels = true\nrender_height = 48\nrender_width = 64");
     EXPECT_OK(crl_env_check_specs(f.env, 5, &f.err), f.err);
     ck_assert_ptr_null(crl_spec_composite_get(crl_env_observation_spec(f.env), "observation"));
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     fx_must_open(&f, "id = TestImage-v0\nfrom_pixels = true\nrender_height = 40\nrender_width = 64");
     td = crl_env_reset(f.env, NULL, &f.err);
     ck_assert_ptr_null(td);
     ck_assert_int_eq(f.err.code, CRL_E_SHAPE);
     EXPECT_HAS(f.err.message, "(48, 64, 3)");
     EXPECT_HAS(f.err.message, "render_height");
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     expect_make_error("id = TestImage-v0\nrender_height = 48", CRL_E_CONFIG,
                       (const char *const[]){ "render_width", "give both", NULL });
     /* Old gym renders with render(mode='rgb_array'). */
@@ -1188,7 +1153,7 @@ START_TEST(test_pixels)
     td = crl_env_reset(f.env, NULL, &f.err);
     ck_assert_msg(td != NULL, "%s", f.err.message);
     crl_td_unref(td);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* An env made without rgb_array frames cannot give pixels. */
     expect_make_error("id = TestImage-v0\nfrom_pixels = true\nkwargs.render_mode = None", CRL_E_UNSUPPORTED,
                       (const char *const[]){ "render() returned None", "render_mode", NULL });
@@ -1196,7 +1161,7 @@ START_TEST(test_pixels)
     frame = crl_tensor_new(CRL_U8, 3, (int64_t[]){ 4, 4, 3 }, &f.err);
     ck_assert_int_eq(crl_env_render(f.env, 0, frame, &f.err), CRL_E_UNSUPPORTED);
     crl_tensor_unref(frame);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 }
 END_TEST
 
@@ -1255,7 +1220,7 @@ START_TEST(test_os_exit_inline)
                      "kwargs.exit_status = 0", 10, CRL_E_RUNTIME,
                      (const char *const[]){ "step: env 0", "OsExitInHost", "os._exit(0) was called in the crl process",
                                             "executor = processes", "hostile.py", NULL });
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     fx_must_open(&f, "id = k\nentry_point = crl_testenvs.hostile:KillingEnv\nkwargs.how = child_exit\nnum_envs = 2");
     crl_td *td = crl_env_reset(f.env, NULL, &f.err);
     ck_assert_msg(td != NULL, "%s", f.err.message);
@@ -1264,7 +1229,7 @@ START_TEST(test_os_exit_inline)
         EXPECT_OK(crl_env_step_mdp_into(f.env, td, td, &f.err), f.err);
     }
     crl_td_unref(td);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 }
 END_TEST
 
@@ -1273,51 +1238,51 @@ START_TEST(test_bad_envs)
     fx f;
     step_until_error(&f, "id = TestRaising-v0", 10, CRL_E_RUNTIME,
                      (const char *const[]){ "step: env 0", "ValueError: boom at step 3", "Traceback", "bad.py", NULL });
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* SystemExit and KeyboardInterrupt are errors too, not an exit. */
     step_until_error(&f, "id = r\nentry_point = crl_testenvs.bad:RaisingEnv\nkwargs.exc_type = SystemExit", 10,
                      CRL_E_RUNTIME, (const char *const[]){ "SystemExit", NULL });
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     step_until_error(&f, "id = r\nentry_point = crl_testenvs.bad:RaisingEnv\nkwargs.exc_type = KeyboardInterrupt", 10,
                      CRL_E_RUNTIME, (const char *const[]){ "KeyboardInterrupt", NULL });
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     step_until_error(&f, "id = TestWrongShape-v0", 10, CRL_E_SHAPE,
                      (const char *const[]){ "observation 'observation'", "(5,)", "(4,)", NULL });
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     step_until_error(&f, "id = TestNone-v0", 10, CRL_E_RUNTIME,
                      (const char *const[]){ "returned None", "terminated, truncated", NULL });
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     step_until_error(&f, "id = TestWrongTuple-v0", 10, CRL_E_RUNTIME,
                      (const char *const[]){ "returned 3 values", NULL });
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     step_until_error(&f, "id = w\nentry_point = crl_testenvs.bad:WrongTupleEnv\nkwargs.length = 6", 10, CRL_E_RUNTIME,
                      (const char *const[]){ "returned 6 values", NULL });
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* After an error the env and the host still work: free it cleanly. */
     step_until_error(&f, "id = TestRaising-v0\nnum_envs = 3", 10, CRL_E_RUNTIME,
                      (const char *const[]){ "boom at step 3", NULL });
     EXPECT_OK(crl_env_check_specs(f.env, 2, &f.err), f.err);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* reset, __init__, render and close. */
     fx_must_open(&f, "id = r\nentry_point = crl_testenvs.bad:RaisingEnv\nkwargs.raise_in_reset = True");
     ck_assert_ptr_null(crl_env_reset(f.env, NULL, &f.err));
     ck_assert_int_eq(f.err.code, CRL_E_RUNTIME);
     EXPECT_HAS(f.err.message, "reset: env 0");
     EXPECT_HAS(f.err.message, "ValueError: boom in reset");
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     fx_must_open(&f, "id = n\nentry_point = crl_testenvs.bad:NoneEnv\nkwargs.none_in_reset = True");
     ck_assert_ptr_null(crl_env_reset(f.env, NULL, &f.err));
     EXPECT_HAS(f.err.message, "is None");
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     fx_must_open(&f, "id = w\nentry_point = crl_testenvs.bad:WrongShapeEnv\nkwargs.bad_in_reset = True");
     ck_assert_ptr_null(crl_env_reset(f.env, NULL, &f.err));
     ck_assert_int_eq(f.err.code, CRL_E_SHAPE);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     fx_must_open(&f, "id = w\nentry_point = crl_testenvs.bad:WrongTupleEnv\nkwargs.bad_in_reset = True");
     ck_assert_ptr_null(crl_env_reset(f.env, NULL, &f.err));
     ck_assert(f.err.code == CRL_E_DTYPE || f.err.code == CRL_E_SHAPE);
     EXPECT_HAS(f.err.message, "observation 'observation'");
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     expect_make_error("id = r\nentry_point = crl_testenvs.bad:RaisingEnv\nkwargs.raise_in_init = True", CRL_E_INVALID,
                       (const char *const[]){ "ValueError", "boom in __init__", NULL });
     fx_must_open(&f, "id = r\nentry_point = crl_testenvs.bad:RaisingEnv\nkwargs.raise_in_render = True\n"
@@ -1325,19 +1290,19 @@ START_TEST(test_bad_envs)
     ck_assert_ptr_null(crl_env_reset(f.env, NULL, &f.err));
     EXPECT_HAS(f.err.message, "render: env 0");
     EXPECT_HAS(f.err.message, "boom in render");
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* close() raising is logged, not fatal. */
     fx_must_open(&f, "id = r\nentry_point = crl_testenvs.bad:RaisingEnv\nkwargs.raise_in_close = True");
     crl_td *td = crl_env_reset(f.env, NULL, &f.err);
     crl_td_unref(td);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     /* Stateless resets do not exist for gym envs. */
     fx_must_open(&f, "id = CartPole-v1");
     td = crl_env_reset(f.env, NULL, &f.err);
     ck_assert_ptr_null(crl_env_reset_from_state(f.env, td, &f.err));
     ck_assert_int_eq(f.err.code, CRL_E_UNSUPPORTED);
     crl_td_unref(td);
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
 }
 END_TEST
 
@@ -1523,10 +1488,10 @@ int main(void)
     fx f;
     if (fx_open_quiet(&f, "id = CartPole-v1") != CRL_OK) {
         fprintf(stderr, "test_gym: the first gym env failed: %s\n", f.err.message);
-        fx_close(&f);
+        crl_test_pyenv_close(&f);
         return 1;
     }
-    fx_close(&f);
+    crl_test_pyenv_close(&f);
     SRunner *sr = srunner_create(gym_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -1,9 +1,9 @@
 /* Check suite: MLP forward/backward against a float64 reference and finite differences, init schemes,
  * parameters (state dict, save/load, target updates) and TensorDict modules. */
 #include <stdlib.h>
-#include <unistd.h>
 #include <glib.h>
 #include "nn-test.h"
+#include "scratch-dir.h"
 
 static crl_mlp *mk_mlp(const char *name, int64_t in, int64_t out, const int64_t *cells, int n, crl_activation a,
                        bool last, uint64_t seed)
@@ -296,31 +296,14 @@ START_TEST(test_target_updates)
 }
 END_TEST
 
-static char *tmp_path(const char *name)
-{
-    char *dir = g_dir_make_tmp("crl-nn-XXXXXX", NULL);
-    ck_assert_ptr_nonnull(dir);
-    char *p = g_build_filename(dir, name, NULL);
-    g_free(dir);
-    return p;
-}
-
-static void rm_tmp(char *path)
-{
-    char *dir = g_path_get_dirname(path);
-    unlink(path);
-    rmdir(dir);
-    g_free(dir);
-    g_free(path);
-}
-
 START_TEST(test_save_load)
 {
     crl_mlp *m = mk_mlp("q", 4, 3, SHAPE(8, 8), 2, CRL_ACT_RELU, false, 1);
     crl_mlp *n = mk_mlp("q2", 4, 3, SHAPE(8, 8), 2, CRL_ACT_RELU, false, 2);
     crl_mlp *other = mk_mlp("q3", 4, 3, SHAPE(8), 1, CRL_ACT_RELU, false, 2);
     crl_mlp *wide = mk_mlp("q4", 4, 3, SHAPE(8, 9), 2, CRL_ACT_RELU, false, 2);
-    char *path = tmp_path("model.ckpt");
+    scratch_open("crl-nn-XXXXXX");
+    char *path = tpath("model.ckpt");
     crl_error err;
     crl_ckpt_writer *w = crl_ckpt_writer_new(path, "crl.test.model", 1, &err);
     ck_assert_ptr_nonnull(w);
@@ -341,7 +324,8 @@ START_TEST(test_save_load)
     ck_assert_int_ne(crl_mlp_load(n, r, "policy", &err), CRL_OK);
     crl_ckpt_reader_free(r);
     crl_tensor_unref(before);
-    rm_tmp(path);
+    g_free(path);
+    scratch_close();
     crl_mlp_unref(m);
     crl_mlp_unref(n);
     crl_mlp_unref(other);

@@ -3,10 +3,10 @@
  * save/load, clone), errors, and the TensorDict module (LSTMModule / GRUModule): steps and sequences agree,
  * states carried under next, reset on is_init. */
 #include <stdlib.h>
-#include <unistd.h>
 #include <glib.h>
 #include <crl/rnn.h>
 #include "nn-test.h"
+#include "scratch-dir.h"
 
 static crl_rnn *mk_rnn(crl_rnn_kind kind, int64_t F, int64_t H, uint64_t seed)
 {
@@ -288,24 +288,6 @@ START_TEST(test_infer)
 }
 END_TEST
 
-static char *tmp_path(const char *name)
-{
-    char *dir = g_dir_make_tmp("crl-rnn-XXXXXX", NULL);
-    ck_assert_ptr_nonnull(dir);
-    char *p = g_build_filename(dir, name, NULL);
-    g_free(dir);
-    return p;
-}
-
-static void rm_tmp(char *path)
-{
-    char *dir = g_path_get_dirname(path);
-    unlink(path);
-    rmdir(dir);
-    g_free(dir);
-    g_free(path);
-}
-
 START_TEST(test_params)
 {
     crl_rnn *l = mk_rnn(CRL_RNN_LSTM, 3, 5, 1), *g = mk_rnn(CRL_RNN_GRU, 3, 5, 1);
@@ -342,7 +324,8 @@ START_TEST(test_params)
     ck_assert(crl_tensor_equal(crl_rnn_params_get(c), crl_rnn_params_get(l)));
     ck_assert_str_eq(crl_rnn_name(c), "copy");
     crl_rnn *l2 = mk_rnn(CRL_RNN_LSTM, 3, 5, 2), *l3 = mk_rnn(CRL_RNN_LSTM, 3, 6, 2);
-    char *path = tmp_path("rnn.ckpt");
+    scratch_open("crl-rnn-XXXXXX");
+    char *path = tpath("rnn.ckpt");
     crl_ckpt_writer *w = crl_ckpt_writer_new(path, "crl.test.rnn", 1, &err);
     ck_assert_ptr_nonnull(w);
     ck_assert_int_eq(crl_rnn_save(l, w, "lstm", &err), CRL_OK);
@@ -359,7 +342,8 @@ START_TEST(test_params)
     ck_assert_int_eq(crl_rnn_load(g, rd, "lstm", &err), CRL_E_CORRUPT);
     ck_assert_int_ne(crl_rnn_load(l2, rd, "gru", &err), CRL_OK);
     crl_ckpt_reader_free(rd);
-    rm_tmp(path);
+    g_free(path);
+    scratch_close();
     /* The optimizer steps them. */
     crl_optim *o = crl_optim_new(CRL_OPTIM_SGD, 0.5, &err);
     ck_assert_int_eq(crl_optim_add_rnn(o, c, &err), CRL_OK);

@@ -9,80 +9,22 @@
 #include <stdio.h>
 #include <string.h>
 
-#define BANK 64          /* pre-drawn action steps, reused in turn */
+#define BANK 64          /* async: pre-drawn action batches, reused in turn */
 #define STARTUP_RUNS 5
 
 static const char *const kinds[] = { "inline", "serial", "threads", "processes" };
 enum { NKINDS = 4 };
 
-typedef struct {
-    crl_config *cfg;
-    crl_env *env;
-    crl_td *td[2];
-    int cur;
-    crl_tensor *bank[BANK];
-    int64_t next;
-    crl_td_key *action_key;
-    crl_error err;
-    bool failed;
-} bench_env;
-
-static void bench_close(bench_env *b)
-{
-    crl_td_unref(b->td[0]);
-    crl_td_unref(b->td[1]);
-    for (int i = 0; i < BANK; i++)
-        crl_tensor_unref(b->bank[i]);
-    crl_td_key_free(b->action_key);
-    crl_env_free(b->env);
-    crl_config_free(b->cfg);
-    memset(b, 0, sizeof *b);
-}
-
 /* [env] with the executor (default workers: 1 for serial, one per core else);
  * next_step auto-reset, so the loop never stops for ended envs. */
-static int bench_open(bench_env *b, crl_host *host, const char *backend, const char *id, int64_t num, const char *kind,
-                      crl_error *err)
+static int bench_open(crl__bench_stepper *b, crl_host *host, const char *backend, const char *id, int64_t num,
+                      const char *kind, crl_error *err)
 {
-    memset(b, 0, sizeof *b);
     char *text = g_strdup_printf("[env]\nbackend = %s\nid = %s\nnum_envs = %" G_GINT64_FORMAT "\n"
                                  "auto_reset = next_step\nexecutor = %s\nseed = 7\n", backend, id, num, kind);
-    int rc = CRL_OK;
-    crl_error e;
-    crl_error_clear(&e);
-    if (!(b->cfg = crl_config_new(&e)) ||
-        crl_config_load_buffer(b->cfg, "crl bench batched", text, strlen(text), CRL_LAYER_FILE, &e) ||
-        !(b->env = crl_env_from_config(host, b->cfg, "env", &e)) || !(b->action_key = crl_td_key_new("action", &e)))
-        rc = crl_error_pass(err, &e, CRL_E_INVALID);
+    int rc = crl__bench_stepper_open(b, host, "crl bench batched", text, NULL, err);
     g_free(text);
-    crl_rng rng;
-    crl_rng_init(&rng, 11, 0);
-    const crl_spec *leaf = rc ? NULL : crl_spec_composite_get(crl_env_full_action_spec(b->env), "action");
-    for (int i = 0; !rc && i < BANK; i++)
-        if (!(b->bank[i] = crl_spec_rand(leaf, &rng, &e)))
-            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
-    if (!rc && !(b->td[0] = crl_env_reset(b->env, NULL, &e)))
-        rc = crl_error_pass(err, &e, CRL_E_RUNTIME);
-    if (!rc && !(b->td[1] = crl_td_new(crl_env_batch_ndim(b->env), crl_env_batch_shape(b->env), &e)))
-        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
-    if (rc)
-        bench_close(b);
     return rc;
-}
-
-/* step + step_mdp_into between two TensorDicts reused forever. */
-static void run(void *p, uint64_t n)
-{
-    bench_env *b = p;
-    for (uint64_t i = 0; i < n && !b->failed; i++) {
-        crl_td *td = b->td[b->cur], *nx = b->td[b->cur ^ 1];
-        if (crl_td_set_k(td, b->action_key, b->bank[b->next++ % BANK], &b->err) || crl_env_step(b->env, td, &b->err)
-            || crl_env_step_mdp_into(b->env, td, nx, &b->err)) {
-            b->failed = true;
-            return;
-        }
-        b->cur ^= 1;
-    }
 }
 
 static void fmt_rate(char *buf, size_t n, double r)
@@ -103,7 +45,7 @@ static int row(crl_host *host, const char *backend, const char *id, int64_t num,
     for (int k = 0; k < NKINDS; k++) {
         rate[k] = -1;
         note[k][0] = '\0';
-        bench_env b;
+        crl__bench_stepper b;
         crl_error e = { 0 };
         if (bench_open(&b, host, backend, id, num, kinds[k], &e)) {
             /* processes may be missing on this platform; anything else is a failure. */
@@ -113,14 +55,14 @@ static int row(crl_host *host, const char *backend, const char *id, int64_t num,
             }
             return crl_error_pass(err, &e, CRL_E_INVALID);
         }
-        crl_bench_result r = crl__bench_measure(run, &b, seconds, 16);
+        crl_bench_result r = crl__bench_measure(crl__bench_stepper_run, &b, seconds, 16);
         if (b.failed) {
             int rc = crl_error_pass(err, &b.err, CRL_E_RUNTIME);
-            bench_close(&b);
+            crl__bench_stepper_close(&b);
             return rc;
         }
         rate[k] = 1e9 / r.ns_per_op * (double)num;
-        bench_close(&b);
+        crl__bench_stepper_close(&b);
     }
     printf("  %-12s %5" G_GINT64_FORMAT, id, (gint64)num);
     for (int k = 0; k < NKINDS; k++) {
@@ -213,15 +155,15 @@ static void run_async(void *p, uint64_t n)
 /* Async rows: env steps/s with batch_size = N/2 and N/4, next to sync threads at the same N. */
 static int async_rows(crl_host *host, const char *backend, const char *id, int64_t num, double seconds, crl_error *err)
 {
-    bench_env s;
+    crl__bench_stepper s;
     int rc = bench_open(&s, host, backend, id, num, "threads", err);
     if (rc)
         return rc;
-    crl_bench_result rs = crl__bench_measure(run, &s, seconds, 16);
+    crl_bench_result rs = crl__bench_measure(crl__bench_stepper_run, &s, seconds, 16);
     bool sf = s.failed;
     if (sf)
         rc = crl_error_pass(err, &s.err, CRL_E_RUNTIME);
-    bench_close(&s);
+    crl__bench_stepper_close(&s);
     if (sf)
         return rc;
     double sync_rate = 1e9 / rs.ns_per_op * (double)num;

@@ -11,7 +11,6 @@
 
 #define NUM_ENVS 4
 #define WORKERS 2
-#define BANK 64
 #define ROUNDS 3    /* best of: the machine is shared, the minimum is the cost */
 #define STARTUPS 3
 
@@ -58,73 +57,17 @@ int crl__bench_python_host(const char *who, crl_config **cfg, crl_host **host, c
     return rc;
 }
 
-typedef struct {
-    crl_config *cfg;
-    crl_env *env;
-    crl_td *td[2];
-    int cur;
-    crl_tensor *bank[BANK];
-    int64_t next;
-    crl_td_key *action_key;
-    crl_error err;
-    bool failed;
-} py_env;
-
-static void env_close(py_env *b)
-{
-    crl_td_unref(b->td[0]);
-    crl_td_unref(b->td[1]);
-    for (int i = 0; i < BANK; i++)
-        crl_tensor_unref(b->bank[i]);
-    crl_td_key_free(b->action_key);
-    crl_env_free(b->env);
-    crl_config_free(b->cfg);
-    memset(b, 0, sizeof *b);
-}
-
 /* NUM_ENVS CostlyCartPoleEnv on `kind` (WORKERS workers), next_step auto-reset; *startup_s: from config to the
  * first reset done. */
-static int env_open(py_env *b, crl_host *host, const char *kind, double *startup_s, crl_error *err)
+static int env_open(crl__bench_stepper *b, crl_host *host, const char *kind, double *startup_s, crl_error *err)
 {
-    memset(b, 0, sizeof *b);
     char *text = g_strdup_printf("[env]\nbackend = gym\nid = CostlyCartPole\nentry_point = "
                                  "crl_testenvs.benchenv:CostlyCartPoleEnv\nnum_envs = %d\nauto_reset = next_step\n"
                                  "kwargs.work = 32\ncategorical_action_encoding = true\nexecutor = %s\nnum_workers = %d\nseed = 7\n",
                                  NUM_ENVS, kind, WORKERS);
-    crl_error e = { 0 };
-    gint64 t0 = g_get_monotonic_time();
-    int rc = CRL_OK;
-    if (!(b->cfg = crl_config_new(&e)) ||
-        crl_config_load_buffer(b->cfg, "crl bench python", text, strlen(text), CRL_LAYER_FILE, &e) ||
-        !(b->env = crl_env_from_config(host, b->cfg, "env", &e)) || !(b->action_key = crl_td_key_new("action", &e)))
-        rc = crl_error_pass(err, &e, CRL_E_INVALID);
+    int rc = crl__bench_stepper_open(b, host, "crl bench python", text, startup_s, err);
     g_free(text);
-    if (!rc && (!(b->td[0] = crl_env_reset(b->env, NULL, &e)) ||
-                !(b->td[1] = crl_td_new(crl_env_batch_ndim(b->env), crl_env_batch_shape(b->env), &e))))
-        rc = crl_error_pass(err, &e, CRL_E_RUNTIME);
-    if (startup_s)
-        *startup_s = (double)(g_get_monotonic_time() - t0) * 1e-6;
-    crl_rng rng;
-    crl_rng_init(&rng, 11, 0);
-    const crl_spec *leaf = rc ? NULL : crl_spec_composite_get(crl_env_full_action_spec(b->env), "action");
-    for (int i = 0; !rc && i < BANK; i++)
-        if (!(b->bank[i] = crl_spec_rand(leaf, &rng, &e)))
-            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
     return rc;
-}
-
-static void run_steps(void *p, uint64_t n)
-{
-    py_env *b = p;
-    for (uint64_t i = 0; i < n && !b->failed; i++) {
-        crl_td *td = b->td[b->cur], *next = b->td[b->cur ^ 1];
-        if (crl_td_set_k(td, b->action_key, b->bank[b->next++ % BANK], &b->err) ||
-            crl_env_step(b->env, td, &b->err) || crl_env_step_mdp_into(b->env, td, next, &b->err)) {
-            b->failed = true;
-            return;
-        }
-        b->cur ^= 1;
-    }
 }
 
 int crl__bench_python_executors(crl_host *host, double seconds)
@@ -137,10 +80,10 @@ int crl__bench_python_executors(crl_host *host, double seconds)
            NUM_ENVS, WORKERS, ROUNDS);
     for (int k = 0; k < 3; k++) {
         for (int s = 0; s < STARTUPS; s++) {
-            py_env b;
+            crl__bench_stepper b;
             double t = 0;
             int rc = env_open(&b, host, kinds[k], &t, &err);
-            env_close(&b);
+            crl__bench_stepper_close(&b);
             if (rc) {
                 crl_error_prefix(&err, "executor = %s: ", kinds[k]);
                 crl__cli_print_error("bench python", &err);
@@ -148,25 +91,25 @@ int crl__bench_python_executors(crl_host *host, double seconds)
             }
             start[k] = s == 0 || t < start[k] ? t : start[k];
         }
-        py_env b;
+        crl__bench_stepper b;
         if (env_open(&b, host, kinds[k], NULL, &err)) {
-            env_close(&b);
+            crl__bench_stepper_close(&b);
             crl_error_prefix(&err, "executor = %s: ", kinds[k]);
             crl__cli_print_error("bench python", &err);
             return CRL_EXIT_RUNTIME;
         }
         for (int r = 0; r < ROUNDS; r++) {
-            crl_bench_result res = crl__bench_measure(run_steps, &b, seconds, 20);
+            crl_bench_result res = crl__bench_measure(crl__bench_stepper_run, &b, seconds, 20);
             if (b.failed) {
                 crl_error e = b.err;
-                env_close(&b);
+                crl__bench_stepper_close(&b);
                 crl_error_prefix(&e, "executor = %s: ", kinds[k]);
                 crl__cli_print_error("bench python", &e);
                 return CRL_EXIT_RUNTIME;
             }
             ns[k] = r == 0 || res.ns_per_op < ns[k] ? res.ns_per_op : ns[k];
         }
-        env_close(&b);
+        crl__bench_stepper_close(&b);
     }
     printf("  %-11s %14s %14s %10s %12s\n", "executor", "batch steps/s", "env steps/s", "vs inline", "start-up");
     for (int k = 0; k < 3; k++)

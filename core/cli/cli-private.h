@@ -140,6 +140,31 @@ typedef struct crl_bench_result {
  * `seconds` have passed, after one warm-up call of `warmup` operations. */
 crl_bench_result crl__bench_measure(void (*fn)(void *, uint64_t), void *state, double seconds, uint64_t warmup);
 
+/* An env stepped for a benchmark (bench_stepper.c): step + step_mdp_into between two TensorDicts reused
+ * forever, actions taken in turn from CRL__BENCH_BANK pre-drawn ones (seed 11). */
+enum { CRL__BENCH_BANK = 64 };
+typedef struct crl__bench_stepper {
+    crl_config *cfg;
+    crl_env *env;
+    crl_td *td[2];
+    int cur;
+    crl_tensor *bank[CRL__BENCH_BANK];
+    int64_t next;
+    crl_td_key *action_key;
+    crl_error err;   /* why a step failed */
+    bool failed;
+} crl__bench_stepper;
+
+/* Make the env of [env] in `ini` (loaded as file `who`) on host and reset it; *startup_s (may be NULL): the
+ * seconds from config to the first reset done.  On failure err is set (CRL_E_INVALID for the config or env,
+ * CRL_E_RUNTIME for the reset) and nothing is held. */
+int crl__bench_stepper_open(crl__bench_stepper *b, crl_host *host, const char *who, const char *ini,
+                            double *startup_s, crl_error *err);
+/* Free what b holds; safe on a closed or failed one. */
+void crl__bench_stepper_close(crl__bench_stepper *b);
+/* n steps, for crl__bench_measure; on a failure b->failed and b->err say why and it stops. */
+void crl__bench_stepper_run(void *p, uint64_t n);
+
 /* A config and host for a benchmark, with the classic backend built in or
  * loaded from the plugin path; the caller frees both (also on error). */
 int crl__bench_classic_host(crl_config **cfg, crl_host **host, crl_error *err);

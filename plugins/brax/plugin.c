@@ -1,7 +1,9 @@
 /* The brax plugin: registers env/brax, a crl_env_ops backend over one Brax env vmapped over num envs (as TorchRL's
  * BraxEnv) in embedded CPython, with Brax's State pytree as crl's state spec. */
 #include "config.h"
-#include "pyembed.h"
+#include "pyembed_buffer.h"
+#include "pyembed_kwargs.h"
+#include "pyembed_plugin.h"
 
 #include <glib.h>
 #include <string.h>
@@ -17,13 +19,6 @@ static const crl_option brax_options[] = {
     { "kwargs.", CRL_OPT_STRING, CRL_OPT_PREFIX, NULL, 0, 0, NULL,
       "kwargs.NAME = VALUE: keyword arguments of brax.envs.get_environment (e.g. kwargs.backend = generalized); "
       "VALUE is read as a Python literal (ast.literal_eval), else taken as a string" },
-    CRL_OPTIONS_END
-};
-
-static const crl_option brax_plugin_options[] = {
-    { "python_path", CRL_OPT_LIST, 0, NULL, 0, 0, NULL,
-      "directories put at the front of the embedded Python's sys.path (PYTHONPATH and VIRTUAL_ENV's site-packages "
-      "are honoured too)" },
     CRL_OPTIONS_END
 };
 
@@ -85,52 +80,6 @@ static void brax_close(void *env)
     pyembed_gil_release(g);
 }
 
-/* kwargs.NAME as a dict of Python literals (GIL held). */
-static PyObject *make_kwargs(const crl_opts *opts, crl_error *err)
-{
-    PyObject *ast = PyImport_ImportModule("ast");
-    PyObject *kw = ast ? PyDict_New() : NULL;
-    if (!kw) {
-        Py_XDECREF(ast);
-        pyembed_error(err, CRL_E_PLUGIN, "brax: kwargs");
-        return NULL;
-    }
-    size_t n = opts ? crl_opts_prefixed_count(opts, "kwargs.") : 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *key = crl_opts_prefixed_key(opts, "kwargs.", i);
-        const char *raw = crl_opts_prefixed_value(opts, "kwargs.", i);
-        const char *name = key ? key + strlen("kwargs.") : "";
-        PyObject *pn = PyUnicode_FromString(name);
-        if (!pn || !PyUnicode_IsIdentifier(pn)) {
-            Py_XDECREF(pn);
-            PyErr_Clear();
-            Py_DECREF(kw);
-            Py_DECREF(ast);
-            const char *origin = crl_opts_origin(opts, key);
-            crl_error_set(err, CRL_E_CONFIG, "%s%s[%s] %s: '%s' is not a Python keyword argument name; write "
-                          "kwargs.NAME = VALUE with NAME an identifier", origin ? origin : "", origin ? ": " : "",
-                          crl_opts_section(opts), key, name);
-            return NULL;
-        }
-        PyObject *v = PyObject_CallMethod(ast, "literal_eval", "s", raw ? raw : "");
-        if (!v) {
-            PyErr_Clear(); /* not a literal: the text itself */
-            v = PyUnicode_FromString(raw ? raw : "");
-        }
-        int bad = !v || PyDict_SetItem(kw, pn, v) < 0;
-        Py_XDECREF(v);
-        Py_DECREF(pn);
-        if (bad) {
-            Py_DECREF(kw);
-            Py_DECREF(ast);
-            pyembed_error(err, CRL_E_CONFIG, "[%s] %s", crl_opts_section(opts), key);
-            return NULL;
-        }
-    }
-    Py_DECREF(ast);
-    return kw;
-}
-
 static int read_state_leaves(brax_env *e, PyObject *list, crl_error *err)
 {
     if (!PyList_Check(list))
@@ -164,7 +113,7 @@ static int make_locked(brax_env *e, const char *id, const crl_opts *opts, crl_sp
     PyObject *sup = pyembed_source_module(SUPPORT_NAME, brax_support_source, &le);
     if (!sup)
         return crl_error_pass(err, &le, CRL_E_PLUGIN);
-    PyObject *kw = make_kwargs(opts, &le);
+    PyObject *kw = pyembed_kwargs(opts, "brax", &le);
     if (!kw) {
         Py_DECREF(sup);
         return crl_error_pass(err, &le, CRL_E_CONFIG);
@@ -266,39 +215,11 @@ static int brax_make(const char *id, int64_t num, const crl_opts *opts, crl_env_
     return CRL_OK;
 }
 
-/* (memoryview, dtype, shape) over the buffer under key, checked to be a contiguous cpu dt tensor [num] + shape;
- * new reference, or NULL with *rc and err set. */
+/* The buffer under key as pyembed_buffer hands it to the support module. */
 static PyObject *buffer(const brax_env *e, crl_td *buffers, const char *key, crl_dtype dt, int ndim,
                         const int64_t *shape, int *rc, crl_error *err)
 {
-    if (*rc)
-        return NULL;
-    crl_tensor *t = crl_td_get(buffers, key);
-    if (!t) {
-        *rc = crl_error_set(err, CRL_E_NOT_FOUND, "brax: %s: bind: no '%s' buffer; the host must allocate one per "
-                            "spec leaf", e->id, key);
-        return NULL;
-    }
-    const int64_t *ts = crl_tensor_shape(t);
-    bool same = crl_tensor_dtype(t) == dt && crl_tensor_ndim(t) == ndim + 1 && ts[0] == e->num;
-    for (int d = 0; same && d < ndim; d++)
-        same = ts[d + 1] == shape[d];
-    if (!same || crl_tensor_device(t).type != CRL_DEVICE_CPU || !crl_tensor_is_contiguous(t)) {
-        *rc = crl_error_set(err, CRL_E_SHAPE, "brax: %s: bind: buffer '%s' is not a contiguous cpu %s tensor of the "
-                            "spec's shape", e->id, key, crl_dtype_name(dt));
-        return NULL;
-    }
-    PyObject *sh = PyTuple_New(ndim + 1);
-    for (int d = 0; sh && d <= ndim; d++)
-        PyTuple_SET_ITEM(sh, d, PyLong_FromLongLong((long long)ts[d]));
-    size_t bytes = (size_t)crl_tensor_numel(t) * crl_dtype_size(dt);
-    PyObject *mv = sh ? PyMemoryView_FromMemory((char *)crl_tensor_data(t), (Py_ssize_t)bytes, PyBUF_WRITE) : NULL;
-    PyObject *r = mv ? Py_BuildValue("(OsO)", mv, crl_dtype_name(dt), sh) : NULL;
-    Py_XDECREF(mv);
-    Py_XDECREF(sh);
-    if (!r)
-        *rc = pyembed_error(err, CRL_E_NOMEM, "brax: %s: bind '%s'", e->id, key);
-    return r;
+    return pyembed_buffer(buffers, "brax", e->id, e->num, key, dt, ndim, shape, rc, err);
 }
 
 static int bind_locked(brax_env *e, crl_td *buffers, crl_error *err)
@@ -411,14 +332,7 @@ static const crl_component brax_component = {
 
 static int brax_init(crl_host *host, const crl_opts *section, crl_error *err)
 {
-    size_t n = 0;
-    const char *const *paths = NULL;
-    if (section && crl_opts_is_set(section, "python_path")) {
-        int rc = crl_opts_list(section, "python_path", &n, &paths, err);
-        if (rc)
-            return rc;
-    }
-    int rc = pyembed_init(host, "brax", paths, n, err);
+    int rc = pyembed_plugin_init(host, "brax", section, err);
     if (rc)
         return rc;
     brax_host = host;
@@ -432,4 +346,4 @@ static void brax_fini(void)
 
 CRL_PLUGIN_DEFINE(brax, "brax", PACKAGE_VERSION, "MIT",
                   "Brax envs on JAX through embedded CPython: one vmapped batch, arrays out through DLPack",
-                  brax_plugin_options, brax_init, brax_fini)
+                  pyembed_plugin_options, brax_init, brax_fini)

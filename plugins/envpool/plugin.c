@@ -2,6 +2,9 @@
  * instance, as TorchRL's MultiThreadedEnv, in embedded CPython. */
 #include "config.h"
 #include "gym.h"
+#include "pyembed_buffer.h"
+#include "pyembed_kwargs.h"
+#include "pyembed_plugin.h"
 
 #include <glib.h>
 #include <stdio.h>
@@ -26,13 +29,6 @@ static const crl_option ep_options[] = {
       "kwargs.NAME = VALUE: more envpool.make config keys (e.g. kwargs.frame_skip = 4); VALUE is read as a Python "
       "literal (ast.literal_eval), else taken as a string; num_envs, batch_size, seed and max_episode_steps come from "
       "[env]" },
-    CRL_OPTIONS_END
-};
-
-static const crl_option ep_plugin_options[] = {
-    { "python_path", CRL_OPT_LIST, 0, NULL, 0, 0, NULL,
-      "directories put at the front of the embedded Python's sys.path (PYTHONPATH and VIRTUAL_ENV's site-packages "
-      "are honoured too)" },
     CRL_OPTIONS_END
 };
 
@@ -109,51 +105,24 @@ static int64_t host_int(const crl_opts *opts, const char *name)
     return v;
 }
 
-/* kwargs.NAME as a dict of Python values (GIL held; support = the gym support module for `literal`). */
-static PyObject *make_kwargs(PyObject *gs, const crl_opts *opts, crl_error *err)
+/* kwargs.NAME as a dict of Python values (GIL held), refusing the names the [env] section owns. */
+static PyObject *make_kwargs(const crl_opts *opts, crl_error *err)
 {
-    PyObject *kw = PyDict_New();
-    if (!kw) {
-        pyembed_error(err, CRL_E_NOMEM, "envpool: kwargs");
-        return NULL;
-    }
+    static const char *const owned[] = { "num_envs", "batch_size", "seed", "max_episode_steps", "env_type" };
     size_t n = opts ? crl_opts_prefixed_count(opts, "kwargs.") : 0;
     for (size_t i = 0; i < n; i++) {
         const char *key = crl_opts_prefixed_key(opts, "kwargs.", i);
-        const char *raw = crl_opts_prefixed_value(opts, "kwargs.", i);
         const char *name = key ? key + strlen("kwargs.") : "";
-        static const char *const owned[] = { "num_envs", "batch_size", "seed", "max_episode_steps", "env_type" };
         for (size_t k = 0; k < G_N_ELEMENTS(owned); k++)
             if (!strcmp(name, owned[k])) {
                 const char *origin = crl_opts_origin(opts, key);
-                Py_DECREF(kw);
                 crl_error_set(err, CRL_E_CONFIG, "%s%s[%s] %s: %s comes from [%s] %s, not from kwargs; set it there",
                               origin ? origin : "", origin ? ": " : "", crl_opts_section(opts), key, name,
-                              crl_opts_section(opts), !strcmp(name, "num_envs") ? "num_envs" : name);
+                              crl_opts_section(opts), name);
                 return NULL;
             }
-        PyObject *pn = PyUnicode_FromString(name);
-        if (!pn || !PyUnicode_IsIdentifier(pn)) {
-            Py_XDECREF(pn);
-            PyErr_Clear();
-            Py_DECREF(kw);
-            const char *origin = crl_opts_origin(opts, key);
-            crl_error_set(err, CRL_E_CONFIG, "%s%s[%s] %s: '%s' is not a Python keyword argument name; write "
-                          "kwargs.NAME = VALUE with NAME an identifier", origin ? origin : "", origin ? ": " : "",
-                          crl_opts_section(opts), key, name);
-            return NULL;
-        }
-        PyObject *v = PyObject_CallMethod(gs, "literal", "s", raw ? raw : "");
-        int bad = !v || PyDict_SetItem(kw, pn, v) < 0;
-        Py_XDECREF(v);
-        Py_DECREF(pn);
-        if (bad) {
-            Py_DECREF(kw);
-            pyembed_error(err, CRL_E_CONFIG, "[%s] %s", crl_opts_section(opts), key);
-            return NULL;
-        }
     }
-    return kw;
+    return pyembed_kwargs(opts, "envpool", err);
 }
 
 static int make_locked(ep_env *e, const char *id, const crl_opts *opts, crl_spec **parts, crl_error *err)
@@ -176,7 +145,7 @@ static int make_locked(ep_env *e, const char *id, const crl_opts *opts, crl_spec
     bool pixels = false;
     if (!rc && host_has(opts, "from_pixels") && crl_opts_bool(opts, "from_pixels", &pixels, NULL) != CRL_OK)
         pixels = false;
-    PyObject *kw = !rc ? make_kwargs(gs, opts, &le) : NULL;
+    PyObject *kw = !rc ? make_kwargs(opts, &le) : NULL;
     if (!kw) {
         Py_DECREF(gs);
         Py_DECREF(sup);
@@ -300,45 +269,11 @@ static int ep_make(const char *id, int64_t num, const crl_opts *opts, crl_env_sp
     return CRL_OK;
 }
 
-/* The buffer under key: dtype, [num] + shape, contiguous cpu; a (memoryview, dtype, shape) tuple for the
- * support module (new reference), or NULL with *rc and err set. */
+/* The buffer under key as pyembed_buffer hands it to the support module. */
 static PyObject *buffer(const ep_env *e, crl_td *buffers, const char *key, crl_dtype dt, int ndim,
                         const int64_t *shape, int *rc, crl_error *err)
 {
-    if (*rc)
-        return NULL;
-    crl_tensor *t = crl_td_get(buffers, key);
-    if (!t) {
-        *rc = crl_error_set(err, CRL_E_NOT_FOUND, "envpool: %s: bind: no '%s' buffer; the host must allocate one per "
-                            "spec leaf", e->id, key);
-        return NULL;
-    }
-    const int64_t *ts = crl_tensor_shape(t);
-    bool same = crl_tensor_dtype(t) == dt && crl_tensor_ndim(t) == ndim + 1 && ts[0] == e->num;
-    for (int d = 0; same && d < ndim; d++)
-        same = ts[d + 1] == shape[d];
-    if (!same || crl_tensor_device(t).type != CRL_DEVICE_CPU || !crl_tensor_is_contiguous(t)) {
-        *rc = crl_error_set(err, CRL_E_SHAPE, "envpool: %s: bind: buffer '%s' is not a contiguous cpu %s tensor of "
-                            "the spec's shape", e->id, key, crl_dtype_name(dt));
-        return NULL;
-    }
-    size_t bytes = (size_t)crl_tensor_numel(t) * crl_dtype_size(dt);
-    PyObject *sh = PyTuple_New(ndim + 1);
-    for (int d = 0; sh && d <= ndim; d++) {
-        PyObject *v = PyLong_FromLongLong((long long)ts[d]);
-        if (!v) {
-            Py_CLEAR(sh);
-            break;
-        }
-        PyTuple_SET_ITEM(sh, d, v);
-    }
-    PyObject *mv = sh ? PyMemoryView_FromMemory((char *)crl_tensor_data(t), (Py_ssize_t)bytes, PyBUF_WRITE) : NULL;
-    PyObject *r = mv ? Py_BuildValue("(OsO)", mv, crl_dtype_name(dt), sh) : NULL;
-    Py_XDECREF(mv);
-    Py_XDECREF(sh);
-    if (!r)
-        *rc = pyembed_error(err, CRL_E_NOMEM, "envpool: %s: bind '%s'", e->id, key);
-    return r;
+    return pyembed_buffer(buffers, "envpool", e->id, e->num, key, dt, ndim, shape, rc, err);
 }
 
 static int bind_locked(ep_env *e, crl_td *buffers, crl_error *err)
@@ -533,14 +468,7 @@ static const crl_component ep_component = {
 
 static int ep_init(crl_host *host, const crl_opts *section, crl_error *err)
 {
-    size_t n = 0;
-    const char *const *paths = NULL;
-    if (section && crl_opts_is_set(section, "python_path")) {
-        int rc = crl_opts_list(section, "python_path", &n, &paths, err);
-        if (rc)
-            return rc;
-    }
-    int rc = pyembed_init(host, "envpool", paths, n, err);
+    int rc = pyembed_plugin_init(host, "envpool", section, err);
     if (rc)
         return rc;
     ep_host = host;
@@ -554,4 +482,4 @@ static void ep_fini(void)
 
 CRL_PLUGIN_DEFINE(envpool, "envpool", PACKAGE_VERSION, "MIT",
                   "EnvPool through embedded CPython: batched C++ envs, rows placed by info['env_id']",
-                  ep_plugin_options, ep_init, ep_fini)
+                  pyembed_plugin_options, ep_init, ep_fini)

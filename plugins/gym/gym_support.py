@@ -3,7 +3,6 @@
 # Compiled into gym.so as a string and defined once per process as the module
 # _crl_gym_1.  Everything here runs inside make(); reset, step and render are
 # driven from C without calling back into this module.
-import ast
 import difflib
 import functools
 import importlib
@@ -29,14 +28,6 @@ def numpy():
     if _np is None:
         _np = pe.import_module('numpy', 'the gym env backend (numpy carries observations and actions)', PLUGIN)
     return _np
-
-
-def literal(text):
-    """A kwargs value: the Python literal it spells (ast.literal_eval), else the text itself."""
-    try:
-        return ast.literal_eval(text.strip())
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return text
 
 
 def _accepts(fn, name):

@@ -1,6 +1,8 @@
 /* The gym plugin: registers env/gym, a crl_env_ops backend over Gymnasium / gym envs in embedded CPython. */
 #include "config.h"
 #include "gym.h"
+#include "pyembed_kwargs.h"
+#include "pyembed_plugin.h"
 
 #include <glib.h>
 #include <stdio.h>
@@ -36,14 +38,6 @@ static const crl_option gym_options[] = {
       "wanted (from_pixels, or kwargs.render_mode = rgb_array)" },
     { "render_width", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 65536, NULL,
       "width of the frames render() gives; 0: as render_height" },
-    CRL_OPTIONS_END
-};
-
-/* [plugin.gym] */
-static const crl_option gym_plugin_options[] = {
-    { "python_path", CRL_OPT_LIST, 0, NULL, 0, 0, NULL,
-      "directories put at the front of the embedded Python's sys.path (PYTHONPATH and VIRTUAL_ENV's "
-      "site-packages are honoured too)" },
     CRL_OPTIONS_END
 };
 
@@ -131,45 +125,15 @@ static void gym_close(void *env)
     pyembed_gil_release(g);
 }
 
-/* The kwargs.NAME options as a dict of Python values. */
-static PyObject *make_kwargs(gym_env *e, const crl_opts *opts, bool *has_render_mode, bool *render_rgb,
-                             crl_error *err)
+/* The kwargs.NAME options as a dict of Python values, and whether they set render_mode (to "rgb_array"). */
+static PyObject *make_kwargs(const crl_opts *opts, bool *has_render_mode, bool *render_rgb, crl_error *err)
 {
-    PyObject *kw = PyDict_New();
-    size_t n = opts ? crl_opts_prefixed_count(opts, "kwargs.") : 0;
-    *has_render_mode = *render_rgb = false;
-    for (size_t i = 0; kw && i < n; i++) {
-        const char *key = crl_opts_prefixed_key(opts, "kwargs.", i);
-        const char *raw = crl_opts_prefixed_value(opts, "kwargs.", i);
-        const char *name = key ? key + strlen("kwargs.") : "";
-        PyObject *pn = PyUnicode_FromString(name);
-        if (!pn || !PyUnicode_IsIdentifier(pn)) {
-            Py_XDECREF(pn);
-            PyErr_Clear();
-            Py_DECREF(kw);
-            const char *origin = crl_opts_origin(opts, key);
-            crl_error_set(err, CRL_E_CONFIG, "%s%s[%s] %s: '%s' is not a Python keyword argument name; write "
-                          "kwargs.NAME = VALUE with NAME an identifier", origin ? origin : "", origin ? ": " : "",
-                          crl_opts_section(opts), key, name);
-            return NULL;
-        }
-        PyObject *v = PyObject_CallMethod(e->support, "literal", "s", raw ? raw : "");
-        if (!v || PyDict_SetItem(kw, pn, v) < 0) {
-            Py_XDECREF(v);
-            Py_DECREF(pn);
-            Py_DECREF(kw);
-            pyembed_error(err, CRL_E_CONFIG, "[%s] %s", crl_opts_section(opts), key);
-            return NULL;
-        }
-        if (!strcmp(name, "render_mode")) {
-            *has_render_mode = true;
-            *render_rgb = PyUnicode_Check(v) && !strcmp(PyUnicode_AsUTF8(v), "rgb_array");
-        }
-        Py_DECREF(v);
-        Py_DECREF(pn);
-    }
-    if (!kw)   /* PyDict_New failed; the loop's failures returned above */
-        pyembed_error(err, CRL_E_NOMEM, "kwargs");
+    PyObject *kw = pyembed_kwargs(opts, "gym", err);
+    PyObject *mode = kw ? PyDict_GetItemString(kw, "render_mode") : NULL;
+    const char *text = mode && PyUnicode_Check(mode) ? PyUnicode_AsUTF8(mode) : NULL;
+    PyErr_Clear();
+    *has_render_mode = mode != NULL;
+    *render_rgb = text && !strcmp(text, "rgb_array");
     return kw;
 }
 
@@ -319,7 +283,7 @@ static int make_locked(gym_env *e, const char *id, const crl_opts *opts, const m
         return pyembed_error(err, CRL_E_PLUGIN, "gym: %s", e->id);
 
     bool has_render_mode = false, render_rgb = false;
-    PyObject *kwargs = make_kwargs(e, opts, &has_render_mode, &render_rgb, &le);
+    PyObject *kwargs = make_kwargs(opts, &has_render_mode, &render_rgb, &le);
     if (!kwargs)
         return crl_error_pass(err, &le, CRL_E_CONFIG);
     bool sized = a->render_h > 0;
@@ -941,14 +905,7 @@ static const crl_component gym_component = {
 
 static int gym_init(crl_host *host, const crl_opts *section, crl_error *err)
 {
-    size_t n = 0;
-    const char *const *paths = NULL;
-    if (section && crl_opts_is_set(section, "python_path")) {
-        int rc = crl_opts_list(section, "python_path", &n, &paths, err);
-        if (rc)
-            return rc;
-    }
-    int rc = pyembed_init(host, "gym", paths, n, err);
+    int rc = pyembed_plugin_init(host, "gym", section, err);
     if (rc)
         return rc;
     gym_host = host;
@@ -962,4 +919,4 @@ static void gym_fini(void)
 
 CRL_PLUGIN_DEFINE(gym, "gym", PACKAGE_VERSION, "MIT",
                   "Gymnasium and gym envs through embedded CPython (numpy observations copied once into crl's "
-                  "buffers)", gym_plugin_options, gym_init, gym_fini)
+                  "buffers)", pyembed_plugin_options, gym_init, gym_fini)

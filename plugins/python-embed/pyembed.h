@@ -1,4 +1,4 @@
-/* pyembed: the embedded CPython shared by the Python-backed plugins (gym, later envpool and brax).
+/* pyembed: the embedded CPython shared by the Python-backed plugins (gym, envpool and brax).
  *
  * One interpreter per process, whichever plugin starts it first: each
  * plugin links its own copy of this convenience library, so the state that
