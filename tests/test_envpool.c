@@ -448,7 +448,7 @@ START_TEST(test_errors)
     fx_must_open(&f, "id = Faulty-v0\nnum_envs = 4\nbatch_size = 2\nkwargs.fail_at = 2");
     ck_assert_int_eq(crl_env_async_reset(f.env, &f.err), CRL_OK);
     rc = CRL_OK;
-    for (int r = 0; r < 8 && rc == CRL_OK; r++) {
+    for (int turn = 0; turn < 8 && rc == CRL_OK; turn++) {
         crl_td *got = crl_env_recv(f.env, &f.err);
         ck_assert_msg(got, "recv: %s", f.err.message);
         crl_td *act = crl_td_new(1, (int64_t[]){ 2 }, &f.err);
