@@ -420,8 +420,12 @@ static void reset_call(void *p)
     const mjModel *m = e->dm.m;
     mjData *d = e->data[a->i];
     double *extra = e->extra + a->i * t->n_extra;
+    /* The suite's Physics.reset: both of its forwards run with actuation off, as its after_reset's. */
+    int flags = m->opt.disableflags;
+    e->dm.m->opt.disableflags |= mjDSBL_ACTUATION;
     dmc_reset_data(m, d);
     mj_forward(m, d);
+    e->dm.m->opt.disableflags = flags;
     if (a->from_state) {
         const double *s = e->state + a->i * e->state_dim;
         d->time = *s++;
@@ -436,7 +440,6 @@ static void reset_call(void *p)
         t->apply(&e->dm, extra);
     /* The suite's after_reset: forward with actuation off, so the first acceleration-stage sensors
      * (accelerometers, force/torque) are those of a body no actuator pushes yet. */
-    int flags = m->opt.disableflags;
     e->dm.m->opt.disableflags |= mjDSBL_ACTUATION;
     mj_forward(m, d);
     e->dm.m->opt.disableflags = flags;
@@ -474,7 +477,10 @@ static int dmc_reset(void *env, const bool *mask, const uint64_t *seeds, bool fr
                 t->seed(&e->dm, e->extra + i * t->n_extra, &e->rng[i]);
         }
         reset_args ra = {e, i, from_state};
+        int flags = e->dm.m->opt.disableflags;
         int rc = dmc_guarded(reset_call, &ra, t->id, err);
+        /* a MuJoCo error jumps out of reset_call with actuation still off in the shared model */
+        e->dm.m->opt.disableflags = flags;
         if (rc != CRL_OK)
             return rc;
         publish(e, i);
