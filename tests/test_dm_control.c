@@ -13,9 +13,8 @@
 #include <crl/env_backend.h>
 #include <crl/host.h>
 
-#include "dmc-test.h"
+#include "dmc-sim.h"
 
-#include "dmc.h"
 
 #define EXPECT_MSG(e, want, needle)                                                            \
     do {                                                                                       \
@@ -87,28 +86,6 @@ END_TEST
 
 /* ---- tasks at hand-set states --------------------------------------------- */
 
-typedef struct sim {
-    dmc_model dm;
-    mjData *d;
-    double extra[DMC_MAX_EXTRA];
-    double obs[DMC_MAX_OBS][16];
-} sim;
-
-static void sim_open(sim *s, const dmc_task *t)
-{
-    crl_error e = {0};
-    memset(s, 0, sizeof *s);
-    EXPECT_OK(dmc_model_load(&s->dm, t, NULL, &e), e);
-    s->d = mj_makeData(s->dm.m);
-    ck_assert_ptr_nonnull(s->d);
-}
-
-static void sim_close(sim *s)
-{
-    mj_deleteData(s->d);
-    mj_deleteModel(s->dm.m);
-}
-
 /* Positions and velocities set by hand (NULL: zeros), forward, then the
  * task's reward. */
 static double sim_reward_v(sim *s, const double *qpos, const double *qvel, const double *ctrl)
@@ -121,10 +98,7 @@ static double sim_reward_v(sim *s, const double *qpos, const double *qvel, const
     for (int k = 0; ctrl && k < s->dm.m->nu; k++)
         s->d->ctrl[k] = ctrl[k];
     mj_forward(s->dm.m, s->d);
-    double *out[DMC_MAX_OBS];
-    for (int k = 0; k < DMC_MAX_OBS; k++)
-        out[k] = s->obs[k];
-    s->dm.task->observe(&s->dm, s->d, s->extra, out);
+    s->dm.task->observe(&s->dm, s->d, s->extra, s->out);
     return s->dm.task->reward(&s->dm, s->d, s->extra);
 }
 
@@ -582,14 +556,6 @@ START_TEST(test_check_specs)
     }
 }
 END_TEST
-
-static const double *leaf_f64(crl_td *td, const char *key)
-{
-    crl_tensor *t = crl_td_get(td, key);
-    ck_assert_msg(t != NULL, "no '%s'", key);
-    ck_assert_int_eq(crl_tensor_dtype(t), CRL_F64);
-    return crl_tensor_data(t);
-}
 
 /* The suite's control timestep per domain: one step advances MuJoCo's clock by it. */
 START_TEST(test_control_timestep)

@@ -16,9 +16,8 @@
 #include <crl/env_backend.h>
 #include <crl/host.h>
 
-#include "dmc-test.h"
+#include "dmc-sim.h"
 
-#include "dmc.h"
 
 #define SUITE_DIR TEST_SRCDIR "/dm_control-suite"
 
@@ -78,36 +77,6 @@ static const struct {
 #define N_NEW (sizeof tasks / sizeof tasks[0])
 
 /* ---- a task's model and one mjData, without the host ---- */
-
-typedef struct sim {
-    dmc_model dm;
-    mjData *d;
-    double extra[DMC_MAX_EXTRA];
-    double obs[DMC_MAX_OBS][64];
-    double *out[DMC_MAX_OBS];
-} sim;
-
-static void sim_open_dir(sim *s, const dmc_task *t, const char *dir)
-{
-    crl_error e = {0};
-    memset(s, 0, sizeof *s);
-    EXPECT_OK(dmc_model_load(&s->dm, t, dir, &e), e);
-    s->d = mj_makeData(s->dm.m);
-    ck_assert_ptr_nonnull(s->d);
-    for (int k = 0; k < DMC_MAX_OBS; k++)
-        s->out[k] = s->obs[k];
-}
-
-static void sim_open(sim *s, const dmc_task *t)
-{
-    sim_open_dir(s, t, NULL);
-}
-
-static void sim_close(sim *s)
-{
-    mj_deleteData(s->d);
-    mj_deleteModel(s->dm.m);
-}
 
 /* qpos and qvel set by hand (NULL: the model's defaults, zero), forward, the task's observation; the
  * task's reward is returned. */
@@ -170,14 +139,6 @@ START_TEST(test_specs)
     }
 }
 END_TEST
-
-static const double *leaf_f64(crl_td *td, const char *key)
-{
-    crl_tensor *t = crl_td_get(td, key);
-    ck_assert_msg(t != NULL, "no '%s'", key);
-    ck_assert_int_eq(crl_tensor_dtype(t), CRL_F64);
-    return crl_tensor_data(t);
-}
 
 /* One step advances MuJoCo's clock by the suite's control timestep. */
 START_TEST(test_control_timestep)
