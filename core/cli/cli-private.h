@@ -2,6 +2,7 @@
 #ifndef CRL_CLI_PRIVATE_H
 #define CRL_CLI_PRIVATE_H
 
+#include <glib.h>
 #include <stdio.h>
 #include <crl/host.h>
 #include <crl/trainer.h>
@@ -85,6 +86,15 @@ int crl__run_loggers_open(const crl_config *cfg, const char *dir, int64_t resume
 struct crl_train_stats;
 int crl__run_loggers_write(crl__run_loggers *l, const struct crl_train_stats *s, crl_error *err);
 int crl__run_loggers_close(crl__run_loggers *l, crl_error *err);
+
+/* What a --resume keeps of a metrics file's rows (metrics.csv after its header, metrics.jsonl): each
+ * complete row whose frame count, as frames_of reads it (-1: not a row), is at most `frames`, less a
+ * second row at the frame count of the row before it (the end-of-run evaluation, which the resumed run
+ * goes on past).  Kept rows are appended to keep; the rows left out are counted in dropped (past the
+ * checkpoint, or cut short) and end_evals, and report_rewind says them on stderr, naming path. */
+void crl__metrics_rows_keep(const char *rows, int64_t frames, long long (*frames_of)(const char *row), GString *keep,
+                            size_t *dropped, size_t *end_evals);
+void crl__metrics_report_rewind(const char *path, int64_t frames, size_t dropped, size_t end_evals);
 
 /* TensorBoard event files (tb_events.c): events.out.tfevents.TIME.HOST in dir, opened with the
  * file_version event; scalars as one Event (step, wall_time, Summary of simple_values).  Errors:

@@ -514,6 +514,14 @@ static int start_videos(run_ctx *r, const crl_config *cfg, crl_trainer *t, crl_e
  * logged past its last checkpoint; the resumed run logs those frames again), less a second row at the
  * frame count of the one before it: the evaluation at the end of the run, which the resumed run goes on
  * past.  Missing: a new one. */
+/* A metrics.csv row's frame count: its first column. */
+static long long csv_frames(const char *row)
+{
+    char *end = NULL;
+    long long f = g_ascii_strtoll(row, &end, 10);
+    return end != row && *end == ',' ? f : -1;
+}
+
 static int metrics_rewind(run_ctx *r, int64_t frames, crl_error *err)
 {
     char *path = g_build_filename(r->dir, "metrics.csv", NULL);
@@ -529,34 +537,12 @@ static int metrics_rewind(run_ctx *r, int64_t frames, crl_error *err)
     }
     GString *keep = g_string_new(METRICS_HEADER);
     size_t dropped = 0, end_evals = 0;
-    long long prev = -1;
-    bool changed = !g_str_has_prefix(text, METRICS_HEADER);
-    const char *p = strchr(text, '\n');
-    p = p ? p + 1 : text + strlen(text);
-    while (*p) {
-        const char *nl = strchr(p, '\n');
-        char *end = NULL;
-        long long f = g_ascii_strtoll(p, &end, 10);
-        if (!nl || end == p || *end != ',' || f > frames) {
-            dropped++;  /* past the checkpoint, or a line cut short by the kill */
-            changed = true;
-        } else if (f == prev) {
-            end_evals++;
-            changed = true;
-        } else {
-            g_string_append_len(keep, p, nl + 1 - p);
-            prev = f;
-        }
-        p = nl ? nl + 1 : p + strlen(p);
-    }
-    if (changed) {
+    const char *rows = strchr(text, '\n');
+    crl__metrics_rows_keep(rows ? rows + 1 : "", frames, csv_frames, keep, &dropped, &end_evals);
+    if (dropped || end_evals || !g_str_has_prefix(text, METRICS_HEADER)) {
         rc = write_text(r->dir, "metrics.csv", keep->str, err);
-        if (!rc && dropped)
-            fprintf(stderr, "crl run: %s: dropped %zu row%s logged after the checkpoint's frame %lld\n", path,
-                    dropped, dropped == 1 ? "" : "s", (long long)frames);
-        if (!rc && end_evals)
-            fprintf(stderr, "crl run: %s: took out the end-of-run evaluation row%s (%zu): the resumed run goes on "
-                    "past %s\n", path, end_evals == 1 ? "" : "s", end_evals, end_evals == 1 ? "it" : "them");
+        if (!rc)
+            crl__metrics_report_rewind(path, frames, dropped, end_evals);
     }
     g_string_free(keep, TRUE);
     g_free(text);

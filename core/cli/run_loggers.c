@@ -22,7 +22,44 @@ struct crl__run_loggers {
     double t0;   /* wall-clock seconds at the run's start (TensorBoard's wall_time = t0 + seconds) */
 };
 
-/* metrics.jsonl on --resume: the rows up to the checkpoint's frame count (as metrics.csv's). */
+void crl__metrics_rows_keep(const char *rows, int64_t frames, long long (*frames_of)(const char *row), GString *keep,
+                            size_t *dropped, size_t *end_evals)
+{
+    long long prev = -1;
+    for (const char *p = rows; *p;) {
+        const char *nl = strchr(p, '\n');
+        long long f = nl ? frames_of(p) : -1;
+        if (f < 0 || f > frames) {
+            (*dropped)++;
+        } else if (f == prev) {
+            (*end_evals)++;
+        } else {
+            g_string_append_len(keep, p, nl + 1 - p);
+            prev = f;
+        }
+        p = nl ? nl + 1 : p + strlen(p);
+    }
+}
+
+void crl__metrics_report_rewind(const char *path, int64_t frames, size_t dropped, size_t end_evals)
+{
+    if (dropped)
+        fprintf(stderr, "crl run: %s: dropped %zu row%s logged after the checkpoint's frame %lld\n", path, dropped,
+                dropped == 1 ? "" : "s", (long long)frames);
+    if (end_evals)
+        fprintf(stderr, "crl run: %s: took out the end-of-run evaluation row%s (%zu): the resumed run goes on past "
+                "%s\n", path, end_evals == 1 ? "" : "s", end_evals, end_evals == 1 ? "it" : "them");
+}
+
+/* A metrics.jsonl row's frame count: its first key. */
+static long long jsonl_frames(const char *row)
+{
+    char *end = NULL;
+    long long f = g_str_has_prefix(row, "{\"frames\":") ? g_ascii_strtoll(row + 10, &end, 10) : -1;
+    return end && end != row + 10 ? f : -1;
+}
+
+/* metrics.jsonl on --resume: the rows metrics.csv keeps. */
 static int jsonl_rewind(const char *path, int64_t frames, crl_error *err)
 {
     char *text = NULL;
@@ -35,22 +72,14 @@ static int jsonl_rewind(const char *path, int64_t frames, crl_error *err)
     if (rc)
         return crl_error_pass(err, &e, rc);
     GString *keep = g_string_new(NULL);
-    long long prev = -1;
-    for (const char *p = text; *p;) {
-        const char *nl = strchr(p, '\n');
-        char *end = NULL;
-        long long f = g_str_has_prefix(p, "{\"frames\":") ? g_ascii_strtoll(p + 10, &end, 10) : -1;
-        /* a second row at one frame count is the end-of-run evaluation, as in metrics.csv */
-        if (nl && end && end != p + 10 && f <= frames && f != prev) {
-            g_string_append_len(keep, p, nl + 1 - p);
-            prev = f;
-        }
-        p = nl ? nl + 1 : p + strlen(p);
-    }
+    size_t dropped = 0, end_evals = 0;
+    crl__metrics_rows_keep(text, frames, jsonl_frames, keep, &dropped, &end_evals);
     GError *ge = NULL;
     if (!g_file_set_contents(path, keep->str, (gssize)keep->len, &ge)) {
         rc = crl_error_set(err, CRL_E_IO, "cannot write '%s': %s", path, ge->message);
         g_error_free(ge);
+    } else {
+        crl__metrics_report_rewind(path, frames, dropped, end_evals);
     }
     g_string_free(keep, TRUE);
     g_free(text);
