@@ -25,6 +25,7 @@ packages=(
     libmujoco-dev libxml2-dev libosmesa6-dev libopenblas-dev man-db libopenmpi-dev openmpi-bin
     libprotobuf-c-dev protobuf-c-compiler protobuf-compiler python3-protobuf
     libavcodec-dev libavformat-dev libswscale-dev libavutil-dev ffmpeg
+    libdnnl-dev
 )
 
 install_packages() {
