@@ -617,10 +617,12 @@ static int conv_agree(dn *d, conv_net *n, crl_mlp *m, const crl_tensor *x, const
                       crl__dnnl_conv_result *out, crl_error *err)
 {
     int64_t B = crl_tensor_shape(x)[0], A = crl_mlp_out_features(m);
-    crl_tensor *y = crl_tensor_new(CRL_F32, 2, (int64_t[]){ B, A }, err);
-    if (!y || crl_mlp_infer(m, x, y, err)) {
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *y = crl_tensor_new(CRL_F32, 2, (int64_t[]){ B, A }, &e);
+    if (!y || crl_mlp_infer(m, x, y, &e)) {
         crl_tensor_unref(y);
-        return err ? err->code : CRL_E_RUNTIME;
+        return crl_error_pass(err, &e, CRL_E_RUNTIME);
     }
     run_conv(&(conv_run){ d, n, true }, 1);
     const float *o = data_of(d, n->out);
@@ -628,8 +630,8 @@ static int conv_agree(dn *d, conv_net *n, crl_mlp *m, const crl_tensor *x, const
         diff_into(o, crl_tensor_data(y), (size_t)(B * A), &out->out_diff, &out->out_max);
     crl_tensor_unref(y);
     crl_mlp_zero_grad(m);
-    if (!crl_mlp_forward(m, x, err) || crl_mlp_backward(m, gy, NULL, err))
-        return err ? err->code : CRL_E_RUNTIME;
+    if (!crl_mlp_forward(m, x, &e) || crl_mlp_backward(m, gy, NULL, &e))
+        return crl_error_pass(err, &e, CRL_E_RUNTIME);
     const float *G = crl_tensor_data(crl_mlp_grads_get(m));
     size_t off = 0;
     for (int l = 0; l < NL && !d->st; l++) {
@@ -802,13 +804,16 @@ int crl__bench_dnnl_lstm(crl_rnn *r, const crl_tensor *x_act, const crl_tensor *
     int64_t H = crl_rnn_hidden_size(r), Na = crl_tensor_shape(x_act)[0], Ta = crl_tensor_shape(x_act)[1];
     int64_t Ns = crl_tensor_shape(x_seq)[0], Ts = crl_tensor_shape(x_seq)[1];
     /* crl's results on the same inputs and weights */
-    crl_tensor *ya = crl_tensor_new(CRL_F32, 3, (int64_t[]){ Na, Ta, H }, err);
-    crl_tensor *ha = ya ? crl_tensor_new(CRL_F32, 2, (int64_t[]){ Na, H }, err) : NULL;
-    crl_tensor *ca = ha ? crl_tensor_new(CRL_F32, 2, (int64_t[]){ Na, H }, err) : NULL;
-    int rc = ca ? crl_rnn_infer(r, x_act, h0, c0, NULL, ya, ha, ca, err) : (err ? err->code : CRL_E_NOMEM);
-    crl_tensor *ys = rc ? NULL : crl_rnn_forward(r, x_seq, NULL, NULL, NULL, err);
-    if (!rc && !ys)
-        rc = err ? err->code : CRL_E_RUNTIME;
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *ya = crl_tensor_new(CRL_F32, 3, (int64_t[]){ Na, Ta, H }, &e);
+    crl_tensor *ha = ya ? crl_tensor_new(CRL_F32, 2, (int64_t[]){ Na, H }, &e) : NULL;
+    crl_tensor *ca = ha ? crl_tensor_new(CRL_F32, 2, (int64_t[]){ Na, H }, &e) : NULL;
+    crl_tensor *ys = NULL;
+    int rc = !ca || crl_rnn_infer(r, x_act, h0, c0, NULL, ya, ha, ca, &e) ||
+                     !(ys = crl_rnn_forward(r, x_seq, NULL, NULL, NULL, &e))
+                 ? crl_error_pass(err, &e, CRL_E_RUNTIME)
+                 : CRL_OK;
     dn d;
     bool opened = !rc;
     if (opened)
