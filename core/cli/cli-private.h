@@ -203,8 +203,9 @@ void crl__dnnl_describe(char *buf, size_t len);
 bool crl__dnnl_single_thread(void);
 /* The Nature-DQN stack of m ([4, 84, 84] -> 3 conv + relu -> 512 relu -> out) through oneDNN's
  * convolution (bias and ReLU fused), eltwise and inner-product primitives on m's parameters: [0] plain NCHW
- * and OIHW memory, [1] the layouts oneDNN prefers (format_tag any; the reorders of activations between
- * primitives are timed, the weights stay in its layout as a framework on oneDNN keeps them).  Forward on
+ * and OIHW memory, [1] the layouts oneDNN prefers (format_tag any; the weights stay in the forward's layout
+ * as a framework on oneDNN keeps them, and every reorder a step needs, of activations or of weights into a
+ * backward primitive's layout, is timed).  Forward on
  * x and forward + backward (parameter gradients, no gradient into x, as crl's step) of gy.  The agreement
  * with crl's own forward and gradients on the same weights is the largest absolute difference (and the
  * largest magnitude, for scale). */
