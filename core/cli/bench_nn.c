@@ -369,20 +369,21 @@ static int bench_lstm(double seconds)
     if (!rc) {
         printf("  LSTM %d -> %d (cartpole-masked-lstm-ppo.ini): an acting step of %d envs, a training minibatch of "
                "%d slices x %d steps\n", LSTM_IN, LSTM_H, LSTM_ENVS, LSTM_SEQS, LSTM_T);
-        printf("    %-44s %12s %12s %12s %10s %10s\n", "", "act step", "train fwd", "fwd + bptt", "crl/this",
-               "crl/this");
+        printf("    %-44s %12s %12s %12s %10s %10s %10s\n", "", "act step", "train fwd", "fwd + bptt", "crl/this",
+               "crl/this", "crl/this");
         printf("    %-44s %9.1f us %9.1f us %9.1f us\n", "crl (gates as one sgemm per step)", act.ns_per_op / 1e3,
                seq.ns_per_op / 1e3, train.ns_per_op / 1e3);
 #ifdef CRL_CLI_HAVE_DNNL
         crl__dnnl_lstm_result dr;
-        if (crl__bench_dnnl_lstm(s.r, s.xa, s.h0, s.c0, s.xs, seconds, &dr, &err)) {
+        if (crl__bench_dnnl_lstm(s.r, s.xa, s.h0, s.c0, s.xs, s.gs, seconds, &dr, &err)) {
             fprintf(stderr, "crl bench nn: %s\n", err.message);
             rc = CRL_EXIT_RUNTIME;
         } else {
-            printf("    %-44s %9.1f us %9.1f us %12s %9.2fx %9.2fx\n", "oneDNN lstm_forward (inference / training)",
-                   dr.act_ns / 1e3, dr.seq_ns / 1e3, "-", act.ns_per_op / dr.act_ns, seq.ns_per_op / dr.seq_ns);
-            printf("    same computation: max |crl - oneDNN| %.1e on outputs and final states up to %.2g (oneDNN's "
-                   "lstm_backward is not timed)\n", dr.diff, dr.max);
+            printf("    %-44s %9.1f us %9.1f us %9.1f us %9.2fx %9.2fx %9.2fx\n", "oneDNN lstm_forward, lstm_backward",
+                   dr.act_ns / 1e3, dr.seq_ns / 1e3, dr.train_ns / 1e3, act.ns_per_op / dr.act_ns,
+                   seq.ns_per_op / dr.seq_ns, train.ns_per_op / dr.train_ns);
+            printf("    same computation: max |crl - oneDNN| %.1e on outputs and final states up to %.2g, %.1e on "
+                   "parameter gradients up to %.2g\n", dr.diff, dr.max, dr.grad_diff, dr.grad_max);
         }
 #endif
     }

@@ -34,7 +34,7 @@ typedef struct dn {
 typedef struct op {
     dnnl_primitive_t p;
     int n;
-    dnnl_exec_arg_t a[12];
+    dnnl_exec_arg_t a[20];
 } op;
 typedef struct prog {
     op ops[MAX_OPS];
@@ -348,7 +348,7 @@ static void add(dn *d, prog *p, dnnl_primitive_t prim_, int n, const dnnl_exec_a
 {
     if (d->st)
         return;
-    if (p->n == MAX_OPS || n > 12) {
+    if (p->n == MAX_OPS || n > 20) {
         fail(d, dnnl_out_of_memory, "the program (too many primitives)");
         return;
     }
@@ -718,15 +718,39 @@ static dnnl_primitive_desc_t pd_lstm(dn *d, dnnl_prop_kind_t prop, md_t src, md_
 #endif
 }
 
+/* lstm_backward: the forward's descriptors, their gradients' (weights' in the layout it picks), hint. */
+static dnnl_primitive_desc_t pd_lstm_bwd(dn *d, md_t src, md_t st, md_t wl, md_t wi, md_t b, md_t dst, md_t dwl,
+                                         md_t dwi, const_dnnl_primitive_desc_t hint)
+{
+    if (d->st)
+        return NULL;
+    dnnl_primitive_desc_t pd = NULL;
+#if DNNL_VERSION_MAJOR >= 3
+    return keep_pd(d, dnnl_lstm_backward_primitive_desc_create(&pd, d->eng, dnnl_backward,
+                      dnnl_unidirectional_left2right, src, st, st, wl, wi, NULL, NULL, b, dst, st, st, src, st, st, dwl,
+                      dwi, NULL, NULL, b, dst, st, st, 0, hint, NULL), &pd, "LSTM backward");
+#else
+    (void)pd;
+    dnnl_rnn_desc_t r;
+    return pd_of(d, dnnl_lstm_backward_desc_init(&r, dnnl_backward, dnnl_unidirectional_left2right, src, st, st, wl, wi,
+                                                 b, dst, st, st, src, st, st, dwl, dwi, b, dst, st, st, 0), &r, NULL,
+                 hint, "LSTM backward");
+#endif
+}
+
 typedef struct lstm_net {
-    prog fwd;
+    prog fwd, bwd;
     val y, h, c;
+    val dwl, dwi, db;   /* the backward's parameter gradients (it adds into them) */
+    md_t wl_plain, wi_plain;
 } lstm_net;
 
 /* One lstm_forward over x [N, T, F] (batch-first: oneDNN's ntc) from states h0, c0 [N, H] (NULL: zeros), r's
- * weights reordered once into the layouts the primitive picks, PyTorch's two biases summed (oneDNN has one). */
+ * weights reordered once into the layouts the primitive picks, PyTorch's two biases summed (oneDNN has one).
+ * With gy [N, T, H] (training only) also the lstm_backward of gy, zero gradients into the final states as
+ * crl's step gives; the weights' reorder into its layout, when it wants another, is timed with it. */
 static void lstm_build(dn *d, lstm_net *n, dnnl_prop_kind_t prop, crl_rnn *r, int64_t N, int64_t T, float *x,
-                       const float *h0, const float *c0)
+                       const float *h0, const float *c0, float *gy)
 {
     int64_t F = crl_rnn_input_size(r), H = crl_rnn_hidden_size(r);
     const float *P = crl_tensor_data(crl_rnn_params_get(r));
@@ -740,8 +764,10 @@ static void lstm_build(dn *d, lstm_net *n, dnnl_prop_kind_t prop, crl_rnn *r, in
         return;
     /* PyTorch's weight_ih [4H, F] and weight_hh [4H, H] are oneDNN's ldgoi, gates i, f, g, o in both */
     prog setup = { .n = 0 };
-    val wlu = mem_copy(d, md(d, 5, (dnnl_dims_t){ 1, 1, F, 4, H }, dnnl_ldgoi), P, (size_t)(4 * H * F));
-    val wiu = mem_copy(d, md(d, 5, (dnnl_dims_t){ 1, 1, H, 4, H }, dnnl_ldgoi), P + 4 * H * F, (size_t)(4 * H * H));
+    n->wl_plain = md(d, 5, (dnnl_dims_t){ 1, 1, F, 4, H }, dnnl_ldgoi);
+    n->wi_plain = md(d, 5, (dnnl_dims_t){ 1, 1, H, 4, H }, dnnl_ldgoi);
+    val wlu = mem_copy(d, n->wl_plain, P, (size_t)(4 * H * F));
+    val wiu = mem_copy(d, n->wi_plain, P + 4 * H * F, (size_t)(4 * H * H));
     val WL = as(d, &setup, wlu, q_arg(d, pd, DNNL_ARG_WEIGHTS_LAYER));
     val WI = as(d, &setup, wiu, q_arg(d, pd, DNNL_ARG_WEIGHTS_ITER));
     run(d, &setup);
@@ -762,24 +788,84 @@ static void lstm_build(dn *d, lstm_net *n, dnnl_prop_kind_t prop, crl_rnn *r, in
                               { DNNL_ARG_DST_LAYER, n->y.m },   { DNNL_ARG_DST_ITER, n->h.m },
                               { DNNL_ARG_DST_ITER_C, n->c.m } };
     int na = 9;
+    val ws = { NULL, NULL };
     if (prop == dnnl_forward_training) {
-        /* the workspace a backward would read */
-        md_t ws = q(d, pd, dnnl_query_workspace_md);
-        a[na++] = (dnnl_exec_arg_t){ DNNL_ARG_WORKSPACE, mem(d, ws, NULL).m };
+        /* the workspace the backward reads */
+        ws = mem(d, q(d, pd, dnnl_query_workspace_md), NULL);
+        a[na++] = (dnnl_exec_arg_t){ DNNL_ARG_WORKSPACE, ws.m };
     }
     add(d, &n->fwd, prim(d, pd), na, a);
+    if (!gy || prop != dnnl_forward_training || d->st)
+        return;
+    md_t any_l = md(d, 5, (dnnl_dims_t){ 1, 1, F, 4, H }, dnnl_format_tag_any);
+    md_t any_i = md(d, 5, (dnnl_dims_t){ 1, 1, H, 4, H }, dnnl_format_tag_any);
+    dnnl_primitive_desc_t bpd = pd_lstm_bwd(d, src, st, any_l, any_i, b, dst, any_l, any_i, pd);
+    if (d->st)
+        return;
+    val bwl = as(d, &n->bwd, WL, q_arg(d, bpd, DNNL_ARG_WEIGHTS_LAYER));
+    val bwi = as(d, &n->bwd, WI, q_arg(d, bpd, DNNL_ARG_WEIGHTS_ITER));
+    n->dwl = mem(d, q_arg(d, bpd, DNNL_ARG_DIFF_WEIGHTS_LAYER), NULL);
+    n->dwi = mem(d, q_arg(d, bpd, DNNL_ARG_DIFF_WEIGHTS_ITER), NULL);
+    n->db = mem(d, b, NULL);
+    val G = mem(d, dst, gy), zh = mem_copy(d, st, zeros, (size_t)(N * H)), zc = mem_copy(d, st, zeros, (size_t)(N * H));
+    val dx = mem(d, src, NULL), dh0 = mem(d, st, NULL), dc0 = mem(d, st, NULL);
+    add(d, &n->bwd, prim(d, bpd), 19,
+        (dnnl_exec_arg_t[]){ { DNNL_ARG_SRC_LAYER, X.m },          { DNNL_ARG_SRC_ITER, h0v.m },
+                             { DNNL_ARG_SRC_ITER_C, c0v.m },       { DNNL_ARG_WEIGHTS_LAYER, bwl.m },
+                             { DNNL_ARG_WEIGHTS_ITER, bwi.m },     { DNNL_ARG_BIAS, B.m },
+                             { DNNL_ARG_DST_LAYER, n->y.m },       { DNNL_ARG_DST_ITER, n->h.m },
+                             { DNNL_ARG_DST_ITER_C, n->c.m },      { DNNL_ARG_WORKSPACE, ws.m },
+                             { DNNL_ARG_DIFF_SRC_LAYER, dx.m },    { DNNL_ARG_DIFF_SRC_ITER, dh0.m },
+                             { DNNL_ARG_DIFF_SRC_ITER_C, dc0.m },  { DNNL_ARG_DIFF_WEIGHTS_LAYER, n->dwl.m },
+                             { DNNL_ARG_DIFF_WEIGHTS_ITER, n->dwi.m }, { DNNL_ARG_DIFF_BIAS, n->db.m },
+                             { DNNL_ARG_DIFF_DST_LAYER, G.m },     { DNNL_ARG_DIFF_DST_ITER, zh.m },
+                             { DNNL_ARG_DIFF_DST_ITER_C, zc.m } });
+}
+
+/* Zero the memory of v (the backward adds into its gradients). */
+static void zero(dn *d, val v)
+{
+    const float *p = data_of(d, v);
+    if (p)
+        memset((void *)p, 0, dnnl_memory_desc_get_size(v.md));
 }
 
 typedef struct lstm_run {
     dn *d;
     lstm_net *n;
+    bool backward;
 } lstm_run;
 
 static void run_lstm(void *p, uint64_t count)
 {
     lstm_run *r = p;
-    for (uint64_t i = 0; i < count && !r->d->st; i++)
+    for (uint64_t i = 0; i < count && !r->d->st; i++) {
         run(r->d, &r->n->fwd);
+        if (r->backward)
+            run(r->d, &r->n->bwd);
+    }
+}
+
+/* The gradients of one forward + backward from zero against crl's (weight_ih, weight_hh, bias_ih, bias_hh
+ * in its flat grads: oneDNN's one bias has the gradient of both). */
+static void lstm_grads_agree(dn *d, lstm_net *n, crl_rnn *r, crl__dnnl_lstm_result *out)
+{
+    zero(d, n->dwl);
+    zero(d, n->dwi);
+    zero(d, n->db);
+    run_lstm(&(lstm_run){ d, n, true }, 1);
+    prog p = { .n = 0 };
+    val wl = as(d, &p, n->dwl, n->wl_plain), wi = as(d, &p, n->dwi, n->wi_plain);
+    run(d, &p);
+    const float *L = data_of(d, wl), *I = data_of(d, wi), *Bd = data_of(d, n->db);
+    if (!L || !I || !Bd)
+        return;
+    int64_t F = crl_rnn_input_size(r), H = crl_rnn_hidden_size(r);
+    const float *G = crl_tensor_data(crl_rnn_grads_get(r));
+    diff_into(L, G, (size_t)(4 * H * F), &out->grad_diff, &out->grad_max);
+    diff_into(I, G + 4 * H * F, (size_t)(4 * H * H), &out->grad_diff, &out->grad_max);
+    diff_into(Bd, G + 4 * H * (F + H), (size_t)(4 * H), &out->grad_diff, &out->grad_max);
+    diff_into(Bd, G + 4 * H * (F + H + 1), (size_t)(4 * H), &out->grad_diff, &out->grad_max);
 }
 
 static void lstm_agree(dn *d, const lstm_net *n, const crl_tensor *y, const crl_tensor *h, const crl_tensor *c,
@@ -794,12 +880,15 @@ static void lstm_agree(dn *d, const lstm_net *n, const crl_tensor *y, const crl_
 }
 
 int crl__bench_dnnl_lstm(crl_rnn *r, const crl_tensor *x_act, const crl_tensor *h0, const crl_tensor *c0,
-                         const crl_tensor *x_seq, double seconds, crl__dnnl_lstm_result *out, crl_error *err)
+                         const crl_tensor *x_seq, const crl_tensor *g_seq, double seconds, crl__dnnl_lstm_result *out,
+                         crl_error *err)
 {
     memset(out, 0, sizeof *out);
-    if (!r || crl_rnn_kind_get(r) != CRL_RNN_LSTM || !x_act || !h0 || !c0 || !x_seq || crl_tensor_ndim(x_act) != 3 ||
-        crl_tensor_ndim(x_seq) != 3 || !crl_tensor_is_contiguous(x_act) || !crl_tensor_is_contiguous(x_seq) ||
-        !crl_tensor_is_contiguous(h0) || !crl_tensor_is_contiguous(c0))
+    if (!r || crl_rnn_kind_get(r) != CRL_RNN_LSTM || !x_act || !h0 || !c0 || !x_seq || !g_seq ||
+        crl_tensor_ndim(x_act) != 3 || crl_tensor_ndim(x_seq) != 3 || !crl_tensor_is_contiguous(x_act) ||
+        !crl_tensor_is_contiguous(x_seq) || !crl_tensor_is_contiguous(g_seq) || !crl_tensor_is_contiguous(h0) ||
+        !crl_tensor_is_contiguous(c0) || crl_tensor_numel(g_seq) != crl_tensor_numel(x_seq) / crl_rnn_input_size(r) *
+                                                                      crl_rnn_hidden_size(r))
         return crl_error_set(err, CRL_E_INVALID, "crl__bench_dnnl_lstm: an LSTM and contiguous [B, T, F] inputs");
     int64_t H = crl_rnn_hidden_size(r), Na = crl_tensor_shape(x_act)[0], Ta = crl_tensor_shape(x_act)[1];
     int64_t Ns = crl_tensor_shape(x_seq)[0], Ts = crl_tensor_shape(x_seq)[1];
@@ -810,8 +899,10 @@ int crl__bench_dnnl_lstm(crl_rnn *r, const crl_tensor *x_act, const crl_tensor *
     crl_tensor *ha = ya ? crl_tensor_new(CRL_F32, 2, (int64_t[]){ Na, H }, &e) : NULL;
     crl_tensor *ca = ha ? crl_tensor_new(CRL_F32, 2, (int64_t[]){ Na, H }, &e) : NULL;
     crl_tensor *ys = NULL;
+    crl_rnn_zero_grad(r);
     int rc = !ca || crl_rnn_infer(r, x_act, h0, c0, NULL, ya, ha, ca, &e) ||
-                     !(ys = crl_rnn_forward(r, x_seq, NULL, NULL, NULL, &e))
+                     !(ys = crl_rnn_forward(r, x_seq, NULL, NULL, NULL, &e)) ||
+                     crl_rnn_backward(r, g_seq, NULL, NULL, NULL, NULL, NULL, &e)
                  ? crl_error_pass(err, &e, CRL_E_RUNTIME)
                  : CRL_OK;
     dn d;
@@ -821,17 +912,20 @@ int crl__bench_dnnl_lstm(crl_rnn *r, const crl_tensor *x_act, const crl_tensor *
     if (!rc) {
         lstm_net *n = g_new0(lstm_net, 2);
         lstm_build(&d, &n[0], dnnl_forward_inference, r, Na, Ta, crl_tensor_data((crl_tensor *)x_act),
-                   crl_tensor_data((crl_tensor *)h0), crl_tensor_data((crl_tensor *)c0));
-        lstm_build(&d, &n[1], dnnl_forward_training, r, Ns, Ts, crl_tensor_data((crl_tensor *)x_seq), NULL, NULL);
-        run_lstm(&(lstm_run){ &d, &n[0] }, 1);
-        run_lstm(&(lstm_run){ &d, &n[1] }, 1);
+                   crl_tensor_data((crl_tensor *)h0), crl_tensor_data((crl_tensor *)c0), NULL);
+        lstm_build(&d, &n[1], dnnl_forward_training, r, Ns, Ts, crl_tensor_data((crl_tensor *)x_seq), NULL, NULL,
+                   crl_tensor_data((crl_tensor *)g_seq));
+        run_lstm(&(lstm_run){ &d, &n[0], false }, 1);
+        run_lstm(&(lstm_run){ &d, &n[1], false }, 1);
         if (!d.st) {
             lstm_agree(&d, &n[0], ya, ha, ca, out);
             lstm_agree(&d, &n[1], ys, crl_rnn_last_h(r), crl_rnn_last_c(r), out);
+            lstm_grads_agree(&d, &n[1], r, out);
         }
         if (!d.st) {
-            out->act_ns = crl__bench_measure(run_lstm, &(lstm_run){ &d, &n[0] }, seconds, 10).ns_per_op;
-            out->seq_ns = crl__bench_measure(run_lstm, &(lstm_run){ &d, &n[1] }, seconds, 10).ns_per_op;
+            out->act_ns = crl__bench_measure(run_lstm, &(lstm_run){ &d, &n[0], false }, seconds, 10).ns_per_op;
+            out->seq_ns = crl__bench_measure(run_lstm, &(lstm_run){ &d, &n[1], false }, seconds, 10).ns_per_op;
+            out->train_ns = crl__bench_measure(run_lstm, &(lstm_run){ &d, &n[1], true }, seconds, 10).ns_per_op;
         }
         if (d.st)
             rc = crl_error_set(err, CRL_E_RUNTIME, "oneDNN: %s failed (status %d)", d.what, (int)d.st);

@@ -215,16 +215,19 @@ typedef struct crl__dnnl_conv_result {
 } crl__dnnl_conv_result;
 int crl__bench_dnnl_conv(crl_mlp *m, const crl_tensor *x, const crl_tensor *gy, double seconds,
                          crl__dnnl_conv_result *out, crl_error *err);
-/* The LSTM r through oneDNN's lstm_forward on r's parameters: one acting step (x_act [B, 1, F], states h0
- * and c0 [B, H], forward_inference) and a training forward over x_seq [B, T, F] from zero states
- * (forward_training, with its workspace), both batch-first as crl's.  Agreement as above, on the outputs
- * and the final states. */
+/* The LSTM r through oneDNN's lstm_forward and lstm_backward on r's parameters: one acting step (x_act
+ * [B, 1, F], states h0 and c0 [B, H], forward_inference), a training forward over x_seq [B, T, F] from
+ * zero states (forward_training, with its workspace), and that forward with the backward of g_seq
+ * [B, T, H] (no gradient into the final states), all batch-first as crl's.  Agreement as above: on the
+ * outputs and final states (diff, max) and on the parameter gradients (grad_diff, grad_max); r's
+ * gradients are left holding one backward's. */
 typedef struct crl__dnnl_lstm_result {
-    double act_ns, seq_ns;
-    double diff, max;
+    double act_ns, seq_ns, train_ns;
+    double diff, max, grad_diff, grad_max;
 } crl__dnnl_lstm_result;
 int crl__bench_dnnl_lstm(struct crl_rnn *r, const crl_tensor *x_act, const crl_tensor *h0, const crl_tensor *c0,
-                         const crl_tensor *x_seq, double seconds, crl__dnnl_lstm_result *out, crl_error *err);
+                         const crl_tensor *x_seq, const crl_tensor *g_seq, double seconds,
+                         crl__dnnl_lstm_result *out, crl_error *err);
 /* `crl bench core`: prints figures, returns an exit code. */
 int crl__bench_core(double seconds);
 /* `crl bench batched` (bench_batched.c): executors side by side at N = 1..1024. */
