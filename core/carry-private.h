@@ -29,8 +29,7 @@ CRL_INTERNAL crl_td *crl__carry_template(const crl_loss_ops *ops, void *loss, co
 #define CRL__CARRY_PREFIX "trainer/carried"
 
 /* Write the leaves of cur (sub-collector k's current TensorDict) that tmpl names, as they stand, under
- * CRL__CARRY_PREFIX "/<k>" (an empty TensorDict when tmpl has none: the section still says the state was
- * kept).  Errors: the writer's. */
+ * CRL__CARRY_PREFIX "/<k>".  Errors: the writer's, crl_td_select's naming a leaf cur lacks. */
 CRL_INTERNAL int crl__carry_save(crl_ckpt_writer *w, size_t k, const crl_td *cur, const crl_td *tmpl,
                                  crl_error *err);
 

@@ -971,8 +971,8 @@ int64_t crl_trainer_frames(const crl_trainer *t) { return t->frames; }
  *                       transform learns anything (and from older files)
  *   "trainer/carried/<k>/..."  crl_ckpt_write_td of the state the policy carries between steps (what its
  *                       act writes under "next": recurrent_state_h/_c, recurrent_state) as it stands in
- *                       sub-collector k's TensorDict, for every local sub-collector that collected (an
- *                       empty TensorDict for a policy that carries nothing); absent from older files (a
+ *                       sub-collector k's TensorDict, for every local sub-collector that collected;
+ *                       absent for a policy that carries nothing, under mpirun, and from older files (a
  *                       resume of a recurrent policy then recomputes it, not bitwise, and says so)
  *   "optim/<i>/..."     crl_optim_save of parameter vector i;  "loss/...": the loss's own save */
 #define TRAIN_KIND "crl.train"
@@ -1099,7 +1099,8 @@ static int save_carried(crl_trainer *t, crl_ckpt_writer *w, crl_error *err)
     int rc = CRL_OK;
     for (size_t k = 0; k < carry_subs(t) && !rc; k++) {
         const crl_td *cur = crl__collector_current(t->coll, k), *tmpl = NULL;
-        if (cur && !(rc = carry_template(t, &tmpl, err)))
+        /* nothing for a policy that carries nothing: its checkpoints stay those of an mpirun run */
+        if (cur && !(rc = carry_template(t, &tmpl, err)) && crl_td_len(tmpl))
             rc = crl__carry_save(w, k, cur, tmpl, err);
     }
     return rc;

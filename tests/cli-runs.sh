@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Shell tests of `crl run` keeping runs whole and apart: run directories made by mkdir (three runs in
 # the same second, an existing run_dir, --overwrite), SIGINT and SIGTERM mid-run then --resume equal to
-# an uninterrupted run (an LSTM policy's too), a second signal, kill -9 during a checkpoint and the leftover removed, a full
-# disk at the final checkpoint and a metrics.csv or curve.png that cannot be written (exit 1), resume
-# refusing changed settings unless --accept-changes, and a total_frames that is no multiple of
-# frames_per_batch.  Processes are held in the middle of a checkpoint with the LD_PRELOAD shim
+# an uninterrupted run (an LSTM policy's too), a second signal, kill -9 during a checkpoint and the
+# leftover removed, a full disk at the final checkpoint and a metrics.csv or curve.png that cannot be
+# written (exit 1), resume refusing changed settings unless --accept-changes, and a total_frames that is
+# no multiple of frames_per_batch.  Processes are held in the middle of a checkpoint with the LD_PRELOAD shim
 # (tests/enospc-shim.c), so no step depends on timing; waits for a condition only end a hung test.
 set -uo pipefail
 crl=${CRL:?}

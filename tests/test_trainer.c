@@ -614,17 +614,15 @@ START_TEST(carried_state_checked)
     ck_assert_msg(strstr(msg, "no section 'trainer/carried/1/td': the checkpoint keeps the policy's carried state "
                               "for 1 of its 2 sub-collectors"), "%s", msg);
 
-    /* a policy that carries nothing keeps an empty record */
+    /* a policy that carries nothing keeps no record (and resumes without a word about it) */
     char *ppo = g_strdup_printf(PPO_RESUME_INI, 512), *ppo_more = g_strdup_printf(PPO_RESUME_INI, 1024);
     char dir3[] = "/tmp/crl-test-carried-XXXXXX";
     ck_assert_ptr_nonnull(g_mkdtemp(dir3));
     char *path3 = checkpointed(ppo, dir3);
     r = crl_ckpt_reader_open(path3, "crl.train", UINT32_MAX, &e);
     ck_assert_msg(r != NULL, "%s", e.message);
-    crl_td *none = crl_ckpt_read_td(r, "trainer/carried/0", &e);
-    ck_assert_msg(none != NULL, "%s", e.message);
-    ck_assert_uint_eq(crl_td_len(none), 0);
-    crl_td_unref(none);
+    for (size_t i = 0; i < crl_ckpt_section_count(r); i++)
+        ck_assert_msg(strncmp(crl_ckpt_section_name(r, i), "trainer/carried", 15), "%s", crl_ckpt_section_name(r, i));
     crl_ckpt_reader_free(r);
     ck_assert_int_eq(resume_from_file(ppo_more, path3, msg, sizeof msg), CRL_OK);
 
