@@ -763,7 +763,7 @@ START_TEST(test_observations)
     }
     crl_td_unref(td);
     henv_close(&h);
-    mj_deleteModel(dm.m);
+    dmc_model_free(&dm);
 }
 END_TEST
 
@@ -830,7 +830,7 @@ START_TEST(test_reset_data)
 #undef SAME
     mj_deleteData(ours);
     mj_deleteData(theirs);
-    mj_deleteModel(dm.m);
+    dmc_model_free(&dm);
 }
 END_TEST
 
