@@ -1,8 +1,9 @@
 /* Check suite for dmc_zoom2d (plugins/dm_control/spline_zoom.c), quadruped/escape's terrain smoothing,
  * against SciPy's own scipy.ndimage.zoom (Debian's python3-scipy) on random grids of the size escape
- * uses and of others (shrinking, single rows, single output samples, odd zooms); and, without SciPy,
- * the properties it must have: Python's half-to-even output lengths, the interpolation of the samples
- * at the knots, constants kept.
+ * uses and of others (shrinking, single rows, single output samples, odd zooms); escape's whole
+ * terrain after its init against the suite's own lines of Escape.initialize_episode run on the same
+ * bumps; and, without SciPy, the properties the zoom must have: Python's half-to-even output lengths,
+ * the interpolation of the samples at the knots, constants kept.
  *
  * Tolerance: the result is a 16-term weighted sum (nonnegative weights summing to 1) of spline
  * coefficients, and the cubic prefilter's inverse has an infinity norm of at most 3 per axis
@@ -232,6 +233,88 @@ START_TEST(test_zoom_matches_scipy)
 }
 END_TEST
 
+/* Escape.initialize_episode's terrain lines, verbatim but for the bumps (read) and the float32
+ * store (numpy's cast, as physics.model.hfield_data takes them). */
+static const char terrain_script[] =
+    "import sys\n"
+    "import numpy as np\n"
+    "from scipy import ndimage\n"
+    "res = int(sys.argv[3])\n"
+    "bump_res = int(sys.argv[4])\n"
+    "bumps = np.fromfile(sys.argv[1], dtype='<f8').reshape(bump_res, bump_res)\n"
+    "row_grid, col_grid = np.ogrid[-1:1:res*1j, -1:1:res*1j]\n"
+    "radius = np.clip(np.sqrt(col_grid**2 + row_grid**2), .04, 1)\n"
+    "bowl_shape = .5 - np.cos(2*np.pi*radius)/2\n"
+    "smooth_bumps = ndimage.zoom(bumps, res / float(bump_res))\n"
+    "terrain = bowl_shape * smooth_bumps\n"
+    "terrain.ravel().astype('<f4').tofile(sys.argv[2])\n";
+
+/* One float32 step apart at most: numpy's cos may be a SIMD one whose last double bit differs from
+ * the C library's, which can move the float32 rounding of a product by one step. */
+static bool within_one_float(float a, float b)
+{
+    return a == b || nextafterf(a, INFINITY) == b || nextafterf(a, -INFINITY) == b;
+}
+
+START_TEST(test_escape_terrain_matches_suite)
+{
+    const char *py = python_with_scipy();
+    if (!py) {
+        printf("SKIP test_escape_terrain_matches_suite: no python3 imports scipy.ndimage\n");
+        return;
+    }
+    crl_error e = {0};
+    dmc_model dm;
+    ck_assert_msg(dmc_model_load(&dm, &dmc_quadruped_escape, NULL, &e) == CRL_OK, "%s", e.message);
+    mjData *d = mj_makeData(dm.m);
+    ck_assert_ptr_nonnull(d);
+    const int n_extra = dmc_quadruped_escape.n_extra, res = dm.m->hfield_nrow[0];
+    const int bump_res = (int)lround(sqrt(n_extra));
+    ck_assert_int_eq(bump_res * bump_res, n_extra);
+    double *extra = calloc((size_t)n_extra, sizeof(double));
+    ck_assert_ptr_nonnull(extra);
+    scratch_open("crl-terrain-XXXXXX");
+    char *in = tpath("bumps"), *out = tpath("terrain");
+    char res_s[16], bump_s[16];
+    snprintf(res_s, sizeof res_s, "%d", res);
+    snprintf(bump_s, sizeof bump_s, "%d", bump_res);
+    size_t cells = (size_t)res * (size_t)res, same = 0;
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        crl_rng rng;
+        crl_rng_init(&rng, seed, 0);
+        mj_resetData(dm.m, d);
+        dmc_quadruped_escape.init(&dm, d, extra, &rng);
+        ck_assert(g_file_set_contents(in, (const char *)extra, (gssize)(sizeof(double) * (size_t)n_extra), NULL));
+        const char *argv[] = {py, "-c", terrain_script, in, out, res_s, bump_s, NULL};
+        gchar *errout = NULL, *theirs = NULL;
+        gsize n_theirs = 0;
+        gint status = 1;
+        ck_assert(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_STDOUT_TO_DEV_NULL, NULL,
+                               NULL, NULL, &errout, &status, NULL));
+        ck_assert_msg(g_spawn_check_wait_status(status, NULL), "the suite's terrain lines failed: %s", errout);
+        g_free(errout);
+        ck_assert(g_file_get_contents(out, &theirs, &n_theirs, NULL));
+        ck_assert_uint_eq(n_theirs, cells * sizeof(float));
+        const float *ours = dm.m->hfield_data + dm.m->hfield_adr[0];
+        for (size_t k = 0; k < cells; k++) {
+            float want;
+            memcpy(&want, theirs + k * sizeof(float), sizeof want);
+            ck_assert_msg(within_one_float(ours[k], want), "seed %d: terrain[%zu, %zu] = %.9g, the suite's %.9g",
+                          (int)seed, k / (size_t)res, k % (size_t)res, ours[k], want);
+            same += ours[k] == want;
+        }
+        g_free(theirs);
+    }
+    printf("# escape's terrain vs the suite's lines: %zu of %zu float32 samples identical\n", same, 3 * cells);
+    g_free(in);
+    g_free(out);
+    scratch_close();
+    free(extra);
+    mj_deleteData(d);
+    dmc_model_free(&dm);
+}
+END_TEST
+
 static Suite *zoom_suite(void)
 {
     Suite *s = suite_create("dm_control spline zoom");
@@ -240,12 +323,14 @@ static Suite *zoom_suite(void)
     tcase_add_test(tc, test_zoom_len);
     tcase_add_test(tc, test_zoom_interpolates);
     tcase_add_test(tc, test_zoom_matches_scipy);
+    tcase_add_test(tc, test_escape_terrain_matches_suite);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
+    dmc_install_error_hooks();
     SRunner *sr = srunner_create(zoom_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
