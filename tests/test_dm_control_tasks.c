@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <glib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1226,6 +1227,53 @@ START_TEST(test_quadruped_escape)
 }
 END_TEST
 
+/* A suite_dir quadruped.xml whose terrain or rangefinders are not the suite's is a config error naming
+ * what escape needs (its observation and state sizes are the suite's). */
+START_TEST(test_quadruped_escape_bad_suite)
+{
+    char dir[] = "/tmp/crl-dmc-escape.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char *common = g_build_filename(dir, "common", NULL), *path = g_build_filename(dir, "quadruped.xml", NULL);
+    ck_assert_int_eq(symlink(SUITE_DIR "/common", common), 0);
+    gchar *xml = NULL;
+    ck_assert(g_file_get_contents(SUITE_DIR "/quadruped.xml", &xml, NULL, NULL));
+    static const struct {
+        const char *from, *to, *needle;
+    } edits[] = {
+        {"ncol=\"201\" nrow=\"201\"", "ncol=\"101\" nrow=\"201\"", "201 x 101 samples"},
+        {"size=\"30 30 5 .1\"", "size=\"20 20 5 .1\"", "over 40 m"},
+        {"<rangefinder name=\"rf_00\" site=\"rf_00\"/>", "", "has 19 rangefinders"},
+        {"<hfield name=\"terrain\" ncol=\"201\" nrow=\"201\" size=\"30 30 5 .1\"/>", "", "geom 'terrain'"},
+    };
+    for (size_t k = 0; k < sizeof edits / sizeof edits[0]; k++) {
+        char *at = strstr(xml, edits[k].from);
+        ck_assert_ptr_nonnull(at);
+        GString *bad = g_string_new_len(xml, at - xml);
+        g_string_append(bad, edits[k].to);
+        g_string_append(bad, at + strlen(edits[k].from));
+        if (k == 3) { /* no heightfield at all: the geom using it goes too */
+            char *g = strstr(bad->str, "<geom name=\"terrain\"");
+            ck_assert_ptr_nonnull(g);
+            g_string_erase(bad, g - bad->str, strchr(g, '>') + 1 - g);
+        }
+        ck_assert(g_file_set_contents(path, bad->str, (gssize)bad->len, NULL));
+        g_string_free(bad, TRUE);
+        dmc_model dm;
+        crl_error e = {0};
+        ck_assert_int_eq(dmc_model_load(&dm, &dmc_quadruped_escape, dir, &e), CRL_E_CONFIG);
+        EXPECT_MSG(e, CRL_E_CONFIG, edits[k].needle);
+        ck_assert_ptr_null(dm.m);
+        ck_assert_ptr_null(dm.cache);
+    }
+    g_free(xml);
+    unlink(path);
+    unlink(common);
+    rmdir(dir);
+    g_free(path);
+    g_free(common);
+}
+END_TEST
+
 /* Envs of one batch each have their own terrain in the shared model: a reset from env 1's state
  * (its bumps included) puts env 1's terrain under env 0, whose observations (rangefinders included)
  * and steps are then env 1's; stepping them in turn keeps both. */
@@ -1884,6 +1932,7 @@ static Suite *tasks_suite(void)
     tcase_add_test(tc, test_quadruped_rewards);
     tcase_add_test(tc, test_quadruped_init);
     tcase_add_test(tc, test_quadruped_escape);
+    tcase_add_test(tc, test_quadruped_escape_bad_suite);
     tcase_add_test(tc, test_manipulator);
     tcase_add_test(tc, test_stacker);
     tcase_add_test(tc, test_lqr);

@@ -440,7 +440,7 @@ typedef struct terrain_entry {
     float terrain[];         /* res * res */
 } terrain_entry;
 
-#define TERRAIN_CACHE 64     /* envs kept (10 MB); more take turns in the last entries */
+#define TERRAIN_CACHE 64     /* envs kept (10 MB); beyond that, entries are reused in turn */
 
 typedef struct escape_cache {
     int res;                 /* the heightfield's rows (= columns) */
