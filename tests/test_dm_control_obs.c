@@ -5,7 +5,8 @@
  * The shadow is independent of the plugin's task code: it starts from the state the env reports
  * (return_state: time, qpos, qvel, act, then the task's per-episode draws), applies the per-episode model
  * edits as the suite's initialize_episode does (reacher's, swimmer's, fish's, manipulator's and stacker's
- * targets, finger/turn's target site, point_mass/hard's actuation directions, on a copy of the model per
+ * targets, finger/turn's target site, point_mass/hard's actuation directions, quadruped/escape's terrain
+ * rebuilt here from its bumps without the plugin's spline code, on a copy of the model per
  * env, where the plugin writes them into its shared model before each env's step), forwards as
  * Physics.after_reset does, steps with the same actions the way dm_control's Physics.step does
  * (mj_step2, mj_step .. , mj_step1; RK4 models mj_step throughout) and reads every observation from
