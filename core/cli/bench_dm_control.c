@@ -57,6 +57,8 @@ typedef struct mj_api {
     void (*step)(const mjModel *m, mjData *d);
     void (*step1)(const mjModel *m, mjData *d);
     void (*step2)(const mjModel *m, mjData *d);
+    void (*forward)(const mjModel *m, mjData *d);
+    mjfGeneric *cb_control; /* libmujoco's mjcb_control, which reset_work borrows to count */
     void (*delete_data)(mjData *d);
     void (*delete_model)(mjModel *m);
 } mj_api;
@@ -75,9 +77,12 @@ static int mj_lookup(mj_api *mj, crl_error *err)
     *(void **)&mj->step = dlsym(mj->lib, "mj_step");
     *(void **)&mj->step1 = dlsym(mj->lib, "mj_step1");
     *(void **)&mj->step2 = dlsym(mj->lib, "mj_step2");
+    *(void **)&mj->forward = dlsym(mj->lib, "mj_forward");
+    mj->cb_control = (mjfGeneric *)dlsym(mj->lib, "mjcb_control");
     *(void **)&mj->delete_data = dlsym(mj->lib, "mj_deleteData");
     *(void **)&mj->delete_model = dlsym(mj->lib, "mj_deleteModel");
-    if (!mj->save_last || !mj->load_xml || !mj->make_data || !mj->step || !mj->step1 || !mj->step2 || !mj->delete_data || !mj->delete_model)
+    if (!mj->save_last || !mj->load_xml || !mj->make_data || !mj->step || !mj->step1 || !mj->step2 || !mj->forward || !mj->cb_control ||
+        !mj->delete_data || !mj->delete_model)
         return crl_error_set(err, CRL_E_NOT_FOUND, "crl bench dm_control: libmujoco lacks an entry point");
     return CRL_OK;
 }
@@ -89,6 +94,9 @@ typedef struct bare {
     int64_t n_sub;
     const double *actions; /* the host's ACTIONS rows, so both simulate the same thing */
     uint64_t next;
+    /* The env's episode resets as physics calls (reset_work): every ep_len
+     * control steps, rst_step mj_step and rst_fwd mj_forward. */
+    int64_t ep_len, ep_pos, rst_step, rst_fwd;
 } bare;
 
 static void run_bare(void *p, uint64_t n)
@@ -118,6 +126,48 @@ static void run_bare_suite(void *p, uint64_t n)
     }
 }
 
+/* The state an episode starts from, at rest: the model's qpos0, no velocity,
+ * activation, control or applied force, no warm start (mj_resetData's values
+ * for them, without its clear of the whole arena). */
+static void bare_rest(bare *b)
+{
+    const mjModel *m = b->m;
+    mjData *d = b->d;
+    d->time = 0;
+    memcpy(d->qpos, m->qpos0, sizeof(mjtNum) * (size_t)m->nq);
+    memset(d->qvel, 0, sizeof(mjtNum) * (size_t)m->nv);
+    memset(d->qacc_warmstart, 0, sizeof(mjtNum) * (size_t)m->nv);
+    memset(d->qfrc_applied, 0, sizeof(mjtNum) * (size_t)m->nv);
+    memset(d->xfrc_applied, 0, sizeof(mjtNum) * 6 * (size_t)m->nbody);
+    memset(d->act, 0, sizeof(mjtNum) * (size_t)m->na);
+    memset(d->ctrl, 0, sizeof(mjtNum) * (size_t)m->nu);
+}
+
+/* run_bare_suite with the env's episode resets: after every ep_len control
+ * steps the data starts over at rest and makes the mj_forward and mj_step
+ * calls one of the env's resets makes, in the suite's order (Physics.reset's
+ * forward, the task's steps, the other forwards).  The initial-state draw,
+ * the observation and mj_resetData's arena clears are not included. */
+static void run_bare_episodes(void *p, uint64_t n)
+{
+    bare *b = p;
+    for (uint64_t i = 0; i < n; i++) {
+        run_bare_suite(b, 1);
+        if (b->ep_len > 0 && ++b->ep_pos == b->ep_len) {
+            b->ep_pos = 0;
+            bare_rest(b);
+            for (int64_t k = 0; k < b->rst_fwd; k++) {
+                b->mj->forward(b->m, b->d);
+                for (int64_t s = 0; k == 0 && s < b->rst_step; s++)
+                    b->mj->step(b->m, b->d);
+            }
+            if (!b->rst_fwd)
+                for (int64_t s = 0; s < b->rst_step; s++)
+                    b->mj->step(b->m, b->d);
+        }
+    }
+}
+
 /* The model MuJoCo compiled last (the env's, just made), saved and loaded again. */
 static int bare_open(bare *b, const mj_api *mj, const char *dir, crl_error *err)
 {
@@ -137,8 +187,11 @@ static int bare_open(bare *b, const mj_api *mj, const char *dir, crl_error *err)
     return rc;
 }
 
-static void bare_close(bare *b)
+/* b, and be sharing its model. */
+static void bare_close(bare *b, bare *be)
 {
+    if (be->d)
+        b->mj->delete_data(be->d);
     if (b->d)
         b->mj->delete_data(b->d);
     if (b->m)
@@ -251,6 +304,57 @@ static int sub_steps(host_loop *h, double timestep, int64_t *out, crl_error *err
     return rc;
 }
 
+/* MuJoCo calls mjcb_control once per forward evaluation (each mj_forward, mj_step1 and each of mj_step's, 4 for
+ * RK4) with the mjData: reset_work counts them and keeps the last data seen. */
+static int64_t cb_calls;
+static mjData *cb_data;
+
+static void count_control(const mjModel *m, mjData *d)
+{
+    (void)m;
+    cb_calls++;
+    cb_data = d;
+}
+
+#define RESETS 8
+
+/* The physics one episode reset of the env makes, as mj_step and mj_forward calls, averaged over RESETS resets:
+ * its mjData's step timer counts the mj_step (and mj_step1) calls since the reset cleared it, the evaluations
+ * counted through mjcb_control beyond those steps' own are the mj_forward calls.  (A task whose reset clears the
+ * data again, as quadruped's height search does with mj_resetData, has only forward calls, all counted.) */
+static int reset_work(host_loop *h, bare *b, crl_error *err)
+{
+    const mj_api *mj = b->mj;
+    mjfGeneric saved = *mj->cb_control;
+    cb_calls = 0;
+    *mj->cb_control = count_control;
+    b->mj->step(b->m, b->d);
+    int64_t per_step = cb_calls, calls = 0, steps = 0;
+    int rc = CRL_OK;
+    for (int r = 0; r < RESETS && !rc; r++) {
+        cb_calls = 0;
+        cb_data = NULL;
+        crl_error e;
+        crl_error_clear(&e);
+        crl_td *td = crl_env_reset(h->env, NULL, &e);
+        if (!td) {
+            rc = crl_error_pass(err, &e, CRL_E_RUNTIME);
+            break;
+        }
+        crl_td_unref(td);
+        calls += cb_calls;
+        steps += cb_data ? cb_data->timer[mjTIMER_STEP].number : 0;
+    }
+    *mj->cb_control = saved;
+    if (rc)
+        return rc;
+    b->rst_step = (steps + RESETS / 2) / RESETS;
+    int64_t fwd = calls - steps * per_step;
+    b->rst_fwd = fwd > 0 ? (fwd + RESETS / 2) / RESETS : 0;
+    b->ep_len = crl_env_max_episode_steps(h->env);
+    return CRL_OK;
+}
+
 typedef struct frames {
     crl_env *env;
     uint8_t *rgb;
@@ -301,12 +405,13 @@ int crl__bench_dm_control(double seconds)
         goto out;
     }
     printf("dm_control tasks, one env, random actions, auto-reset (%.2f s per figure):\n", seconds);
-    printf("  %-24s %11s %4s %14s %15s %10s %7s\n", "task", "env steps/s", "sub", "bare mj_step/s",
-           "bare suite st/s", "crl/suite", "mj/crl");
+    printf("  %-24s %11s %4s %14s %15s %10s %7s %13s %10s\n", "task", "env steps/s", "sub", "bare mj_step/s",
+           "bare suite st/s", "crl/suite", "mj/crl", "reset st+fwd", "crl/s+rst");
     for (const char *const *id = ops->list(); *id; id++) {
         host_loop h;
-        bare b;
+        bare b, be; /* be: the same model with data of its own, stepped in episodes */
         memset(&b, 0, sizeof b);
+        memset(&be, 0, sizeof be);
         int64_t n_sub = 0;
         /* A probe env first: its make is the model MuJoCo compiled last, its state tells the sub-steps. */
         host_loop probe;
@@ -315,25 +420,34 @@ int crl__bench_dm_control(double seconds)
             rc = bare_open(&b, &mj, dir, &err);
         if (!rc)
             rc = sub_steps(&probe, b.m->opt.timestep, &n_sub, &err);
+        if (!rc) {
+            be = b;
+            if (!(be.d = mj.make_data(b.m)))
+                rc = crl_error_set(&err, CRL_E_NOMEM, "crl bench dm_control: mj_makeData failed");
+        }
+        if (!rc)
+            rc = reset_work(&probe, &be, &err);
         host_close(&probe);
         memset(&h, 0, sizeof h);
         if (!rc)
             rc = host_open(&h, host, *id, false, false, &err);
         if (rc) {
             host_close(&h);
-            bare_close(&b);
+            bare_close(&b, &be);
             goto out;
         }
-        b.n_sub = n_sub;
-        b.actions = h.actions;
+        b.n_sub = be.n_sub = n_sub;
+        b.actions = be.actions = h.actions;
         /* Host and bare stepping in turns, so load that comes and goes on a
          * shared machine falls on both; the ratio is the median turn's. */
-        double ratio[TURNS], host_ns = 0, suite_ns = 0;
+        double ratio[TURNS], ratio_rst[TURNS], host_ns = 0, suite_ns = 0;
         uint64_t host_ops = 0, suite_ops = 0;
         for (int t = 0; t < TURNS && !h.failed; t++) {
             crl_bench_result rh = measure_cpu(run_host, &h, seconds / TURNS, t ? 10 : 100);
             crl_bench_result rs = measure_cpu(run_bare_suite, &b, seconds / TURNS, t ? 10 : 100);
+            crl_bench_result re = measure_cpu(run_bare_episodes, &be, seconds / TURNS, t ? 10 : 100);
             ratio[t] = rh.ns_per_op / rs.ns_per_op;
+            ratio_rst[t] = rh.ns_per_op / re.ns_per_op;
             host_ns += rh.ns_per_op * (double)rh.ops;
             host_ops += rh.ops;
             suite_ns += rs.ns_per_op * (double)rs.ops;
@@ -343,16 +457,20 @@ int crl__bench_dm_control(double seconds)
         if (h.failed) {
             err = h.err;
             host_close(&h);
-            bare_close(&b);
+            bare_close(&b, &be);
             goto out;
         }
         qsort(ratio, TURNS, sizeof ratio[0], cmp_double);
+        qsort(ratio_rst, TURNS, sizeof ratio_rst[0], cmp_double);
         double env_rate = 1e9 * (double)host_ops / host_ns, bare_rate = 1e9 / rb.ns_per_op;
         double suite_rate = 1e9 * (double)suite_ops / suite_ns;
-        printf("  %-24s %11.0f %4" G_GINT64_FORMAT " %14.0f %15.0f %9.2fx %6.2fx\n", *id, env_rate, (gint64)n_sub,
-               bare_rate, suite_rate, ratio[TURNS / 2], bare_rate / ((double)n_sub * env_rate));
+        char rst[32];
+        snprintf(rst, sizeof rst, "%" G_GINT64_FORMAT "+%" G_GINT64_FORMAT, (gint64)be.rst_step, (gint64)be.rst_fwd);
+        printf("  %-24s %11.0f %4" G_GINT64_FORMAT " %14.0f %15.0f %9.2fx %6.2fx %13s %9.2fx\n", *id, env_rate,
+               (gint64)n_sub, bare_rate, suite_rate, ratio[TURNS / 2], bare_rate / ((double)n_sub * env_rate),
+               be.ep_len > 0 ? rst : "no episodes", ratio_rst[TURNS / 2]);
         host_close(&h);
-        bare_close(&b);
+        bare_close(&b, &be);
     }
     printf("  sub: physics steps per env step.  bare suite st/s: control steps/s of the suite's stepping on\n"
            "  the bare model (mj_step2 .. mj_step1, which keeps observations current) with the same actions,\n"
@@ -361,7 +479,14 @@ int crl__bench_dm_control(double seconds)
            "  every step too) and its resets (cheetah's settles 200 physics steps per episode, as the suite).\n"
            "  crl/suite: the host's time per step over the bare one, the median of %d turns taken\n"
            "  alternately (1.00x: no overhead).  mj/crl: bare mj_step/s over the physics steps/s crl\n"
-           "  delivers, stepping semantics included.  Rates are per second of this thread's CPU time.\n", TURNS);
+           "  delivers, stepping semantics included.  Rates are per second of this thread's CPU time.\n"
+           "  reset st+fwd: the mj_step + mj_forward calls one episode reset of the env makes (counted in a\n"
+           "  probe env through MuJoCo's step timer and mjcb_control, the mean of %d resets; the suite's\n"
+           "  reset makes the same: 0+2 is Physics.reset's and after_reset's forwards).  crl/s+rst: the\n"
+           "  host's time per step over the bare suite stepping that also makes those calls once per\n"
+           "  episode (every time-limit steps; none without one), in the same turns.  The bare side gets\n"
+           "  only the physics calls: no initial-state draw, no observation, and not mj_resetData's arena\n"
+           "  clear (which the suite's reset makes and crl's avoids).\n", TURNS, RESETS);
 
     /* Pixels: the tutorial's acrobot, 240 x 320 from camera 0. */
     host_loop h;
