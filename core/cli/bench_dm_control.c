@@ -7,7 +7,6 @@
 #include <crl/env.h>
 #include <dlfcn.h>
 #include <glib.h>
-#include <glib/gstdio.h>
 #include <math.h>
 #include <mujoco/mujoco.h>
 #include <string.h>
@@ -51,8 +50,7 @@ static int cmp_double(const void *a, const void *b)
  * (crl itself never links libmujoco; its header gives the types). */
 typedef struct mj_api {
     void *lib;
-    int (*save_last)(const char *file, const mjModel *m, char *error, int error_sz);
-    mjModel *(*load_xml)(const char *file, const mjVFS *vfs, char *error, int error_sz);
+    mjModel *(*copy_model)(mjModel *dest, const mjModel *src);
     mjData *(*make_data)(const mjModel *m);
     void (*step)(const mjModel *m, mjData *d);
     void (*step1)(const mjModel *m, mjData *d);
@@ -71,8 +69,7 @@ static int mj_lookup(mj_api *mj, crl_error *err)
         mj->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!mj->lib)
         return crl_error_set(err, CRL_E_NOT_FOUND, "crl bench dm_control: cannot open libmujoco (%s)", dlerror());
-    *(void **)&mj->save_last = dlsym(mj->lib, "mj_saveLastXML");
-    *(void **)&mj->load_xml = dlsym(mj->lib, "mj_loadXML");
+    *(void **)&mj->copy_model = dlsym(mj->lib, "mj_copyModel");
     *(void **)&mj->make_data = dlsym(mj->lib, "mj_makeData");
     *(void **)&mj->step = dlsym(mj->lib, "mj_step");
     *(void **)&mj->step1 = dlsym(mj->lib, "mj_step1");
@@ -81,7 +78,7 @@ static int mj_lookup(mj_api *mj, crl_error *err)
     mj->cb_control = (mjfGeneric *)dlsym(mj->lib, "mjcb_control");
     *(void **)&mj->delete_data = dlsym(mj->lib, "mj_deleteData");
     *(void **)&mj->delete_model = dlsym(mj->lib, "mj_deleteModel");
-    if (!mj->save_last || !mj->load_xml || !mj->make_data || !mj->step || !mj->step1 || !mj->step2 || !mj->forward || !mj->cb_control ||
+    if (!mj->copy_model || !mj->make_data || !mj->step || !mj->step1 || !mj->step2 || !mj->forward || !mj->cb_control ||
         !mj->delete_data || !mj->delete_model)
         return crl_error_set(err, CRL_E_NOT_FOUND, "crl bench dm_control: libmujoco lacks an entry point");
     return CRL_OK;
@@ -97,6 +94,9 @@ typedef struct bare {
     /* The env's episode resets as physics calls (reset_work): every ep_len
      * control steps, rst_step mj_step and rst_fwd mj_forward. */
     int64_t ep_len, ep_pos, rst_step, rst_fwd;
+    /* The states (qpos, qvel, act) the probe env's resets started episodes from, taken in turn. */
+    double *starts;
+    int n_starts, next_start;
 } bare;
 
 static void run_bare(void *p, uint64_t n)
@@ -143,11 +143,26 @@ static void bare_rest(bare *b)
     memset(d->ctrl, 0, sizeof(mjtNum) * (size_t)m->nu);
 }
 
-/* run_bare_suite with the env's episode resets: after every ep_len control
- * steps the data starts over at rest and makes the mj_forward and mj_step
- * calls one of the env's resets makes, in the suite's order (Physics.reset's
- * forward, the task's steps, the other forwards).  The initial-state draw,
- * the observation and mj_resetData's arena clears are not included. */
+/* The next of the env's episode starts into the data (time 0). */
+static void bare_start(bare *b)
+{
+    const mjModel *m = b->m;
+    mjData *d = b->d;
+    const double *s = b->starts + (size_t)b->next_start * (size_t)(m->nq + m->nv + m->na);
+    b->next_start = (b->next_start + 1) % b->n_starts;
+    d->time = 0;
+    memcpy(d->qpos, s, sizeof(mjtNum) * (size_t)m->nq);
+    memcpy(d->qvel, s + m->nq, sizeof(mjtNum) * (size_t)m->nv);
+    memcpy(d->act, s + m->nq + m->nv, sizeof(mjtNum) * (size_t)m->na);
+}
+
+/* run_bare_suite in the env's episodes: after every ep_len control steps,
+ * the mj_step calls one of the env's resets makes (from rest, as its
+ * settling steps start from a reset pose), then one of the states the env's
+ * episodes started from and the reset's mj_forward calls on it (the last
+ * one is the suite's after_reset, which the next step builds on).  The
+ * initial-state draw, the observation and mj_resetData's arena clears are
+ * not included. */
 static void run_bare_episodes(void *p, uint64_t n)
 {
     bare *b = p;
@@ -156,35 +171,52 @@ static void run_bare_episodes(void *p, uint64_t n)
         if (b->ep_len > 0 && ++b->ep_pos == b->ep_len) {
             b->ep_pos = 0;
             bare_rest(b);
-            for (int64_t k = 0; k < b->rst_fwd; k++) {
+            for (int64_t k = 0; k < b->rst_step; k++)
+                b->mj->step(b->m, b->d);
+            bare_start(b);
+            for (int64_t k = 0; k < b->rst_fwd; k++)
                 b->mj->forward(b->m, b->d);
-                for (int64_t s = 0; k == 0 && s < b->rst_step; s++)
-                    b->mj->step(b->m, b->d);
-            }
-            if (!b->rst_fwd)
-                for (int64_t s = 0; s < b->rst_step; s++)
-                    b->mj->step(b->m, b->d);
         }
     }
 }
 
-/* The model MuJoCo compiled last (the env's, just made), saved and loaded again. */
-static int bare_open(bare *b, const mj_api *mj, const char *dir, crl_error *err)
+/* MuJoCo calls mjcb_control once per forward evaluation (each mj_forward, mj_step1 and each of mj_step's, 4 for
+ * RK4) with the model and data: bare_open and reset_work borrow it to see the env's, and to count. */
+static int64_t cb_calls;
+static const mjModel *cb_model;
+static mjData *cb_data;
+
+static void count_control(const mjModel *m, mjData *d)
 {
-    memset(b, 0, sizeof *b);
+    cb_calls++;
+    cb_model = m;
+    cb_data = d;
+}
+
+/* A copy of the probe env's own model (as the env has it after a reset: the
+ * task's edits and per-env parameters included), and data for it. */
+static int bare_open(bare *b, const mj_api *mj, crl_env *probe, crl_error *err)
+{
+    memset(b, 0, sizeof b[0]);
     b->mj = mj;
-    char *path = g_build_filename(dir, "model.xml", NULL);
-    char msg[1000] = "";
-    int rc = CRL_OK;
-    if (!mj->save_last(path, NULL, msg, sizeof msg))
-        rc = crl_error_set(err, CRL_E_IO, "crl bench dm_control: cannot save the model: %s", msg);
-    else if (!(b->m = mj->load_xml(path, NULL, msg, sizeof msg)))
-        rc = crl_error_set(err, CRL_E_IO, "crl bench dm_control: cannot reload the model: %s", msg);
-    else if (!(b->d = mj->make_data(b->m)))
-        rc = crl_error_set(err, CRL_E_NOMEM, "crl bench dm_control: mj_makeData failed");
-    g_unlink(path);
-    g_free(path);
-    return rc;
+    mjfGeneric saved = *mj->cb_control;
+    cb_model = NULL;
+    *mj->cb_control = count_control;
+    crl_error e;
+    crl_error_clear(&e);
+    crl_td *td = crl_env_reset(probe, NULL, &e);
+    *mj->cb_control = saved;
+    if (!td)
+        return crl_error_pass(err, &e, CRL_E_RUNTIME);
+    crl_td_unref(td);
+    if (!cb_model)
+        return crl_error_set(err, CRL_E_RUNTIME, "crl bench dm_control: %s: the reset ran no MuJoCo forward",
+                             crl_env_id(probe));
+    if (!(b->m = mj->copy_model(NULL, cb_model)))
+        return crl_error_set(err, CRL_E_NOMEM, "crl bench dm_control: mj_copyModel failed");
+    if (!(b->d = mj->make_data(b->m)))
+        return crl_error_set(err, CRL_E_NOMEM, "crl bench dm_control: mj_makeData failed");
+    return CRL_OK;
 }
 
 /* b, and be sharing its model. */
@@ -192,6 +224,7 @@ static void bare_close(bare *b, bare *be)
 {
     if (be->d)
         b->mj->delete_data(be->d);
+    g_free(be->starts);
     if (b->d)
         b->mj->delete_data(b->d);
     if (b->m)
@@ -304,18 +337,6 @@ static int sub_steps(host_loop *h, double timestep, int64_t *out, crl_error *err
     return rc;
 }
 
-/* MuJoCo calls mjcb_control once per forward evaluation (each mj_forward, mj_step1 and each of mj_step's, 4 for
- * RK4) with the mjData: reset_work counts them and keeps the last data seen. */
-static int64_t cb_calls;
-static mjData *cb_data;
-
-static void count_control(const mjModel *m, mjData *d)
-{
-    (void)m;
-    cb_calls++;
-    cb_data = d;
-}
-
 #define RESETS 8
 
 /* The physics one episode reset of the env makes, as mj_step and mj_forward calls, averaged over RESETS resets:
@@ -331,6 +352,8 @@ static int reset_work(host_loop *h, bare *b, crl_error *err)
     b->mj->step(b->m, b->d);
     int64_t per_step = cb_calls, calls = 0, steps = 0;
     int rc = CRL_OK;
+    b->starts = g_new(double, (gsize)RESETS * (gsize)(b->m->nq + b->m->nv + b->m->na + 1));
+    b->n_starts = RESETS;
     for (int r = 0; r < RESETS && !rc; r++) {
         cb_calls = 0;
         cb_data = NULL;
@@ -341,6 +364,14 @@ static int reset_work(host_loop *h, bare *b, crl_error *err)
             rc = crl_error_pass(err, &e, CRL_E_RUNTIME);
             break;
         }
+        const mjModel *m = b->m;
+        size_t row = (size_t)(m->nq + m->nv + m->na);
+        crl_tensor *st = crl_td_get(td, "state");
+        if (!st || crl_tensor_dtype(st) != CRL_F64 || crl_tensor_numel(st) < (int64_t)row + 1)
+            rc = crl_error_set(err, CRL_E_INVALID, "crl bench dm_control: %s: the reset gave no state to start "
+                               "the bare episodes from", crl_env_id(h->env));
+        else
+            memcpy(b->starts + (size_t)r * row, (const double *)crl_tensor_data(st) + 1, row * sizeof(double));
         crl_td_unref(td);
         calls += cb_calls;
         steps += cb_data ? cb_data->timer[mjTIMER_STEP].number : 0;
@@ -352,6 +383,8 @@ static int reset_work(host_loop *h, bare *b, crl_error *err)
     int64_t fwd = calls - steps * per_step;
     b->rst_fwd = fwd > 0 ? (fwd + RESETS / 2) / RESETS : 0;
     b->ep_len = crl_env_max_episode_steps(h->env);
+    bare_start(b);
+    b->mj->forward(b->m, b->d);
     return CRL_OK;
 }
 
@@ -377,7 +410,6 @@ int crl__bench_dm_control(double seconds)
     crl_host *host = crl_host_new(NULL, &err);
     mj_api mj;
     int status = CRL_EXIT_RUNTIME;
-    char *dir = NULL;
     if (!host)
         goto out;
     if (crl_host_load_name(host, "dm_control", &err)) {
@@ -394,10 +426,6 @@ int crl__bench_dm_control(double seconds)
     }
     if (mj_lookup(&mj, &err))
         goto out;
-    if (!(dir = g_dir_make_tmp("crl-bench-dmc-XXXXXX", NULL))) {
-        crl_error_set(&err, CRL_E_IO, "crl bench dm_control: cannot make a temporary directory");
-        goto out;
-    }
     const crl_component *comp = crl_host_find(host, CRL_KIND_ENV, "dm_control");
     const crl_env_ops *ops = comp ? crl__cli_env_ops(comp) : NULL;
     if (!ops) {
@@ -413,11 +441,12 @@ int crl__bench_dm_control(double seconds)
         memset(&b, 0, sizeof b);
         memset(&be, 0, sizeof be);
         int64_t n_sub = 0;
-        /* A probe env first: its make is the model MuJoCo compiled last, its state tells the sub-steps. */
+        /* A probe env first: its model (copied) is the bare loops', its state tells the sub-steps, its resets
+         * the physics of an episode start. */
         host_loop probe;
         int rc = host_open(&probe, host, *id, false, true, &err);
         if (!rc)
-            rc = bare_open(&b, &mj, dir, &err);
+            rc = bare_open(&b, &mj, probe.env, &err);
         if (!rc)
             rc = sub_steps(&probe, b.m->opt.timestep, &n_sub, &err);
         if (!rc) {
@@ -520,10 +549,6 @@ int crl__bench_dm_control(double seconds)
 out:
     if (status)
         crl__cli_print_error("bench dm_control", &err);
-    if (dir) {
-        g_rmdir(dir);
-        g_free(dir);
-    }
     crl_host_free(host);
     return status;
 }
