@@ -1449,6 +1449,13 @@ static crl__step_slot *step_lookup(crl_env *env, const crl_td *td)
             s = &env->step_slots[k];
     if (!s)
         return NULL;
+    /* A td whose stamp held kept its layout too: the common case is one
+     * compare per pin (each read only after its parents held). */
+    size_t held = 0;
+    while (held < s->npins && crl__td_stamp(s->pins[held].td) == s->pins[held].stamp)
+        held++;
+    if (held == s->npins)
+        return s;
     bool moved = false;
     for (size_t i = 0; i < s->npins; i++) {
         const crl_td *p = s->pins[i].td;
