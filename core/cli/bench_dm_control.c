@@ -56,6 +56,7 @@ typedef struct mj_api {
     void (*step1)(const mjModel *m, mjData *d);
     void (*step2)(const mjModel *m, mjData *d);
     void (*forward)(const mjModel *m, mjData *d);
+    void (*reset_data)(const mjModel *m, mjData *d);
     mjfGeneric *cb_control; /* libmujoco's mjcb_control, which reset_work borrows to count */
     void (*delete_data)(mjData *d);
     void (*delete_model)(mjModel *m);
@@ -75,10 +76,11 @@ static int mj_lookup(mj_api *mj, crl_error *err)
     *(void **)&mj->step1 = dlsym(mj->lib, "mj_step1");
     *(void **)&mj->step2 = dlsym(mj->lib, "mj_step2");
     *(void **)&mj->forward = dlsym(mj->lib, "mj_forward");
+    *(void **)&mj->reset_data = dlsym(mj->lib, "mj_resetData");
     mj->cb_control = (mjfGeneric *)dlsym(mj->lib, "mjcb_control");
     *(void **)&mj->delete_data = dlsym(mj->lib, "mj_deleteData");
     *(void **)&mj->delete_model = dlsym(mj->lib, "mj_deleteModel");
-    if (!mj->copy_model || !mj->make_data || !mj->step || !mj->step1 || !mj->step2 || !mj->forward || !mj->cb_control ||
+    if (!mj->copy_model || !mj->make_data || !mj->step || !mj->step1 || !mj->step2 || !mj->forward || !mj->reset_data || !mj->cb_control ||
         !mj->delete_data || !mj->delete_model)
         return crl_error_set(err, CRL_E_NOT_FOUND, "crl bench dm_control: libmujoco lacks an entry point");
     return CRL_OK;
@@ -92,8 +94,8 @@ typedef struct bare {
     const double *actions; /* the host's ACTIONS rows, so both simulate the same thing */
     uint64_t next;
     /* The env's episode resets as physics calls (reset_work): every ep_len
-     * control steps, rst_step mj_step and rst_fwd mj_forward. */
-    int64_t ep_len, ep_pos, rst_step, rst_fwd;
+     * control steps, rst_clr mj_resetData, rst_step mj_step and rst_fwd mj_forward. */
+    int64_t ep_len, ep_pos, rst_clr, rst_step, rst_fwd;
     /* The states (qpos, qvel, act) the probe env's resets started episodes from, taken in turn. */
     double *starts;
     int n_starts, next_start;
@@ -171,6 +173,8 @@ static void run_bare_episodes(void *p, uint64_t n)
         if (b->ep_len > 0 && ++b->ep_pos == b->ep_len) {
             b->ep_pos = 0;
             bare_rest(b);
+            for (int64_t k = 0; k < b->rst_clr; k++)
+                b->mj->reset_data(b->m, b->d);
             for (int64_t k = 0; k < b->rst_step; k++)
                 b->mj->step(b->m, b->d);
             bare_start(b);
@@ -181,8 +185,10 @@ static void run_bare_episodes(void *p, uint64_t n)
 }
 
 /* MuJoCo calls mjcb_control once per forward evaluation (each mj_forward, mj_step1 and each of mj_step's, 4 for
- * RK4) with the model and data: bare_open and reset_work borrow it to see the env's, and to count. */
-static int64_t cb_calls;
+ * RK4) with the model and data: bare_open and reset_work borrow it to see the env's, and to count.  A clear of the
+ * data (mj_resetData, or crl's own reset) zeroes its timers: the callback marks mj_inverse's timer, which nothing
+ * here runs, and a mark found gone tells a clear since the last evaluation. */
+static int64_t cb_calls, cb_clears;
 static const mjModel *cb_model;
 static mjData *cb_data;
 
@@ -191,6 +197,9 @@ static void count_control(const mjModel *m, mjData *d)
     cb_calls++;
     cb_model = m;
     cb_data = d;
+    if (!d->timer[mjTIMER_INVERSE].number)
+        cb_clears++;
+    d->timer[mjTIMER_INVERSE].number = 1;
 }
 
 /* A copy of the probe env's own model (as the env has it after a reset: the
@@ -339,10 +348,11 @@ static int sub_steps(host_loop *h, double timestep, int64_t *out, crl_error *err
 
 #define RESETS 8
 
-/* The physics one episode reset of the env makes, as mj_step and mj_forward calls, averaged over RESETS resets:
- * its mjData's step timer counts the mj_step (and mj_step1) calls since the reset cleared it, the evaluations
- * counted through mjcb_control beyond those steps' own are the mj_forward calls.  (A task whose reset clears the
- * data again, as quadruped's height search does with mj_resetData, has only forward calls, all counted.) */
+/* The physics one episode reset of the env makes, as mj_resetData, mj_step and mj_forward calls, averaged over
+ * RESETS resets: the clears beyond the reset's own are mj_resetData calls (quadruped's height search makes one per
+ * try, as the suite's), its mjData's step timer counts the mj_step (and mj_step1) calls since the last clear, the
+ * evaluations counted through mjcb_control beyond those steps' own are the mj_forward calls.  Also the states the
+ * resets start episodes from. */
 static int reset_work(host_loop *h, bare *b, crl_error *err)
 {
     const mj_api *mj = b->mj;
@@ -350,12 +360,12 @@ static int reset_work(host_loop *h, bare *b, crl_error *err)
     cb_calls = 0;
     *mj->cb_control = count_control;
     b->mj->step(b->m, b->d);
-    int64_t per_step = cb_calls, calls = 0, steps = 0;
+    int64_t per_step = cb_calls, calls = 0, steps = 0, clears = 0;
     int rc = CRL_OK;
     b->starts = g_new(double, (gsize)RESETS * (gsize)(b->m->nq + b->m->nv + b->m->na + 1));
     b->n_starts = RESETS;
     for (int r = 0; r < RESETS && !rc; r++) {
-        cb_calls = 0;
+        cb_calls = cb_clears = 0;
         cb_data = NULL;
         crl_error e;
         crl_error_clear(&e);
@@ -374,12 +384,15 @@ static int reset_work(host_loop *h, bare *b, crl_error *err)
             memcpy(b->starts + (size_t)r * row, (const double *)crl_tensor_data(st) + 1, row * sizeof(double));
         crl_td_unref(td);
         calls += cb_calls;
+        clears += cb_clears;
         steps += cb_data ? cb_data->timer[mjTIMER_STEP].number : 0;
     }
     *mj->cb_control = saved;
     if (rc)
         return rc;
     b->rst_step = (steps + RESETS / 2) / RESETS;
+    /* The first clear is the reset's own (crl's arena-preserving one, which the episode start's state stands for). */
+    b->rst_clr = clears > RESETS ? (clears - RESETS + RESETS / 2) / RESETS : 0;
     int64_t fwd = calls - steps * per_step;
     b->rst_fwd = fwd > 0 ? (fwd + RESETS / 2) / RESETS : 0;
     b->ep_len = crl_env_max_episode_steps(h->env);
@@ -433,8 +446,8 @@ int crl__bench_dm_control(double seconds)
         goto out;
     }
     printf("dm_control tasks, one env, random actions, auto-reset (%.2f s per figure):\n", seconds);
-    printf("  %-24s %11s %4s %14s %15s %10s %7s %13s %10s\n", "task", "env steps/s", "sub", "bare mj_step/s",
-           "bare suite st/s", "crl/suite", "mj/crl", "reset st+fwd", "crl/s+rst");
+    printf("  %-24s %11s %4s %14s %15s %10s %7s %14s %10s\n", "task", "env steps/s", "sub", "bare mj_step/s",
+           "bare suite st/s", "crl/suite", "mj/crl", "rst clr/st/fwd", "crl/s+rst");
     for (const char *const *id = ops->list(); *id; id++) {
         host_loop h;
         bare b, be; /* be: the same model with data of its own, stepped in episodes */
@@ -493,29 +506,32 @@ int crl__bench_dm_control(double seconds)
         qsort(ratio_rst, TURNS, sizeof ratio_rst[0], cmp_double);
         double env_rate = 1e9 * (double)host_ops / host_ns, bare_rate = 1e9 / rb.ns_per_op;
         double suite_rate = 1e9 * (double)suite_ops / suite_ns;
-        char rst[32];
-        snprintf(rst, sizeof rst, "%" G_GINT64_FORMAT "+%" G_GINT64_FORMAT, (gint64)be.rst_step, (gint64)be.rst_fwd);
-        printf("  %-24s %11.0f %4" G_GINT64_FORMAT " %14.0f %15.0f %9.2fx %6.2fx %13s %9.2fx\n", *id, env_rate,
+        char rst[48];
+        snprintf(rst, sizeof rst, "%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT, (gint64)be.rst_clr,
+                 (gint64)be.rst_step, (gint64)be.rst_fwd);
+        printf("  %-24s %11.0f %4" G_GINT64_FORMAT " %14.0f %15.0f %9.2fx %6.2fx %14s %9.2fx\n", *id, env_rate,
                (gint64)n_sub, bare_rate, suite_rate, ratio[TURNS / 2], bare_rate / ((double)n_sub * env_rate),
                be.ep_len > 0 ? rst : "no episodes", ratio_rst[TURNS / 2]);
         host_close(&h);
         bare_close(&b, &be);
     }
     printf("  sub: physics steps per env step.  bare suite st/s: control steps/s of the suite's stepping on\n"
-           "  the bare model (mj_step2 .. mj_step1, which keeps observations current) with the same actions,\n"
+           "  a copy of the env's model (mj_step2 .. mj_step1, which keeps observations current), the same actions,\n"
            "  no host, no resets, no observation or reward.  env steps/s: crl_env_step + step_mdp_into,\n"
            "  as the collector steps, the task's observation and reward included (the suite computes them\n"
            "  every step too) and its resets (cheetah's settles 200 physics steps per episode, as the suite).\n"
            "  crl/suite: the host's time per step over the bare one, the median of %d turns taken\n"
            "  alternately (1.00x: no overhead).  mj/crl: bare mj_step/s over the physics steps/s crl\n"
            "  delivers, stepping semantics included.  Rates are per second of this thread's CPU time.\n"
-           "  reset st+fwd: the mj_step + mj_forward calls one episode reset of the env makes (counted in a\n"
-           "  probe env through MuJoCo's step timer and mjcb_control, the mean of %d resets; the suite's\n"
-           "  reset makes the same: 0+2 is Physics.reset's and after_reset's forwards).  crl/s+rst: the\n"
-           "  host's time per step over the bare suite stepping that also makes those calls once per\n"
-           "  episode (every time-limit steps; none without one), in the same turns.  The bare side gets\n"
-           "  only the physics calls: no initial-state draw, no observation, and not mj_resetData's arena\n"
-           "  clear (which the suite's reset makes and crl's avoids).\n", TURNS, RESETS);
+           "  rst clr/st/fwd: the mj_resetData, mj_step and mj_forward calls one episode reset of the env\n"
+           "  makes beyond its own arena-preserving clear (counted in a probe env through MuJoCo's timers and\n"
+           "  mjcb_control, the mean of %d resets; the suite's resets make the same: 0/0/2 is Physics.reset's\n"
+           "  and after_reset's forwards).  crl/s+rst: the host's time per step over the bare suite stepping\n"
+           "  (own data, same model and actions) in episodes of the env's time limit (none without one):\n"
+           "  at each episode start it sets the state at rest, makes those calls, and takes one of the probe\n"
+           "  env's reset states before the forwards; in the same turns.  The bare side gets no initial-state\n"
+           "  draw, no observation and not the suite's first mj_resetData per reset (crl avoids its arena clear).\n",
+           TURNS, RESETS);
 
     /* Pixels: the tutorial's acrobot, 240 x 320 from camera 0. */
     host_loop h;
