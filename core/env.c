@@ -1884,27 +1884,7 @@ int crl__env_step_fused(crl_env *env, const crl__smr_slot *p, crl_error *err)
     const crl__step_io *io = p->io, *io_end = io + env->nact;
     for (; io < io_end; io++) {
         crl__env_move_c(io->udata, io->data, io->n, io->cls);
-        /* The common domains inline; anything else, or a value outside
-         * (NaN fails the bounds), through check_action for the error or
-         * the projection. */
-        const crl__env_leaf *l = io->l;
-        bool ok = false;
-        if (l->dom == DOM_CAT_I64) {
-            const int64_t *v = (const int64_t *)(const void *)l->bdata;
-            uint64_t hi = (uint64_t)l->dom_ni;
-            uint8_t bad = 0;
-            for (int64_t i = 0; i < l->numel; i++)
-                bad |= (uint64_t)v[i] >= hi;
-            ok = !bad;
-        } else if (l->dom == DOM_BOX_F32) {
-            const float *v = (const float *)(const void *)l->bdata;
-            const float *lo = l->dom_flo, *hi = l->dom_fhi;
-            uint8_t in = 1;
-            for (int64_t i = 0; i < l->numel; i++)
-                in &= (uint8_t)((v[i] >= lo[i]) & (v[i] <= hi[i]));
-            ok = in;
-        }
-        if (!ok && (rc = check_action(env, io->l, err)))
+        if ((rc = check_action_quick(env, io->l, err)))
             return crl__env_smr_fail(rc, err);
     }
     if ((rc = env->ops.step(env->benv, err)))

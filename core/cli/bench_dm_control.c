@@ -320,6 +320,28 @@ static void run_host(void *p, uint64_t n)
     }
 }
 
+/* run_host through crl_env_step_and_maybe_reset (TorchRL's step_and_maybe_reset, which its collectors take):
+ * one call steps, moves "next" into the other root and resets the envs that ended. */
+static void run_host_smr(void *p, uint64_t n)
+{
+    host_loop *h = p;
+    for (uint64_t i = 0; i < n && !h->failed; i++) {
+        crl_td *td = h->td[h->cur], *next = h->td[h->cur ^ 1];
+        crl_tensor *a = crl_td_get_k(td, h->action_key);
+        int rc = a ? CRL_OK : crl_env_rand_action(h->env, td, &h->err);
+        if (!rc) {
+            a = crl_td_get_k(td, h->action_key);
+            memcpy(crl_tensor_data(a), h->actions + (h->next++ % ACTIONS) * h->row, h->row * sizeof(double));
+            rc = crl_env_step_and_maybe_reset(h->env, td, next, &h->err);
+        }
+        if (rc) {
+            h->failed = true;
+            return;
+        }
+        h->cur ^= 1;
+    }
+}
+
 /* The env's physics steps per control step, from the time its state reports. */
 static int sub_steps(host_loop *h, double timestep, int64_t *out, crl_error *err)
 {
@@ -446,10 +468,10 @@ int crl__bench_dm_control(double seconds)
         goto out;
     }
     printf("dm_control tasks, one env, random actions, auto-reset (%.2f s per figure):\n", seconds);
-    printf("  %-24s %11s %4s %14s %15s %10s %7s %14s %10s\n", "task", "env steps/s", "sub", "bare mj_step/s",
-           "bare suite st/s", "crl/suite", "mj/crl", "rst clr/st/fwd", "crl/s+rst");
+    printf("  %-24s %11s %4s %14s %15s %10s %7s %14s %10s %10s\n", "task", "env steps/s", "sub", "bare mj_step/s",
+           "bare suite st/s", "crl/suite", "mj/crl", "rst clr/st/fwd", "crl/s+rst", "smr/s+rst");
     for (const char *const *id = ops->list(); *id; id++) {
-        host_loop h;
+        host_loop h, hs; /* hs: another env of the same config, stepped through step_and_maybe_reset */
         bare b, be; /* be: the same model with data of its own, stepped in episodes */
         memset(&b, 0, sizeof b);
         memset(&be, 0, sizeof be);
@@ -471,10 +493,14 @@ int crl__bench_dm_control(double seconds)
             rc = reset_work(&probe, &be, &err);
         host_close(&probe);
         memset(&h, 0, sizeof h);
+        memset(&hs, 0, sizeof hs);
         if (!rc)
             rc = host_open(&h, host, *id, false, false, &err);
+        if (!rc)
+            rc = host_open(&hs, host, *id, false, false, &err);
         if (rc) {
             host_close(&h);
+            host_close(&hs);
             bare_close(&b, &be);
             goto out;
         }
@@ -482,37 +508,42 @@ int crl__bench_dm_control(double seconds)
         b.actions = be.actions = h.actions;
         /* Host and bare stepping in turns, so load that comes and goes on a
          * shared machine falls on both; the ratio is the median turn's. */
-        double ratio[TURNS], ratio_rst[TURNS], host_ns = 0, suite_ns = 0;
+        double ratio[TURNS], ratio_rst[TURNS], ratio_smr[TURNS], host_ns = 0, suite_ns = 0;
         uint64_t host_ops = 0, suite_ops = 0;
-        for (int t = 0; t < TURNS && !h.failed; t++) {
+        for (int t = 0; t < TURNS && !h.failed && !hs.failed; t++) {
             crl_bench_result rh = measure_cpu(run_host, &h, seconds / TURNS, t ? 10 : 100);
+            crl_bench_result rm = measure_cpu(run_host_smr, &hs, seconds / TURNS, t ? 10 : 100);
             crl_bench_result rs = measure_cpu(run_bare_suite, &b, seconds / TURNS, t ? 10 : 100);
             crl_bench_result re = measure_cpu(run_bare_episodes, &be, seconds / TURNS, t ? 10 : 100);
             ratio[t] = rh.ns_per_op / rs.ns_per_op;
             ratio_rst[t] = rh.ns_per_op / re.ns_per_op;
+            ratio_smr[t] = rm.ns_per_op / re.ns_per_op;
             host_ns += rh.ns_per_op * (double)rh.ops;
             host_ops += rh.ops;
             suite_ns += rs.ns_per_op * (double)rs.ops;
             suite_ops += rs.ops;
         }
         crl_bench_result rb = measure_cpu(run_bare, &b, seconds / TURNS, 100);
-        if (h.failed) {
-            err = h.err;
+        if (h.failed || hs.failed) {
+            err = h.failed ? h.err : hs.err;
             host_close(&h);
+            host_close(&hs);
             bare_close(&b, &be);
             goto out;
         }
         qsort(ratio, TURNS, sizeof ratio[0], cmp_double);
         qsort(ratio_rst, TURNS, sizeof ratio_rst[0], cmp_double);
+        qsort(ratio_smr, TURNS, sizeof ratio_smr[0], cmp_double);
         double env_rate = 1e9 * (double)host_ops / host_ns, bare_rate = 1e9 / rb.ns_per_op;
         double suite_rate = 1e9 * (double)suite_ops / suite_ns;
         char rst[48];
         snprintf(rst, sizeof rst, "%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT, (gint64)be.rst_clr,
                  (gint64)be.rst_step, (gint64)be.rst_fwd);
-        printf("  %-24s %11.0f %4" G_GINT64_FORMAT " %14.0f %15.0f %9.2fx %6.2fx %14s %9.2fx\n", *id, env_rate,
+        printf("  %-24s %11.0f %4" G_GINT64_FORMAT " %14.0f %15.0f %9.2fx %6.2fx %14s %9.2fx %9.2fx\n", *id, env_rate,
                (gint64)n_sub, bare_rate, suite_rate, ratio[TURNS / 2], bare_rate / ((double)n_sub * env_rate),
-               be.ep_len > 0 ? rst : "no episodes", ratio_rst[TURNS / 2]);
+               be.ep_len > 0 ? rst : "no episodes", ratio_rst[TURNS / 2], ratio_smr[TURNS / 2]);
         host_close(&h);
+        host_close(&hs);
         bare_close(&b, &be);
     }
     printf("  sub: physics steps per env step.  bare suite st/s: control steps/s of the suite's stepping on\n"
@@ -530,7 +561,9 @@ int crl__bench_dm_control(double seconds)
            "  (own data, same model and actions) in episodes of the env's time limit (none without one):\n"
            "  at each episode start it sets the state at rest, makes those calls, and takes one of the probe\n"
            "  env's reset states before the forwards; in the same turns.  The bare side gets no initial-state\n"
-           "  draw, no observation and not the suite's first mj_resetData per reset (crl avoids its arena clear).\n",
+           "  draw, no observation and not the suite's first mj_resetData per reset (crl avoids its arena clear).\n"
+           "  smr/s+rst: as crl/s+rst, the host stepping through crl_env_step_and_maybe_reset (TorchRL's\n"
+           "  step_and_maybe_reset: the step, step_mdp into the other root and the resets in one call) instead.\n",
            TURNS, RESETS);
 
     /* Pixels: the tutorial's acrobot, 240 x 320 from camera 0. */
