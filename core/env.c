@@ -1449,6 +1449,13 @@ static crl__step_slot *step_lookup(crl_env *env, const crl_td *td)
             s = &env->step_slots[k];
     if (!s)
         return NULL;
+    /* A td whose stamp held kept its layout too: the common case is one
+     * compare per pin (each read only after its parents held). */
+    size_t held = 0;
+    while (held < s->npins && crl__td_stamp(s->pins[held].td) == s->pins[held].stamp)
+        held++;
+    if (held == s->npins)
+        return s;
     bool moved = false;
     for (size_t i = 0; i < s->npins; i++) {
         const crl_td *p = s->pins[i].td;
@@ -1722,6 +1729,77 @@ static __attribute__((noinline)) int put_outputs(crl_env *env, crl_td *td, crl_e
     return CRL_OK;
 }
 
+/* An action just copied into its buffer, the common domains inline; anything else, or a value outside (NaN
+ * fails the bounds), through check_action for the error or the projection. */
+static inline int check_action_quick(crl_env *env, crl__env_leaf *l, crl_error *err)
+{
+    bool ok = false;
+    if (l->dom == DOM_BOX_F64) {
+        const double *v = (const double *)(const void *)l->bdata;
+        const double *lo = l->dom_lo, *hi = l->dom_hi;
+        uint8_t in = 1;
+        for (int64_t i = 0; i < l->numel; i++)
+            in &= (uint8_t)((v[i] >= lo[i]) & (v[i] <= hi[i]));
+        ok = in;
+    } else if (l->dom == DOM_CAT_I64) {
+        const int64_t *v = (const int64_t *)(const void *)l->bdata;
+        uint64_t hi = (uint64_t)l->dom_ni;
+        uint8_t bad = 0;
+        for (int64_t i = 0; i < l->numel; i++)
+            bad |= (uint64_t)v[i] >= hi;
+        ok = !bad;
+    } else if (l->dom == DOM_BOX_F32) {
+        const float *v = (const float *)(const void *)l->bdata;
+        const float *lo = l->dom_flo, *hi = l->dom_fhi;
+        uint8_t in = 1;
+        for (int64_t i = 0; i < l->numel; i++)
+            in &= (uint8_t)((v[i] >= lo[i]) & (v[i] <= hi[i]));
+        ok = in;
+    }
+    return ok ? CRL_OK : check_action(env, l, err);
+}
+
+/* crl__env_step_base through td's slot with nothing pending, one frame
+ * and no pixels: the same copies, checks, flags and resets, without the
+ * per-env loops of frame skipping and pending resets (active, ended_early
+ * and just_reset are scratch nobody reads after such a step, but
+ * just_reset while any_just_reset holds). */
+static int step_quick(crl_env *env, const crl__step_slot *s, crl_error *err)
+{
+    int rc;
+    const crl__step_io *io = s->io, *io_end = io + env->nact;
+    for (; io < io_end; io++) {
+        crl__env_move_c(io->udata, io->data, io->n, io->cls);
+        if ((rc = check_action_quick(env, io->l, err)))
+            return rc;
+    }
+    if ((rc = env->ops.step(env->benv, err)))
+        return backend_step_error(env, rc, err);
+    if (__builtin_expect(env->after_backend_step != NULL, 0))
+        env->after_backend_step(env);
+    if ((rc = check_buffers(env, "step", err)))
+        return rc;
+    const frame_book fb = book_of(env);
+    bool *done_now = env->done_now;
+    const int64_t num = env->num;
+    uint8_t anyd = 0;
+    for (int64_t i = 0; i < num; i++) {
+        bool dn = frame_row(&fb, i);
+        done_now[i] = dn;
+        anyd |= (uint8_t)dn;
+    }
+    for (io = s->io + env->nact, io_end = io + env->nout; io < io_end; io++)
+        crl__env_move_c(io->data, io->udata, io->n, io->cls);
+    env->any_just_reset = false;
+    if (__builtin_expect(!anyd, 1))
+        return CRL_OK;
+    if (env->autoreset == CRL_AUTORESET_SAME_STEP)
+        return reset_same_step(env, err);
+    /* Nothing was pending, so needs_reset was all false. */
+    memcpy(env->needs_reset, done_now, sizeof(bool) * (size_t)num);
+    return CRL_OK;
+}
+
 int crl_env_step(crl_env *env, crl_td *td, crl_error *err)
 {
     if (!env || !td)
@@ -1760,6 +1838,8 @@ int crl__env_step_base(crl_env *env, crl_td *td, crl_error *err)
         env->step_fast++;
     else
         env->step_slow++;
+    if (__builtin_expect(slot && !any_pending && env->frame_skip == 1 && !env->pixels_leaf, 1))
+        return step_quick(env, slot, err);
     if ((rc = slot ? load_actions_fast(env, slot, err) : load_actions(env, td, err)) || (rc = step_frames(env, err)))
         return rc;
     if (any_pending && (rc = reset_pending(env, err)))
@@ -1804,27 +1884,7 @@ int crl__env_step_fused(crl_env *env, const crl__smr_slot *p, crl_error *err)
     const crl__step_io *io = p->io, *io_end = io + env->nact;
     for (; io < io_end; io++) {
         crl__env_move_c(io->udata, io->data, io->n, io->cls);
-        /* The common domains inline; anything else, or a value outside
-         * (NaN fails the bounds), through check_action for the error or
-         * the projection. */
-        const crl__env_leaf *l = io->l;
-        bool ok = false;
-        if (l->dom == DOM_CAT_I64) {
-            const int64_t *v = (const int64_t *)(const void *)l->bdata;
-            uint64_t hi = (uint64_t)l->dom_ni;
-            uint8_t bad = 0;
-            for (int64_t i = 0; i < l->numel; i++)
-                bad |= (uint64_t)v[i] >= hi;
-            ok = !bad;
-        } else if (l->dom == DOM_BOX_F32) {
-            const float *v = (const float *)(const void *)l->bdata;
-            const float *lo = l->dom_flo, *hi = l->dom_fhi;
-            uint8_t in = 1;
-            for (int64_t i = 0; i < l->numel; i++)
-                in &= (uint8_t)((v[i] >= lo[i]) & (v[i] <= hi[i]));
-            ok = in;
-        }
-        if (!ok && (rc = check_action(env, io->l, err)))
+        if ((rc = check_action_quick(env, io->l, err)))
             return crl__env_smr_fail(rc, err);
     }
     if ((rc = env->ops.step(env->benv, err)))

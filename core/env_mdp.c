@@ -268,6 +268,13 @@ static crl__mdp_slot *mdp_lookup(crl_env *env, const crl_td *src, const crl_td *
             p = &env->mdp_slots[k];
     if (!p)
         return NULL;
+    /* A td whose stamp held kept its layout too: the common case is one
+     * compare per pin (each read only after its parents held). */
+    size_t held = 0;
+    while (held < p->npins && crl__td_stamp(p->pins[held].td) == p->pins[held].stamp)
+        held++;
+    if (held == p->npins)
+        return p;
     bool moved = false;
     for (size_t i = 0; i < p->npins; i++) {
         const crl_td *t = p->pins[i].td;

@@ -89,6 +89,12 @@ if [ "$rc" -eq 0 ] && grep -q "mj_step" <<<"$out" && grep -q "frames/s" <<<"$out
     grep -q "quadruped/escape" <<<"$out"; then
     ok "crl bench dm_control runs, new tasks included"
 else nok "crl bench dm_control (exit $rc)" "$out"; fi
+# The probe counts cheetah's reset as the suite makes it: 200 settling steps (mj_step2, 199 mj_step, mj_step1)
+# and Physics.reset's and after_reset's forwards, no extra clear.
+if [ "$rc" -eq 0 ] && grep -q "crl/s+rst" <<<"$out" && grep -Eq "cheetah/run .* 0/200/2 " <<<"$out" &&
+    grep -Eq "pendulum/swingup .* 0/0/2 " <<<"$out" && grep -Eq "lqr/lqr_2_1 .* no episodes " <<<"$out"; then
+    ok "crl bench dm_control counts each task's reset physics"
+else nok "crl bench dm_control reset counts" "$out"; fi
 
 echo "1..$n"
 [ "$failures" -eq 0 ]

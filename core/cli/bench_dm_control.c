@@ -7,7 +7,6 @@
 #include <crl/env.h>
 #include <dlfcn.h>
 #include <glib.h>
-#include <glib/gstdio.h>
 #include <math.h>
 #include <mujoco/mujoco.h>
 #include <string.h>
@@ -51,12 +50,14 @@ static int cmp_double(const void *a, const void *b)
  * (crl itself never links libmujoco; its header gives the types). */
 typedef struct mj_api {
     void *lib;
-    int (*save_last)(const char *file, const mjModel *m, char *error, int error_sz);
-    mjModel *(*load_xml)(const char *file, const mjVFS *vfs, char *error, int error_sz);
+    mjModel *(*copy_model)(mjModel *dest, const mjModel *src);
     mjData *(*make_data)(const mjModel *m);
     void (*step)(const mjModel *m, mjData *d);
     void (*step1)(const mjModel *m, mjData *d);
     void (*step2)(const mjModel *m, mjData *d);
+    void (*forward)(const mjModel *m, mjData *d);
+    void (*reset_data)(const mjModel *m, mjData *d);
+    mjfGeneric *cb_control; /* libmujoco's mjcb_control, which reset_work borrows to count */
     void (*delete_data)(mjData *d);
     void (*delete_model)(mjModel *m);
 } mj_api;
@@ -69,15 +70,18 @@ static int mj_lookup(mj_api *mj, crl_error *err)
         mj->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!mj->lib)
         return crl_error_set(err, CRL_E_NOT_FOUND, "crl bench dm_control: cannot open libmujoco (%s)", dlerror());
-    *(void **)&mj->save_last = dlsym(mj->lib, "mj_saveLastXML");
-    *(void **)&mj->load_xml = dlsym(mj->lib, "mj_loadXML");
+    *(void **)&mj->copy_model = dlsym(mj->lib, "mj_copyModel");
     *(void **)&mj->make_data = dlsym(mj->lib, "mj_makeData");
     *(void **)&mj->step = dlsym(mj->lib, "mj_step");
     *(void **)&mj->step1 = dlsym(mj->lib, "mj_step1");
     *(void **)&mj->step2 = dlsym(mj->lib, "mj_step2");
+    *(void **)&mj->forward = dlsym(mj->lib, "mj_forward");
+    *(void **)&mj->reset_data = dlsym(mj->lib, "mj_resetData");
+    mj->cb_control = (mjfGeneric *)dlsym(mj->lib, "mjcb_control");
     *(void **)&mj->delete_data = dlsym(mj->lib, "mj_deleteData");
     *(void **)&mj->delete_model = dlsym(mj->lib, "mj_deleteModel");
-    if (!mj->save_last || !mj->load_xml || !mj->make_data || !mj->step || !mj->step1 || !mj->step2 || !mj->delete_data || !mj->delete_model)
+    if (!mj->copy_model || !mj->make_data || !mj->step || !mj->step1 || !mj->step2 || !mj->forward || !mj->reset_data || !mj->cb_control ||
+        !mj->delete_data || !mj->delete_model)
         return crl_error_set(err, CRL_E_NOT_FOUND, "crl bench dm_control: libmujoco lacks an entry point");
     return CRL_OK;
 }
@@ -89,6 +93,12 @@ typedef struct bare {
     int64_t n_sub;
     const double *actions; /* the host's ACTIONS rows, so both simulate the same thing */
     uint64_t next;
+    /* The env's episode resets as physics calls (reset_work): every ep_len
+     * control steps, rst_clr mj_resetData, rst_step mj_step and rst_fwd mj_forward. */
+    int64_t ep_len, ep_pos, rst_clr, rst_step, rst_fwd;
+    /* The states (qpos, qvel, act) the probe env's resets started episodes from, taken in turn. */
+    double *starts;
+    int n_starts, next_start;
 } bare;
 
 static void run_bare(void *p, uint64_t n)
@@ -118,27 +128,112 @@ static void run_bare_suite(void *p, uint64_t n)
     }
 }
 
-/* The model MuJoCo compiled last (the env's, just made), saved and loaded again. */
-static int bare_open(bare *b, const mj_api *mj, const char *dir, crl_error *err)
+/* The state an episode starts from, at rest: the model's qpos0, no velocity,
+ * activation, control or applied force, no warm start (mj_resetData's values
+ * for them, without its clear of the whole arena). */
+static void bare_rest(bare *b)
 {
-    memset(b, 0, sizeof *b);
-    b->mj = mj;
-    char *path = g_build_filename(dir, "model.xml", NULL);
-    char msg[1000] = "";
-    int rc = CRL_OK;
-    if (!mj->save_last(path, NULL, msg, sizeof msg))
-        rc = crl_error_set(err, CRL_E_IO, "crl bench dm_control: cannot save the model: %s", msg);
-    else if (!(b->m = mj->load_xml(path, NULL, msg, sizeof msg)))
-        rc = crl_error_set(err, CRL_E_IO, "crl bench dm_control: cannot reload the model: %s", msg);
-    else if (!(b->d = mj->make_data(b->m)))
-        rc = crl_error_set(err, CRL_E_NOMEM, "crl bench dm_control: mj_makeData failed");
-    g_unlink(path);
-    g_free(path);
-    return rc;
+    const mjModel *m = b->m;
+    mjData *d = b->d;
+    d->time = 0;
+    memcpy(d->qpos, m->qpos0, sizeof(mjtNum) * (size_t)m->nq);
+    memset(d->qvel, 0, sizeof(mjtNum) * (size_t)m->nv);
+    memset(d->qacc_warmstart, 0, sizeof(mjtNum) * (size_t)m->nv);
+    memset(d->qfrc_applied, 0, sizeof(mjtNum) * (size_t)m->nv);
+    memset(d->xfrc_applied, 0, sizeof(mjtNum) * 6 * (size_t)m->nbody);
+    memset(d->act, 0, sizeof(mjtNum) * (size_t)m->na);
+    memset(d->ctrl, 0, sizeof(mjtNum) * (size_t)m->nu);
 }
 
-static void bare_close(bare *b)
+/* The next of the env's episode starts into the data (time 0). */
+static void bare_start(bare *b)
 {
+    const mjModel *m = b->m;
+    mjData *d = b->d;
+    const double *s = b->starts + (size_t)b->next_start * (size_t)(m->nq + m->nv + m->na);
+    b->next_start = (b->next_start + 1) % b->n_starts;
+    d->time = 0;
+    memcpy(d->qpos, s, sizeof(mjtNum) * (size_t)m->nq);
+    memcpy(d->qvel, s + m->nq, sizeof(mjtNum) * (size_t)m->nv);
+    memcpy(d->act, s + m->nq + m->nv, sizeof(mjtNum) * (size_t)m->na);
+}
+
+/* run_bare_suite in the env's episodes: after every ep_len control steps,
+ * the mj_step calls one of the env's resets makes (from rest, as its
+ * settling steps start from a reset pose), then one of the states the env's
+ * episodes started from and the reset's mj_forward calls on it (the last
+ * one is the suite's after_reset, which the next step builds on).  The
+ * initial-state draw, the observation and mj_resetData's arena clears are
+ * not included. */
+static void run_bare_episodes(void *p, uint64_t n)
+{
+    bare *b = p;
+    for (uint64_t i = 0; i < n; i++) {
+        run_bare_suite(b, 1);
+        if (b->ep_len > 0 && ++b->ep_pos == b->ep_len) {
+            b->ep_pos = 0;
+            bare_rest(b);
+            for (int64_t k = 0; k < b->rst_clr; k++)
+                b->mj->reset_data(b->m, b->d);
+            for (int64_t k = 0; k < b->rst_step; k++)
+                b->mj->step(b->m, b->d);
+            bare_start(b);
+            for (int64_t k = 0; k < b->rst_fwd; k++)
+                b->mj->forward(b->m, b->d);
+        }
+    }
+}
+
+/* MuJoCo calls mjcb_control once per forward evaluation (each mj_forward, mj_step1 and each of mj_step's, 4 for
+ * RK4) with the model and data: bare_open and reset_work borrow it to see the env's, and to count.  A clear of the
+ * data (mj_resetData, or crl's own reset) zeroes its timers: the callback marks mj_inverse's timer, which nothing
+ * here runs, and a mark found gone tells a clear since the last evaluation. */
+static int64_t cb_calls, cb_clears;
+static const mjModel *cb_model;
+static mjData *cb_data;
+
+static void count_control(const mjModel *m, mjData *d)
+{
+    cb_calls++;
+    cb_model = m;
+    cb_data = d;
+    if (!d->timer[mjTIMER_INVERSE].number)
+        cb_clears++;
+    d->timer[mjTIMER_INVERSE].number = 1;
+}
+
+/* A copy of the probe env's own model (as the env has it after a reset: the
+ * task's edits and per-env parameters included), and data for it. */
+static int bare_open(bare *b, const mj_api *mj, crl_env *probe, crl_error *err)
+{
+    memset(b, 0, sizeof b[0]);
+    b->mj = mj;
+    mjfGeneric saved = *mj->cb_control;
+    cb_model = NULL;
+    *mj->cb_control = count_control;
+    crl_error e;
+    crl_error_clear(&e);
+    crl_td *td = crl_env_reset(probe, NULL, &e);
+    *mj->cb_control = saved;
+    if (!td)
+        return crl_error_pass(err, &e, CRL_E_RUNTIME);
+    crl_td_unref(td);
+    if (!cb_model)
+        return crl_error_set(err, CRL_E_RUNTIME, "crl bench dm_control: %s: the reset ran no MuJoCo forward",
+                             crl_env_id(probe));
+    if (!(b->m = mj->copy_model(NULL, cb_model)))
+        return crl_error_set(err, CRL_E_NOMEM, "crl bench dm_control: mj_copyModel failed");
+    if (!(b->d = mj->make_data(b->m)))
+        return crl_error_set(err, CRL_E_NOMEM, "crl bench dm_control: mj_makeData failed");
+    return CRL_OK;
+}
+
+/* b, and be sharing its model. */
+static void bare_close(bare *b, bare *be)
+{
+    if (be->d)
+        b->mj->delete_data(be->d);
+    g_free(be->starts);
     if (b->d)
         b->mj->delete_data(b->d);
     if (b->m)
@@ -225,6 +320,28 @@ static void run_host(void *p, uint64_t n)
     }
 }
 
+/* run_host through crl_env_step_and_maybe_reset (TorchRL's step_and_maybe_reset, which its collectors take):
+ * one call steps, moves "next" into the other root and resets the envs that ended. */
+static void run_host_smr(void *p, uint64_t n)
+{
+    host_loop *h = p;
+    for (uint64_t i = 0; i < n && !h->failed; i++) {
+        crl_td *td = h->td[h->cur], *next = h->td[h->cur ^ 1];
+        crl_tensor *a = crl_td_get_k(td, h->action_key);
+        int rc = a ? CRL_OK : crl_env_rand_action(h->env, td, &h->err);
+        if (!rc) {
+            a = crl_td_get_k(td, h->action_key);
+            memcpy(crl_tensor_data(a), h->actions + (h->next++ % ACTIONS) * h->row, h->row * sizeof(double));
+            rc = crl_env_step_and_maybe_reset(h->env, td, next, &h->err);
+        }
+        if (rc) {
+            h->failed = true;
+            return;
+        }
+        h->cur ^= 1;
+    }
+}
+
 /* The env's physics steps per control step, from the time its state reports. */
 static int sub_steps(host_loop *h, double timestep, int64_t *out, crl_error *err)
 {
@@ -251,6 +368,61 @@ static int sub_steps(host_loop *h, double timestep, int64_t *out, crl_error *err
     return rc;
 }
 
+#define RESETS 8
+
+/* The physics one episode reset of the env makes, as mj_resetData, mj_step and mj_forward calls, averaged over
+ * RESETS resets: the clears beyond the reset's own are mj_resetData calls (quadruped's height search makes one per
+ * try, as the suite's), its mjData's step timer counts the mj_step (and mj_step1) calls since the last clear, the
+ * evaluations counted through mjcb_control beyond those steps' own are the mj_forward calls.  Also the states the
+ * resets start episodes from. */
+static int reset_work(host_loop *h, bare *b, crl_error *err)
+{
+    const mj_api *mj = b->mj;
+    mjfGeneric saved = *mj->cb_control;
+    cb_calls = 0;
+    *mj->cb_control = count_control;
+    b->mj->step(b->m, b->d);
+    int64_t per_step = cb_calls, calls = 0, steps = 0, clears = 0;
+    int rc = CRL_OK;
+    b->starts = g_new(double, (gsize)RESETS * (gsize)(b->m->nq + b->m->nv + b->m->na + 1));
+    b->n_starts = RESETS;
+    for (int r = 0; r < RESETS && !rc; r++) {
+        cb_calls = cb_clears = 0;
+        cb_data = NULL;
+        crl_error e;
+        crl_error_clear(&e);
+        crl_td *td = crl_env_reset(h->env, NULL, &e);
+        if (!td) {
+            rc = crl_error_pass(err, &e, CRL_E_RUNTIME);
+            break;
+        }
+        const mjModel *m = b->m;
+        size_t row = (size_t)(m->nq + m->nv + m->na);
+        crl_tensor *st = crl_td_get(td, "state");
+        if (!st || crl_tensor_dtype(st) != CRL_F64 || crl_tensor_numel(st) < (int64_t)row + 1)
+            rc = crl_error_set(err, CRL_E_INVALID, "crl bench dm_control: %s: the reset gave no state to start "
+                               "the bare episodes from", crl_env_id(h->env));
+        else
+            memcpy(b->starts + (size_t)r * row, (const double *)crl_tensor_data(st) + 1, row * sizeof(double));
+        crl_td_unref(td);
+        calls += cb_calls;
+        clears += cb_clears;
+        steps += cb_data ? cb_data->timer[mjTIMER_STEP].number : 0;
+    }
+    *mj->cb_control = saved;
+    if (rc)
+        return rc;
+    b->rst_step = (steps + RESETS / 2) / RESETS;
+    /* The first clear is the reset's own (crl's arena-preserving one, which the episode start's state stands for). */
+    b->rst_clr = clears > RESETS ? (clears - RESETS + RESETS / 2) / RESETS : 0;
+    int64_t fwd = calls - steps * per_step;
+    b->rst_fwd = fwd > 0 ? (fwd + RESETS / 2) / RESETS : 0;
+    b->ep_len = crl_env_max_episode_steps(h->env);
+    bare_start(b);
+    b->mj->forward(b->m, b->d);
+    return CRL_OK;
+}
+
 typedef struct frames {
     crl_env *env;
     uint8_t *rgb;
@@ -273,7 +445,6 @@ int crl__bench_dm_control(double seconds)
     crl_host *host = crl_host_new(NULL, &err);
     mj_api mj;
     int status = CRL_EXIT_RUNTIME;
-    char *dir = NULL;
     if (!host)
         goto out;
     if (crl_host_load_name(host, "dm_control", &err)) {
@@ -290,10 +461,6 @@ int crl__bench_dm_control(double seconds)
     }
     if (mj_lookup(&mj, &err))
         goto out;
-    if (!(dir = g_dir_make_tmp("crl-bench-dmc-XXXXXX", NULL))) {
-        crl_error_set(&err, CRL_E_IO, "crl bench dm_control: cannot make a temporary directory");
-        goto out;
-    }
     const crl_component *comp = crl_host_find(host, CRL_KIND_ENV, "dm_control");
     const crl_env_ops *ops = comp ? crl__cli_env_ops(comp) : NULL;
     if (!ops) {
@@ -301,67 +468,103 @@ int crl__bench_dm_control(double seconds)
         goto out;
     }
     printf("dm_control tasks, one env, random actions, auto-reset (%.2f s per figure):\n", seconds);
-    printf("  %-24s %11s %4s %14s %15s %10s %7s\n", "task", "env steps/s", "sub", "bare mj_step/s",
-           "bare suite st/s", "crl/suite", "mj/crl");
+    printf("  %-24s %11s %4s %14s %15s %10s %7s %14s %10s %10s\n", "task", "env steps/s", "sub", "bare mj_step/s",
+           "bare suite st/s", "crl/suite", "mj/crl", "rst clr/st/fwd", "crl/s+rst", "smr/s+rst");
     for (const char *const *id = ops->list(); *id; id++) {
-        host_loop h;
-        bare b;
+        host_loop h, hs; /* hs: another env of the same config, stepped through step_and_maybe_reset */
+        bare b, be; /* be: the same model with data of its own, stepped in episodes */
         memset(&b, 0, sizeof b);
+        memset(&be, 0, sizeof be);
         int64_t n_sub = 0;
-        /* A probe env first: its make is the model MuJoCo compiled last, its state tells the sub-steps. */
+        /* A probe env first: its model (copied) is the bare loops', its state tells the sub-steps, its resets
+         * the physics of an episode start. */
         host_loop probe;
         int rc = host_open(&probe, host, *id, false, true, &err);
         if (!rc)
-            rc = bare_open(&b, &mj, dir, &err);
+            rc = bare_open(&b, &mj, probe.env, &err);
         if (!rc)
             rc = sub_steps(&probe, b.m->opt.timestep, &n_sub, &err);
+        if (!rc) {
+            be = b;
+            if (!(be.d = mj.make_data(b.m)))
+                rc = crl_error_set(&err, CRL_E_NOMEM, "crl bench dm_control: mj_makeData failed");
+        }
+        if (!rc)
+            rc = reset_work(&probe, &be, &err);
         host_close(&probe);
         memset(&h, 0, sizeof h);
+        memset(&hs, 0, sizeof hs);
         if (!rc)
             rc = host_open(&h, host, *id, false, false, &err);
+        if (!rc)
+            rc = host_open(&hs, host, *id, false, false, &err);
         if (rc) {
             host_close(&h);
-            bare_close(&b);
+            host_close(&hs);
+            bare_close(&b, &be);
             goto out;
         }
-        b.n_sub = n_sub;
-        b.actions = h.actions;
+        b.n_sub = be.n_sub = n_sub;
+        b.actions = be.actions = h.actions;
         /* Host and bare stepping in turns, so load that comes and goes on a
          * shared machine falls on both; the ratio is the median turn's. */
-        double ratio[TURNS], host_ns = 0, suite_ns = 0;
+        double ratio[TURNS], ratio_rst[TURNS], ratio_smr[TURNS], host_ns = 0, suite_ns = 0;
         uint64_t host_ops = 0, suite_ops = 0;
-        for (int t = 0; t < TURNS && !h.failed; t++) {
+        for (int t = 0; t < TURNS && !h.failed && !hs.failed; t++) {
             crl_bench_result rh = measure_cpu(run_host, &h, seconds / TURNS, t ? 10 : 100);
+            crl_bench_result rm = measure_cpu(run_host_smr, &hs, seconds / TURNS, t ? 10 : 100);
             crl_bench_result rs = measure_cpu(run_bare_suite, &b, seconds / TURNS, t ? 10 : 100);
+            crl_bench_result re = measure_cpu(run_bare_episodes, &be, seconds / TURNS, t ? 10 : 100);
             ratio[t] = rh.ns_per_op / rs.ns_per_op;
+            ratio_rst[t] = rh.ns_per_op / re.ns_per_op;
+            ratio_smr[t] = rm.ns_per_op / re.ns_per_op;
             host_ns += rh.ns_per_op * (double)rh.ops;
             host_ops += rh.ops;
             suite_ns += rs.ns_per_op * (double)rs.ops;
             suite_ops += rs.ops;
         }
         crl_bench_result rb = measure_cpu(run_bare, &b, seconds / TURNS, 100);
-        if (h.failed) {
-            err = h.err;
+        if (h.failed || hs.failed) {
+            err = h.failed ? h.err : hs.err;
             host_close(&h);
-            bare_close(&b);
+            host_close(&hs);
+            bare_close(&b, &be);
             goto out;
         }
         qsort(ratio, TURNS, sizeof ratio[0], cmp_double);
+        qsort(ratio_rst, TURNS, sizeof ratio_rst[0], cmp_double);
+        qsort(ratio_smr, TURNS, sizeof ratio_smr[0], cmp_double);
         double env_rate = 1e9 * (double)host_ops / host_ns, bare_rate = 1e9 / rb.ns_per_op;
         double suite_rate = 1e9 * (double)suite_ops / suite_ns;
-        printf("  %-24s %11.0f %4" G_GINT64_FORMAT " %14.0f %15.0f %9.2fx %6.2fx\n", *id, env_rate, (gint64)n_sub,
-               bare_rate, suite_rate, ratio[TURNS / 2], bare_rate / ((double)n_sub * env_rate));
+        char rst[48];
+        snprintf(rst, sizeof rst, "%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT, (gint64)be.rst_clr,
+                 (gint64)be.rst_step, (gint64)be.rst_fwd);
+        printf("  %-24s %11.0f %4" G_GINT64_FORMAT " %14.0f %15.0f %9.2fx %6.2fx %14s %9.2fx %9.2fx\n", *id, env_rate,
+               (gint64)n_sub, bare_rate, suite_rate, ratio[TURNS / 2], bare_rate / ((double)n_sub * env_rate),
+               be.ep_len > 0 ? rst : "no episodes", ratio_rst[TURNS / 2], ratio_smr[TURNS / 2]);
         host_close(&h);
-        bare_close(&b);
+        host_close(&hs);
+        bare_close(&b, &be);
     }
     printf("  sub: physics steps per env step.  bare suite st/s: control steps/s of the suite's stepping on\n"
-           "  the bare model (mj_step2 .. mj_step1, which keeps observations current) with the same actions,\n"
+           "  a copy of the env's model (mj_step2 .. mj_step1, which keeps observations current), the same actions,\n"
            "  no host, no resets, no observation or reward.  env steps/s: crl_env_step + step_mdp_into,\n"
            "  as the collector steps, the task's observation and reward included (the suite computes them\n"
            "  every step too) and its resets (cheetah's settles 200 physics steps per episode, as the suite).\n"
            "  crl/suite: the host's time per step over the bare one, the median of %d turns taken\n"
            "  alternately (1.00x: no overhead).  mj/crl: bare mj_step/s over the physics steps/s crl\n"
-           "  delivers, stepping semantics included.  Rates are per second of this thread's CPU time.\n", TURNS);
+           "  delivers, stepping semantics included.  Rates are per second of this thread's CPU time.\n"
+           "  rst clr/st/fwd: the mj_resetData, mj_step and mj_forward calls one episode reset of the env\n"
+           "  makes beyond its own arena-preserving clear (counted in a probe env through MuJoCo's timers and\n"
+           "  mjcb_control, the mean of %d resets; the suite's resets make the same: 0/0/2 is Physics.reset's\n"
+           "  and after_reset's forwards).  crl/s+rst: the host's time per step over the bare suite stepping\n"
+           "  (own data, same model and actions) in episodes of the env's time limit (none without one):\n"
+           "  at each episode start it sets the state at rest, makes those calls, and takes one of the probe\n"
+           "  env's reset states before the forwards; in the same turns.  The bare side gets no initial-state\n"
+           "  draw, no observation and not the suite's first mj_resetData per reset (crl avoids its arena clear).\n"
+           "  smr/s+rst: as crl/s+rst, the host stepping through crl_env_step_and_maybe_reset (TorchRL's\n"
+           "  step_and_maybe_reset: the step, step_mdp into the other root and the resets in one call) instead.\n",
+           TURNS, RESETS);
 
     /* Pixels: the tutorial's acrobot, 240 x 320 from camera 0. */
     host_loop h;
@@ -395,10 +598,6 @@ int crl__bench_dm_control(double seconds)
 out:
     if (status)
         crl__cli_print_error("bench dm_control", &err);
-    if (dir) {
-        g_rmdir(dir);
-        g_free(dir);
-    }
     crl_host_free(host);
     return status;
 }

@@ -73,15 +73,18 @@ void dmc_install_error_hooks(void)
 int dmc_guarded(void (*fn)(void *), void *arg, const char *what, crl_error *err)
 {
     jmp_buf here;
-    jmp_buf *volatile outer = dmc_jump;
+    /* One lookup of the thread's slot (a TLS access is a call in a dlopened
+     * plugin), unchanged after setjmp, so still valid after a longjmp. */
+    jmp_buf **slot = &dmc_jump;
+    jmp_buf *volatile outer = *slot;
     if (setjmp(here)) {
-        dmc_jump = outer;
+        *slot = outer;
         return crl_error_set(err, CRL_E_RUNTIME, "dm_control: %s: MuJoCo error: %s", what,
                              dmc_last_error);
     }
-    dmc_jump = &here;
+    *slot = &here;
     fn(arg);
-    dmc_jump = outer;
+    *slot = outer;
     return CRL_OK;
 }
 

@@ -22,18 +22,16 @@ void dmc_physics_step(const mjModel *m, mjData *d, int n)
 
 const char *dmc_divergence(const mjModel *m, const mjData *d)
 {
+    /* The warnings are the whole test: every step ends with mj_step1, whose
+     * mj_checkPos and mj_checkVel flag any qpos or qvel NaN, infinite or
+     * past mjMAXVAL, so no state that passed them holds a non-finite value. */
+    (void)m;
     if (d->warning[mjWARN_BADQACC].number)
         return "accelerations became NaN, infinite or huge";
     if (d->warning[mjWARN_BADQPOS].number)
         return "positions became NaN, infinite or huge";
     if (d->warning[mjWARN_BADQVEL].number)
         return "velocities became NaN, infinite or huge";
-    for (int k = 0; k < m->nq; k++)
-        if (!isfinite(d->qpos[k]))
-            return "positions became NaN or infinite";
-    for (int k = 0; k < m->nv; k++)
-        if (!isfinite(d->qvel[k]))
-            return "velocities became NaN or infinite";
     return NULL;
 }
 

@@ -384,11 +384,16 @@ static void publish(dmc_env *e, int64_t i)
     const dmc_task *t = e->t;
     const mjModel *m = e->dm.m;
     const mjData *d = e->data[i];
+    /* Env 0's rows are the buffers themselves (a single env needs no row table). */
     double *out[DMC_MAX_OBS];
-    for (int k = 0; k < t->n_obs; k++)
-        out[k] = e->obs[k] + i * t->obs[k].dim;
+    double *const *rows = e->obs;
+    if (i > 0) {
+        for (int k = 0; k < t->n_obs; k++)
+            out[k] = e->obs[k] + i * t->obs[k].dim;
+        rows = out;
+    }
     const double *extra = e->extra + i * t->n_extra;
-    t->observe(&e->dm, d, extra, out);
+    t->observe(&e->dm, d, extra, rows);
     /* Loops, not memcpy calls: these are a handful of doubles, and calls
      * show on the lightest tasks' steps. */
     double *s = e->state + i * e->state_dim;
