@@ -31,9 +31,11 @@ CRL_INTERNAL int64_t crl__collector_limit(crl_collector *c, int64_t total);
  * init_random_frames (random actions carry no log-probabilities for it).
  * Off-policy: a replay buffer (rb NULL: the config has no [replay]
  * section) with a batch_size of at least 1 that the capacity can hold and
- * a sampler that never runs dry (no drop_last). */
+ * a sampler that never runs dry (no drop_last); with a recurrent [net.*]
+ * section, [train] sequence_length (seq_len) slices from the slice sampler
+ * (slice_len = seq_len, strict, by traj_key), and no seq_len without one. */
 CRL_INTERNAL int crl__trainer_check_loss(const crl_config *cfg, const char *loss_type, bool on_policy,
-                                         int64_t init_random, const crl_replay *rb, crl_error *err);
+                                         int64_t init_random, int64_t seq_len, const crl_replay *rb, crl_error *err);
 
 /* Validation builds envs to learn their specs but never steps them.  While
  * dry mode is on in this thread, a transform whose bind reaches its parent
