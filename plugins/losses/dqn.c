@@ -43,6 +43,7 @@ typedef struct dqn {
     double counters[3];                /* optimizer steps, explore frames, explore calls */
     double explore_frames_per_call;
     float *qt, *qo, *grad, *td_err;
+    float *rew, *term, *wt;            /* the recurrent path's float copies of the batch's rows */
     int64_t *idx;
     int64_t cap;
     crl_tensor *next_obs;              /* scratch for rows != cap */
@@ -94,6 +95,9 @@ static void dqn_destroy(void *st)
     crl_mlp_unref(d->q);
     crl_mlp_unref(d->target);
     g_free(d->next_key);
+    g_free(d->rew);
+    g_free(d->term);
+    g_free(d->wt);
     g_free(d->qt);
     g_free(d->qo);
     g_free(d->grad);
@@ -326,6 +330,9 @@ static void reserve_rows(dqn *d, int64_t rows)
     d->grad = g_renew(float, d->grad, rows * d->n);
     d->td_err = g_renew(float, d->td_err, rows);
     d->idx = g_renew(int64_t, d->idx, rows);
+    d->rew = g_renew(float, d->rew, rows);
+    d->term = g_renew(float, d->term, rows);
+    d->wt = g_renew(float, d->wt, rows);
     d->cap = rows;
 }
 
@@ -414,6 +421,20 @@ static int take(const char *who, crl_td *batch, const char *key, crl_td *td, con
     return CRL_OK;
 }
 
+/* The batch's `key`, one value per row of any dtype, into dst[rows] (no allocation). */
+static int rows_into(crl_td *batch, const char *key, int64_t rows, const char *who, float *dst, crl_error *err)
+{
+    const crl_tensor *t = crl_td_get(batch, key);
+    if (!t)
+        return crl_error_set(err, CRL_E_NOT_FOUND, "%s: the batch has no '%s'", who, key);
+    if (crl_tensor_numel(t) != rows)
+        return crl_error_set(err, CRL_E_SHAPE, "%s: '%s' holds %lld values, expected %lld (one per step)", who, key,
+                             (long long)crl_tensor_numel(t), (long long)rows);
+    for (int64_t i = 0; i < rows; i++)
+        dst[i] = (float)crl_tensor_flat_get(t, i);
+    return CRL_OK;
+}
+
 /* The head's input: what module wrote under "embed" in td, as [B*T, H]. */
 static int embed_of(dqn *d, crl_td *td, crl_error *err)
 {
@@ -447,46 +468,42 @@ static int rec_forward(dqn *d, crl_td *batch, crl_td *losses, crl_error *err)
                              "[replay] sampler = slice with slice_len = sequence_length", who,
                              crl_td_batch_ndim(batch));
     int64_t B = crl_td_batch_shape(batch)[0], T = crl_td_batch_shape(batch)[1], rows = B * T;
-    crl_tensor *tmp[3] = { 0 };
-    const float *reward, *term, *weight = NULL;
+    bool weighted = crl_td_get(batch, "_weight") != NULL;
+    const char *term_key = crl_td_get(batch, "next.terminated") || !crl_td_get(batch, "next.done")
+                           ? "next.terminated" : "next.done";
     int rc;
     reserve_rows(d, rows);
-    if ((rc = rec_scratch(d, B, T, err)) ||
-        (rc = ls_batch_f32(batch, "next.reward", rows, 1, who, &reward, &tmp[0], err)) ||
-        (rc = ls_batch_terminal(batch, rows, who, &term, &tmp[1], err)) ||
-        (crl_td_get(batch, "_weight") && (rc = ls_batch_f32(batch, "_weight", rows, 1, who, &weight, &tmp[2], err))) ||
+    if ((rc = rec_scratch(d, B, T, err)) || (rc = rows_into(batch, "next.reward", rows, who, d->rew, err)) ||
+        (rc = rows_into(batch, term_key, rows, who, d->term, err)) ||
+        (weighted && (rc = rows_into(batch, "_weight", rows, who, d->wt, err))) ||
         (rc = ls_action_index(batch, rows, d->n, who, d->idx, err)) ||
         (rc = take(who, batch, d->no.in_key, d->so, d->no.in_key, err)) ||
         (rc = take(who, batch, d->next_key, d->sn, d->no.in_key, err)) ||
         (rc = take(who, batch, "is_init", d->so, "is_init", err)))
-        goto out;
+        return rc;
     for (int i = 0; i < 2 && d->state_keys[i]; i++)
         if ((rc = take(who, batch, d->state_keys[i], d->so, d->state_keys[i], err)))
-            goto out;
+            return rc;
     /* Online over the slices (with the cache), the target over the same steps from the same stored states;
      * then the next observations from the states after each step. */
     if ((rc = crl_rnn_module_forward(d->r_seq, d->so, err)) || (rc = crl_rnn_module_infer(d->r_tseq, d->st, err)) ||
         (rc = rec_next_values(d, d->r_tnext, d->target, d->st, d->snt, d->qtv, err)) ||
         (d->double_dqn && (rc = rec_next_values(d, d->r_onext, d->q, d->so, d->sn, d->qov, err))) ||
         (rc = embed_of(d, d->so, err)))
-        goto out;
+        return rc;
     const crl_tensor *qv = crl_mlp_forward(d->q, d->emb, err);
     double loss;
-    if (!qv || (rc = objective(d, rows, crl_tensor_data(qv), crl_tensor_data(d->qtv), crl_tensor_data(d->qov), reward,
-                               term, weight, &loss, err))) {
-        rc = rc ? rc : CRL_E_INVALID;
-        goto out;
-    }
+    if (!qv)
+        return CRL_E_INVALID;
+    if ((rc = objective(d, rows, crl_tensor_data(qv), crl_tensor_data(d->qtv), crl_tensor_data(d->qov), d->rew,
+                        d->term, weighted ? d->wt : NULL, &loss, err)))
+        return rc;
     memcpy(crl_tensor_data(d->gq), d->grad, (size_t)(rows * d->n) * sizeof(float));
     crl_tensor *gin = NULL;
     if ((rc = crl_mlp_backward(d->q, d->gq, &gin, err)) || (rc = crl_rnn_module_backward(d->r_seq, gin, NULL, err)) ||
         (rc = ls_put_rows(batch, "td_error", d->td_err, err)))
-        goto out;
-    rc = ls_put_scalar(losses, "loss", loss, err);
-out:
-    for (int i = 0; i < 3; i++)
-        crl_tensor_unref(tmp[i]);
-    return rc;
+        return rc;
+    return ls_put_scalar(losses, "loss", loss, err);
 }
 
 static int dqn_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
