@@ -54,6 +54,9 @@ typedef struct dqn {
      * after its step: with the target (r_tnext) for the target value, with the online network (r_onext) for
      * double DQN's choice.  Every scratch TensorDict and tensor below is sized for one [B, T] and reused. */
     crl_rnn *rnn, *rnn_t;
+    /* Copies of rnn and rnn_t (synced before each use) for the one-step passes over the B*T next
+     * observations: a network's infer workspace follows the last infer's shape, and these keep theirs. */
+    crl_rnn *rnn_o1, *rnn_t1;
     crl_rnn_module *r_act, *r_seq, *r_onext, *r_tseq, *r_tnext;
     int64_t sB, sT;
     crl_td *so, *st, *sn, *snt;        /* slice inputs (so, st share them); next observations (sn, snt share) */
@@ -85,6 +88,8 @@ static void dqn_destroy(void *st)
         crl_rnn_module_free(mods[i]);
     crl_rnn_unref(d->rnn);
     crl_rnn_unref(d->rnn_t);
+    crl_rnn_unref(d->rnn_o1);
+    crl_rnn_unref(d->rnn_t1);
     for (int i = 0; i < 2; i++) {
         g_free(d->state_keys[i]);
         g_free(d->next_state_keys[i]);
@@ -120,12 +125,13 @@ static int rec_init(dqn *d, const crl_spec *obs_spec, crl_rnn_kind kind, int nd,
     crl_error_clear(&e);
     char *tname = g_strconcat(kn, "_target", NULL);
     bool ok = (d->rnn = crl_rnn_new(kn, kind, shape[0], hidden, rng, &e)) &&
-              (d->rnn_t = crl_rnn_clone(d->rnn, tname, &e)) &&
+              (d->rnn_t = crl_rnn_clone(d->rnn, tname, &e)) && (d->rnn_o1 = crl_rnn_clone(d->rnn, kn, &e)) &&
+              (d->rnn_t1 = crl_rnn_clone(d->rnn, tname, &e)) &&
               (d->r_act = crl_rnn_module_new(d->rnn, d->no.in_key, "embed", &e)) &&
               (d->r_seq = crl_rnn_module_new(d->rnn, d->no.in_key, "embed", &e)) &&
-              (d->r_onext = crl_rnn_module_new(d->rnn, d->no.in_key, "embed", &e)) &&
+              (d->r_onext = crl_rnn_module_new(d->rnn_o1, d->no.in_key, "embed", &e)) &&
               (d->r_tseq = crl_rnn_module_new(d->rnn_t, d->no.in_key, "embed", &e)) &&
-              (d->r_tnext = crl_rnn_module_new(d->rnn_t, d->no.in_key, "embed", &e));
+              (d->r_tnext = crl_rnn_module_new(d->rnn_t1, d->no.in_key, "embed", &e));
     g_free(tname);
     if (!ok)
         return crl_error_pass(err, &e, CRL_E_NOMEM);
@@ -484,6 +490,10 @@ static int rec_forward(dqn *d, crl_td *batch, crl_td *losses, crl_error *err)
     for (int i = 0; i < 2 && d->state_keys[i]; i++)
         if ((rc = take(who, batch, d->state_keys[i], d->so, d->state_keys[i], err)))
             return rc;
+    crl_tensor *from[2] = { crl_rnn_params_get(d->rnn), crl_rnn_params_get(d->rnn_t) },
+               *to[2] = { crl_rnn_params_get(d->rnn_o1), crl_rnn_params_get(d->rnn_t1) };
+    for (int i = 0; i < 2; i++)
+        memcpy(crl_tensor_data(to[i]), crl_tensor_data(from[i]), crl_tensor_nbytes(to[i]));
     /* Online over the slices (with the cache), the target over the same steps from the same stored states;
      * then the next observations from the states after each step. */
     if ((rc = crl_rnn_module_forward(d->r_seq, d->so, err)) || (rc = crl_rnn_module_infer(d->r_tseq, d->st, err)) ||
