@@ -444,7 +444,8 @@ static crl_trainer *build(crl_host *host, const crl_config *cfg, const crl_train
         !(t->rb = crl_replay_from_config(host, cfg, "replay", &e)))
         rc = crl_error_pass(err, &e, CRL_E_CONFIG);
     if (!rc && !(rc = crl__trainer_check_loss(cfg, crl_config_get(cfg, "loss", "type"), on_policy, t->init_random,
-                                              t->seq_len, t->rb, err)) && t->rb) {
+                                              t->seq_len, crl__trainer_run_len(t->fpb, ncoll * crl_env_num(env)),
+                                              t->rb, err)) && t->rb) {
         crl_collector_set_replay(t->coll, t->rb);
         warn_replay_size(host, cfg, t->rb, env);
         const char *s = crl_config_get(cfg, "replay", "sampler");

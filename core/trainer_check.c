@@ -63,8 +63,8 @@ static const char *recurrent_section(const crl_config *cfg)
 /* An off-policy loss with a recurrent network learns from [batch_size / L, L] slices of consecutive steps of
  * one trajectory: the replay's slice sampler draws them (whole, within one env's trajectory) and the
  * trainer reshapes the batch to them. */
-static int check_sequences(const crl_config *cfg, const char *loss_type, int64_t seq_len, const crl_replay *rb,
-                           crl_error *err)
+static int check_sequences(const crl_config *cfg, const char *loss_type, int64_t seq_len, int64_t run_len,
+                           const crl_replay *rb, crl_error *err)
 {
     const char *net = recurrent_section(cfg), *sec = rb->section;
     if (!net) {
@@ -109,11 +109,19 @@ static int check_sequences(const crl_config *cfg, const char *loss_type, int64_t
         return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] sampler = slice without traj_key: a slice could run from "
                              "one env's steps into another's, whose stored recurrent state does not follow; set "
                              "traj_key = collector.traj_ids", origin_of(cfg, sec, "sampler", NULL), sec);
+    /* Each batch goes into the buffer one env after another: an env's steps are contiguous (a run the slice
+     * sampler can cut slices from) only within a batch. */
+    if (run_len > 0 && run_len < seq_len)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [collector] frames_per_batch stores each env's steps in runs of "
+                             "%lld (frames_per_batch / the envs of all sub-collectors), and no slice of [train] "
+                             "sequence_length = %lld fits in one: raise frames_per_batch to at least %lld times the "
+                             "envs, or lower sequence_length", origin_of(cfg, "collector", "frames_per_batch", NULL),
+                             (long long)run_len, (long long)seq_len, (long long)seq_len);
     return CRL_OK;
 }
 
 int crl__trainer_check_loss(const crl_config *cfg, const char *loss_type, bool on_policy, int64_t init_random,
-                            int64_t seq_len, const crl_replay *rb, crl_error *err)
+                            int64_t seq_len, int64_t run_len, const crl_replay *rb, crl_error *err)
 {
     if (on_policy) {
         if (init_random > 0)
@@ -143,7 +151,12 @@ int crl__trainer_check_loss(const crl_config *cfg, const char *loss_type, bool o
         return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] drop_last = true: the updates sample without end, and the "
                              "first exhausted epoch would stop the run; drop it (or use sampler = random)",
                              origin_of(cfg, sec, "drop_last", NULL), sec);
-    return check_sequences(cfg, loss_type, seq_len, rb, err);
+    return check_sequences(cfg, loss_type, seq_len, run_len, rb, err);
+}
+
+int64_t crl__trainer_run_len(int64_t frames_per_batch, int64_t envs)
+{
+    return envs > 1 ? frames_per_batch / envs : 0;
 }
 
 /* ---- validation ------------------------------------------------------------------------------ */
@@ -280,10 +293,12 @@ int crl_experiment_check(crl_host *host, const crl_config *cfg, const crl_schema
         }
         bool on_policy = (ops->flags & CRL_LOSS_ON_POLICY) != 0;
         ops->destroy(loss);
-        int64_t seq_len = 0;
+        int64_t seq_len = 0, fpb = 0, k = 1;
         if ((rc = crl_opts_int(otrain, "sequence_length", &seq_len, &e)) ||
+            (rc = crl_opts_int(ocoll, "frames_per_batch", &fpb, &e)) ||
+            (rc = crl_opts_int(ocoll, "num_collectors", &k, &e)) ||
             (rc = crl__trainer_check_loss(cfg, crl_config_get(cfg, "loss", "type"), on_policy, init_random, seq_len,
-                                          rb, &e)))
+                                          crl__trainer_run_len(fpb, k * crl_env_num(env)), rb, &e)))
             goto out;
     }
 out:
