@@ -27,6 +27,12 @@ CRL_INTERNAL int crl__trainer_check_collector(const crl_opts *ocoll, bool remote
  * batches they were first collected in (a run's last batch is shorter when
  * its total_frames is no multiple of frames_per_batch). */
 CRL_INTERNAL int64_t crl__collector_limit(crl_collector *c, int64_t total);
+/* Sub-collector k's current TensorDict: what its policy reads at its next
+ * step (the state a recurrent policy carries included).  Borrowed; NULL
+ * before its first batch, past the last sub-collector and for remote
+ * ones.  Only between batches of sync sub-collectors: the trainer's
+ * checkpoint and resume (carry-private.h). */
+CRL_INTERNAL crl_td *crl__collector_current(crl_collector *c, size_t k);
 /* Training's rules on what loss `loss_type` learns from.  On-policy: no
  * init_random_frames (random actions carry no log-probabilities for it).
  * Off-policy: a replay buffer (rb NULL: the config has no [replay]

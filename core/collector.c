@@ -935,6 +935,10 @@ int64_t crl__collector_limit(crl_collector *c, int64_t total)
     c->total = total;
     return old;
 }
+crl_td *crl__collector_current(crl_collector *c, size_t k)
+{
+    return c && !c->has_remote && k < c->K ? c->subs[k].cur : NULL;
+}
 size_t crl_collector_num_envs(const crl_collector *c) { return c ? c->K : 0; }
 crl_env *crl_collector_env(const crl_collector *c, size_t i) { return c && i < c->K ? c->subs[i].env : NULL; }
 

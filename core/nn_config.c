@@ -31,6 +31,14 @@ static const crl_option net_options[] = {
       "conv: kernel size per layer, or one for all" },
     { "strides", CRL_OPT_DOUBLES, CRL_OPT_RANGE, "4, 2, 1", 1, 16, NULL, "conv: stride per layer, or one for all" },
     { "paddings", CRL_OPT_DOUBLES, CRL_OPT_RANGE, "0", 1, 16, NULL, "conv: zero padding per layer, or one for all" },
+    /* MaxPool2d has no place in TorchRL's ConvNet: PyTorch's nn.MaxPool2d argument names, one per conv layer. */
+    { "pool_kernel_sizes", CRL_OPT_DOUBLES, CRL_OPT_RANGE, "0", 1, 16, NULL,
+      "conv: kernel_size of a MaxPool2d after each layer's activation, per layer or one for all (0: no pool after "
+      "that layer)" },
+    { "pool_strides", CRL_OPT_DOUBLES, CRL_OPT_RANGE, "0", 1, 16, NULL,
+      "conv: stride of each pool, per layer or one for all (0: the pool's kernel size, as MaxPool2d's stride=None)" },
+    { "pool_paddings", CRL_OPT_DOUBLES, CRL_OPT_RANGE, "0", 1, 16, NULL,
+      "conv: padding of each pool (counts as -inf), per layer or one for all; at most half the pool's kernel size" },
     { "dueling", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
       "mlp, lstm, gru of [net.q]: a value and an advantage per action, Q = V + A - mean(A) (Wang et al., 2016)" },
     { "activation", CRL_OPT_ENUM, 0, NULL, 0, 0, "tanh|relu|elu|leaky_relu|identity",
@@ -80,7 +88,8 @@ struct crl__nets {
 };
 
 static const char *const mlp_keys[] = { "num_cells", "activation", "init", "gain", "last_gain", "dueling", NULL };
-static const char *const conv_keys[] = { "num_cells", "kernel_sizes", "strides", "paddings", "activation", NULL };
+static const char *const conv_keys[] = { "num_cells", "kernel_sizes", "strides", "paddings", "pool_kernel_sizes",
+                                         "pool_strides", "pool_paddings", "activation", NULL };
 
 /* num_cells of a section as widths in [1, 2^24]. */
 static int read_widths(const crl__netcfg *c, const char *key, int64_t *out, int *n, crl_error *err)
@@ -113,8 +122,28 @@ static int mlp_check(const crl__netcfg *c, crl_error *err)
 
 #define CONV_DEFAULT_CELLS "32, 64, 64"
 
-/* A conv section's layers into out[*n] (NULL: only check): num_cells channels, and per layer a kernel size,
- * stride and padding, each list of one value (for every layer) or one per layer. */
+/* A list key of a conv section: one value for every layer or one per layer, each a whole number in lo..1024. */
+static int layer_list(const crl__netcfg *c, const char *key, int nc, double lo, const double **v, size_t *k,
+                      crl_error *err)
+{
+    int rc = crl_opts_doubles(c->opts, key, k, v, err);
+    if (rc)
+        return rc;
+    if (*k != 1 && *k != (size_t)nc)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] %s has %zu values for %d layers (num_cells = %s): give "
+                             "one per layer, or one for all", crl_opts_origin(c->opts, key), c->section, key, *k, nc,
+                             crl_opts_is_set(c->opts, "num_cells") ? "as set" : CONV_DEFAULT_CELLS);
+    for (size_t i = 0; i < *k; i++)
+        if (!((*v)[i] >= lo && (*v)[i] <= 1024 && (*v)[i] == floor((*v)[i])))
+            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] %s: %g is not a whole number in %g..1024",
+                                 crl_opts_origin(c->opts, key), c->section, key, (*v)[i], lo);
+    return CRL_OK;
+}
+
+/* A conv section's layers into out[*n] (NULL: only check; out has room for 32): num_cells channels, per layer a
+ * kernel size, stride and padding, and after a layer whose pool_kernel_sizes is not 0 a MaxPool2d (as
+ * Conv2d, activation, MaxPool2d in one nn.Sequential).  Each list has one value (for every layer) or one per
+ * layer. */
 static int conv_layers(const crl__netcfg *c, crl_conv_layer *out, int *n, crl_error *err)
 {
     int64_t ch[16];
@@ -128,34 +157,78 @@ static int conv_layers(const crl__netcfg *c, crl_conv_layer *out, int *n, crl_er
     if (nc < 1 || nc > 16)
         return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] num_cells: a conv stack has 1 to 16 layers",
                              crl_opts_origin(c->opts, "num_cells"), c->section);
-    static const char *const lists[] = { "kernel_sizes", "strides", "paddings" };
-    static const double lo[] = { 1, 1, 0 };
-    for (int l = 0; l < 3; l++) {
-        size_t k;
-        const double *v;
-        if ((rc = crl_opts_doubles(c->opts, lists[l], &k, &v, err)))
+    static const char *const lists[] = { "kernel_sizes", "strides", "paddings", "pool_kernel_sizes", "pool_strides",
+                                         "pool_paddings" };
+    static const double lo[] = { 1, 1, 0, 0, 0, 0 };
+    const double *v[6];
+    size_t k[6];
+    for (int l = 0; l < 6; l++)
+        if ((rc = layer_list(c, lists[l], nc, lo[l], &v[l], &k[l], err)))
             return rc;
-        if (k != 1 && k != (size_t)nc)
-            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] %s has %zu values for %d layers (num_cells = %s): give "
-                                 "one per layer, or one for all", crl_opts_origin(c->opts, lists[l]), c->section,
-                                 lists[l], k, nc, crl_opts_is_set(c->opts, "num_cells") ? "as set" : CONV_DEFAULT_CELLS);
-        for (size_t i = 0; i < k; i++)
-            if (!(v[i] >= lo[l] && v[i] <= 1024 && v[i] == floor(v[i])))
-                return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] %s: %g is not a whole number in %g..1024",
-                                     crl_opts_origin(c->opts, lists[l]), c->section, lists[l], v[i], lo[l]);
-        for (int i = 0; out && i < nc; i++) {
-            int64_t x = (int64_t)v[k == 1 ? 0 : i];
-            out[i].kind = CRL_CONV2D;
-            out[i].out_channels = ch[i];
-            if (l == 0)
-                out[i].kernel_size = x;
-            else if (l == 1)
-                out[i].stride = x;
-            else
-                out[i].padding = x;
+#define AT(l, i) ((int64_t)v[l][k[l] == 1 ? 0 : (i)])
+    int pools = 0;
+    for (int i = 0; i < nc; i++)
+        pools += AT(3, i) > 0;
+    for (int l = 4; l < 6; l++) {
+        const char *o = crl_opts_origin(c->opts, lists[l]);
+        if (!pools && crl_opts_is_set(c->opts, lists[l]))
+            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] %s: no layer has a pool; set pool_kernel_sizes (e.g. "
+                                 "pool_kernel_sizes = 2) or drop %s", o, c->section, lists[l], lists[l]);
+        for (int i = 0; k[l] > 1 && i < nc; i++)
+            if (AT(3, i) == 0 && AT(l, i) != 0)
+                return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] %s: layer %d has no pool (pool_kernel_sizes is 0 "
+                                     "there), so its value must be 0, not %" PRId64, o, c->section, lists[l], i + 1,
+                                     AT(l, i));
+    }
+    int m = 0;
+    for (int i = 0; i < nc; i++) {
+        int64_t pk = AT(3, i), ps = AT(4, i) ? AT(4, i) : pk, pp = AT(5, i);
+        /* PyTorch's MaxPool2d refuses a padding over half its kernel */
+        if (pk > 0 && 2 * pp > pk)
+            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] pool_paddings: %" PRId64 " on a %" PRId64 "x%" PRId64
+                                 " pool (layer %d) is more than half its kernel size; at most %" PRId64,
+                                 crl_opts_origin(c->opts, "pool_paddings"), c->section, pp, pk, pk, i + 1, pk / 2);
+        if (out)
+            out[m] = (crl_conv_layer){ CRL_CONV2D, ch[i], AT(0, i), AT(1, i), AT(2, i) };
+        m++;
+        if (pk > 0) {
+            if (out)
+                out[m] = (crl_conv_layer){ CRL_MAXPOOL2D, 0, pk, ps, pp };
+            m++;
         }
     }
-    *n = nc;
+#undef AT
+    *n = m;
+    return CRL_OK;
+}
+
+/* Every layer of a conv section keeps at least one pixel of in_shape [C, H, W], else CRL_E_CONFIG naming the
+ * section (a conv layer, as numbered in num_cells) or pool_kernel_sizes (a pool) and network `name`. */
+static int conv_fit(const crl__netcfg *c, const crl_conv_layer *layers, int n, const int64_t *in_shape,
+                    const char *shp, const char *name, crl_error *err)
+{
+    int64_t h = in_shape[1], w = in_shape[2];
+    for (int i = 0, conv = 0; i < n; i++) {
+        const crl_conv_layer *L = &layers[i];
+        conv += L->kind == CRL_CONV2D;
+        int64_t hp = h + 2 * L->padding, wp = w + 2 * L->padding;
+        if (hp >= L->kernel_size && wp >= L->kernel_size) {
+            h = (hp - L->kernel_size) / L->stride + 1;
+            w = (wp - L->kernel_size) / L->stride + 1;
+            continue;
+        }
+        if (L->kind == CRL_CONV2D)
+            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s]: on the observation [%s] of network '%s', conv layer "
+                                 "%d: a %" PRId64 "x%" PRId64 " kernel (padding %" PRId64 ") does not fit its %"
+                                 PRId64 "x%" PRId64 " input: fewer or smaller layers, or a larger image", c->origin,
+                                 c->section, shp, name, conv, L->kernel_size, L->kernel_size, L->padding, h, w);
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] pool_kernel_sizes: on the observation [%s] of network "
+                             "'%s', the pool after conv layer %d: a %" PRId64 "x%" PRId64 " window (padding %" PRId64
+                             ") does not fit its %" PRId64 "x%" PRId64 " input and would leave no output: a smaller "
+                             "pool, none after that layer (0), or a larger image",
+                             crl_opts_origin(c->opts, "pool_kernel_sizes"), c->section, shp, name, conv,
+                             L->kernel_size, L->kernel_size, L->padding, h, w);
+    }
     return CRL_OK;
 }
 
@@ -448,7 +521,7 @@ crl_mlp *crl_net_new(const crl_opts *opts, const char *role, const char *name, i
                       "advantages; drop it", crl_opts_origin(c->opts, "dueling"), c->section);
         return NULL;
     }
-    crl_conv_layer layers[16];
+    crl_conv_layer layers[32];
     int n_layers = 0;
     crl_activation conv_act = CRL_ACT_RELU;
     if (enc) {
@@ -464,6 +537,8 @@ crl_mlp *crl_net_new(const crl_opts *opts, const char *role, const char *name, i
                           "encoder)" : "");
             return NULL;
         }
+        if (conv_fit(enc, layers, n_layers, in_shape, shp, name, err))
+            return NULL;
     }
     crl_error e;
     crl_error_clear(&e);

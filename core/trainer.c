@@ -7,6 +7,7 @@
 #include "nn-private.h"
 #include "replay-private.h"
 #include "eval-private.h"
+#include "carry-private.h"
 
 #include <crl/trainer.h>
 #include <crl/transform.h>
@@ -129,6 +130,13 @@ struct crl_trainer {
      * ends its batches there too (reset_at_each_iter makes them matter) */
     GArray *cuts;
     int64_t fpb;
+    /* the state the policy carries between steps (carry-private.h): what it writes under "next", found
+     * once; a resume's checkpoint copy of each sub-collector's, put back after re-collecting (NULL: the
+     * checkpoint kept none, carry_absent then says whether it should have) */
+    crl_td *carry_tmpl;
+    crl_td **carry_saved;
+    size_t n_carry_saved;
+    bool carry_absent;
     /* sub-collectors with their own policies (crl/trainer.h): local copies, or remote ones */
     bool copies_mode;
     crl_policy_copy **copies;
@@ -491,6 +499,34 @@ crl_trainer *crl_trainer_from_config_remote(crl_host *host, const crl_config *cf
     return build(host, cfg, remote, err);
 }
 
+/* Sub-collectors whose TensorDicts are here and still between batches when a checkpoint is written: their
+ * policy's carried state goes through checkpoints.  Remote ones (mpirun) keep theirs in their processes. */
+static size_t carry_subs(const crl_trainer *t)
+{
+    return t->has_remote || !t->sync || !t->coll ? 0 : crl_collector_num_envs(t->coll);
+}
+
+static void carry_clear(crl_trainer *t)
+{
+    for (size_t k = 0; k < t->n_carry_saved; k++)
+        crl_td_unref(t->carry_saved[k]);
+    g_free(t->carry_saved);
+    t->carry_saved = NULL;
+    t->n_carry_saved = 0;
+}
+
+/* What the policy carries (found once: it depends on the config only). */
+static int carry_template(crl_trainer *t, const crl_td **out, crl_error *err)
+{
+    crl_error e;
+    crl_error_clear(&e);
+    if (!t->carry_tmpl &&
+        !(t->carry_tmpl = crl__carry_template(&t->ops, t->loss, crl_collector_env(t->coll, 0), &t->rng, &e)))
+        return crl_error_pass(err, &e, CRL_E_RUNTIME);
+    *out = t->carry_tmpl;
+    return CRL_OK;
+}
+
 void crl_trainer_free(crl_trainer *t)
 {
     if (!t)
@@ -512,6 +548,8 @@ void crl_trainer_free(crl_trainer *t)
     g_byte_array_free(t->actions, TRUE);
     g_byte_array_free(t->pub_weights, TRUE);
     g_array_free(t->cuts, TRUE);
+    carry_clear(t);
+    crl_td_unref(t->carry_tmpl);
     g_free(t);
 }
 
@@ -942,6 +980,11 @@ int64_t crl_trainer_frames(const crl_trainer *t) { return t->frames; }
  *   "trainer/transforms/..."  crl_ckpt_write_td of crl_env_transforms_state of the training env (VecNorm's
  *                       sums, ObservationNorm's loc and scale, keyed by chain index); absent when no
  *                       transform learns anything (and from older files)
+ *   "trainer/carried/<k>/..."  crl_ckpt_write_td of the state the policy carries between steps (what its
+ *                       act writes under "next": recurrent_state_h/_c, recurrent_state) as it stands in
+ *                       sub-collector k's TensorDict, for every local sub-collector that collected;
+ *                       absent for a policy that carries nothing, under mpirun, and from older files (a
+ *                       resume of a recurrent policy then recomputes it, not bitwise, and says so)
  *   "optim/<i>/..."     crl_optim_save of parameter vector i;  "loss/...": the loss's own save */
 #define TRAIN_KIND "crl.train"
 #define N_COUNTERS 6
@@ -1061,6 +1104,19 @@ static int save_transform_stats(crl_trainer *t, crl_ckpt_writer *w, crl_error *e
     return rc;
 }
 
+/* "trainer/carried/<k>": each local sub-collector's carried state, between batches. */
+static int save_carried(crl_trainer *t, crl_ckpt_writer *w, crl_error *err)
+{
+    int rc = CRL_OK;
+    for (size_t k = 0; k < carry_subs(t) && !rc; k++) {
+        const crl_td *cur = crl__collector_current(t->coll, k), *tmpl = NULL;
+        /* nothing for a policy that carries nothing: its checkpoints stay those of an mpirun run */
+        if (cur && !(rc = carry_template(t, &tmpl, err)) && crl_td_len(tmpl))
+            rc = crl__carry_save(w, k, cur, tmpl, err);
+    }
+    return rc;
+}
+
 int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err)
 {
     size_t esize = action_elem_size(t), alen = t->actions->len;
@@ -1104,6 +1160,8 @@ int crl_trainer_save(crl_trainer *t, const char *path, crl_error *err)
         rc = save_copies(t, w, err);
     if (!rc)
         rc = save_transform_stats(t, w, err);
+    if (!rc)
+        rc = save_carried(t, w, err);
     g_free(actions);
     if (rc) {
         crl_ckpt_writer_abort(w);
@@ -1203,6 +1261,71 @@ static int read_train_state(const crl_trainer *t, const crl_ckpt_reader *r, trai
         prev = v;
     }
     return CRL_OK;
+}
+
+/* The carried states of a checkpoint of `frames` frames, read and checked: *out NULL when it has none
+ * (*absent: it should have, being written before crl kept them), else one per local sub-collector. */
+static int read_carried(crl_trainer *t, const crl_ckpt_reader *r, int64_t frames, crl_td ***out, bool *absent,
+                        crl_error *err)
+{
+    size_t n = carry_subs(t), have = 0, missing = 0;
+    *out = NULL;
+    *absent = false;
+    for (size_t k = n; k-- > 0;) {
+        if (crl__carry_has(r, k))
+            have++;
+        else
+            missing = k;
+    }
+    if (!n || !frames)
+        return CRL_OK;
+    if (!have) {
+        *absent = true;
+        return CRL_OK;
+    }
+    if (have < n)
+        return crl_error_set(err, CRL_E_CORRUPT, "%s: no section '" CRL__CARRY_PREFIX "/%zu/td': the checkpoint "
+                             "keeps the policy's carried state for %zu of its %zu sub-collectors", crl_ckpt_path(r),
+                             missing, have, n);
+    const crl_td *tmpl;
+    int rc = carry_template(t, &tmpl, err);
+    if (rc)
+        return rc;
+    crl_td **saved = g_new0(crl_td *, n);
+    for (size_t k = 0; k < n && !rc; k++) {
+        crl_error e;
+        crl_error_clear(&e);
+        if (!(saved[k] = crl__carry_read(r, k, tmpl, &e)))
+            rc = crl_error_pass(err, &e, CRL_E_CORRUPT);
+    }
+    if (rc) {
+        for (size_t k = 0; k < n; k++)
+            crl_td_unref(saved[k]);
+        g_free(saved);
+        return rc;
+    }
+    *out = saved;
+    return CRL_OK;
+}
+
+/* Resume: the checkpoint's carried states into the trainer, to be put back after re-collecting (after
+ * read_copies checked the number of sub-collectors). */
+static int load_carried(crl_trainer *t, const char *path, crl_error *err)
+{
+    crl_error e;
+    crl_error_clear(&e);
+    crl_ckpt_reader *r = crl_ckpt_reader_open(path, TRAIN_KIND, 1, &e);
+    if (!r)
+        return crl_error_pass(err, &e, CRL_E_IO);
+    crl_td **saved = NULL;
+    bool absent = false;
+    int rc = read_carried(t, r, t->frames, &saved, &absent, err);
+    crl_ckpt_reader_free(r);
+    carry_clear(t);
+    t->carry_saved = saved;
+    t->n_carry_saved = saved ? carry_subs(t) : 0;
+    t->carry_absent = absent;
+    return rc;
 }
 
 /* Load the loss, the optimizers and the counters; with `actions`, also the
@@ -1426,6 +1549,32 @@ out:
     return rc;
 }
 
+/* After re-collecting: each sub-collector's TensorDict takes the carried state of the checkpoint, or a
+ * warning says it was recomputed. */
+static int restore_carried(crl_trainer *t, const char *dir, crl_error *err)
+{
+    int rc = CRL_OK;
+    for (size_t k = 0; k < t->n_carry_saved && !rc; k++) {
+        crl_td *cur = crl__collector_current(t->coll, k);
+        rc = cur ? crl__carry_restore(cur, t->carry_saved[k], k, err)
+                 : crl_error_set(err, CRL_E_INVALID, "sub-collector %zu re-collected nothing to take its carried "
+                                 "state", k);
+    }
+    carry_clear(t);
+    bool unkept = t->carry_absent || (t->has_remote && t->frames > 0);
+    const crl_td *tmpl = NULL;
+    if (rc || !unkept || (rc = carry_template(t, &tmpl, err)) || !crl_td_len(tmpl))
+        return rc;
+    char *names = crl__carry_names(tmpl);
+    crl_host_log(t->host, CRL_LOG_WARNING, "resume from '%s': %s, so re-collecting recomputed the state the policy "
+                 "carries (%s) with the checkpoint's parameters instead of those each step was taken with: the run "
+                 "goes on close to the uninterrupted one, not bitwise", dir,
+                 t->has_remote ? "the collector ranks' carried state is not checkpointed under mpirun"
+                               : "the checkpoint keeps no carried state (an older crl wrote it)", names);
+    g_free(names);
+    return CRL_OK;
+}
+
 /* Resume, the copies' side: hand each sub-collector its actions to replay (done = false), or its state
  * and the last sync's weights after re-collecting (done = true). */
 static int resume_copies(crl_trainer *t, copies_ckpt *cc, bool done, crl_error *err)
@@ -1465,7 +1614,11 @@ int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err)
     copies_ckpt cc;
     memset(&cc, 0, sizeof cc);
     int rc = load_file(t, model, true, err);
-    if (!rc && t->copies_mode && !(rc = read_copies(t, model, &cc, err)))
+    if (!rc && t->copies_mode)
+        rc = read_copies(t, model, &cc, err);
+    if (!rc)
+        rc = load_carried(t, model, err);
+    if (!rc && t->copies_mode)
         rc = resume_copies(t, &cc, false, err);
     g_free(model);
     if (rc) {
@@ -1518,6 +1671,10 @@ int crl_trainer_resume(crl_trainer *t, const char *dir, crl_error *err)
         rc = crl_error_set(err, CRL_E_CONFIG, "resume: re-collecting used %zu of the %u recorded action bytes: the "
                            "config differs from the checkpointed run's (env, collector)", t->ff_pos,
                            t->actions->len);
+    if (!rc)
+        rc = restore_carried(t, dir, err);
+    else
+        carry_clear(t);
     if (!rc && t->copies_mode && !(rc = resume_copies(t, &cc, true, err))) {
         t->synced_steps = cc.synced_steps;
         t->published = cc.published;

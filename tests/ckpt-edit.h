@@ -34,6 +34,34 @@ static inline void ckpt_edit_replace(const char *src, const char *dst, const cha
     crl_ckpt_reader_free(r);
 }
 
+/* Copy checkpoint `src` to `dst` without the sections of the TensorDict under `prefix` ("prefix/..."),
+ * then, when td is not NULL, with td written there instead (crl_ckpt_write_td). */
+static inline void ckpt_edit_swap_td(const char *src, const char *dst, const char *kind, const char *prefix,
+                                     const crl_td *td)
+{
+    crl_error e = { 0 };
+    crl_ckpt_reader *r = crl_ckpt_reader_open(src, kind, UINT32_MAX, &e);
+    ck_assert_msg(r != NULL, "%s", e.message);
+    crl_ckpt_writer *w = crl_ckpt_writer_new(dst, kind, crl_ckpt_kind_version(r), &e);
+    ck_assert_msg(w != NULL, "%s", e.message);
+    size_t plen = strlen(prefix), dropped = 0;
+    for (size_t i = 0; i < crl_ckpt_section_count(r); i++) {
+        const char *sec = crl_ckpt_section_name(r, i);
+        if (!strncmp(sec, prefix, plen) && sec[plen] == '/') {
+            dropped++;
+            continue;
+        }
+        size_t n;
+        const void *p = crl_ckpt_section(r, sec, &n, &e);
+        ck_assert_msg(crl_ckpt_write(w, sec, p, n, &e) == CRL_OK, "%s", e.message);
+    }
+    ck_assert_msg(dropped > 0, "%s has no sections under '%s'", src, prefix);
+    if (td)
+        ck_assert_msg(crl_ckpt_write_td(w, prefix, td, &e) == CRL_OK, "%s", e.message);
+    ck_assert_msg(crl_ckpt_writer_close(w, &e) == CRL_OK, "%s", e.message);
+    crl_ckpt_reader_free(r);
+}
+
 /* A copy of section `name` of checkpoint `path` (free with g_free), its size in *len. */
 static inline uint8_t *ckpt_edit_section(const char *path, const char *kind, const char *name, size_t *len)
 {

@@ -72,7 +72,8 @@ else nok "unknown task (exit $rc)" "$out"; fi
 # The same seeded rollout from the suite's own XML (vendored under tests/dm_control-suite) through
 # [plugin.dm_control] suite_dir, generated models included, as from the bundled ones.
 suite=${CRL_TEST_SRCDIR:?}/dm_control-suite
-for id in cartpole/three_poles humanoid/walk swimmer/swimmer15 quadruped/fetch stacker/stack_2 lqr/lqr_6_2; do
+for id in cartpole/three_poles humanoid/walk swimmer/swimmer15 quadruped/fetch quadruped/escape stacker/stack_2 \
+    lqr/lqr_6_2; do
     a=$("$crl" rollout plugins.load=dm_control env.backend=dm_control env.id=$id env.seed=5 --steps 10 --json \
         "$noauto" 2>&1); rca=$?
     b=$("$crl" rollout plugins.load=dm_control plugin.dm_control.suite_dir="$suite" env.backend=dm_control \
@@ -84,7 +85,8 @@ done
 
 out=$("$crl" bench dm_control --seconds 0.02 2>&1); rc=$?
 if [ "$rc" -eq 0 ] && grep -q "mj_step" <<<"$out" && grep -q "frames/s" <<<"$out" &&
-    grep -q "humanoid/walk" <<<"$out" && grep -q "stacker/stack_4" <<<"$out" && grep -q "lqr/lqr_6_2" <<<"$out"; then
+    grep -q "humanoid/walk" <<<"$out" && grep -q "stacker/stack_4" <<<"$out" && grep -q "lqr/lqr_6_2" <<<"$out" &&
+    grep -q "quadruped/escape" <<<"$out"; then
     ok "crl bench dm_control runs, new tasks included"
 else nok "crl bench dm_control (exit $rc)" "$out"; fi
 

@@ -2,7 +2,7 @@
 # Shell tests of crl run's mpi backend on localhost ([distributed] backend = mpi under mpirun, ranks
 # oversubscribed): sync runs byte for byte equal to one process with num_collectors = K-1 (DQN and PPO on
 # CartPole: checkpoint, replay buffer, metrics), --resume of sync runs byte for byte the same (and of
-# async ones refused), an async run, and the failures: outside mpirun, a
+# async ones refused; of an LSTM policy's, its state recomputed and said so), an async run, and the failures: outside mpirun, a
 # num_collectors that disagrees with the ranks, a collector rank that errs, one killed, one stopped.
 # Skipped (exit 77) when crl was built without Open MPI.
 set -uo pipefail
@@ -60,6 +60,17 @@ out=$(mpirun -np 3 "$crl" run --resume "$tmp/ppor" collector.total_frames=1536 -
 if [ "$rc" -eq 0 ] && same "$tmp/ppo1" "$tmp/ppor"
 then ok "PPO, mpirun -np 3 sync, sync_interval = 3, 1024 + 512 frames through --resume: byte for byte one process's 1536"
 else nok "PPO resume (exit $rc)" "$out"; fi
+# A recurrent policy's carried state stays in the collector ranks: the resume recomputes it (not bitwise) and
+# says so.
+lstm=$srcdir/../conf/examples/cartpole-masked-lstm-ppo.ini
+lshort="collector.frames_per_batch=256 env.num_envs=4 collector.num_collectors=2 distributed.backend=mpi
+        train.minibatch_size=64 train.eval_interval=0 train.eval_episodes=1 transform.norm.init_stats=50 --quiet"
+mpirun -np 3 "$crl" run "$lstm" $lshort collector.total_frames=512 train.run_dir="$tmp/lstmr" >/dev/null 2>&1
+out=$(mpirun -np 3 "$crl" run --resume "$tmp/lstmr" collector.total_frames=1024 --quiet 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -qF "the collector ranks' carried state is not checkpointed under mpirun, so re-collecting recomputed the state the policy carries (recurrent_state_c, recurrent_state_h)" <<<"$out" \
+    && grep -qE '^  frames: +1024 ' <<<"$out"
+then ok "LSTM PPO, mpirun -np 3, 512 + 512 frames through --resume: resumes, saying the carried state was recomputed"
+else nok "LSTM resume under mpirun (exit $rc)" "$out"; fi
 out=$(mpirun -np 2 "$crl" run --resume "$tmp/dqnr" collector.total_frames=3000 --quiet 2>&1); rc=$?
 if [ "$rc" -eq 2 ] && grep -qF 'num_collectors = 2, but mpirun started 1 collector rank (-np 2)' <<<"$out"
 then ok "--resume with fewer ranks than the checkpointed run: exit 2, no hang"

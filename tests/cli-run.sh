@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Shell tests of `crl run`: --dry-run, the run directory (config, metrics.csv,
 # checkpoint, curve), plain progress lines off a terminal, --resume equal to an
-# uninterrupted run byte for byte, and bad configs.
+# uninterrupted run byte for byte (a recurrent policy's carried state included, and checkpoints without
+# it or with it damaged), and bad configs.
 set -uo pipefail
 crl=${CRL:?}
 srcdir=${CRL_TEST_SRCDIR:?}
@@ -74,6 +75,89 @@ out=$("$crl" run --resume "$tmp/half" collector.num_collectors=2 --accept-change
 if [ "$rc" -eq 2 ] && grep -qF "no section 'copies/counters': the checkpointed run had one sub-collector" <<<"$out"
 then ok "--resume of a one-sub-collector run with num_collectors = 2: exit 2 naming the missing section"
 else nok "--resume one as two (exit $rc)" "$out"; fi
+
+# A recurrent policy (the masked-CartPole LSTM example, small): the state it carries (recurrent_state_h/_c)
+# goes through the checkpoint too, so N + N frames equal 2N byte for byte.
+lstm=$srcdir/../conf/examples/cartpole-masked-lstm-ppo.ini
+lsmall="collector.frames_per_batch=256 env.num_envs=4 train.minibatch_size=64 train.eval_interval=512
+        train.eval_episodes=1 train.log_interval=256 transform.norm.init_stats=50 --quiet"
+"$crl" run "$lstm" $lsmall collector.total_frames=1536 train.run_dir="$tmp/lfull" >/dev/null 2>&1
+"$crl" run "$lstm" $lsmall collector.total_frames=768 train.run_dir="$tmp/lhalf" >/dev/null 2>&1
+cp -r "$tmp/lhalf" "$tmp/lold"
+out=$("$crl" run --resume "$tmp/lhalf" collector.total_frames=1536 --quiet 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && [ -s "$tmp/lfull/checkpoint/trainer.ckpt" ] \
+    && cmp -s "$tmp/lfull/checkpoint/trainer.ckpt" "$tmp/lhalf/checkpoint/trainer.ckpt" \
+    && diff <(cut -d, -f1,4-8 "$tmp/lfull/metrics.csv") <(cut -d, -f1,4-8 "$tmp/lhalf/metrics.csv") >/dev/null \
+    && [ "$(wc -l <"$tmp/lfull/metrics.csv")" -ge 6 ] && ! grep -q "not bitwise" <<<"$out"
+then ok "--resume of an LSTM policy: 768 + 768 frames give the checkpoint and metrics of 1536 (the carried state kept)"
+else nok "--resume of an LSTM policy (exit $rc)" "$out"; fi
+
+# ckedit SRC DST OP NAME [N]: copy checkpoint SRC to DST with valid checksums, OP: drop (the sections
+# NAME/...), cut (section NAME loses its last N bytes); or flip (a byte of section NAME, checksums kept).
+# Written from the layout in core/checkpoint-private.h, independently of crl's reader and writer.
+ckedit() {
+    python3 - "$@" <<'PY'
+import struct, sys, zlib
+src, dst, op, name = sys.argv[1:5]
+d = bytearray(open(src, 'rb').read())
+fmt, kv, cnt, klen, toff, tsz = struct.unpack_from('<IIIIQQ', d, 8)
+kind, secs, o = bytes(d[48:48 + klen]), [], toff
+for _ in range(cnt):
+    off, size, crc, nl, _z = struct.unpack_from('<QQIHH', d, o)
+    secs.append((d[o + 24:o + 24 + nl].decode(), off, bytes(d[off:off + size])))
+    o += 24 + nl
+if op == 'flip':
+    d[[s[1] for s in secs if s[0] == name][0]] ^= 0x40
+    open(dst, 'wb').write(d)
+    sys.exit(0)
+if op == 'drop':
+    secs = [s for s in secs if not s[0].startswith(name + '/')]
+else:
+    secs = [(s[0], s[1], s[2][:len(s[2]) - int(sys.argv[5])] if s[0] == name else s[2]) for s in secs]
+a8 = lambda x: (x + 7) // 8 * 8
+out, table = bytearray(a8(48 + klen)), bytearray()
+for nm, _off, b in secs:
+    out += bytes(a8(len(out)) - len(out))
+    table += struct.pack('<QQIHH', len(out), len(b), zlib.crc32(b), len(nm), 0) + nm.encode()
+    out += b
+out += bytes(a8(len(out)) - len(out))
+hdr = b'CRLCKPT\0' + struct.pack('<IIIIQQI', fmt, kv, len(secs), klen, len(out), len(table), zlib.crc32(table))
+kpad = kind + bytes(a8(48 + klen) - 48 - klen)
+hdr += struct.pack('<I', zlib.crc32(kpad, zlib.crc32(hdr))) + kpad
+out[:len(hdr)] = hdr
+open(dst, 'wb').write(out + table)
+PY
+}
+# A checkpoint of an older crl, without the carried state: it resumes as before (the state recomputed, not
+# bitwise), saying so on stderr.
+ck=$tmp/lold/checkpoint/trainer.ckpt
+cp "$ck" "$tmp/lold.ckpt"
+ckedit "$tmp/lold.ckpt" "$ck" drop trainer/carried; erc=$?
+out=$("$crl" run --resume "$tmp/lold" collector.total_frames=1536 --quiet 2>&1); rc=$?
+if [ "$erc" -eq 0 ] && [ "$rc" -eq 0 ] \
+    && grep -qF "the checkpoint keeps no carried state (an older crl wrote it), so re-collecting recomputed the state the policy carries (recurrent_state_c, recurrent_state_h)" <<<"$out" \
+    && grep -qF "not bitwise" <<<"$out" && grep -qE '^  frames: +1536 ' <<<"$out"
+then ok "--resume of an LSTM checkpoint without the carried state (an older crl's): resumes, not bitwise, saying so"
+else nok "--resume without the carried state (edit exit $erc, exit $rc)" "$out"; fi
+# The record of the state cut short (checksums right), a flipped byte in it, a truncated file: exit 1 naming
+# the file and the section, and nothing changes in the run directory.
+cp -r "$tmp/lfull" "$tmp/lbad"
+good=$tmp/lfull/checkpoint/trainer.ckpt; bad=$tmp/lbad/checkpoint/trainer.ckpt
+for what in cut flip trunc; do
+    case $what in
+        cut) ckedit "$good" "$bad" cut trainer/carried/0/0 4
+             want="section 'trainer/carried/0/0' \\(leaf 'recurrent_state_[ch]'\\) holds [0-9]+ bytes; its dtype and shape need" ;;
+        flip) ckedit "$good" "$bad" flip trainer/carried/0/1
+              want="section 'trainer/carried/0/1' \([0-9]+ bytes\) fails its CRC-32 check" ;;
+        trunc) head -c "$(($(wc -c <"$good") - 100))" "$good" >"$bad"
+               want="file is truncated" ;;
+    esac
+    out=$("$crl" run --resume "$tmp/lbad" collector.total_frames=2048 --quiet 2>&1); rc=$?
+    if [ "$rc" -eq 1 ] && grep -qF "resume from '$tmp/lbad/checkpoint': $bad: offset " <<<"$out" \
+        && grep -qE "$want" <<<"$out" && cmp -s "$tmp/lfull/metrics.csv" "$tmp/lbad/metrics.csv"
+    then ok "--resume of an LSTM checkpoint whose carried state is $what: exit 1 naming the file and section"
+    else nok "carried state $what (exit $rc)" "$out"; fi
+done
 
 out=$("$crl" run --resume "$tmp/nothing" 2>&1); rc=$?
 if [ "$rc" -eq 2 ] && grep -qF "$tmp/nothing/experiment.ini" <<<"$out"

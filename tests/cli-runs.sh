@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Shell tests of `crl run` keeping runs whole and apart: run directories made by mkdir (three runs in
 # the same second, an existing run_dir, --overwrite), SIGINT and SIGTERM mid-run then --resume equal to
-# an uninterrupted run, a second signal, kill -9 during a checkpoint and the leftover removed, a full
-# disk at the final checkpoint and a metrics.csv or curve.png that cannot be written (exit 1), resume
-# refusing changed settings unless --accept-changes, and a total_frames that is no multiple of
-# frames_per_batch.  Processes are held in the middle of a checkpoint with the LD_PRELOAD shim
+# an uninterrupted run (an LSTM policy's too), a second signal, kill -9 during a checkpoint and the
+# leftover removed, a full disk at the final checkpoint and a metrics.csv or curve.png that cannot be
+# written (exit 1), resume refusing changed settings unless --accept-changes, and a total_frames that is
+# no multiple of frames_per_batch.  Processes are held in the middle of a checkpoint with the LD_PRELOAD shim
 # (tests/enospc-shim.c), so no step depends on timing; waits for a condition only end a hung test.
 set -uo pipefail
 crl=${CRL:?}
@@ -129,6 +129,30 @@ for sig in INT TERM; do
     then ok "SIG$sig mid-run: checkpoint, exit $want, the resume command; --resume ends bitwise as the uninterrupted run"
     else nok "SIG$sig (exit $rc, resume exit $rc2, busy exit $busy_rc)" "$(cat "$d.err")" "$busy" "$out"; fi
 done
+
+# A recurrent policy (the masked-CartPole LSTM example, small), SIGINT while its first checkpoint (frame
+# 512) is being written: the resume ends bitwise as the uninterrupted run, the state the policy carries
+# included.
+lstm=$srcdir/../conf/examples/cartpole-masked-lstm-ppo.ini
+lsmall="collector.frames_per_batch=256 env.num_envs=4 train.minibatch_size=64 train.eval_interval=512
+        train.eval_episodes=1 train.log_interval=256 transform.norm.init_stats=50 train.checkpoint_interval=512
+        collector.total_frames=1536"
+"$crl" run "$lstm" $lsmall train.run_dir="$tmp/lref" --quiet >/dev/null 2>&1
+d=$tmp/lsig
+rm -f "$tmp/go"
+stalled "$tmp/go" "$crl" run "$lstm" $lsmall train.run_dir="$d" --quiet >"$d.out" 2>"$d.err" & pid=$!; bg+=($pid)
+wait_for has_tmp "$d"
+kill -INT $pid
+wait_for grep -q "SIGINT: stopping after the current update" "$d.err"
+touch "$tmp/go"
+wait $pid; rc=$?
+out=$("$crl" run --resume "$d" --quiet 2>&1); rc2=$?
+if [ "$rc" -eq 130 ] && grep -qF "stopped by SIGINT at frame 512; the checkpoint is in $d/checkpoint" "$d.err" \
+    && [ "$rc2" -eq 0 ] && [ -s "$tmp/lref/checkpoint/trainer.ckpt" ] \
+    && cmp -s "$tmp/lref/checkpoint/trainer.ckpt" "$d/checkpoint/trainer.ckpt" \
+    && diff <(cut -d, -f1,4-8 "$tmp/lref/metrics.csv") <(cut -d, -f1,4-8 "$d/metrics.csv") >/dev/null
+then ok "SIGINT mid-run of an LSTM policy: --resume ends bitwise as the uninterrupted run (carried state kept)"
+else nok "SIGINT of an LSTM policy (exit $rc, resume exit $rc2)" "$(cat "$d.err")" "$out"; fi
 
 # kill -9 while the second checkpoint (frame 2000) of a resumed run is being written: the first stays
 # whole, and the next resume removes the leftover, drops the metrics rows past frame 1000 and finishes.

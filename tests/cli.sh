@@ -28,6 +28,19 @@ expect 0 'Usage: crl bench' "crl bench --help" -- bench --help
 expect 2 "no benchmark 'cor'.*did you mean 'core'" "unknown benchmark gets a hint" -- bench cor
 expect 2 "seconds" "bench rejects a bad --seconds" -- bench core --seconds abc
 expect 0 'raw sgemm, same products .* steps/s' "crl bench nn prints MLP steps/s next to raw sgemm" -- bench nn --seconds 0.02
+# The conv stack and the LSTM; built with oneDNN, its rows, and its results are crl's (the same computation).
+out=$("$crl" bench nn --seconds 0.01 2>&1); rc=$?
+grep -qE '^    crl: im2col .* [0-9.]+ ms +[0-9.]+ ms' <<<"$out" && grep -qE '^    crl \(gates .* us' <<<"$out" && [ "$rc" -eq 0 ] \
+    && ok "crl bench nn times the Nature-DQN stack and an LSTM step" || nok "crl bench nn: conv or LSTM rows (exit $rc)" "$out"
+if grep -q '^  against oneDNN' <<<"$out"; then
+    grep -qE '^    oneDNN primitives, its layouts .* [0-9.]+x +[0-9.]+x$' <<<"$out" && grep -qE '^    oneDNN lstm_forward' <<<"$out" \
+        && ok "crl bench nn puts oneDNN's primitives next to crl" || nok "crl bench nn: no oneDNN rows" "$out"
+    # max |crl - oneDNN| on the outputs and parameter gradients of the conv stack and the LSTM, far below their scale
+    agree=$(grep 'same computation' <<<"$out" | grep -oE '[0-9.]+e[-+][0-9]+ on [a-z ]+ up to [0-9.e+-]+' |
+        awk '{ if ($1 > 1e-4 * ($NF + 1e-3)) bad++; n++ } END { print n + 0, bad + 0 }')
+    [ "$agree" = "4 0" ] && ok "oneDNN's outputs and gradients match crl's on the same weights" \
+        || nok "oneDNN and crl disagree (checked, off: $agree)" "$out"
+fi
 if "$crl" bench --help | grep -q '^  python '; then
     expect 0 '^  processes +[0-9]+ +[0-9]+ +[0-9.]+x +[0-9]+ ms' "crl bench python prints a Python env's steps/s per executor and start-up" \
         -- bench python --seconds 0.02

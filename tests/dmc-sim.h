@@ -37,7 +37,7 @@ static inline void sim_open(sim *s, const dmc_task *t)
 static inline void sim_close(sim *s)
 {
     mj_deleteData(s->d);
-    mj_deleteModel(s->dm.m);
+    dmc_model_free(&s->dm);
 }
 
 /* The float64 data of td's `key`; fails the test when it is missing or of another dtype. */

@@ -454,7 +454,7 @@ START_TEST(test_suite_dir)
     EXPECT_OK(dmc_model_load(&dm, &dmc_pendulum_swingup, dir, &e), e);
     NEAR(dm.m->opt.timestep, 0.01, 0); /* the file's, not the bundled 0.02 */
     NEAR(dm.m->body_mass[dm.id[1]], 2.0, 1e-12);
-    mj_deleteModel(dm.m);
+    dmc_model_free(&dm);
 
     /* A file without the names the task needs. */
     e = (crl_error){0};

@@ -5,7 +5,8 @@
  * The shadow is independent of the plugin's task code: it starts from the state the env reports
  * (return_state: time, qpos, qvel, act, then the task's per-episode draws), applies the per-episode model
  * edits as the suite's initialize_episode does (reacher's, swimmer's, fish's, manipulator's and stacker's
- * targets, finger/turn's target site, point_mass/hard's actuation directions, on a copy of the model per
+ * targets, finger/turn's target site, point_mass/hard's actuation directions, quadruped/escape's terrain
+ * rebuilt here from its bumps without the plugin's spline code, on a copy of the model per
  * env, where the plugin writes them into its shared model before each env's step), forwards as
  * Physics.after_reset does, steps with the same actions the way dm_control's Physics.step does
  * (mj_step2, mj_step .. , mj_step1; RK4 models mj_step throughout) and reads every observation from
@@ -387,6 +388,27 @@ static void obs_quadruped_fetch(const mjModel *m, const mjData *d, expected *x)
     dot_frame(v, frame, leaf(x, "target_position", 3, false));
 }
 
+/* Escape adds origin (-torso_pos . torso_frame) and rangefinder (tanh of the readings in sensor
+ * order, 1.0 where one is -1: no intersection). */
+static void obs_quadruped_escape(const mjModel *m, const mjData *d, expected *x)
+{
+    obs_quadruped(m, d, x);
+    double *o = leaf(x, "origin", 3, false);
+    dot_frame(body_xpos(m, d, "torso"), body_xmat(m, d, "torso"), o);
+    for (int j = 0; j < 3; j++)
+        o[j] = -o[j];
+    int n = 0;
+    for (int s = 0; s < m->nsensor; s++)
+        n += m->sensor_type[s] == mjSENS_RANGEFINDER;
+    double *rf = leaf(x, "rangefinder", n, false);
+    n = 0;
+    for (int s = 0; s < m->nsensor; s++)
+        if (m->sensor_type[s] == mjSENS_RANGEFINDER) {
+            double r = d->sensordata[m->sensor_adr[s]];
+            rf[n++] = r == -1.0 ? 1.0 : tanh(r);
+        }
+}
+
 static const char *const arm_joints[] = {"arm_root", "arm_shoulder", "arm_elbow", "arm_wrist",
                                          "finger",   "fingertip",    "thumb",     "thumbtip"};
 static const char *const touch_sensors[] = {"palm_touch", "finger_touch", "thumb_touch", "fingertip_touch",
@@ -537,6 +559,68 @@ static void edit_lqr(mjModel *m, const double *extra)
         m->jnt_stiffness[j] = extra[j];
 }
 
+/* Escape.initialize_episode's terrain from the env's 30 x 30 bumps, written here without SciPy's
+ * recursive filter: the cubic B-spline through the bumps with mirror-symmetric ends (what
+ * ndimage.zoom(order=3, mode='constant') interpolates with) from a tridiagonal solve, evaluated from
+ * the kernel's closed form at k (n - 1) / (res - 1), times the bowl .5 - cos(2 pi clip(r, .04, 1)) / 2
+ * on the [-1, 1]^2 grid, stored as hfield_data's float32. */
+#define ESCAPE_BUMP_RES 30
+
+static void spline_solve(double *c, int n, int stride)
+{
+    /* (c[i-1] + 4 c[i] + c[i+1]) / 6 = x[i], c[-1] = c[1], c[n] = c[n-2]: Thomas' algorithm */
+    double sup[ESCAPE_BUMP_RES], rhs[ESCAPE_BUMP_RES];
+    for (int i = 0; i < n; i++) {
+        double a = i == 0 ? 0 : i == n - 1 ? 2 : 1, b = 4, up = i == 0 ? 2 : i == n - 1 ? 0 : 1;
+        double r = 6 * c[i * stride];
+        if (i > 0) {
+            b -= a * sup[i - 1];
+            r -= a * rhs[i - 1];
+        }
+        sup[i] = up / b;
+        rhs[i] = r / b;
+    }
+    for (int i = n - 1; i >= 0; i--)
+        c[i * stride] = i == n - 1 ? rhs[i] : rhs[i] - sup[i] * c[(i + 1) * stride];
+}
+
+static double bspline3(double t)
+{
+    t = fabs(t);
+    return t < 1 ? 2.0 / 3.0 - t * t + t * t * t / 2 : t < 2 ? (2 - t) * (2 - t) * (2 - t) / 6 : 0;
+}
+
+static int mirror_index(int i, int n)
+{
+    return i < 0 ? -i : i > n - 1 ? 2 * (n - 1) - i : i;
+}
+
+static void edit_escape(mjModel *m, const double *extra)
+{
+    enum { N = ESCAPE_BUMP_RES };
+    ck_assert_int_eq((int)(2 * m->hfield_size[0] / 2), N);
+    int res = m->hfield_nrow[0];
+    double c[N * N];
+    memcpy(c, extra, sizeof c);
+    for (int j = 0; j < N; j++)
+        spline_solve(c + j, N, N);
+    for (int i = 0; i < N; i++)
+        spline_solve(c + i * N, N, 1);
+    float *h = m->hfield_data + m->hfield_adr[0];
+    for (int i = 0; i < res; i++)
+        for (int j = 0; j < res; j++) {
+            double u = i * (N - 1.0) / (res - 1.0), v = j * (N - 1.0) / (res - 1.0), smooth = 0;
+            for (int a = -1; a <= 2; a++)
+                for (int b = -1; b <= 2; b++) {
+                    int ii = (int)floor(u) + a, jj = (int)floor(v) + b;
+                    smooth += c[mirror_index(ii, N) * N + mirror_index(jj, N)] * bspline3(u - ii) * bspline3(v - jj);
+                }
+            double row = -1 + 2.0 * i / (res - 1), col = -1 + 2.0 * j / (res - 1);
+            double radius = fmin(fmax(sqrt(row * row + col * col), .04), 1);
+            h[i * res + j] = (float)((.5 - cos(2 * M_PI * radius) / 2) * smooth);
+        }
+}
+
 typedef struct task_case {
     const char *id;
     double control_timestep; /* the suite's, in seconds */
@@ -588,6 +672,7 @@ static const task_case cases[] = {
     {"quadruped/walk", 0.02, 0, obs_quadruped, edit_none, true},
     {"quadruped/run", 0.02, 0, obs_quadruped, edit_none, true},
     {"quadruped/fetch", 0.02, 0, obs_quadruped_fetch, edit_none, true},
+    {"quadruped/escape", 0.02, ESCAPE_BUMP_RES * ESCAPE_BUMP_RES, obs_quadruped_escape, edit_escape, true},
     {"manipulator/bring_ball", 0.01, 3, obs_manipulator_ball, edit_manipulator_ball, true},
     {"stacker/stack_2", 0.01, 2, obs_stacker, edit_stacker, true},
     {"stacker/stack_4", 0.01, 2, obs_stacker, edit_stacker, true},
@@ -763,7 +848,7 @@ START_TEST(test_observations)
     }
     crl_td_unref(td);
     henv_close(&h);
-    mj_deleteModel(dm.m);
+    dmc_model_free(&dm);
 }
 END_TEST
 
@@ -830,7 +915,7 @@ START_TEST(test_reset_data)
 #undef SAME
     mj_deleteData(ours);
     mj_deleteData(theirs);
-    mj_deleteModel(dm.m);
+    dmc_model_free(&dm);
 }
 END_TEST
 

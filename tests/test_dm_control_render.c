@@ -173,6 +173,45 @@ START_TEST(test_reacher_target_drawn)
 }
 END_TEST
 
+/* quadruped/escape's terrain is per env and rewritten into the model each episode: the render context
+ * gets the heightfield each frame's env has (the suite's mjr_uploadHField).  Frames drawn with pixels
+ * from the start (the context made before any terrain) equal those of an env of the same seed drawn
+ * afterwards by crl_env_render, env 1 first (its context made with env 1's terrain in the model, so
+ * env 0's frame needs env 0's uploaded). */
+START_TEST(test_escape_terrain_drawn)
+{
+    crl_error e = {0};
+    henv p, q;
+    int rc = henv_open(&p, "[env]\nbackend = dm_control\nid = quadruped/escape\nnum_envs = 2\n"
+                           "from_pixels = true\nseed = 3\nheight = 60\nwidth = 80\n", &e);
+    if (rc != CRL_OK && no_osmesa(&e)) {
+        henv_close(&p);
+        printf("SKIP test_escape_terrain_drawn: %s\n", e.message);
+        return;
+    }
+    EXPECT_OK(rc, e);
+    EXPECT_OK(henv_open(&q, "[env]\nbackend = dm_control\nid = quadruped/escape\nnum_envs = 2\nseed = 3\n"
+                            "height = 60\nwidth = 80\n", &e), e);
+    crl_td *tp = crl_env_reset(p.env, NULL, &e), *tq = crl_env_reset(q.env, NULL, &e);
+    ck_assert(tp && tq);
+    const uint8_t *px = crl_tensor_data(crl_td_get(tp, "pixels"));
+    const size_t n = 60 * 80 * 3;
+    ck_assert(memcmp(px, px + n, n) != 0);
+    crl_tensor *frame = crl_tensor_new(CRL_U8, 3, (int64_t[]){60, 80, 3}, &e);
+    ck_assert_ptr_nonnull(frame);
+    for (int i = 1; i >= 0; i--) {
+        EXPECT_OK(crl_env_render(q.env, i, frame, &e), e);
+        ck_assert_msg(memcmp(crl_tensor_data(frame), px + (size_t)i * n, n) == 0,
+                      "env %d drawn afterwards differs from its pixels", i);
+    }
+    crl_tensor_unref(frame);
+    crl_td_unref(tp);
+    crl_td_unref(tq);
+    henv_close(&q);
+    henv_close(&p);
+}
+END_TEST
+
 /* A missing GL library is a clear error naming the Debian package. */
 START_TEST(test_missing_gl)
 {
@@ -204,6 +243,7 @@ static Suite *render_suite(void)
     tcase_add_test(tc, test_acrobot_pixels);
     tcase_add_test(tc, test_camera_and_size);
     tcase_add_test(tc, test_reacher_target_drawn);
+    tcase_add_test(tc, test_escape_terrain_drawn);
     suite_add_tcase(s, tc);
     return s;
 }

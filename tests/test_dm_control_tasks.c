@@ -1,5 +1,6 @@
 /* Check suite for the dm_control tasks beyond the first twenty (cartpole's two and three poles,
- * point_mass/hard, humanoid, swimmer, fish, quadruped, manipulator/bring_ball, stacker, lqr): specs,
+ * point_mass/hard, humanoid, swimmer, fish, quadruped (escape's terrain too), manipulator/bring_ball, stacker,
+ * lqr): specs,
  * observations and rewards at hand-set states against values worked out from the model, initial states,
  * determinism per seed, and a rollout from the suite's own XML (tests/dm_control-suite) equal to one from
  * the bundled model. */
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <glib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -64,6 +66,9 @@ static const struct {
      {"egocentric_state", "torso_velocity", "torso_upright", "imu", "force_torque", "ball_state",
       "target_position"},
      {44, 3, 1, 6, 24, 9, 3}},
+    {"quadruped/escape", 0.02, 7,
+     {"egocentric_state", "torso_velocity", "torso_upright", "imu", "force_torque", "origin", "rangefinder"},
+     {44, 3, 1, 6, 24, 3, 20}},
     {"manipulator/bring_ball", 0.01, 7,
      {"arm_pos", "arm_vel", "touch", "hand_pos", "object_pos", "object_vel", "target_pos"},
      {16, 8, 5, 4, 4, 3, 4}},
@@ -930,15 +935,17 @@ START_TEST(test_quadruped_models)
 {
     sim s;
     /* make_model's edits: walk's floor 10 m, run's 100 m; neither has walls, ball, target, terrain or
-     * rangefinders; fetch keeps the 15 m floor, the walls and the ball. */
-    const dmc_task *ts[3] = {&dmc_quadruped_walk, &dmc_quadruped_run, &dmc_quadruped_fetch};
-    const double floor[3] = {10, 100, 15};
-    for (int k = 0; k < 3; k++) {
+     * rangefinders; fetch keeps the 15 m floor, the walls and the ball; escape has a 40 m floor, the
+     * terrain and the 20 rangefinders, no walls or ball. */
+    const dmc_task *ts[4] = {&dmc_quadruped_walk, &dmc_quadruped_run, &dmc_quadruped_fetch, &dmc_quadruped_escape};
+    const double floor[4] = {10, 100, 15, 40};
+    for (int k = 0; k < 4; k++) {
         sim_open(&s, ts[k]);
         const mjModel *m = s.dm.m;
         NEAR(m->geom_size[3 * mj_name2id(m, mjOBJ_GEOM, "floor")], floor[k], 0);
-        ck_assert_int_eq(mj_name2id(m, mjOBJ_GEOM, "terrain"), -1);
-        ck_assert_int_eq(mj_name2id(m, mjOBJ_SENSOR, "rf_00"), -1);
+        ck_assert_int_eq(mj_name2id(m, mjOBJ_GEOM, "terrain") >= 0, k == 3);
+        ck_assert_int_eq(mj_name2id(m, mjOBJ_SENSOR, "rf_00") >= 0, k == 3);
+        ck_assert_int_eq(mj_name2id(m, mjOBJ_SENSOR, "rf_34") >= 0, k == 3);
         ck_assert_int_eq(mj_name2id(m, mjOBJ_GEOM, "wall_px") >= 0, k == 2);
         ck_assert_int_eq(mj_name2id(m, mjOBJ_BODY, "ball") >= 0, k == 2);
         ck_assert_int_eq(mj_name2id(m, mjOBJ_SITE, "target") >= 0, k == 2);
@@ -1150,6 +1157,162 @@ START_TEST(test_quadruped_reset_observation)
         NEAR(ft[j], asinh(s.d->sensordata[force + j]), 1e-9);
     }
     sim_close(&s);
+    crl_td_unref(td);
+    henv_close(&h);
+}
+END_TEST
+
+/* Escape at hand-set states on the flat (all-zero) terrain: origin is the world origin in the torso's
+ * frame; the reward is upright (1 within 20 degrees, linear to 0 upside down over 1 + cos 20) times the
+ * workspace's distance from the origin over the 30 m half-size of the terrain (1 from there on). */
+START_TEST(test_quadruped_escape)
+{
+    sim s;
+    sim_open(&s, &dmc_quadruped_escape);
+    const mjModel *m = s.dm.m;
+    /* sim's extras are zeros: bumps of 0, a flat terrain */
+    double q[23] = {2.0, 1.0, 0.57};
+    yaw_quat(q, M_PI / 2);
+    double r = sim_at(&s, q, NULL, NULL);
+    NEAR(s.obs[5][0], -1.0, 1e-12); /* torso x is world y: the origin 1 m behind, 2 m to the right */
+    NEAR(s.obs[5][1], 2.0, 1e-12);
+    NEAR(s.obs[5][2], -0.57, 1e-12);
+    const double *ws = s.d->site_xpos + 3 * mj_name2id(m, mjOBJ_SITE, "workspace");
+    NEAR(ws[0], 2.0, 1e-12); /* .8 ahead (world +y), .2 down */
+    NEAR(ws[1], 1.8, 1e-12);
+    NEAR(ws[2], 0.37, 1e-12);
+    double dist = sqrt(4.0 + 1.8 * 1.8 + 0.37 * 0.37);
+    NEAR(r, dist / 30, 1e-12);
+    for (int k = 0; k < 20; k++)
+        ck_assert(s.obs[6][k] > 0 && s.obs[6][k] <= 1);
+    /* out of the bowl: 1, upright */
+    q[0] = 40;
+    NEAR(sim_at(&s, q, NULL, NULL), 1.0, 0);
+    /* tilted 20 degrees about x: still 1; on its side (zz 0): 1 - cos 20 / (1 + cos 20) */
+    double dev = cos(20 * M_PI / 180);
+    double tilt[23] = {40, 0, 1.0, cos(M_PI / 18 - 1e-9), sin(M_PI / 18 - 1e-9), 0, 0};
+    NEAR(sim_at(&s, tilt, NULL, NULL), 1.0, 0);
+    double side[23] = {40, 0, 1.0, cos(M_PI / 4), sin(M_PI / 4), 0, 0};
+    NEAR(sim_at(&s, side, NULL, NULL), 1 - dev / (1 + dev), 1e-12);
+    /* the ray readings: tanh of the distance, 1 with nothing hit (a body beyond the 40 m floor, upside
+     * down, sees only sky) */
+    double away[23] = {200, 0, 5.0, 0, 1, 0, 0};
+    sim_at(&s, away, NULL, NULL);
+    for (int k = 0; k < 20; k++)
+        NEAR(s.obs[6][k], 1.0, 0);
+
+    /* init: 900 bumps in [0.15, 1), a terrain in the bowl's shape (0 at the centre's .04 m radius
+     * times at most 5 m, 0 on the rim at radius 1, highest near radius .5), the body clear of it */
+    crl_rng rng;
+    crl_rng_init(&rng, 4, 0);
+    s.dm.task->init(&s.dm, s.d, s.extra, &rng);
+    double lo = 1, hi = 0;
+    for (int k = 0; k < 900; k++) {
+        lo = fmin(lo, s.extra[k]);
+        hi = fmax(hi, s.extra[k]);
+    }
+    ck_assert(lo >= 0.15 && hi < 1 && hi - lo > 0.5);
+    int res = m->hfield_nrow[0];
+    const float *h = m->hfield_data + m->hfield_adr[0];
+    ck_assert_int_eq(res, 201);
+    ck_assert(h[100 * res + 100] > 0 && h[100 * res + 100] < 0.02f);
+    ck_assert(h[0] == 0.0f || fabsf(h[0]) < 1e-6f);
+    ck_assert(h[100 * res + 150] > h[100 * res + 100]);
+    mj_forward(m, s.d);
+    ck_assert_int_eq(s.d->ncon, 0);
+    s.d->qpos[2] -= 0.01;
+    mj_forward(m, s.d);
+    ck_assert_int_gt(s.d->ncon, 0);
+    sim_close(&s);
+}
+END_TEST
+
+/* A suite_dir quadruped.xml whose terrain or rangefinders are not the suite's is a config error naming
+ * what escape needs (its observation and state sizes are the suite's). */
+START_TEST(test_quadruped_escape_bad_suite)
+{
+    char dir[] = "/tmp/crl-dmc-escape.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char *common = g_build_filename(dir, "common", NULL), *path = g_build_filename(dir, "quadruped.xml", NULL);
+    ck_assert_int_eq(symlink(SUITE_DIR "/common", common), 0);
+    gchar *xml = NULL;
+    ck_assert(g_file_get_contents(SUITE_DIR "/quadruped.xml", &xml, NULL, NULL));
+    static const struct {
+        const char *from, *to, *needle;
+    } edits[] = {
+        {"ncol=\"201\" nrow=\"201\"", "ncol=\"101\" nrow=\"201\"", "201 x 101 samples"},
+        {"size=\"30 30 5 .1\"", "size=\"20 20 5 .1\"", "over 40 m"},
+        {"<rangefinder name=\"rf_00\" site=\"rf_00\"/>", "", "has 19 rangefinders"},
+        {"<hfield name=\"terrain\" ncol=\"201\" nrow=\"201\" size=\"30 30 5 .1\"/>", "", "geom 'terrain'"},
+    };
+    for (size_t k = 0; k < sizeof edits / sizeof edits[0]; k++) {
+        char *at = strstr(xml, edits[k].from);
+        ck_assert_ptr_nonnull(at);
+        GString *bad = g_string_new_len(xml, at - xml);
+        g_string_append(bad, edits[k].to);
+        g_string_append(bad, at + strlen(edits[k].from));
+        if (k == 3) { /* no heightfield at all: the geom using it goes too */
+            char *g = strstr(bad->str, "<geom name=\"terrain\"");
+            ck_assert_ptr_nonnull(g);
+            g_string_erase(bad, g - bad->str, strchr(g, '>') + 1 - g);
+        }
+        ck_assert(g_file_set_contents(path, bad->str, (gssize)bad->len, NULL));
+        g_string_free(bad, TRUE);
+        dmc_model dm;
+        crl_error e = {0};
+        ck_assert_int_eq(dmc_model_load(&dm, &dmc_quadruped_escape, dir, &e), CRL_E_CONFIG);
+        EXPECT_MSG(e, CRL_E_CONFIG, edits[k].needle);
+        ck_assert_ptr_null(dm.m);
+        ck_assert_ptr_null(dm.cache);
+    }
+    g_free(xml);
+    unlink(path);
+    unlink(common);
+    rmdir(dir);
+    g_free(path);
+    g_free(common);
+}
+END_TEST
+
+/* Envs of one batch each have their own terrain in the shared model: a reset from env 1's state
+ * (its bumps included) puts env 1's terrain under env 0, whose observations (rangefinders included)
+ * and steps are then env 1's; stepping them in turn keeps both. */
+START_TEST(test_quadruped_escape_batch)
+{
+    crl_error e = {0};
+    henv h;
+    EXPECT_OK(henv_open(&h, "[env]\nbackend = dm_control\nid = quadruped/escape\nnum_envs = 2\nseed = 5\n"
+                            "return_state = true\n", &e), e);
+    crl_td *td = crl_env_reset(h.env, NULL, &e);
+    ck_assert_ptr_nonnull(td);
+    crl_tensor *st = crl_td_get(td, "state");
+    int64_t w = crl_tensor_shape(st)[1];
+    ck_assert_int_eq(w, 1 + 23 + 22 + 12 + 900);
+    double *state = crl_tensor_data(st);
+    ck_assert(memcmp(state + 58, state + w + 58, 900 * sizeof(double)) != 0);
+    memcpy(state, state + w, sizeof(double) * (size_t)w);
+    crl_td *back = crl_env_reset_from_state(h.env, td, &e);
+    ck_assert_msg(back != NULL, "%s", e.message);
+    static const char *const keys[] = {"egocentric_state", "origin", "rangefinder", "imu", "force_torque"};
+    static const int dims[] = {44, 3, 20, 6, 24};
+    for (int step = 0; step < 5; step++) {
+        for (int k = 0; k < 5; k++) {
+            const double *v = leaf_f64(back, keys[k]);
+            for (int j = 0; j < dims[k]; j++)
+                ck_assert_msg(v[j] == v[dims[k] + j], "step %d: %s[%d]: env 0 %.17g, env 1 %.17g", step, keys[k], j,
+                              v[j], v[dims[k] + j]);
+        }
+        EXPECT_OK(crl_env_rand_action(h.env, back, &e), e);
+        double *a = crl_tensor_data(crl_td_get(back, "action"));
+        for (int j = 0; j < 12; j++)
+            a[12 + j] = a[j];
+        EXPECT_OK(crl_env_step(h.env, back, &e), e);
+        crl_td *nx = crl_env_step_mdp(h.env, back, &e);
+        ck_assert_msg(nx != NULL, "%s", e.message);
+        crl_td_unref(back);
+        back = nx;
+    }
+    crl_td_unref(back);
     crl_td_unref(td);
     henv_close(&h);
 }
@@ -1768,6 +1931,8 @@ static Suite *tasks_suite(void)
     tcase_add_test(tc, test_quadruped_observations);
     tcase_add_test(tc, test_quadruped_rewards);
     tcase_add_test(tc, test_quadruped_init);
+    tcase_add_test(tc, test_quadruped_escape);
+    tcase_add_test(tc, test_quadruped_escape_bad_suite);
     tcase_add_test(tc, test_manipulator);
     tcase_add_test(tc, test_stacker);
     tcase_add_test(tc, test_lqr);
@@ -1781,6 +1946,7 @@ static Suite *tasks_suite(void)
     tcase_add_test(tc, test_point_mass_hard_batch);
     tcase_add_test(tc, test_swimmer_batch_targets);
     tcase_add_test(tc, test_quadruped_reset_observation);
+    tcase_add_test(tc, test_quadruped_escape_batch);
     tcase_add_test(tc, test_manipulator_batch_targets);
     tcase_add_test(tc, test_stacker_batch_targets);
     tcase_add_test(tc, test_matrix_bind);

@@ -1379,11 +1379,120 @@ START_TEST(done_fallback)
 }
 END_TEST
 
+/* ---- a conv encoder with MaxPool2d layers ([net.NAME] pool_kernel_sizes, ...) ------------------------ */
+
+/* DQN on one env's [2, 9, 9] observation, [net.q] an MLP fed by the conv section `enc` (its keys given). */
+static int fx_open_pool(loss_fx *f, const char *enc, crl_error *e)
+{
+    memset(f, 0, sizeof *f);
+    char *ini = g_strdup_printf("[loss]\ntype = dqn\nactivation = tanh\n[net.q]\nencoder = enc\nnum_cells = 6\n"
+                                "[net.enc]\ntype = conv\nactivation = tanh\n%s", enc);
+    crl_test_host_open(&f->h, "losses", ini);
+    g_free(ini);
+    f->obs = crl_spec_composite_of(1, "observation", crl_spec_unbounded(CRL_F32, 4, SHAPE(1, 2, 9, 9), e), e);
+    f->act = crl_spec_composite_of(1, "action", crl_spec_categorical(2, CRL_I64, 1, SHAPE(1), e), e);
+    ck_assert_msg(f->obs && f->act, "specs: %s", e->message);
+    return crl_loss_from_config(f->h.host, f->h.cfg, "loss", f->obs, f->act, 7, &f->ops, &f->st, e);
+}
+
+/* dqn_batch with [B, 2, 9, 9] observations. */
+static crl_td *pixel_batch(int64_t B, crl_rng *rng)
+{
+    crl_error e = { 0 };
+    crl_td *td = dqn_batch(B, rng);
+    for (const char *const *k = (const char *const[]){ "observation", "next.observation", NULL }; *k; k++) {
+        crl_tensor *t = t_new(CRL_F32, 4, SHAPE(B, 2, 9, 9));
+        for (int64_t i = 0; i < crl_tensor_numel(t); i++)
+            crl_tensor_flat_set(t, i, crl_rng_range(rng, -1, 1));
+        ck_assert_int_eq(crl_td_set(td, *k, t, &e), CRL_OK);
+        crl_tensor_unref(t);
+    }
+    return td;
+}
+
+/* Conv 3x3/1 pad 1 (9x9), a 2x2 pool (stride = kernel: 4x4), conv 2x2/1 (3x3), a 3x3 pool stride 1 padding 1
+ * (3x3): the config-built network's parameters are the convs' and the head's only (pools have none), its
+ * gradients match finite differences of the loss, and one step down the gradient lowers the loss. */
+START_TEST(dqn_conv_pools)
+{
+    loss_fx f;
+    crl_error e = { 0 };
+    ck_assert_msg(fx_open_pool(&f, "num_cells = 3, 4\nkernel_sizes = 3, 2\nstrides = 1\npaddings = 1, 0\n"
+                                   "pool_kernel_sizes = 2, 3\npool_strides = 0, 1\npool_paddings = 0, 1\n", &e) == CRL_OK,
+                  "%s", e.message);
+    const char *name;
+    crl_tensor *p, *g;
+    ck_assert_int_eq(f.ops->param(f.st, 0, &name, &p, &g, &e), CRL_OK);
+    /* conv1 3*2*3*3 + 3, conv2 4*3*2*2 + 4, head 36*6 + 6, output 6*2 + 2 (without the pools: 256*6 + 6) */
+    ck_assert_int_eq(crl_tensor_numel(p), 57 + 52 + 222 + 14);
+    crl_rng rng;
+    crl_rng_init(&rng, 11, 0);
+    crl_td *b = pixel_batch(6, &rng);
+    check_gradients(&f, b, 1e-3, 2e-2);
+    /* one plain gradient step of length 1e-2 */
+    crl_tensor_fill(g, 0);
+    double before = loss_of(&f, b), norm = 0;
+    float *pv = crl_tensor_data(p);
+    const float *gv = crl_tensor_data(g);
+    for (int64_t i = 0; i < crl_tensor_numel(p); i++)
+        norm += (double)gv[i] * gv[i];
+    ck_assert(norm > 0);
+    for (int64_t i = 0; i < crl_tensor_numel(p); i++)
+        pv[i] -= (float)(1e-2 * gv[i] / sqrt(norm));
+    ck_assert_double_lt(loss_of(&f, b), before);
+    crl_td_unref(b);
+    fx_close(&f);
+}
+END_TEST
+
+/* Pool keys refused with the key and the test.ini line named: list lengths, values, pool keys without a pool,
+ * a value for a layer without one, the padding rule, a pool whose window no longer fits, another type's keys. */
+START_TEST(dqn_conv_pool_errors)
+{
+    static const struct { const char *enc, *msg; } bad[] = {
+        { "num_cells = 3, 4\nkernel_sizes = 3\nstrides = 1\npool_kernel_sizes = 2, 2, 2\n",
+          "[net.enc] pool_kernel_sizes has 3 values for 2 layers" },
+        { "num_cells = 3\nkernel_sizes = 3\nstrides = 1\npool_kernel_sizes = 1.5\n", "pool_kernel_sizes: 1.5 is not a whole number" },
+        { "num_cells = 3\nkernel_sizes = 3\nstrides = 1\npool_strides = -1\n", "pool_strides: -1 is not a whole number in 0..1024" },
+        { "num_cells = 3\nkernel_sizes = 3\nstrides = 1\npool_strides = 2\n", "pool_strides: no layer has a pool" },
+        { "num_cells = 3, 4\nkernel_sizes = 3\nstrides = 1\npool_kernel_sizes = 2, 0\npool_paddings = 1, 1\n",
+          "pool_paddings: layer 2 has no pool (pool_kernel_sizes is 0 there), so its value must be 0, not 1" },
+        { "num_cells = 3\nkernel_sizes = 3\nstrides = 1\npool_kernel_sizes = 2\npool_paddings = 2\n",
+          "pool_paddings: 2 on a 2x2 pool (layer 1) is more than half its kernel size; at most 1" },
+        { "num_cells = 3, 4\nkernel_sizes = 3\nstrides = 2, 1\npool_kernel_sizes = 0, 3\n",
+          "test.ini:15: [net.enc] pool_kernel_sizes: on the observation [2, 9, 9] of network 'qvalue', the pool "
+          "after conv layer 2: a 3x3 window (padding 0) does not fit its 2x2 input" },
+        { "num_cells = 3, 4\nkernel_sizes = 3\nstrides = 1\npool_kernel_sizes = 4\n",
+          "[net.enc]: on the observation [2, 9, 9] of network 'qvalue', conv layer 2: a 3x3 kernel (padding 0) does "
+          "not fit its 1x1 input" },
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+        loss_fx f;
+        crl_error e = { 0 };
+        ck_assert_msg(fx_open_pool(&f, bad[i].enc, &e) == CRL_E_CONFIG, "case %zu: %s", i, e.message);
+        ck_assert_msg(strstr(e.message, "test.ini:"), "case %zu: no FILE:LINE in %s", i, e.message);
+        assert_msg_has(&e, bad[i].msg);
+        ck_assert_ptr_null(f.st);
+        fx_close(&f);
+    }
+    /* an MLP takes no pool */
+    loss_fx f;
+    crl_error e = { 0 };
+    crl_test_host_open(&f.h, "losses", "[loss]\ntype = dqn\n[net.q]\npool_kernel_sizes = 2\n");
+    fx_specs(&f, true);
+    f.ops = NULL;
+    f.st = NULL;
+    ck_assert_int_eq(crl_loss_from_config(f.h.host, f.h.cfg, "loss", f.obs, f.act, 7, &f.ops, &f.st, &e), CRL_E_CONFIG);
+    assert_msg_has(&e, "[net.q] pool_kernel_sizes: type = mlp does not read it");
+    fx_close(&f);
+}
+END_TEST
+
 int main(void)
 {
     return RUN_TESTS("losses", ddpg_user_modules, user_modules_grad, user_modules_bad_input, user_modules_save_load, done_fallback, dqn_grad_l2, dqn_grad_smooth_l1_double, dqn_weights, dqn_loss_falls,
                      dqn_target_updates, dqn_save_load, dqn_counters_checked, ppo_rng_checked, dqn_bad_input, ppo_grad_clip, ppo_grad_clip_outside,
                      ppo_grad_kl, ppo_grad_continuous, a2c_grad, reinforce_grad, pg_prepare_targets, ppo_recurrent_grad, a2c_recurrent_grad, pg_bad_input, ddpg_grad, td3_grad, sac_grad,
                      sac_fixed_alpha_grad, td3_delay, ac_bad_input, dsac_grad, dsac_fixed_alpha_grad,
-                     dsac_bad_input, discrete_encodings);
+                     dsac_bad_input, discrete_encodings, dqn_conv_pools, dqn_conv_pool_errors);
 }

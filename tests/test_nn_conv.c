@@ -412,8 +412,35 @@ START_TEST(bad_layers)
 }
 END_TEST
 
+/* A pool takes an index in the state dict as in nn.Sequential (Conv2d, activation, MaxPool2d, Conv2d, ...) and
+ * adds no entry: the names and the parameter count are those of the convs and the head alone. */
+START_TEST(pool_state_dict_names)
+{
+    static const crl_conv_layer a[] = { CONV(3, 3, 1, 1), POOL(2, 2, 0), CONV(4, 2, 1, 0), POOL(3, 1, 1) };
+    ref_net n = { 2, 9, 9, a, 4, CRL_ACT_RELU, CRL_ACT_RELU, SHAPE(5), 1, 2, false };
+    crl_rng rng;
+    crl_rng_init(&rng, 12, 0);
+    crl_error err;
+    crl_mlp *m = build(&n, &rng);
+    crl_td *sd = crl_mlp_state_dict(m, &err);
+    ck_assert_msg(sd != NULL, "%s", err.message);
+    static const char *const keys[] = { "0.0.weight", "0.0.bias", "0.3.weight", "0.3.bias", "1.0.weight",
+                                        "1.0.bias", "1.2.weight", "1.2.bias" };
+    for (size_t i = 0; i < G_N_ELEMENTS(keys); i++)
+        ck_assert_msg(crl_td_get(sd, keys[i]) != NULL, "no %s", keys[i]);
+    /* the activation (0.1) and the pools (0.2, 0.5) hold nothing */
+    for (const char *const *k = (const char *const[]){ "0.1.weight", "0.2.weight", "0.5.weight", NULL }; *k; k++)
+        ck_assert_msg(crl_td_get(sd, *k) == NULL, "%s", *k);
+    /* 9x9 -> conv 9x9 -> pool 4x4 -> conv 3x3 -> pool (3, stride 1, padding 1) 3x3: the head reads 4*3*3 */
+    ck_assert_int_eq(crl_tensor_shape(crl_td_get(sd, "1.0.weight"))[1], 36);
+    ck_assert_int_eq(crl_tensor_numel(crl_mlp_params_get(m)), 3 * 2 * 9 + 3 + 4 * 3 * 4 + 4 + 36 * 5 + 5 + 5 * 2 + 2);
+    crl_td_unref(sd);
+    crl_mlp_unref(m);
+}
+END_TEST
+
 int main(void)
 {
     return RUN_TESTS("nn_conv", conv_gradients, pool_gradients, dueling_gradients, nature_dqn_stack,
-                     clone_and_checkpoint, tdmodule_images, bad_layers);
+                     clone_and_checkpoint, tdmodule_images, bad_layers, pool_state_dict_names);
 }

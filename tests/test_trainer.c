@@ -363,9 +363,10 @@ START_TEST(ppo_resume_bitwise)
 END_TEST
 
 /* An LSTM actor: acting carries the state (TensorDictPrimer, InitTracker), training draws [4, 16]
- * slices; the recurrent network and its optimizer go through the checkpoint exactly, and the resumed run
- * goes on.  (Not bitwise the 2N run: the fast-forward replays the recorded actions, but the state it
- * carries is computed with the checkpoint's parameters, not those each step was taken with.) */
+ * slices; the recurrent network and its optimizer go through the checkpoint exactly, and so does the state
+ * the policy carries (the re-collection recomputes it with the checkpoint's parameters; the checkpoint's
+ * copy replaces it), so N + N frames equal 2N bitwise (resume_any_total covers checkpoints off a batch
+ * boundary). */
 #define LSTM_INI                                                                               \
     "[env]\nbackend = classic\nid = CartPole-v1\nnum_envs = 4\nseed = 3\ntransforms = i, p\n"     \
     "[transform.i]\ntype = InitTracker\n"                                                      \
@@ -411,6 +412,30 @@ START_TEST(lstm_ppo_resume)
     ck_assert_int_eq(system(cmd), 0);
     g_free(cmd);
     g_free(ck);
+    /* from a checkpoint at a batch boundary (1000 ended with a batch of its own) */
+    char *c = g_strdup_printf(LSTM_INI, 1024);
+    resume_equals(a, c);
+    g_free(c);
+    g_free(a);
+    g_free(b);
+}
+END_TEST
+
+/* LSTM_INI with a GRU (one state key). */
+static char *gru_ini(int total)
+{
+    GString *s = g_string_new(NULL);
+    g_string_printf(s, LSTM_INI, total);
+    g_string_replace(s, "primers.recurrent_state_h = float32 [1, 8] 0\nprimers.recurrent_state_c = float32 [1, 8] 0\n",
+                     "primers.recurrent_state = float32 [1, 8] 0\n", 1);
+    g_string_replace(s, "type = lstm", "type = gru", 1);
+    return g_string_free(s, FALSE);
+}
+
+START_TEST(gru_ppo_resume_bitwise)
+{
+    char *a = gru_ini(2048), *b = gru_ini(768);
+    resume_equals(a, b);
     g_free(a);
     g_free(b);
 }
@@ -418,7 +443,7 @@ END_TEST
 
 /* Recurrent DQN: two envs acting with the LSTM's state carried in the TensorDict, updates on [8, 4] slices the
  * slice sampler draws within one trajectory (collector.traj_ids); both networks and their targets go through
- * the checkpoint exactly, and the resumed run goes on. */
+ * the checkpoint exactly, and the resumed run goes on as the uninterrupted one. */
 #define LSTM_DQN_INI                                                                             \
     "[env]\nbackend = classic\nid = CartPole-v1\nnum_envs = 2\nseed = 5\ntransforms = i, p\n"       \
     "[transform.i]\ntype = InitTracker\n"                                                        \
@@ -462,6 +487,8 @@ START_TEST(lstm_dqn_trains_and_resumes)
     ck_assert_int_eq(system(cmd), 0);
     g_free(cmd);
     g_free(ck);
+    /* with the carried state in the checkpoint, N + N frames equal 2N bitwise */
+    resume_equals(a, b);
     g_free(a);
     g_free(b);
 }
@@ -497,6 +524,177 @@ START_TEST(copies_resume_bitwise)
     g_free(b0);
     g_free(a);
     g_free(b);
+    /* each sub-collector's policy copy carries its own recurrent state */
+    a0 = g_strdup_printf(LSTM_INI, 2048);
+    b0 = g_strdup_printf(LSTM_INI, 1024);
+    a = with_copies(a0, 3);
+    b = with_copies(b0, 3);
+    resume_equals(a, b);
+    g_free(a0);
+    g_free(b0);
+    g_free(a);
+    g_free(b);
+}
+END_TEST
+
+/* Run `ini` to its end and checkpoint it into DIR/checkpoint; the path of its trainer.ckpt. */
+static char *checkpointed(const char *ini, const char *dir)
+{
+    crl_test_host h;
+    crl_error e = { 0 };
+    crl_trainer *t = open_trainer(&h, ini, &e);
+    ck_assert_msg(t != NULL, "trainer: %s", e.message);
+    ck_assert_msg(crl_trainer_run(t, NULL, NULL, &e) == CRL_OK, "run: %s", e.message);
+    char *ck = g_build_filename(dir, "checkpoint", NULL);
+    ck_assert_msg(crl_trainer_checkpoint(t, ck, &e) == CRL_OK, "checkpoint: %s", e.message);
+    crl_trainer_free(t);
+    crl_test_host_close(&h);
+    char *path = g_build_filename(ck, "trainer.ckpt", NULL);
+    g_free(ck);
+    return path;
+}
+
+/* Resume `ini` from a checkpoint directory whose trainer.ckpt is `file`: the code, the message in msg. */
+static int resume_from_file(const char *ini, const char *file, char *msg, size_t cap)
+{
+    char *dir = g_path_get_dirname(file);
+    char *tmp = g_build_filename(dir, "..", "edited", NULL), *dst = g_build_filename(tmp, "trainer.ckpt", NULL);
+    ck_assert_int_eq(g_mkdir_with_parents(tmp, 0700), 0);
+    gchar *bytes;
+    gsize n;
+    ck_assert(g_file_get_contents(file, &bytes, &n, NULL));
+    ck_assert(g_file_set_contents(dst, bytes, (gssize)n, NULL));
+    g_free(bytes);
+    crl_test_host h;
+    crl_error e = { 0 };
+    crl_trainer *t = open_trainer(&h, ini, &e);
+    ck_assert_msg(t != NULL, "trainer: %s", e.message);
+    int rc = crl_trainer_resume(t, tmp, &e);
+    if (rc == CRL_OK)
+        ck_assert_msg(crl_trainer_run(t, NULL, NULL, &e) == CRL_OK, "after the resume: %s", e.message);
+    snprintf(msg, cap, "%s", e.message);
+    crl_trainer_free(t);
+    crl_test_host_close(&h);
+    g_free(dst);
+    g_free(tmp);
+    g_free(dir);
+    return rc;
+}
+
+/* A tensor of the given shape filled with v. */
+static crl_tensor *filled(int nd, const int64_t *shape, double v)
+{
+    crl_error e = { 0 };
+    crl_tensor *t = crl_tensor_new(CRL_F32, nd, shape, &e);
+    ck_assert_msg(t != NULL, "%s", e.message);
+    crl_tensor_fill(t, v);
+    return t;
+}
+
+/* The checkpoint's record of the carried state: what it holds, an older checkpoint without it (resumes, not
+ * bitwise), and records that do not fit the policy or are cut short (CRL_E_CORRUPT naming the file, section
+ * and key). */
+START_TEST(carried_state_checked)
+{
+    char dir[] = "/tmp/crl-test-carried-XXXXXX";
+    ck_assert_ptr_nonnull(g_mkdtemp(dir));
+    char *ini = g_strdup_printf(LSTM_INI, 1000), *more = g_strdup_printf(LSTM_INI, 1500);
+    char *path = checkpointed(ini, dir);
+    crl_error e = { 0 };
+    crl_ckpt_reader *r = crl_ckpt_reader_open(path, "crl.train", UINT32_MAX, &e);
+    ck_assert_msg(r != NULL, "%s", e.message);
+    crl_td *kept = crl_ckpt_read_td(r, "trainer/carried/0", &e);
+    ck_assert_msg(kept != NULL, "%s", e.message);
+    crl_ckpt_reader_free(r);
+    ck_assert_uint_eq(crl_td_len(kept), 2);
+    static const int64_t sh[3] = { 4, 1, 8 }, wide[3] = { 4, 1, 9 };
+    for (int i = 0; i < 2; i++) {
+        crl_tensor *x = crl_td_get(kept, i ? "recurrent_state_c" : "recurrent_state_h");
+        ck_assert_ptr_nonnull(x);
+        ck_assert_int_eq(crl_tensor_dtype(x), CRL_F32);
+        ck_assert_int_eq(crl_tensor_ndim(x), 3);
+        ck_assert(!memcmp(crl_tensor_shape(x), sh, sizeof sh));
+    }
+    char msg[1024];
+    ck_assert_int_eq(resume_from_file(more, path, msg, sizeof msg), CRL_OK);
+
+    char *bad = g_build_filename(dir, "bad.ckpt", NULL);
+    /* an older checkpoint: no record; the resume recomputes the state (and says so on the host's log) */
+    ckpt_edit_swap_td(path, bad, "crl.train", "trainer/carried/0", NULL);
+    ck_assert_int_eq(resume_from_file(more, bad, msg, sizeof msg), CRL_OK);
+
+    /* a state of another shape, a missing one, one the policy does not carry */
+    crl_td *td = crl_td_new(1, sh, &e);
+    crl_tensor *h = filled(3, wide, 0.5), *c = filled(3, sh, 0.5), *x = filled(3, sh, 0);
+    crl_td_set(td, "recurrent_state_h", h, &e);
+    crl_td_set(td, "recurrent_state_c", c, &e);
+    ckpt_edit_swap_td(path, bad, "crl.train", "trainer/carried/0", td);
+    ck_assert_int_eq(resume_from_file(more, bad, msg, sizeof msg), CRL_E_CORRUPT);
+    ck_assert_msg(strstr(msg, "bad.ckpt") || strstr(msg, "trainer.ckpt"), "%s", msg);
+    ck_assert_msg(strstr(msg, "section 'trainer/carried/0/td': the policy carries 'recurrent_state_h' as float32 "
+                              "[4, 1, 8], the checkpoint holds float32 [4, 1, 9]"), "%s", msg);
+    crl_td_del(td, "recurrent_state_h", &e);
+    ckpt_edit_swap_td(path, bad, "crl.train", "trainer/carried/0", td);
+    ck_assert_int_eq(resume_from_file(more, bad, msg, sizeof msg), CRL_E_CORRUPT);
+    ck_assert_msg(strstr(msg, "the policy carries 'recurrent_state_h' as float32 [4, 1, 8], the checkpoint has none"),
+                  "%s", msg);
+    crl_td_set(td, "recurrent_state_h", c, &e);
+    crl_td_set(td, "hidden", x, &e);
+    ckpt_edit_swap_td(path, bad, "crl.train", "trainer/carried/0", td);
+    ck_assert_int_eq(resume_from_file(more, bad, msg, sizeof msg), CRL_E_CORRUPT);
+    ck_assert_msg(strstr(msg, "'hidden' is no state the policy carries (it carries recurrent_state_c, "
+                              "recurrent_state_h)"), "%s", msg);
+    /* a leaf cut short: its bytes do not match the index (the checksums being right) */
+    size_t n;
+    uint8_t *leaf = ckpt_edit_section(path, "crl.train", "trainer/carried/0/0", &n);
+    ckpt_edit_replace(path, bad, "crl.train", "trainer/carried/0/0", leaf, n - 4);
+    ck_assert_int_eq(resume_from_file(more, bad, msg, sizeof msg), CRL_E_CORRUPT);
+    ck_assert_msg(strstr(msg, "trainer/carried/0") && strstr(msg, ".ckpt"), "%s", msg);
+    g_free(leaf);
+    crl_td_unref(td);
+    crl_tensor_unref(h);
+    crl_tensor_unref(c);
+    crl_tensor_unref(x);
+    crl_td_unref(kept);
+
+    /* two sub-collectors, the record of one missing */
+    char *ini2 = with_copies(ini, 3), *more2 = with_copies(more, 3);
+    char dir2[] = "/tmp/crl-test-carried-XXXXXX";
+    ck_assert_ptr_nonnull(g_mkdtemp(dir2));
+    char *path2 = checkpointed(ini2, dir2);
+    ckpt_edit_swap_td(path2, bad, "crl.train", "trainer/carried/1", NULL);
+    ck_assert_int_eq(resume_from_file(more2, bad, msg, sizeof msg), CRL_E_CORRUPT);
+    ck_assert_msg(strstr(msg, "no section 'trainer/carried/1/td': the checkpoint keeps the policy's carried state "
+                              "for 1 of its 2 sub-collectors"), "%s", msg);
+
+    /* a policy that carries nothing keeps no record (and resumes without a word about it) */
+    char *ppo = g_strdup_printf(PPO_RESUME_INI, 512), *ppo_more = g_strdup_printf(PPO_RESUME_INI, 1024);
+    char dir3[] = "/tmp/crl-test-carried-XXXXXX";
+    ck_assert_ptr_nonnull(g_mkdtemp(dir3));
+    char *path3 = checkpointed(ppo, dir3);
+    r = crl_ckpt_reader_open(path3, "crl.train", UINT32_MAX, &e);
+    ck_assert_msg(r != NULL, "%s", e.message);
+    for (size_t i = 0; i < crl_ckpt_section_count(r); i++)
+        ck_assert_msg(strncmp(crl_ckpt_section_name(r, i), "trainer/carried", 15), "%s", crl_ckpt_section_name(r, i));
+    crl_ckpt_reader_free(r);
+    ck_assert_int_eq(resume_from_file(ppo_more, path3, msg, sizeof msg), CRL_OK);
+
+    const char *dirs[] = { dir, dir2, dir3 };
+    for (int i = 0; i < 3; i++) {
+        char *cmd = g_strdup_printf("rm -rf '%s'", dirs[i]);
+        ck_assert_int_eq(system(cmd), 0);
+        g_free(cmd);
+    }
+    g_free(ppo);
+    g_free(ppo_more);
+    g_free(path3);
+    g_free(path2);
+    g_free(ini2);
+    g_free(more2);
+    g_free(bad);
+    g_free(path);
+    g_free(ini);
+    g_free(more);
 }
 END_TEST
 
@@ -602,6 +800,13 @@ START_TEST(resume_any_total)
     crl_td_unref(b);
     crl_td_unref(c);
     crl_td_unref(d);
+    /* an LSTM policy, its envs not reset between batches: the state it carries goes through each resume */
+    a = resume_chain(LSTM_INI, one, 2, &f1);
+    b = resume_chain(LSTM_INI, two, 3, &f2);
+    ck_assert_int_eq(f2, 2040);
+    ck_assert_msg(crl_td_equal(a, b), "LSTM: 1000 + 1040 frames differ from 1000 + 512 + 528");
+    crl_td_unref(a);
+    crl_td_unref(b);
 }
 END_TEST
 
@@ -857,7 +1062,7 @@ int main(void)
     crl_test_keep_cairo();
     return RUN_TESTS("trainer", dqn_learns, ppo_learns, a2c_learns, reinforce_learns, discrete_sac_learns,
                      sac_learns, td3_learns, ddpg_learns, dqn_resume_bitwise, replay_not_checkpointed, ppo_resume_bitwise, lstm_ppo_resume,
-                     lstm_dqn_trains_and_resumes,
+                     gru_ppo_resume_bitwise, carried_state_checked, lstm_dqn_trains_and_resumes,
                      sac_resume_bitwise, td3_resume_bitwise, copies_resume_bitwise, policy_copy_replay_checked, resume_mismatch, resume_any_total, dqn_reproducible,
                      save_load,
                      checkpoint_little_endian_checked,

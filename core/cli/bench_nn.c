@@ -1,10 +1,12 @@
-/* crl bench nn: MLP forward + backward + Adam steps/s at batch 256, and the Nature-DQN conv stack's forward and
- * backward at batch 32, each next to the raw sgemm time of the same matrix products. */
+/* crl bench nn: MLP forward + backward + Adam steps/s at batch 256, the Nature-DQN conv stack's forward and
+ * backward at batch 32 and an LSTM step, each next to the raw sgemm time of the same matrix products and,
+ * built with oneDNN (configure --with-dnnl), next to oneDNN's primitives on the same weights. */
 #include "config.h"
 #include "cli-private.h"
 
 #include <cblas.h>
 #include <crl/nn.h>
+#include <crl/rnn.h>
 #include <glib.h>
 #include <inttypes.h>
 #include <math.h>
@@ -34,11 +36,13 @@ static void run_train(void *p, uint64_t n)
 }
 
 /* The matrix products one training step makes, with nothing around them:
- * per layer the forward, dW, and dX (except into the input). */
+ * per layer the forward, dW, and dX (except into the input).  The output's
+ * gradient g is the same every step, as crl's: fed back from the last step's
+ * dX it would shrink into denormals, which no real step multiplies. */
 typedef struct {
     int layers;
     int dims[4];
-    float *a[4], *w[3], *d[2], *dw[3];
+    float *a[4], *w[3], *d[2], *dw[3], *g;
     double flops;
 } gemm_state;
 
@@ -50,11 +54,12 @@ static void run_gemm(void *p, uint64_t n)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, BATCH, s->dims[l + 1], s->dims[l], 1.0f, s->a[l],
                         s->dims[l], s->w[l], s->dims[l], 1.0f, s->a[l + 1], s->dims[l + 1]);
         for (int l = s->layers - 1; l >= 0; l--) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s->dims[l + 1], s->dims[l], BATCH, 1.0f, s->d[l & 1],
+            const float *dy = l == s->layers - 1 ? s->g : s->d[l & 1];
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s->dims[l + 1], s->dims[l], BATCH, 1.0f, dy,
                         s->dims[l + 1], s->a[l], s->dims[l], 1.0f, s->dw[l], s->dims[l]);
             if (l > 0)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BATCH, s->dims[l], s->dims[l + 1], 1.0f,
-                            s->d[l & 1], s->dims[l + 1], s->w[l], s->dims[l], 0.0f, s->d[(l + 1) & 1], s->dims[l]);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BATCH, s->dims[l], s->dims[l + 1], 1.0f, dy,
+                            s->dims[l + 1], s->w[l], s->dims[l], 0.0f, s->d[(l + 1) & 1], s->dims[l]);
         }
     }
 }
@@ -100,9 +105,9 @@ static int bench_width(int64_t h, double seconds)
     for (int l = 0, off = 0; l < 3; off += g.dims[l] * g.dims[l + 1] + g.dims[l + 1], l++)
         memcpy(g.w[l], P + off, (size_t)(g.dims[l] * g.dims[l + 1]) * sizeof(float));
     memcpy(g.a[0], crl_tensor_data(t.x), (size_t)BATCH * IN * sizeof(float));
-    for (int i = 0; i < 2; i++)
-        for (int64_t k = 0; k < BATCH * h; k++)
-            g.d[i][k] = 1e-3f;
+    g.g = g_new(float, (size_t)BATCH * OUT);
+    for (int64_t k = 0; k < BATCH * OUT; k++)
+        g.g[k] = 1e-3f;
     crl_bench_result gr = crl__bench_measure(run_gemm, &g, seconds, 10);
     printf("  MLP %d -> [%" PRId64 ", %" PRId64 "] -> %d relu, batch %d (%" PRId64 " parameters, %.1f MFLOP of sgemm per step)\n",
            IN, h, h, OUT, BATCH, params, g.flops / 1e6);
@@ -119,6 +124,7 @@ static int bench_width(int64_t h, double seconds)
     }
     g_free(g.d[0]);
     g_free(g.d[1]);
+    g_free(g.g);
     crl_tensor_unref(t.x);
     crl_tensor_unref(t.g);
     crl_optim_free(t.o);
@@ -245,17 +251,32 @@ static int bench_conv(double seconds)
     g.backward = true;
     crl_bench_result gt = crl__bench_measure(run_conv_gemm, &g, seconds, 3);
     printf("  Nature-DQN stack [4, 84, 84] -> 32x8x8/4 -> 64x4x4/2 -> 64x3x3/1 -> 512 -> 6 relu, batch %d "
-           "(im2col + one sgemm per image and layer)\n", CBATCH);
-    printf("    forward (infer)              %10.1f us/batch  %8.0f images/s  %6.2f GFLOP/s\n", ir.ns_per_op / 1e3,
-           CBATCH * 1e9 / ir.ns_per_op, fwd / ir.ns_per_op);
-    printf("    raw sgemm, same products     %10.1f us/batch  %8.0f images/s  %6.2f GFLOP/s\n", gi.ns_per_op / 1e3,
-           CBATCH * 1e9 / gi.ns_per_op, fwd / gi.ns_per_op);
-    printf("    forward + backward           %10.1f us/batch  %8.0f images/s  %6.2f GFLOP/s\n", tr.ns_per_op / 1e3,
-           CBATCH * 1e9 / tr.ns_per_op, (fwd + bwd) / tr.ns_per_op);
-    printf("    raw sgemm, same products     %10.1f us/batch  %8.0f images/s  %6.2f GFLOP/s\n", gt.ns_per_op / 1e3,
-           CBATCH * 1e9 / gt.ns_per_op, (fwd + bwd) / gt.ns_per_op);
-    printf("    crl's time over raw sgemm: forward %.2fx, forward + backward %.2fx (im2col, col2im, bias, relu)\n",
-           ir.ns_per_op / gi.ns_per_op, tr.ns_per_op / gt.ns_per_op);
+           "(%.0f MFLOP forward, %.0f forward + backward)\n", CBATCH, fwd / 1e6, (fwd + bwd) / 1e6);
+    printf("    %-44s %12s %12s %10s %10s\n", "", "forward", "fwd + bwd", "crl/this", "crl/this");
+    printf("    %-44s %9.2f ms %9.2f ms\n", "crl: im2col + one sgemm per image and layer", ir.ns_per_op / 1e6,
+           tr.ns_per_op / 1e6);
+    printf("    %-44s %9.2f ms %9.2f ms %9.2fx %9.2fx\n", "raw sgemm, same products", gi.ns_per_op / 1e6,
+           gt.ns_per_op / 1e6, ir.ns_per_op / gi.ns_per_op, tr.ns_per_op / gt.ns_per_op);
+    int rc = CRL_EXIT_OK;
+#ifdef CRL_CLI_HAVE_DNNL
+    crl__dnnl_conv_result dr;
+    crl_error derr;
+    crl_error_clear(&derr);
+    if (crl__bench_dnnl_conv(t.m, t.x, t.g, seconds, &dr, &derr)) {
+        fprintf(stderr, "crl bench nn: %s\n", derr.message);
+        rc = CRL_EXIT_RUNTIME;
+    } else {
+        static const char *const label[2] = { "oneDNN primitives, plain NCHW / OIHW",
+                                               "oneDNN primitives, its layouts (tag any)" };
+        for (int v = 0; v < 2; v++)
+            printf("    %-44s %9.2f ms %9.2f ms %9.2fx %9.2fx\n", label[v], dr.fwd_ns[v] / 1e6, dr.train_ns[v] / 1e6,
+                   ir.ns_per_op / dr.fwd_ns[v], tr.ns_per_op / dr.train_ns[v]);
+        printf("    same computation: max |crl - oneDNN| %.1e on outputs up to %.2g, %.1e on parameter gradients up "
+               "to %.2g\n", dr.out_diff, dr.out_max, dr.grad_diff, dr.grad_max);
+    }
+#else
+    printf("    (oneDNN's primitives: configure --with-dnnl, Debian libdnnl-dev)\n");
+#endif
     for (int l = 0; l < 3; l++) {
         g_free(g.w[l]);
         g_free(g.col[l]);
@@ -268,18 +289,128 @@ static int bench_conv(double seconds)
     crl_tensor_unref(t.g);
     crl_tensor_unref(t.out);
     crl_mlp_unref(t.m);
-    return CRL_EXIT_OK;
+    return rc;
+}
+
+/* ---- an LSTM as the masked-CartPole PPO example runs it: 2 features, hidden 64; acting steps 8 envs at once,
+ * training reads 16 slices of 16 steps (minibatch_size 256 / sequence_length 16) ---- */
+
+#define LSTM_IN 2
+#define LSTM_H 64
+#define LSTM_ENVS 8
+#define LSTM_SEQS 16
+#define LSTM_T 16
+
+typedef struct lstm_state {
+    crl_rnn *r;
+    crl_tensor *xa, *h0, *c0, *ya, *ha, *ca, *xs, *gs;
+    int failed;
+} lstm_state;
+
+static void run_lstm_act(void *p, uint64_t n)
+{
+    lstm_state *s = p;
+    for (uint64_t i = 0; i < n && !s->failed; i++)
+        if (crl_rnn_infer(s->r, s->xa, s->h0, s->c0, NULL, s->ya, s->ha, s->ca, NULL))
+            s->failed = 1;
+}
+
+static void run_lstm_seq(void *p, uint64_t n)
+{
+    lstm_state *s = p;
+    for (uint64_t i = 0; i < n && !s->failed; i++)
+        if (!crl_rnn_forward(s->r, s->xs, NULL, NULL, NULL, NULL))
+            s->failed = 1;
+}
+
+static void run_lstm_train(void *p, uint64_t n)
+{
+    lstm_state *s = p;
+    for (uint64_t i = 0; i < n && !s->failed; i++)
+        if (!crl_rnn_forward(s->r, s->xs, NULL, NULL, NULL, NULL) ||
+            crl_rnn_backward(s->r, s->gs, NULL, NULL, NULL, NULL, NULL, NULL))
+            s->failed = 1;
+}
+
+static int bench_lstm(double seconds)
+{
+    crl_error err;
+    crl_error_clear(&err);
+    crl_rng rng;
+    crl_rng_init(&rng, 0, 0);
+    lstm_state s = { 0 };
+    s.r = crl_rnn_new("bench", CRL_RNN_LSTM, LSTM_IN, LSTM_H, &rng, &err);
+    crl_tensor **ts[] = { &s.xa, &s.h0, &s.c0, &s.ya, &s.ha, &s.ca, &s.xs, &s.gs };
+    const int64_t shapes[][3] = { { LSTM_ENVS, 1, LSTM_IN }, { LSTM_ENVS, LSTM_H },    { LSTM_ENVS, LSTM_H },
+                                  { LSTM_ENVS, 1, LSTM_H },  { LSTM_ENVS, LSTM_H },    { LSTM_ENVS, LSTM_H },
+                                  { LSTM_SEQS, LSTM_T, LSTM_IN }, { LSTM_SEQS, LSTM_T, LSTM_H } };
+    const int nd[] = { 3, 2, 2, 3, 2, 2, 3, 3 };
+    for (size_t i = 0; s.r && i < G_N_ELEMENTS(ts); i++) {
+        if (!(*ts[i] = crl_tensor_new(CRL_F32, nd[i], shapes[i], &err)))
+            break;
+        for (int64_t k = 0; k < crl_tensor_numel(*ts[i]); k++)
+            crl_tensor_flat_set(*ts[i], k, ts[i] == &s.gs ? 1e-3 : crl_rng_range(&rng, -1, 1));
+    }
+    int rc = CRL_EXIT_OK;
+    if (!s.gs) {
+        fprintf(stderr, "crl bench nn: %s\n", err.message);
+        rc = CRL_EXIT_RUNTIME;
+    }
+    crl_bench_result act = { 0 }, seq = { 0 }, train = { 0 };
+    if (!rc) {
+        act = crl__bench_measure(run_lstm_act, &s, seconds, 10);
+        seq = crl__bench_measure(run_lstm_seq, &s, seconds, 10);
+        train = crl__bench_measure(run_lstm_train, &s, seconds, 10);
+        if (s.failed) {
+            fprintf(stderr, "crl bench nn: an LSTM step failed\n");
+            rc = CRL_EXIT_RUNTIME;
+        }
+    }
+    if (!rc) {
+        printf("  LSTM %d -> %d (cartpole-masked-lstm-ppo.ini): an acting step of %d envs, a training minibatch of "
+               "%d slices x %d steps\n", LSTM_IN, LSTM_H, LSTM_ENVS, LSTM_SEQS, LSTM_T);
+        printf("    %-44s %12s %12s %12s %10s %10s %10s\n", "", "act step", "train fwd", "fwd + bptt", "crl/this",
+               "crl/this", "crl/this");
+        printf("    %-44s %9.1f us %9.1f us %9.1f us\n", "crl (gates as one sgemm per step)", act.ns_per_op / 1e3,
+               seq.ns_per_op / 1e3, train.ns_per_op / 1e3);
+#ifdef CRL_CLI_HAVE_DNNL
+        crl__dnnl_lstm_result dr;
+        if (crl__bench_dnnl_lstm(s.r, s.xa, s.h0, s.c0, s.xs, s.gs, seconds, &dr, &err)) {
+            fprintf(stderr, "crl bench nn: %s\n", err.message);
+            rc = CRL_EXIT_RUNTIME;
+        } else {
+            printf("    %-44s %9.1f us %9.1f us %9.1f us %9.2fx %9.2fx %9.2fx\n", "oneDNN lstm_forward, lstm_backward",
+                   dr.act_ns / 1e3, dr.seq_ns / 1e3, dr.train_ns / 1e3, act.ns_per_op / dr.act_ns,
+                   seq.ns_per_op / dr.seq_ns, train.ns_per_op / dr.train_ns);
+            printf("    same computation: max |crl - oneDNN| %.1e on outputs and final states up to %.2g, %.1e on "
+                   "parameter gradients up to %.2g\n", dr.diff, dr.max, dr.grad_diff, dr.grad_max);
+        }
+#endif
+    }
+    for (size_t i = 0; i < G_N_ELEMENTS(ts); i++)
+        crl_tensor_unref(*ts[i]);
+    crl_rnn_unref(s.r);
+    return rc;
 }
 
 int crl__bench_nn(double seconds)
 {
-    const char *threads = getenv("OPENBLAS_NUM_THREADS");
-    printf("crl bench nn (%.2f s per measurement; CBLAS sgemm, float32; OPENBLAS_NUM_THREADS=%s)\n", seconds,
-           threads ? threads : "unset: one thread per core");
+    /* as crl run trains: one OpenBLAS thread (and one oneDNN thread, to compare like with like) */
+    crl__blas_single_thread();
+    printf("crl bench nn (%.2f s per measurement; CBLAS sgemm, float32; OpenBLAS on one thread, as crl run)\n",
+           seconds);
+#ifdef CRL_CLI_HAVE_DNNL
+    bool one = crl__dnnl_single_thread();
+    char what[160];
+    crl__dnnl_describe(what, sizeof what);
+    printf("  against %s%s\n", what, one ? "" : " (could not be set to one)");
+#endif
     int rc = bench_width(64, seconds);
     if (rc == CRL_EXIT_OK)
         rc = bench_width(256, seconds);
     if (rc == CRL_EXIT_OK)
         rc = bench_conv(seconds);
+    if (rc == CRL_EXIT_OK)
+        rc = bench_lstm(seconds);
     return rc;
 }

@@ -191,8 +191,43 @@ int crl__bench_replay(double seconds);
  * GrayScale on 500x500x3 frames in MB/s next to memcpy of the same bytes. */
 int crl__bench_transforms(double seconds);
 
-/* `crl bench nn` (bench_nn.c): MLP training steps/s next to raw sgemm. */
+/* `crl bench nn` (bench_nn.c): MLP training steps/s next to raw sgemm; the Nature-DQN conv stack and an
+ * LSTM step next to raw sgemm and, built with oneDNN, next to oneDNN's primitives. */
 int crl__bench_nn(double seconds);
+
+/* The oneDNN side of `crl bench nn` (bench_nn_dnnl.c, only with configure --with-dnnl). */
+struct crl_rnn;
+/* oneDNN's version, its CPU threading runtime and the threads it was set to, for the report. */
+void crl__dnnl_describe(char *buf, size_t len);
+/* Limit oneDNN to one thread (crl run trains on one OpenBLAS thread); false when its runtime offers no way. */
+bool crl__dnnl_single_thread(void);
+/* The Nature-DQN stack of m ([4, 84, 84] -> 3 conv + relu -> 512 relu -> out) through oneDNN's
+ * convolution (bias and ReLU fused), eltwise and inner-product primitives on m's parameters: [0] plain NCHW
+ * and OIHW memory, [1] the layouts oneDNN prefers (format_tag any; the weights stay in the forward's layout
+ * as a framework on oneDNN keeps them, and every reorder a step needs, of activations or of weights into a
+ * backward primitive's layout, is timed).  Forward on
+ * x and forward + backward (parameter gradients, no gradient into x, as crl's step) of gy.  The agreement
+ * with crl's own forward and gradients on the same weights is the largest absolute difference (and the
+ * largest magnitude, for scale). */
+typedef struct crl__dnnl_conv_result {
+    double fwd_ns[2], train_ns[2];
+    double out_diff, out_max, grad_diff, grad_max;
+} crl__dnnl_conv_result;
+int crl__bench_dnnl_conv(crl_mlp *m, const crl_tensor *x, const crl_tensor *gy, double seconds,
+                         crl__dnnl_conv_result *out, crl_error *err);
+/* The LSTM r through oneDNN's lstm_forward and lstm_backward on r's parameters: one acting step (x_act
+ * [B, 1, F], states h0 and c0 [B, H], forward_inference), a training forward over x_seq [B, T, F] from
+ * zero states (forward_training, with its workspace), and that forward with the backward of g_seq
+ * [B, T, H] (no gradient into the final states), all batch-first as crl's.  Agreement as above: on the
+ * outputs and final states (diff, max) and on the parameter gradients (grad_diff, grad_max); r's
+ * gradients are left holding one backward's. */
+typedef struct crl__dnnl_lstm_result {
+    double act_ns, seq_ns, train_ns;
+    double diff, max, grad_diff, grad_max;
+} crl__dnnl_lstm_result;
+int crl__bench_dnnl_lstm(struct crl_rnn *r, const crl_tensor *x_act, const crl_tensor *h0, const crl_tensor *c0,
+                         const crl_tensor *x_seq, const crl_tensor *g_seq, double seconds,
+                         crl__dnnl_lstm_result *out, crl_error *err);
 /* `crl bench core`: prints figures, returns an exit code. */
 int crl__bench_core(double seconds);
 /* `crl bench batched` (bench_batched.c): executors side by side at N = 1..1024. */

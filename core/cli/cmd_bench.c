@@ -16,7 +16,7 @@ static const struct {
     { "core", crl__bench_core, "TensorDict get/set through key handles, td creation, spec rand" },
     { "envs", crl__bench_envs, "classic env steps/s through the host API vs the bare backend, bit-exactness" },
     { "replay", crl__bench_replay, "prioritized sample / priority update of 256 among 1M items, vs a binary sum tree" },
-    { "nn", crl__bench_nn, "MLP forward + backward + Adam steps/s (64x64, 256x256, batch 256), the Nature-DQN conv stack (batch 32), next to raw sgemm" },
+    { "nn", crl__bench_nn, "MLP forward + backward + Adam steps/s (64x64, 256x256, batch 256), the Nature-DQN conv stack (batch 32), an LSTM step, next to raw sgemm and (built with oneDNN) oneDNN's primitives" },
     { "transforms", crl__bench_transforms,
       "ToTensorImage, Resize, GrayScale on 500x500x3 frames: MB/s next to memcpy; CartPole pixels drawn at 84x84" },
     { "train", crl__bench_train,

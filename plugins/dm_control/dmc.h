@@ -14,7 +14,9 @@
 
 #define DMC_MAX_OBS 8     /* observation leaves of one task */
 #define DMC_MAX_IDS 8     /* names a task resolves in its model */
-#define DMC_MAX_EXTRA 8   /* per-env task state beyond mjData (reacher's target, lqr's stiffnesses) */
+/* per-env task state beyond mjData (reacher's target, lqr's stiffnesses, quadruped/escape's 30 x 30
+ * terrain bumps) */
+#define DMC_MAX_EXTRA 900
 
 /* ---- rewards.c: dm_control.utils.rewards ---- */
 
@@ -56,6 +58,10 @@ typedef struct dmc_model {
     int id[DMC_MAX_IDS];      /* body/site/geom/joint ids, task-defined order */
     int adr[DMC_MAX_IDS];     /* qpos addresses of the joints among them */
     double param[4];          /* task constants read from the model (sizes) */
+    /* Task-owned state its setup allocates (quadruped/escape's terrains, which envs sharing the
+     * model differ in), freed by cache_free (NULL: free) in dmc_model_free; NULL for most tasks. */
+    void *cache;
+    void (*cache_free)(void *cache);
 } dmc_model;
 
 /* Writes one env's observation leaves: out[k] is leaf k's row. */
@@ -167,7 +173,7 @@ extern const dmc_task dmc_point_mass_hard;
 extern const dmc_task dmc_humanoid_stand, dmc_humanoid_walk, dmc_humanoid_run;
 extern const dmc_task dmc_swimmer_swimmer6, dmc_swimmer_swimmer15;
 extern const dmc_task dmc_fish_upright, dmc_fish_swim;
-extern const dmc_task dmc_quadruped_walk, dmc_quadruped_run, dmc_quadruped_fetch;
+extern const dmc_task dmc_quadruped_walk, dmc_quadruped_run, dmc_quadruped_fetch, dmc_quadruped_escape;
 extern const dmc_task dmc_manipulator_bring_ball;
 extern const dmc_task dmc_stacker_stack_2, dmc_stacker_stack_4;
 extern const dmc_task dmc_lqr_lqr_2_1, dmc_lqr_lqr_6_2;
@@ -182,6 +188,19 @@ extern const char dmc_cartpole_xml[];
 int dmc_xml_generate(const dmc_task *t, const char *text, size_t len, const char *dir, char **out,
                      size_t *out_len, crl_error *err);
 
+/* ---- spline_zoom.c: scipy.ndimage.zoom ---- */
+
+/* The length scipy.ndimage.zoom gives an axis of n samples zoomed by `zoom`: int(round(n * zoom)) with
+ * Python's round (half to even); -1 beyond int. */
+int dmc_zoom_len(int n, double zoom);
+/* scipy.ndimage.zoom(in, zoom) with its defaults (order 3, mode 'constant', cval 0, prefilter True,
+ * grid_mode False) of a row-major rows x cols float64 grid into out [orows, ocols] (the shape of
+ * dmc_zoom_len): in's cubic B-spline coefficients into coef [rows * cols] (SciPy's mirror-boundary
+ * prefilter, axis 0 then 1), then out[r, c] the spline at (r (rows - 1) / (orows - 1),
+ * c (cols - 1) / (ocols - 1)), 0 where rounding puts that past the last sample (SciPy's constant
+ * mode).  All sizes >= 1; allocates nothing, cannot fail. */
+void dmc_zoom2d(const double *in, int rows, int cols, double *coef, double *out, int orows, int ocols);
+
 /* ---- model_loader.c ---- */
 
 /* Route MuJoCo's errors and warnings to crl (MuJoCo's defaults exit the
@@ -194,8 +213,10 @@ int dmc_guarded(void (*fn)(void *), void *arg, const char *what, crl_error *err)
 
 /* Load task t's model: the bundled MJCF, or `suite_dir`/DOMAIN.xml (with
  * its common/ includes) when suite_dir is non-NULL and non-empty.  Then the
- * task's setup.  dm->m is owned by the caller (mj_deleteModel). */
+ * task's setup.  dm is the caller's to free with dmc_model_free. */
 int dmc_model_load(dmc_model *dm, const dmc_task *t, const char *suite_dir, crl_error *err);
+/* Frees dm's model and the task's cache (either may be NULL) and clears them. */
+void dmc_model_free(dmc_model *dm);
 
 /* ---- render_osmesa.c ---- */
 

@@ -281,9 +281,20 @@ int dmc_model_load(dmc_model *dm, const dmc_task *t, const char *suite_dir, crl_
     int rc = suite_dir && *suite_dir ? load_file(dm, t, suite_dir, err) : load_bundled(dm, t, err);
     if (rc == CRL_OK && t->setup)
         rc = t->setup(dm, err);
-    if (rc != CRL_OK && dm->m) {
-        mj_deleteModel(dm->m);
-        dm->m = NULL;
-    }
+    if (rc != CRL_OK)
+        dmc_model_free(dm);
     return rc;
+}
+
+void dmc_model_free(dmc_model *dm)
+{
+    if (dm->m)
+        mj_deleteModel(dm->m);
+    if (dm->cache_free)
+        dm->cache_free(dm->cache);
+    else
+        free(dm->cache);
+    dm->m = NULL;
+    dm->cache = NULL;
+    dm->cache_free = NULL;
 }

@@ -88,8 +88,7 @@ static void dmc_close(void *env)
     free(e->rng);
     free(e->extra);
     free(e->started);
-    if (e->dm.m)
-        mj_deleteModel(e->dm.m);
+    dmc_model_free(&e->dm);
     free(e);
 }
 

@@ -1,8 +1,10 @@
-/* The suite's quadruped domain: walk, run, fetch (escape is not here: see README). */
+/* The suite's quadruped domain: walk, run, escape, fetch. */
 #include "dmc_xml.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* A torso on a free joint with four three-hinge-plus-yaw legs coupled by
  * tendons and equalities, twelve filtered position-like actuators (so act
@@ -307,9 +309,10 @@ static const char quadruped_xml[] =
 
 static const char *const walls[] = {"wall_px", "wall_py", "wall_nx", "wall_ny"};
 
-/* quadruped.make_model without terrain or rangefinders (no task here uses them); floor_size <= 0
- * keeps the floor, with_ball keeps the walls, ball and target. */
-static int edit_quadruped(const dmc_task *t, xmlDoc *doc, crl_error *err, double floor_size, bool with_ball)
+/* quadruped.make_model: floor_size <= 0 keeps the floor, with_ball keeps the walls, ball and target,
+ * terrain keeps the heightfield geom and the rangefinders. */
+static int edit_quadruped(const dmc_task *t, xmlDoc *doc, crl_error *err, double floor_size, bool with_ball,
+                          bool terrain)
 {
     xmlNode *root = xmlDocGetRootElement(doc);
     if (floor_size > 0) {
@@ -336,28 +339,35 @@ static int edit_quadruped(const dmc_task *t, xmlDoc *doc, crl_error *err, double
         xmlUnlinkNode(n);
         xmlFreeNode(n);
     }
-    xmlNode *terrain = dmc_xml_find(root, "geom", "terrain");
-    if (!terrain)
+    xmlNode *hfield_geom = dmc_xml_find(root, "geom", "terrain");
+    if (!hfield_geom)
         return dmc_xml_missing(t, "geom 'terrain'", err);
-    xmlUnlinkNode(terrain);
-    xmlFreeNode(terrain);
-    dmc_xml_remove_all(root, "rangefinder");
+    if (!terrain) {
+        xmlUnlinkNode(hfield_geom);
+        xmlFreeNode(hfield_geom);
+        dmc_xml_remove_all(root, "rangefinder");
+    }
     return CRL_OK;
 }
 
 static int edit_walk(const dmc_task *t, struct _xmlDoc *doc, crl_error *err)
 {
-    return edit_quadruped(t, doc, err, 20 * 0.5, false);
+    return edit_quadruped(t, doc, err, 20 * 0.5, false, false);
 }
 
 static int edit_run(const dmc_task *t, struct _xmlDoc *doc, crl_error *err)
 {
-    return edit_quadruped(t, doc, err, 20 * 5, false);
+    return edit_quadruped(t, doc, err, 20 * 5, false, false);
+}
+
+static int edit_escape(const dmc_task *t, struct _xmlDoc *doc, crl_error *err)
+{
+    return edit_quadruped(t, doc, err, 40, false, true);
 }
 
 static int edit_fetch(const dmc_task *t, struct _xmlDoc *doc, crl_error *err)
 {
-    return edit_quadruped(t, doc, err, 0, true);
+    return edit_quadruped(t, doc, err, 0, true, false);
 }
 
 enum { TORSO, VELO, ROOT, BALL, BALL_ROOT, TARGET, WORKSPACE, BALL_GEOM };
@@ -411,6 +421,132 @@ static int fetch_setup(dmc_model *dm, crl_error *err)
     return rc;
 }
 
+/* ---- escape's terrain ----
+ * Escape.initialize_episode: bumps uniform in [_TERRAIN_SMOOTHNESS, 1) on a grid of one per
+ * _TERRAIN_BUMP_SCALE metres of the heightfield, SciPy's cubic zoom of them to the heightfield's
+ * res x res samples, times a sinusoidal bowl, into hfield_data (float32).  The bumps are the env's
+ * extras (its state carries them); the model, which the envs share, holds one env's terrain at a time
+ * and is rewritten when another env's runs. */
+#define TERRAIN_SMOOTHNESS 0.15
+#define TERRAIN_BUMP_SCALE 2.0
+#define BUMP_RES 30 /* the suite's 60 m heightfield */
+#define N_BUMPS (BUMP_RES * BUMP_RES)
+
+/* One env's terrain as hfield_data holds it, kept so envs taking turns on the shared model copy it
+ * back instead of zooming again. */
+typedef struct terrain_entry {
+    const double *slot;      /* the extras it was made from (the env's own row) */
+    double bumps[N_BUMPS];   /* their values then */
+    float terrain[];         /* res * res */
+} terrain_entry;
+
+#define TERRAIN_CACHE 64     /* envs kept (10 MB); beyond that, entries are reused in turn */
+
+typedef struct escape_cache {
+    int res;                 /* the heightfield's rows (= columns) */
+    int n, next, current;    /* entries made, the next to reuse when all are, the model's (-1: none) */
+    terrain_entry *entry[TERRAIN_CACHE];
+    double coef[N_BUMPS];    /* dmc_zoom2d's spline coefficients */
+    double *bowl, *smooth;   /* [res * res] each, after the struct */
+} escape_cache;
+
+static void escape_cache_free(void *p)
+{
+    escape_cache *c = p;
+    for (int k = 0; c && k < c->n; k++)
+        free(c->entry[k]);
+    free(c);
+}
+
+static int escape_setup(dmc_model *dm, crl_error *err)
+{
+    int rc = quadruped_setup(dm, err);
+    if (rc == CRL_OK)
+        rc = dmc_name(dm, mjOBJ_SITE, "workspace", WORKSPACE, err);
+    if (rc != CRL_OK)
+        return rc;
+    const mjModel *m = dm->m;
+    int rangefinders = 0;
+    for (int s = 0; s < m->nsensor; s++)
+        rangefinders += m->sensor_type[s] == mjSENS_RANGEFINDER && m->sensor_dim[s] == 1;
+    int res = m->nhfield > 0 ? m->hfield_nrow[0] : 0;
+    double terrain_size = m->nhfield > 0 ? 2 * m->hfield_size[0] : 0;
+    int bump_res = (int)(terrain_size / TERRAIN_BUMP_SCALE);
+    if (res < 2 || res != m->hfield_ncol[0] || bump_res != BUMP_RES ||
+        dmc_zoom_len(bump_res, res / (double)bump_res) != res || rangefinders != 20)
+        return crl_error_set(err, CRL_E_CONFIG,
+                             "dm_control: %s: the model's first heightfield is %d x %d samples over %g m and "
+                             "it has %d rangefinders; the task needs a square one over %g m (%d x %d bumps "
+                             "of %g m) and the suite's 20 rangefinders",
+                             dm->task->id, res, m->nhfield > 0 ? m->hfield_ncol[0] : 0, terrain_size,
+                             rangefinders, BUMP_RES * TERRAIN_BUMP_SCALE, BUMP_RES, BUMP_RES,
+                             TERRAIN_BUMP_SCALE);
+    size_t cells = (size_t)res * (size_t)res;
+    escape_cache *c = malloc(sizeof *c + 2 * cells * sizeof(double));
+    if (!c)
+        return crl_error_set(err, CRL_E_NOMEM, "dm_control: %s: out of memory for the terrain", dm->task->id);
+    memset(c, 0, sizeof *c);
+    c->res = res;
+    c->current = -1;
+    c->bowl = (double *)(c + 1);
+    c->smooth = c->bowl + cells;
+    /* numpy's ogrid[-1:1:res*1j]: i * (2 / (res - 1)) + -1; the radius clipped to [.04, 1] */
+    double step = (1.0 - -1.0) / (double)(res - 1);
+    for (int i = 0; i < res; i++)
+        for (int j = 0; j < res; j++) {
+            double row = (double)i * step + -1.0, col = (double)j * step + -1.0;
+            double radius = fmin(fmax(sqrt(col * col + row * row), .04), 1.0);
+            c->bowl[(size_t)i * (size_t)res + (size_t)j] = .5 - cos(2 * M_PI * radius) / 2;
+        }
+    dm->cache = c;
+    dm->cache_free = escape_cache_free;
+    dm->param[0] = m->hfield_size[0];
+    /* _upright_reward(deviation_angle=20): np.cos(np.deg2rad(20)) */
+    dm->param[1] = cos(20.0 * (M_PI / 180.0));
+    return CRL_OK;
+}
+
+/* The terrain of the env whose bumps are `extra` into the shared model: nothing when it is there
+ * already, a copy when it was made before, else SciPy's zoom times the bowl. */
+static void apply_escape(const dmc_model *dm, const double *extra)
+{
+    escape_cache *c = dm->cache;
+    size_t cells = (size_t)c->res * (size_t)c->res;
+    float *h = dm->m->hfield_data + dm->m->hfield_adr[0];
+    int k = 0;
+    while (k < c->n && c->entry[k]->slot != extra)
+        k++;
+    if (k < c->n && memcmp(c->entry[k]->bumps, extra, sizeof c->entry[k]->bumps) == 0) {
+        if (c->current != k)
+            memcpy(h, c->entry[k]->terrain, cells * sizeof(float));
+        c->current = k;
+        return;
+    }
+    if (k == c->n && c->n < TERRAIN_CACHE) {
+        terrain_entry *e = malloc(sizeof *e + cells * sizeof(float));
+        if (e)
+            c->entry[c->n++] = e;
+    }
+    if (k == c->n && c->n > 0) { /* all taken (or out of memory): reuse one in turn */
+        k = c->next % c->n;
+        c->next = (k + 1) % c->n;
+    }
+    dmc_zoom2d(extra, BUMP_RES, BUMP_RES, c->coef, c->smooth, c->res, c->res);
+    if (k == c->n) { /* not even one entry: straight into the model */
+        for (size_t i = 0; i < cells; i++)
+            h[i] = (float)(c->bowl[i] * c->smooth[i]);
+        c->current = -1;
+        return;
+    }
+    terrain_entry *e = c->entry[k];
+    for (size_t i = 0; i < cells; i++)
+        e->terrain[i] = (float)(c->bowl[i] * c->smooth[i]);
+    e->slot = extra;
+    memcpy(e->bumps, extra, sizeof e->bumps);
+    memcpy(h, e->terrain, cells * sizeof(float));
+    c->current = k;
+}
+
 /* _find_non_contacting_height: from the model's reset state, the root at
  * (x, y, z) with the given orientation, z rising from 0 by 1 cm until
  * nothing touches (the suite gives up after 10000 tries; so do we, keeping
@@ -451,6 +587,15 @@ static void init_move(const dmc_model *dm, mjData *d, double *extra, crl_rng *rn
     for (int k = 0; k < 4; k++)
         quat[k] /= n;
     non_contacting_height(dm, d, quat, 0.0, 0.0);
+}
+
+/* Escape: a new terrain (drawn first, as the suite does), then walk's random orientation above it. */
+static void init_escape(const dmc_model *dm, mjData *d, double *extra, crl_rng *rng)
+{
+    for (int k = 0; k < N_BUMPS; k++)
+        extra[k] = crl_rng_range(rng, TERRAIN_SMOOTHNESS, 1.0);
+    apply_escape(dm, extra);
+    init_move(dm, d, NULL, rng);
 }
 
 /* Fetch: upright at a random heading and place within 0.9 of the floor's half-size; the ball dropped
@@ -537,6 +682,26 @@ static void observe_fetch(const dmc_model *dm, const mjData *d, const double *ex
     to_torso(d, torso, to_target, out[6]);
 }
 
+/* escape adds origin (the world origin in the torso's frame) and rangefinder (tanh of each reading,
+ * 1 where the ray hits nothing). */
+static void observe_escape(const dmc_model *dm, const mjData *d, const double *extra, double *const *out)
+{
+    (void)extra;
+    observe_common(dm, d, out);
+    const mjModel *m = dm->m;
+    int torso = dm->id[TORSO];
+    double o[3];
+    to_torso(d, torso, d->xpos + 3 * torso, o);
+    for (int j = 0; j < 3; j++)
+        out[5][j] = -o[j];
+    int k = 0;
+    for (int s = 0; s < m->nsensor; s++)
+        if (m->sensor_type[s] == mjSENS_RANGEFINDER) {
+            double v = d->sensordata[m->sensor_adr[s]];
+            out[6][k++] = v == -1.0 ? 1.0 : tanh(v);
+        }
+}
+
 /* 1 with the torso's z axis up, falling linearly to 0 upside down. */
 static double upright_reward(const dmc_model *dm, const mjData *d)
 {
@@ -559,6 +724,20 @@ static double reward_run(const dmc_model *dm, const mjData *d, const double *ext
 {
     (void)extra;
     return move_reward(dm, d, 5.0);
+}
+
+/* Get the workspace out of the bowl (its distance from the origin up to the terrain's half-size),
+ * upright within 20 degrees. */
+static double reward_escape(const dmc_model *dm, const mjData *d, const double *extra)
+{
+    (void)extra;
+    const double *ws = d->site_xpos + 3 * dm->id[WORKSPACE];
+    double size = dm->param[0], deviation = dm->param[1];
+    double escape = dmc_tolerance(sqrt(ws[0] * ws[0] + ws[1] * ws[1] + ws[2] * ws[2]), size, INFINITY, size,
+                                  DMC_LINEAR, 0.0);
+    double upright = dmc_tolerance(dmc_xmat(d, dm->id[TORSO], 2, 2), deviation, INFINITY, 1 + deviation,
+                                   DMC_LINEAR, 0.0);
+    return upright * escape;
 }
 
 /* Reach the ball with the workspace, then bring it to the target (horizontal distances). */
@@ -597,4 +776,11 @@ const dmc_task dmc_quadruped_fetch = {
     .control_timestep = 0.02, .n_obs = 7,
     .obs = {QUADRUPED_COMMON_OBS, {"ball_state", 9}, {"target_position", 3}}, .setup = fetch_setup,
     .init = init_fetch, .observe = observe_fetch, .reward = reward_fetch, .edit = edit_fetch,
+};
+
+const dmc_task dmc_quadruped_escape = {
+    .domain = "quadruped", .name = "escape", .id = "quadruped/escape", .xml = quadruped_xml, .time_limit = 20.0,
+    .control_timestep = 0.02, .n_obs = 7, .obs = {QUADRUPED_COMMON_OBS, {"origin", 3}, {"rangefinder", 20}},
+    .n_extra = N_BUMPS, .setup = escape_setup, .init = init_escape, .observe = observe_escape,
+    .reward = reward_escape, .edit = edit_escape, .apply = apply_escape,
 };

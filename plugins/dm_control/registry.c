@@ -14,7 +14,7 @@ static const dmc_task *const dmc_tasks[] = {
     &dmc_ball_in_cup_catch, &dmc_cartpole_two_poles, &dmc_cartpole_three_poles, &dmc_point_mass_hard,
     &dmc_humanoid_stand, &dmc_humanoid_walk, &dmc_humanoid_run, &dmc_swimmer_swimmer6,
     &dmc_swimmer_swimmer15, &dmc_fish_upright, &dmc_fish_swim, &dmc_quadruped_walk,
-    &dmc_quadruped_run, &dmc_quadruped_fetch, &dmc_manipulator_bring_ball, &dmc_stacker_stack_2,
+    &dmc_quadruped_run, &dmc_quadruped_fetch, &dmc_quadruped_escape, &dmc_manipulator_bring_ball, &dmc_stacker_stack_2,
     &dmc_stacker_stack_4, &dmc_lqr_lqr_2_1, &dmc_lqr_lqr_6_2,
 };
 

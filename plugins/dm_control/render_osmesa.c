@@ -99,6 +99,10 @@ struct dmc_renderer {
     mjvOption option;
     mjrContext con;
     bool scene_made, con_made;
+    /* the heightfields as the context last took them: a task that rewrites hfield_data (escape's
+     * terrain) gets them uploaded again before the next frame, as the suite's mjr_uploadHField */
+    float *hfield;
+    int nhfielddata;
 };
 
 typedef struct make_args {
@@ -133,6 +137,16 @@ dmc_renderer *dmc_renderer_new(mjModel *m, int width, int height, crl_error *err
     }
     r->width = width;
     r->height = height;
+    if (m->nhfielddata > 0) {
+        r->hfield = malloc(sizeof(float) * (size_t)m->nhfielddata);
+        if (!r->hfield) {
+            dmc_renderer_free(r);
+            crl_error_set(err, CRL_E_NOMEM, "dm_control: out of memory for a renderer's heightfields");
+            return NULL;
+        }
+        memcpy(r->hfield, m->hfield_data, sizeof(float) * (size_t)m->nhfielddata);
+        r->nhfielddata = m->nhfielddata;
+    }
     mjv_defaultScene(&r->scene);
     mjv_defaultCamera(&r->camera);
     mjv_defaultOption(&r->option);
@@ -175,6 +189,16 @@ static void draw_call(void *p)
 {
     draw_args *a = p;
     dmc_renderer *r = a->r;
+    const mjModel *m = a->m;
+    for (int h = 0; r->nhfielddata == m->nhfielddata && h < m->nhfield; h++) {
+        size_t n = (size_t)m->hfield_nrow[h] * (size_t)m->hfield_ncol[h];
+        float *mine = r->hfield + m->hfield_adr[h];
+        const float *now = m->hfield_data + m->hfield_adr[h];
+        if (memcmp(mine, now, n * sizeof(float)) != 0) {
+            mjr_uploadHField(m, &r->con, h);
+            memcpy(mine, now, n * sizeof(float));
+        }
+    }
     mjrRect viewport = {0, 0, r->width, r->height};
     mjv_updateScene(a->m, a->d, &r->option, NULL, &r->camera, mjCAT_ALL, &r->scene);
     mjr_render(viewport, &r->scene, &r->con);
@@ -220,5 +244,6 @@ void dmc_renderer_free(dmc_renderer *r)
         mjv_freeScene(&r->scene);
     free(r->buffer);
     free(r->flip);
+    free(r->hfield);
     free(r);
 }

@@ -243,7 +243,8 @@ CRL_API int crl_policy_set_eval_hook(crl_policy *p, const crl_eval_hook *hook, c
 CRL_API const char *crl_trainer_raw_reward_key(const crl_trainer *t);
 
 /* Write the loss (networks, targets, schedules), every optimizer's state,
- * the counters, the exploration RNG and the actions taken so far to the
+ * the counters, the exploration RNG, the actions taken so far and the
+ * state the policy carries in each sub-collector's TensorDict to the
  * checkpoint file `path` (kind "crl.train").  load reads the loss,
  * optimizers, counters and RNG back (not the actions: see
  * crl_trainer_resume).  Errors: CRL_E_IO, CRL_E_CORRUPT naming the file
@@ -272,8 +273,12 @@ CRL_API int crl_trainer_checkpoint(crl_trainer *t, const char *dir, crl_error *e
  * frames_per_batch): loads the loss, optimizer and counters, re-collects
  * the checkpoint's frames with the recorded actions in the batches they
  * were collected in (rebuilding the env and collector state without the
- * backends saving theirs; the policy is not run), then loads the replay
- * buffer.  The next
+ * backends saving theirs; the policy only fills the other keys it writes),
+ * puts back the state the policy carries between steps (a recurrent
+ * policy's recurrent_state_*: what its act writes under "next"; the
+ * checkpoint keeps each sub-collector's), then loads the replay
+ * buffer.  A checkpoint without that state (an older crl's) resumes with
+ * it recomputed, not bitwise, and says so on the host's log.  The next
  * crl_trainer_run continues bitwise as the uninterrupted run would on CPU
  * (same OpenBLAS thread count).  Errors: CRL_E_CORRUPT / CRL_E_IO naming
  * the file, CRL_E_CONFIG when the config does not reproduce the
