@@ -37,9 +37,17 @@ CRL_INTERNAL crl_td *crl__collector_current(crl_collector *c, size_t k);
  * init_random_frames (random actions carry no log-probabilities for it).
  * Off-policy: a replay buffer (rb NULL: the config has no [replay]
  * section) with a batch_size of at least 1 that the capacity can hold and
- * a sampler that never runs dry (no drop_last). */
+ * a sampler that never runs dry (no drop_last); with a recurrent [net.*]
+ * section, [train] sequence_length (seq_len) slices from the slice sampler
+ * (slice_len = seq_len, strict, by traj_key) that fit in each env's run of
+ * run_len stored steps (0: unlimited), and no seq_len without one. */
 CRL_INTERNAL int crl__trainer_check_loss(const crl_config *cfg, const char *loss_type, bool on_policy,
-                                         int64_t init_random, const crl_replay *rb, crl_error *err);
+                                         int64_t init_random, int64_t seq_len, int64_t run_len, const crl_replay *rb,
+                                         crl_error *err);
+/* How many steps of each env a batch of frames_per_batch stores contiguously in a replay buffer, with envs
+ * envs across all sub-collectors: frames_per_batch / envs, or 0 (no limit) for one env, whose batches
+ * continue one another. */
+CRL_INTERNAL int64_t crl__trainer_run_len(int64_t frames_per_batch, int64_t envs);
 
 /* Validation builds envs to learn their specs but never steps them.  While
  * dry mode is on in this thread, a transform whose bind reaches its parent

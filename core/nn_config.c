@@ -19,7 +19,7 @@ static const crl_option net_options[] = {
     { "type", CRL_OPT_ENUM, 0, "mlp", 0, 0, "mlp|conv|lstm|gru",
       "the network: mlp (TorchRL's MLP), conv (TorchRL's ConvNet, only as another section's encoder); lstm, gru "
       "(TorchRL's LSTMModule / GRUModule on the observation, then an MLP head on its hidden state; the recurrent "
-      "state travels in the TensorDict)" },
+      "state travels in the TensorDict): the on-policy losses' [net.actor] and dqn's [net.q]" },
     { "hidden_size", CRL_OPT_INT, CRL_OPT_RANGE, NULL, 1, 16777216, NULL,
       "lstm, gru: width of the recurrent state (required)" },
     { "encoder", CRL_OPT_STRING, 0, NULL, 0, 0, NULL,
@@ -40,7 +40,7 @@ static const crl_option net_options[] = {
     { "pool_paddings", CRL_OPT_DOUBLES, CRL_OPT_RANGE, "0", 1, 16, NULL,
       "conv: padding of each pool (counts as -inf), per layer or one for all; at most half the pool's kernel size" },
     { "dueling", CRL_OPT_BOOL, 0, "false", 0, 0, NULL,
-      "mlp of [net.q]: a value and an advantage per action, Q = V + A - mean(A) (Wang et al., 2016)" },
+      "mlp, lstm, gru of [net.q]: a value and an advantage per action, Q = V + A - mean(A) (Wang et al., 2016)" },
     { "activation", CRL_OPT_ENUM, 0, NULL, 0, 0, "tanh|relu|elu|leaky_relu|identity",
       "activation_class after each hidden layer (unset: mlp the loss's activation, conv relu)" },
     { "init", CRL_OPT_ENUM, 0, NULL, 0, 0, "default|orthogonal|kaiming_uniform|xavier_uniform",
@@ -239,7 +239,8 @@ static int conv_check(const crl__netcfg *c, crl_error *err)
 }
 
 
-static const char *const rnn_keys[] = { "hidden_size", "num_cells", "activation", "init", "gain", "last_gain", NULL };
+static const char *const rnn_keys[] = { "hidden_size", "num_cells", "activation", "init", "gain", "last_gain",
+                                        "dueling", NULL };
 
 static int rnn_check(const crl__netcfg *c, crl_error *err)
 {
@@ -247,8 +248,8 @@ static int rnn_check(const crl__netcfg *c, crl_error *err)
         return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] type = %s needs hidden_size (the recurrent state's width, "
                              "e.g. hidden_size = 64)", c->origin, c->section, c->type->name);
     if (crl_opts_is_set(c->opts, "encoder"))
-        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] encoder: type = %s reads the observation itself; drop "
-                             "encoder", crl_opts_origin(c->opts, "encoder"), c->section, c->type->name);
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] encoder: type = %s reads the observation vector itself "
+                             "(a conv encoder in front of a recurrent network is not supported); drop encoder", crl_opts_origin(c->opts, "encoder"), c->section, c->type->name);
     return mlp_check(c, err);
 }
 
@@ -405,9 +406,9 @@ int crl__nets_check_used(const crl__nets *n, const char *who, crl_error *err)
         const crl__netcfg *c = g_ptr_array_index(n->cfgs, i);
         /* A recurrent section the loss built as a plain head: it makes no recurrent network. */
         if (c->used && c->type->recurrent && !c->claimed)
-            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] type = %s: %s builds no recurrent network; recurrent "
-                                 "actors are for the on-policy losses ([loss] type = ppo, a2c or reinforce, "
-                                 "[net.actor]); use type = mlp here", crl_opts_origin(c->opts, "type"), c->section,
+            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] type = %s: %s builds no recurrent network there; "
+                                 "recurrent networks are the on-policy losses' [net.actor] ([loss] type = ppo, a2c "
+                                 "or reinforce) and dqn's [net.q]; use type = mlp here", crl_opts_origin(c->opts, "type"), c->section,
                                  c->type->name, who);
         if (c->used)
             continue;

@@ -46,8 +46,10 @@ static const crl_option train_options[] = {
     { "minibatch_size", CRL_OPT_INT, CRL_OPT_RANGE, "64", 1, 1e9, NULL,
       "on-policy: rows per minibatch (the last one of an epoch may be smaller)" },
     { "sequence_length", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 1e9, NULL,
-      "on-policy: cut each env's steps into slices of this many and draw minibatches of whole slices "
-      "[minibatch_size / sequence_length, sequence_length], as recurrent policies need (0: single rows)" },
+      "recurrent networks: on-policy, cut each env's steps into slices of this many and draw minibatches of "
+      "whole slices [minibatch_size / sequence_length, sequence_length]; off-policy, learn from the replay's "
+      "slices (sampler = slice, slice_len = this) as [batch_size / sequence_length, sequence_length] (0: single "
+      "rows)" },
     { "eval_interval", CRL_OPT_INT, CRL_OPT_RANGE, "0", 0, 1e18, NULL,
       "evaluate every this many frames (0: only at the end)" },
     { "eval_episodes", CRL_OPT_INT, CRL_OPT_RANGE, "5", 0, 1e6, NULL,
@@ -450,6 +452,7 @@ static crl_trainer *build(crl_host *host, const crl_config *cfg, const crl_train
         !(t->rb = crl_replay_from_config(host, cfg, "replay", &e)))
         rc = crl_error_pass(err, &e, CRL_E_CONFIG);
     if (!rc && !(rc = crl__trainer_check_loss(cfg, crl_config_get(cfg, "loss", "type"), on_policy, t->init_random,
+                                              t->seq_len, crl__trainer_run_len(t->fpb, ncoll * crl_env_num(env)),
                                               t->rb, err)) && t->rb) {
         crl_collector_set_replay(t->coll, t->rb);
         warn_replay_size(host, cfg, t->rb, env);
@@ -629,6 +632,14 @@ static int train_off_policy(crl_trainer *t, int64_t frames, crl_error *err)
         crl_td *b = crl_replay_sample(t->rb, 0, &e);
         if (!b)
             return crl_error_pass(err, &e, CRL_E_RUNTIME);
+        if (t->seq_len > 0) {
+            /* the slice sampler's whole slices, one after another: [slices, sequence_length] */
+            int64_t n = crl__td_rows(b), shape[2] = { n / t->seq_len, t->seq_len };
+            crl_td *s = crl_td_reshape(b, 2, shape, &e);
+            crl_td_unref(b);
+            if (!(b = s))
+                return crl_error_pass(err, &e, CRL_E_RUNTIME);
+        }
         int rc = update_on(t, b, err);
         if (!rc && t->prioritized)
             rc = crl_replay_update_td_priority(t->rb, b, err);

@@ -48,8 +48,80 @@ static const char *origin_of(const crl_config *cfg, const char *section, const c
     return o ? o : "default";
 }
 
+/* The [net.*] section of a recurrent network (type = lstm or gru), or NULL.  Only a loss that builds one
+ * gets this far with such a section: crl_loss_from_config refuses it for the others. */
+static const char *recurrent_section(const crl_config *cfg)
+{
+    for (size_t i = 0; i < crl_config_section_count(cfg); i++) {
+        const char *s = crl_config_section_at(cfg, i), *type = crl_config_get(cfg, s, "type");
+        if (!strncmp(s, "net.", 4) && type && (!strcmp(type, "lstm") || !strcmp(type, "gru")))
+            return s;
+    }
+    return NULL;
+}
+
+/* An off-policy loss with a recurrent network learns from [batch_size / L, L] slices of consecutive steps of
+ * one trajectory: the replay's slice sampler draws them (whole, within one env's trajectory) and the
+ * trainer reshapes the batch to them. */
+static int check_sequences(const crl_config *cfg, const char *loss_type, int64_t seq_len, int64_t run_len,
+                           const crl_replay *rb, crl_error *err)
+{
+    const char *net = recurrent_section(cfg), *sec = rb->section;
+    if (!net) {
+        if (seq_len > 0)
+            return crl_error_set(err, CRL_E_CONFIG, "%s: [train] sequence_length = %lld: loss '%s' has no recurrent "
+                                 "network ([net.q] type = lstm or gru) and learns from single steps; drop "
+                                 "sequence_length", origin_of(cfg, "train", "sequence_length", NULL),
+                                 (long long)seq_len, loss_type);
+        return CRL_OK;
+    }
+    const char *type = crl_config_get(cfg, net, "type");
+    if (seq_len <= 0)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] type = %s: loss '%s' learns from slices of consecutive "
+                             "steps: set [train] sequence_length (e.g. 8) and [%s] sampler = slice, slice_len = the "
+                             "same, traj_key = collector.traj_ids", origin_of(cfg, net, "type", NULL), net, type,
+                             loss_type, sec);
+    if (seq_len > rb->capacity)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [train] sequence_length = %lld is more than [%s] capacity = "
+                             "%lld: no slice fits in the buffer; lower sequence_length or raise capacity",
+                             origin_of(cfg, "train", "sequence_length", NULL), (long long)seq_len, sec,
+                             (long long)rb->capacity);
+    if (rb->sampler != CRL__SAMPLER_SLICE)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] sampler = %s: the recurrent [%s] learns from slices of "
+                             "[train] sequence_length = %lld consecutive steps; set sampler = slice, slice_len = "
+                             "%lld, traj_key = collector.traj_ids", origin_of(cfg, sec, "sampler", "capacity"), sec,
+                             crl__replay_sampler_name(rb->sampler), net, (long long)seq_len, (long long)seq_len);
+    size_t per = rb->slice_len ? rb->slice_len : rb->batch_size / rb->num_slices;
+    if ((int64_t)per != seq_len || rb->batch_size % per)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] %s = %zu makes slices of %zu steps (batch_size = %zu), not "
+                             "the [train] sequence_length = %lld the loss learns from; set slice_len = %lld and a "
+                             "batch_size that it divides", origin_of(cfg, sec, rb->slice_len ? "slice_len" : "num_slices",
+                             "sampler"), sec, rb->slice_len ? "slice_len" : "num_slices",
+                             rb->slice_len ? rb->slice_len : rb->num_slices, per, rb->batch_size, (long long)seq_len,
+                             (long long)seq_len);
+    if (!rb->strict_length)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] strict_length = false: short slices would not fill the "
+                             "[batch_size / %lld, %lld] sequences the loss learns from; drop strict_length",
+                             origin_of(cfg, sec, "strict_length", NULL), sec, (long long)seq_len, (long long)seq_len);
+    /* The collector stores its envs' steps one env after another: without trajectory ids a slice would run
+     * from one env's steps into the next env's. */
+    if (!rb->traj_key)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] sampler = slice without traj_key: a slice could run from "
+                             "one env's steps into another's, whose stored recurrent state does not follow; set "
+                             "traj_key = collector.traj_ids", origin_of(cfg, sec, "sampler", NULL), sec);
+    /* Each batch goes into the buffer one env after another: an env's steps are contiguous (a run the slice
+     * sampler can cut slices from) only within a batch. */
+    if (run_len > 0 && run_len < seq_len)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [collector] frames_per_batch stores each env's steps in runs of "
+                             "%lld (frames_per_batch / the envs of all sub-collectors), and no slice of [train] "
+                             "sequence_length = %lld fits in one: raise frames_per_batch to at least %lld times the "
+                             "envs, or lower sequence_length", origin_of(cfg, "collector", "frames_per_batch", NULL),
+                             (long long)run_len, (long long)seq_len, (long long)seq_len);
+    return CRL_OK;
+}
+
 int crl__trainer_check_loss(const crl_config *cfg, const char *loss_type, bool on_policy, int64_t init_random,
-                            const crl_replay *rb, crl_error *err)
+                            int64_t seq_len, int64_t run_len, const crl_replay *rb, crl_error *err)
 {
     if (on_policy) {
         if (init_random > 0)
@@ -79,7 +151,12 @@ int crl__trainer_check_loss(const crl_config *cfg, const char *loss_type, bool o
         return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] drop_last = true: the updates sample without end, and the "
                              "first exhausted epoch would stop the run; drop it (or use sampler = random)",
                              origin_of(cfg, sec, "drop_last", NULL), sec);
-    return CRL_OK;
+    return check_sequences(cfg, loss_type, seq_len, run_len, rb, err);
+}
+
+int64_t crl__trainer_run_len(int64_t frames_per_batch, int64_t envs)
+{
+    return envs > 1 ? frames_per_batch / envs : 0;
 }
 
 /* ---- validation ------------------------------------------------------------------------------ */
@@ -216,8 +293,12 @@ int crl_experiment_check(crl_host *host, const crl_config *cfg, const crl_schema
         }
         bool on_policy = (ops->flags & CRL_LOSS_ON_POLICY) != 0;
         ops->destroy(loss);
-        if ((rc = crl__trainer_check_loss(cfg, crl_config_get(cfg, "loss", "type"), on_policy, init_random, rb,
-                                          &e)))
+        int64_t seq_len = 0, fpb = 0, k = 1;
+        if ((rc = crl_opts_int(otrain, "sequence_length", &seq_len, &e)) ||
+            (rc = crl_opts_int(ocoll, "frames_per_batch", &fpb, &e)) ||
+            (rc = crl_opts_int(ocoll, "num_collectors", &k, &e)) ||
+            (rc = crl__trainer_check_loss(cfg, crl_config_get(cfg, "loss", "type"), on_policy, init_random, seq_len,
+                                          crl__trainer_run_len(fpb, k * crl_env_num(env)), rb, &e)))
             goto out;
     }
 out:

@@ -16,11 +16,13 @@
 #include "nn-test.h"
 
 #include "alloc-count.h"
+#include "host-fixture.h"
 
 #if ALLOC_COUNT
 #include <crl/actor.h>
 #include <crl/rnn.h>
 #include <crl/value.h>
+#include <crl/trainer.h>
 
 #include <cblas.h>
 #include <dlfcn.h>
@@ -271,6 +273,66 @@ START_TEST(test_steady_state_rnn)
 }
 END_TEST
 
+/* Recurrent DQN's update (the losses plugin, [net.q] type = lstm): the LSTM and its target over [B, T] slices
+ * from the stored states, the next-step values, BPTT, td_error and the loss written in place, the target
+ * update.  (Acting, like the MLP DQN's, writes fresh output entries into the collector's TensorDict.) */
+START_TEST(test_steady_state_drqn_loss)
+{
+    enum { B = 4, T = 6, F = 3, H = 8 };
+    crl_test_host h;
+    crl_test_host_open(&h, "losses", "[loss]\ntype = dqn\nnum_cells = 16\ndouble_dqn = true\ntau = 0.01\n"
+                                     "[net.q]\ntype = lstm\nhidden_size = 8\n");
+    crl_error err = { 0 };
+    crl_spec *obs = crl_spec_composite_of(1, "observation", crl_spec_unbounded(CRL_F32, 2, SHAPE(1, F), &err), &err);
+    crl_spec *act = crl_spec_composite_of(1, "action", crl_spec_categorical(2, CRL_I64, 1, SHAPE(1), &err), &err);
+    crl_spec *ii = crl_spec_categorical(2, CRL_BOOL, 2, SHAPE(1, 1), &err);
+    crl_spec *hs = crl_spec_unbounded(CRL_F32, 3, SHAPE(1, 1, H), &err);
+    ck_assert_int_eq(crl_spec_composite_set(obs, "is_init", ii, &err), CRL_OK);
+    ck_assert_int_eq(crl_spec_composite_set(obs, "recurrent_state_h", hs, &err), CRL_OK);
+    ck_assert_int_eq(crl_spec_composite_set(obs, "recurrent_state_c", hs, &err), CRL_OK);
+    const crl_loss_ops *ops;
+    void *st;
+    ck_assert_msg(crl_loss_from_config(h.host, h.cfg, "loss", obs, act, 3, &ops, &st, &err) == CRL_OK, "%s",
+                  err.message);
+    crl_td *b = crl_td_new(2, SHAPE(B, T), &err), *losses = crl_td_new(0, NULL, &err);
+    crl_tensor *ts[] = { t_new(CRL_F32, 3, SHAPE(B, T, F)), t_new(CRL_F32, 3, SHAPE(B, T, F)),
+                         t_new(CRL_F32, 3, SHAPE(B, T, 1)), t_new(CRL_I64, 2, SHAPE(B, T)),
+                         t_new(CRL_BOOL, 3, SHAPE(B, T, 1)), t_new(CRL_BOOL, 3, SHAPE(B, T, 1)),
+                         t_new(CRL_F32, 4, SHAPE(B, T, 1, H)), t_new(CRL_F32, 4, SHAPE(B, T, 1, H)) };
+    static const char *const keys[] = { "observation", "next.observation", "next.reward", "action", "is_init",
+                                        "next.terminated", "recurrent_state_h", "recurrent_state_c" };
+    crl_rng rng;
+    crl_rng_init(&rng, 4, 0);
+    for (size_t k = 0; k < G_N_ELEMENTS(ts); k++) {
+        for (int64_t i = 0; i < crl_tensor_numel(ts[k]); i++)
+            crl_tensor_flat_set(ts[k], i, k == 3 ? (double)crl_rng_below(&rng, 2) : k == 4 ? (i % 5 == 0)
+                                : k == 5 ? (i % 7 == 6) : crl_rng_range(&rng, -1, 1));
+        ck_assert_int_eq(crl_td_set(b, keys[k], ts[k], &err), CRL_OK);
+        crl_tensor_unref(ts[k]);
+    }
+    long seen = 0;
+    for (int it = 0; it < 8; it++) {
+        if (it >= 3)
+            alloc_count_start();
+        int rc = ops->forward(st, b, losses, &err) || ops->update(st, &err);
+        long n = alloc_count_stop();
+        ck_assert_msg(rc == 0, "%s", err.message);
+        if (it >= 3)
+            seen += n;
+    }
+    ck_assert_msg(seen == 0, "%ld heap calls by crl in 5 steady-state recurrent DQN updates", seen);
+    ck_assert_ptr_nonnull(crl_td_get(b, "td_error"));
+    crl_td_unref(b);
+    crl_td_unref(losses);
+    ops->destroy(st);
+    crl_spec_unref(ii);
+    crl_spec_unref(hs);
+    crl_spec_unref(obs);
+    crl_spec_unref(act);
+    crl_test_host_close(&h);
+}
+END_TEST
+
 /* The counter is live: an allocation crl makes while counting is counted, and one made while a BLAS call is
  * in progress is tallied apart.  (A steady-state path that allocates fails test_steady_state: checked by
  * adding a malloc to crl__linear_forward.) */
@@ -339,7 +401,8 @@ int main(void)
 {
     if (getenv("CRL_TEST_VALGRIND") || !alloc_count_works())
         return 77;
-    return RUN_TESTS("nn_alloc", test_steady_state, test_conv_steady_state, test_steady_state_rnn, test_counter_sees_crl, test_blas_wrapped);
+    return RUN_TESTS("nn_alloc", test_steady_state, test_conv_steady_state, test_steady_state_rnn, test_steady_state_drqn_loss,
+                     test_counter_sees_crl, test_blas_wrapped);
 }
 #else
 int main(void) { return 77; }

@@ -441,6 +441,59 @@ START_TEST(gru_ppo_resume_bitwise)
 }
 END_TEST
 
+/* Recurrent DQN: two envs acting with the LSTM's state carried in the TensorDict, updates on [8, 4] slices the
+ * slice sampler draws within one trajectory (collector.traj_ids); both networks and their targets go through
+ * the checkpoint exactly, and the resumed run goes on as the uninterrupted one. */
+#define LSTM_DQN_INI                                                                             \
+    "[env]\nbackend = classic\nid = CartPole-v1\nnum_envs = 2\nseed = 5\ntransforms = i, p\n"       \
+    "[transform.i]\ntype = InitTracker\n"                                                        \
+    "[transform.p]\ntype = TensorDictPrimer\nprimers.recurrent_state_h = float32 [1, 8] 0\n"     \
+    "primers.recurrent_state_c = float32 [1, 8] 0\n"                                            \
+    "[collector]\nframes_per_batch = 16\ntotal_frames = %d\ninit_random_frames = 200\n"          \
+    "[replay]\nstorage = tensor\ncapacity = 2000\nbatch_size = 32\nsampler = slice\nslice_len = 4\n" \
+    "traj_key = collector.traj_ids\n"                                                           \
+    "[loss]\ntype = dqn\nnum_cells = 16\ndouble_dqn = true\nhard_update_interval = 10\n"         \
+    "[net.q]\ntype = lstm\nhidden_size = 8\n"                                                   \
+    "[optim]\nlr = 0.001\n[train]\nsequence_length = 4\neval_episodes = 1\neval_interval = 400\n"
+
+START_TEST(lstm_dqn_trains_and_resumes)
+{
+    char *a = g_strdup_printf(LSTM_DQN_INI, 1200), *b = g_strdup_printf(LSTM_DQN_INI, 800);
+    crl_test_host h1, h2;
+    crl_error e = { 0 };
+    crl_trainer *half = open_trainer(&h1, b, &e);
+    ck_assert_msg(half != NULL, "trainer: %s", e.message);
+    ck_assert_msg(crl_trainer_run(half, NULL, NULL, &e) == CRL_OK, "N: %s", e.message);
+    ck_assert_uint_eq(crl_trainer_loss_ops(half)->num_params(crl_trainer_loss_state(half)), 2);
+    ck_assert_int_gt(crl_optim_steps(crl_trainer_optim(half, 1)), 0);
+    char dir[] = "/tmp/crl-test-resume-XXXXXX";
+    ck_assert_ptr_nonnull(g_mkdtemp(dir));
+    char *ck = g_build_filename(dir, "checkpoint", NULL);
+    ck_assert_msg(crl_trainer_checkpoint(half, ck, &e) == CRL_OK, "checkpoint: %s", e.message);
+    crl_trainer *rest = open_trainer(&h2, a, &e);
+    ck_assert_msg(rest != NULL, "trainer: %s", e.message);
+    ck_assert_msg(crl_trainer_resume(rest, ck, &e) == CRL_OK, "resume: %s", e.message);
+    crl_td *p0 = all_params(half), *p1 = all_params(rest);
+    ck_assert_msg(crl_td_equal(p0, p1), "parameters differ after the resume");
+    ck_assert_msg(crl_trainer_run(rest, NULL, NULL, &e) == CRL_OK, "N more: %s", e.message);
+    ck_assert_int_eq(crl_trainer_frames(rest), 1200);
+    crl_td_unref(p0);
+    crl_td_unref(p1);
+    crl_trainer_free(half);
+    crl_trainer_free(rest);
+    crl_test_host_close(&h1);
+    crl_test_host_close(&h2);
+    char *cmd = g_strdup_printf("rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    g_free(cmd);
+    g_free(ck);
+    /* with the carried state in the checkpoint, N + N frames equal 2N bitwise */
+    resume_equals(a, b);
+    g_free(a);
+    g_free(b);
+}
+END_TEST
+
 /* Two sub-collectors acting with their own policy copies, synced every 7 (DQN) or 3 (PPO) optimizer
  * steps: the checkpoint keeps each copy's actions, stream and the last sync's weights, and N + N frames
  * through a resume train as 2N do. */
@@ -1009,7 +1062,7 @@ int main(void)
     crl_test_keep_cairo();
     return RUN_TESTS("trainer", dqn_learns, ppo_learns, a2c_learns, reinforce_learns, discrete_sac_learns,
                      sac_learns, td3_learns, ddpg_learns, dqn_resume_bitwise, replay_not_checkpointed, ppo_resume_bitwise, lstm_ppo_resume,
-                     gru_ppo_resume_bitwise, carried_state_checked,
+                     gru_ppo_resume_bitwise, carried_state_checked, lstm_dqn_trains_and_resumes,
                      sac_resume_bitwise, td3_resume_bitwise, copies_resume_bitwise, policy_copy_replay_checked, resume_mismatch, resume_any_total, dqn_reproducible,
                      save_load,
                      checkpoint_little_endian_checked,

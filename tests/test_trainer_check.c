@@ -81,7 +81,7 @@ START_TEST(examples_pass)
         { "cartpole-random.ini", 0 },              { "pendulum-pixels.ini", 0 },
         { "pendulum-pixels-64.ini", 0 },           { "pendulum-workers.ini", 0 },
         { "plugins-check.ini", 0 },                { "cartpole-pixels-dqn.ini", CRL_CHECK_TRAIN },
-        { "cartpole-masked-lstm-ppo.ini", CRL_CHECK_TRAIN },
+        { "cartpole-masked-lstm-ppo.ini", CRL_CHECK_TRAIN }, { "cartpole-masked-lstm-dqn.ini", CRL_CHECK_TRAIN },
     };
     static const char *const load[] = { "plugins.load=classic, transforms, replay, losses", NULL };
     for (size_t i = 0; i < G_N_ELEMENTS(ex); i++) {

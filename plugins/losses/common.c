@@ -403,3 +403,52 @@ int ls_module_key(crl_tdmodule *m, const char *who, const char *what, const char
     *key = crl_tdmodule_in_key(m, 0);
     return CRL_OK;
 }
+
+int ls_rnn_env_check(const crl_spec *obs_spec, const crl_rnn_module *m, const char *who, const char *role,
+                     int64_t hidden, crl_error *err)
+{
+    const char *kn = crl_rnn_kind_name(crl_rnn_kind_get(crl_rnn_module_net_get((crl_rnn_module *)m)));
+    bool comp = crl_spec_get_kind(obs_spec) == CRL_SPEC_COMPOSITE;
+    for (int i = 0; i < 3; i++) {
+        const char *key = i < 2 ? crl_rnn_module_state_key(m, i) : "is_init";
+        if (!key)
+            continue;
+        const crl_spec *s = comp ? crl_spec_composite_get(obs_spec, key) : NULL;
+        int n = s ? crl_spec_ndim(s) : 0;
+        bool ok = s && (i == 2 || (n >= 2 && crl_spec_shape(s)[n - 2] == 1 && crl_spec_shape(s)[n - 1] == hidden &&
+                                   crl_spec_dtype(s) == CRL_F32));
+        if (ok)
+            continue;
+        if (i == 2)
+            return crl_error_set(err, CRL_E_CONFIG, "%s: [net.%s] type = %s resets its state where 'is_init' is set, "
+                                 "and the env has no 'is_init': add a transform with type = InitTracker", who, role,
+                                 kn);
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [net.%s] type = %s carries its state in '%s' [1, %lld], which the "
+                             "env %s: add a transform with type = TensorDictPrimer and primers.%s = float32 [1, %lld] "
+                             "0", who, role, kn, key, (long long)hidden, s ? "has with another shape or dtype"
+                             : "does not have", key, (long long)hidden);
+    }
+    return CRL_OK;
+}
+
+int ls_put_scalar(crl_td *losses, const char *key, double v, crl_error *err)
+{
+    crl_tensor *t = crl_td_get(losses, key);
+    if (t && crl_tensor_dtype(t) == CRL_F32 && crl_tensor_ndim(t) == 0) {
+        crl_tensor_flat_set(t, 0, v);
+        return CRL_OK;
+    }
+    return ls_set_scalar(losses, key, v, err);
+}
+
+int ls_put_rows(crl_td *batch, const char *key, const float *v, crl_error *err)
+{
+    crl_tensor *t = crl_td_get(batch, key);
+    int nb = crl_td_batch_ndim(batch);
+    if (t && crl_tensor_dtype(t) == CRL_F32 && crl_tensor_is_contiguous(t) && crl_tensor_ndim(t) == nb &&
+        !memcmp(crl_tensor_shape(t), crl_td_batch_shape(batch), (size_t)nb * sizeof(int64_t))) {
+        memcpy(crl_tensor_data(t), v, crl_tensor_nbytes(t));
+        return CRL_OK;
+    }
+    return ls_set_rows(batch, key, v, err);
+}

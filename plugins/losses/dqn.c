@@ -1,4 +1,7 @@
-/* plugins/losses: DQN (TorchRL's DQNLoss): double DQN, L2 or smooth-L1, a target network. */
+/* plugins/losses: DQN (TorchRL's DQNLoss): double DQN, L2 or smooth-L1, a target network; with a recurrent
+ * [net.q] (type = lstm or gru), recurrent DQN as TorchRL's tutorial builds it: LSTMModule/GRUModule -> MLP
+ * head, the state carried in the TensorDict while acting, learning from replayed slices of consecutive
+ * steps with backpropagation through time. */
 #include "config.h"
 #include "losses.h"
 
@@ -40,29 +43,105 @@ typedef struct dqn {
     double counters[3];                /* optimizer steps, explore frames, explore calls */
     double explore_frames_per_call;
     float *qt, *qo, *grad, *td_err;
+    float *rew, *term, *wt;            /* the recurrent path's float copies of the batch's rows */
     int64_t *idx;
     int64_t cap;
     crl_tensor *next_obs;              /* scratch for rows != cap */
     bool user;                         /* the actor is the user's (create_from_modules) */
+    /* A recurrent [net.q]: rnn -> "embed" -> q (the head).  act steps r_act; forward runs r_seq over the
+     * [B, T] slices from the state stored at each slice's first step (resets at is_init inside), the target
+     * network rnn_t over the same steps (r_tseq), then each next observation one step on from the state
+     * after its step: with the target (r_tnext) for the target value, with the online network (r_onext) for
+     * double DQN's choice.  Every scratch TensorDict and tensor below is sized for one [B, T] and reused. */
+    crl_rnn *rnn, *rnn_t;
+    /* Copies of rnn and rnn_t (synced before each use) for the one-step passes over the B*T next
+     * observations: a network's infer workspace follows the last infer's shape, and these keep theirs. */
+    crl_rnn *rnn_o1, *rnn_t1;
+    crl_rnn_module *r_act, *r_seq, *r_onext, *r_tseq, *r_tnext;
+    int64_t sB, sT;
+    crl_td *so, *st, *sn, *snt;        /* slice inputs (so, st share them); next observations (sn, snt share) */
+    crl_tensor *emb, *qtv, *qov, *gq;  /* [B*T, H] head input, [B*T, n] values and dLoss/dQ */
+    char *state_keys[2], *next_state_keys[2];
 } dqn;
+
+static void rec_scratch_free(dqn *d)
+{
+    crl_td *tds[] = { d->so, d->st, d->sn, d->snt };
+    crl_tensor *ts[] = { d->emb, d->qtv, d->qov, d->gq };
+    for (size_t i = 0; i < 4; i++) {
+        crl_td_unref(tds[i]);
+        crl_tensor_unref(ts[i]);
+    }
+    d->so = d->st = d->sn = d->snt = NULL;
+    d->emb = d->qtv = d->qov = d->gq = NULL;
+    d->sB = d->sT = 0;
+}
 
 static void dqn_destroy(void *st)
 {
     dqn *d = st;
     if (!d)
         return;
+    rec_scratch_free(d);
+    crl_rnn_module *mods[] = { d->r_act, d->r_seq, d->r_onext, d->r_tseq, d->r_tnext };
+    for (size_t i = 0; i < 5; i++)
+        crl_rnn_module_free(mods[i]);
+    crl_rnn_unref(d->rnn);
+    crl_rnn_unref(d->rnn_t);
+    crl_rnn_unref(d->rnn_o1);
+    crl_rnn_unref(d->rnn_t1);
+    for (int i = 0; i < 2; i++) {
+        g_free(d->state_keys[i]);
+        g_free(d->next_state_keys[i]);
+    }
     if (!d->user)
         crl_qvalue_actor_free(d->actor);
     crl_tdmodule_free(d->mod);
     crl_mlp_unref(d->q);
     crl_mlp_unref(d->target);
     g_free(d->next_key);
+    g_free(d->rew);
+    g_free(d->term);
+    g_free(d->wt);
     g_free(d->qt);
     g_free(d->qo);
     g_free(d->grad);
     g_free(d->td_err);
     g_free(d->idx);
     g_free(d);
+}
+
+/* The recurrent network of a recurrent [net.q], its target copy and their modules; the env must carry the
+ * state (a TensorDictPrimer) and is_init (an InitTracker). */
+static int rec_init(dqn *d, const crl_spec *obs_spec, crl_rnn_kind kind, int nd, const int64_t *shape,
+                    int64_t hidden, crl_rng *rng, crl_error *err)
+{
+    const char *who = "loss 'dqn'", *kn = crl_rnn_kind_name(kind);
+    if (nd != 1)
+        return crl_error_set(err, CRL_E_SHAPE, "%s: [net.q] type = %s reads vectors, but observation '%s' has %d dims "
+                             "per env; flatten it (a FlattenObservation transform): a conv encoder in front of a "
+                             "recurrent Q-network is not supported", who, kn, d->no.in_key, nd);
+    crl_error e;
+    crl_error_clear(&e);
+    char *tname = g_strconcat(kn, "_target", NULL);
+    bool ok = (d->rnn = crl_rnn_new(kn, kind, shape[0], hidden, rng, &e)) &&
+              (d->rnn_t = crl_rnn_clone(d->rnn, tname, &e)) && (d->rnn_o1 = crl_rnn_clone(d->rnn, kn, &e)) &&
+              (d->rnn_t1 = crl_rnn_clone(d->rnn, tname, &e)) &&
+              (d->r_act = crl_rnn_module_new(d->rnn, d->no.in_key, "embed", &e)) &&
+              (d->r_seq = crl_rnn_module_new(d->rnn, d->no.in_key, "embed", &e)) &&
+              (d->r_onext = crl_rnn_module_new(d->rnn_o1, d->no.in_key, "embed", &e)) &&
+              (d->r_tseq = crl_rnn_module_new(d->rnn_t, d->no.in_key, "embed", &e)) &&
+              (d->r_tnext = crl_rnn_module_new(d->rnn_t1, d->no.in_key, "embed", &e));
+    g_free(tname);
+    if (!ok)
+        return crl_error_pass(err, &e, CRL_E_NOMEM);
+    crl_rnn_module_set_recurrent_mode(d->r_seq, true);
+    crl_rnn_module_set_recurrent_mode(d->r_tseq, true);
+    for (int i = 0; i < 2 && crl_rnn_module_state_key(d->r_act, i); i++) {
+        d->state_keys[i] = g_strdup(crl_rnn_module_state_key(d->r_act, i));
+        d->next_state_keys[i] = g_strconcat("next.", d->state_keys[i], NULL);
+    }
+    return ls_rnn_env_check(obs_spec, d->r_act, who, "q", hidden, err);
 }
 
 static int dqn_create(const crl_opts *opts, const crl_spec *obs_spec, const crl_spec *action_spec, uint64_t seed,
@@ -91,7 +170,17 @@ static int dqn_create(const crl_opts *opts, const crl_spec *obs_spec, const crl_
     const crl_spec *act = ls_action_leaf(action_spec, who, err);
     crl_rng rng;
     crl_rng_init(&rng, seed, 0);
-    const char *keys[] = { d->no.in_key, NULL };
+    bool recurrent = false;
+    crl_rnn_kind kind = CRL_RNN_LSTM;
+    int64_t hidden = 0;
+    if ((rc = crl_net_recurrent(opts, "q", &recurrent, &kind, &hidden, err)) ||
+        (recurrent && (rc = rec_init(d, obs_spec, kind, nd, shape, hidden, &rng, err))))
+        goto fail;
+    if (recurrent) {
+        nd = 1;
+        shape[0] = hidden;
+    }
+    const char *keys[] = { recurrent ? "embed" : d->no.in_key, NULL };
     if (!(d->q = ls_net(opts, "q", "qvalue", nd, shape, d->n, &d->no, &rng, &e)) ||
         !(d->target = crl_mlp_clone(d->q, "qvalue_target", &e)) ||
         !(d->actor = crl_qvalue_actor_new(d->q, keys, act, &e)) ||
@@ -149,10 +238,13 @@ fail:
 static int dqn_act(void *st, crl_td *td, crl_exploration e, crl_rng *rng, crl_error *err)
 {
     dqn *d = st;
-    int rc = crl_qvalue_actor_act(d->actor, td, e, rng, err);
-    if (rc || d->user)
+    int rc;
+    /* the recurrent network steps even for a random action: the next state follows every observation */
+    if (d->rnn && (rc = crl_rnn_module_infer(d->r_act, td, err)))
+        return crl_error_prefix(err, "loss 'dqn': "), rc;
+    if ((rc = crl_qvalue_actor_act(d->actor, td, e, rng, err)) || d->user)
         return rc;
-    static const char *const extra[] = { "action_value", "chosen_action_value", NULL };
+    static const char *const extra[] = { "action_value", "chosen_action_value", "embed", NULL };
     return ls_drop_keys(td, extra, err);
 }
 
@@ -168,15 +260,22 @@ static void dqn_explore_step(void *st, int64_t frames)
 
 static size_t dqn_num_params(void *st)
 {
-    (void)st;
-    return 1;
+    dqn *d = st;
+    return d->rnn ? 2 : 1;
 }
 
 static int dqn_param(void *st, size_t i, const char **name, crl_tensor **p, crl_tensor **g, crl_error *err)
 {
     dqn *d = st;
-    if (i != 0)
-        return crl_error_set(err, CRL_E_RANGE, "loss 'dqn': no parameter vector %zu (it has 1)", i);
+    if (i >= dqn_num_params(d))
+        return crl_error_set(err, CRL_E_RANGE, "loss 'dqn': no parameter vector %zu (it has %zu)", i,
+                             dqn_num_params(d));
+    if (i == 1) {
+        *name = crl_rnn_kind_name(crl_rnn_kind_get(d->rnn));
+        *p = crl_rnn_params_get(d->rnn);
+        *g = crl_rnn_grads_get(d->rnn);
+        return CRL_OK;
+    }
     *name = "qvalue";
     *p = crl_mlp_params_get(d->q);
     *g = crl_mlp_grads_get(d->q);
@@ -196,10 +295,233 @@ static int next_values(dqn *d, crl_mlp *net, crl_tensor *next_obs, float *out, i
     return rc;
 }
 
+/* The (double) DQN targets of rows steps, the loss, dLoss/dQ into d->grad and |TD error| into d->td_err.
+ * q: Q(s, .) of the online network; qt, qo: Q(s', .) of the target and (double DQN) online networks. */
+static int objective(dqn *d, int64_t rows, const float *q, const float *qt_all, const float *qo_all,
+                     const float *reward, const float *term, const float *weight, double *loss_out, crl_error *err)
+{
+    int64_t n = d->n;
+    double loss = 0, wsum = 0;
+    memset(d->grad, 0, (size_t)(rows * n) * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t a = d->idx[r];
+        const float *qt = qt_all + r * n;
+        int64_t best = 0;
+        const float *pick = d->double_dqn ? qo_all + r * n : qt;
+        for (int64_t j = 1; j < n; j++)
+            if (pick[j] > pick[best])
+                best = j;
+        double target = reward[r] + (term[r] != 0 ? 0.0 : d->gamma * qt[best]);
+        double diff = q[r * n + a] - target, g;
+        double w = weight ? weight[r] : 1.0;
+        loss += w * ls_distance(d->smooth_l1, diff, &g);
+        wsum += 1;
+        d->grad[r * n + a] = (float)(w * g / (double)rows);
+        d->td_err[r] = (float)fabs(diff);
+    }
+    loss /= wsum;
+    if (!isfinite(loss))
+        return crl_error_set(err, CRL_E_RUNTIME, "loss 'dqn': the loss is not finite (%g): the Q-values diverged; "
+                             "lower the learning rate or clip gradients ([optim] max_grad_norm)", loss);
+    *loss_out = loss;
+    return CRL_OK;
+}
+
+static void reserve_rows(dqn *d, int64_t rows)
+{
+    if (rows <= d->cap)
+        return;
+    d->qt = g_renew(float, d->qt, rows * d->n);
+    d->qo = g_renew(float, d->qo, rows * d->n);
+    d->grad = g_renew(float, d->grad, rows * d->n);
+    d->td_err = g_renew(float, d->td_err, rows);
+    d->idx = g_renew(int64_t, d->idx, rows);
+    d->rew = g_renew(float, d->rew, rows);
+    d->term = g_renew(float, d->term, rows);
+    d->wt = g_renew(float, d->wt, rows);
+    d->cap = rows;
+}
+
+/* ---- recurrent DQN ------------------------------------------------------------------------------ */
+
+static crl_tensor *new_f32(int nd, const int64_t *shape, crl_error *err)
+{
+    crl_error e;
+    crl_error_clear(&e);
+    crl_tensor *t = crl_tensor_new(CRL_F32, nd, shape, &e);
+    if (!t)
+        crl_error_pass(err, &e, CRL_E_NOMEM);
+    return t;
+}
+
+/* Set a fresh float32 [B, T, extra...] tensor under key in each of the tds (one tensor shared by them). */
+static int scratch_key(crl_td *a, crl_td *b, const char *key, int n_extra, const int64_t *extra, crl_error *err)
+{
+    int64_t shape[CRL_MAX_DIMS];
+    memcpy(shape, crl_td_batch_shape(a), 2 * sizeof *shape);
+    memcpy(shape + 2, extra, (size_t)n_extra * sizeof *shape);
+    crl_tensor *t = new_f32(2 + n_extra, shape, err);
+    if (!t)
+        return CRL_E_NOMEM;
+    int rc = crl_td_set(a, key, t, err);
+    if (!rc && b)
+        rc = crl_td_set(b, key, t, err);
+    crl_tensor_unref(t);
+    return rc;
+}
+
+/* The scratch of one [B, T] batch shape (kept while the shape stays). */
+static int rec_scratch(dqn *d, int64_t B, int64_t T, crl_error *err)
+{
+    if (d->sB == B && d->sT == T)
+        return CRL_OK;
+    rec_scratch_free(d);
+    crl_error e;
+    crl_error_clear(&e);
+    int64_t bt[2] = { B, T }, rows = B * T, F = crl_rnn_input_size(d->rnn), H = crl_rnn_hidden_size(d->rnn);
+    int64_t one_h[2] = { 1, H }, one = 1;
+    if (!(d->so = crl_td_new(2, bt, &e)) || !(d->st = crl_td_new(2, bt, &e)) || !(d->sn = crl_td_new(2, bt, &e)) ||
+        !(d->snt = crl_td_new(2, bt, &e)))
+        return rec_scratch_free(d), crl_error_pass(err, &e, CRL_E_NOMEM);
+    int rc;
+    if ((rc = scratch_key(d->so, d->st, d->no.in_key, 1, &F, err)) ||
+        (rc = scratch_key(d->so, d->st, "is_init", 1, &one, err)) ||
+        (rc = scratch_key(d->sn, d->snt, d->no.in_key, 1, &F, err)))
+        return rec_scratch_free(d), rc;
+    for (int i = 0; i < 2 && d->state_keys[i]; i++)
+        if ((rc = scratch_key(d->so, d->st, d->state_keys[i], 2, one_h, err)) ||
+            (rc = scratch_key(d->sn, NULL, d->state_keys[i], 2, one_h, err)) ||
+            (rc = scratch_key(d->snt, NULL, d->state_keys[i], 2, one_h, err)))
+            return rec_scratch_free(d), rc;
+    if (!(d->emb = new_f32(2, (const int64_t[]){ rows, H }, err)) ||
+        !(d->qtv = new_f32(2, (const int64_t[]){ rows, d->n }, err)) ||
+        !(d->qov = new_f32(2, (const int64_t[]){ rows, d->n }, err)) ||
+        !(d->gq = new_f32(2, (const int64_t[]){ rows, d->n }, err)))
+        return rec_scratch_free(d), CRL_E_NOMEM;
+    d->sB = B;
+    d->sT = T;
+    return CRL_OK;
+}
+
+/* Copy the batch's `key` (numel values of any dtype) into td's float32 scratch entry. */
+static int take(const char *who, crl_td *batch, const char *key, crl_td *td, const char *to, crl_error *err)
+{
+    const crl_tensor *src = crl_td_get(batch, key);
+    crl_tensor *dst = crl_td_get(td, to);
+    if (!src)
+        return crl_error_set(err, CRL_E_NOT_FOUND, "%s: the batch has no '%s'%s", who, key,
+                             strstr(key, "recurrent_state") ? " (the recurrent state stored with each step: a "
+                             "TensorDictPrimer in [env] transforms)" : !strcmp(key, "is_init") ? " (an InitTracker "
+                             "in [env] transforms)" : "");
+    int64_t n = crl_tensor_numel(dst);
+    if (crl_tensor_numel(src) != n)
+        return crl_error_set(err, CRL_E_SHAPE, "%s: '%s' holds %lld values, expected %lld for the [%lld, %lld] "
+                             "slices", who, key, (long long)crl_tensor_numel(src), (long long)n,
+                             (long long)crl_td_batch_shape(td)[0], (long long)crl_td_batch_shape(td)[1]);
+    float *o = crl_tensor_data(dst);
+    if (crl_tensor_dtype(src) == CRL_F32 && crl_tensor_is_contiguous(src))
+        memcpy(o, crl_tensor_data(src), (size_t)n * sizeof *o);
+    else
+        for (int64_t i = 0; i < n; i++)
+            o[i] = (float)crl_tensor_flat_get(src, i);
+    return CRL_OK;
+}
+
+/* The batch's `key`, one value per row of any dtype, into dst[rows] (no allocation). */
+static int rows_into(crl_td *batch, const char *key, int64_t rows, const char *who, float *dst, crl_error *err)
+{
+    const crl_tensor *t = crl_td_get(batch, key);
+    if (!t)
+        return crl_error_set(err, CRL_E_NOT_FOUND, "%s: the batch has no '%s'", who, key);
+    if (crl_tensor_numel(t) != rows)
+        return crl_error_set(err, CRL_E_SHAPE, "%s: '%s' holds %lld values, expected %lld (one per step)", who, key,
+                             (long long)crl_tensor_numel(t), (long long)rows);
+    for (int64_t i = 0; i < rows; i++)
+        dst[i] = (float)crl_tensor_flat_get(t, i);
+    return CRL_OK;
+}
+
+/* The head's input: what module wrote under "embed" in td, as [B*T, H]. */
+static int embed_of(dqn *d, crl_td *td, crl_error *err)
+{
+    const crl_tensor *e = crl_td_get(td, "embed");
+    if (!e || crl_tensor_numel(e) != crl_tensor_numel(d->emb) || crl_tensor_dtype(e) != CRL_F32 ||
+        !crl_tensor_is_contiguous(e))
+        return crl_error_set(err, CRL_E_RUNTIME, "loss 'dqn': the recurrent module wrote no 'embed' of [%lld, %lld]",
+                             (long long)crl_tensor_shape(d->emb)[0], (long long)crl_tensor_shape(d->emb)[1]);
+    memcpy(crl_tensor_data(d->emb), crl_tensor_data(e), crl_tensor_nbytes(d->emb));
+    return CRL_OK;
+}
+
+/* Q(s', .) of net one step on from the states after each step (written under next.<state> in from). */
+static int rec_next_values(dqn *d, crl_rnn_module *m, crl_mlp *net, crl_td *from, crl_td *td, crl_tensor *out,
+                           crl_error *err)
+{
+    int rc = CRL_OK;
+    for (int i = 0; !rc && i < 2 && d->state_keys[i]; i++)
+        rc = take("loss 'dqn'", from, d->next_state_keys[i], td, d->state_keys[i], err);
+    if (rc || (rc = crl_rnn_module_infer(m, td, err)) || (rc = embed_of(d, td, err)))
+        return rc;
+    return crl_mlp_infer(net, d->emb, out, err);
+}
+
+static int rec_forward(dqn *d, crl_td *batch, crl_td *losses, crl_error *err)
+{
+    const char *who = "loss 'dqn'";
+    if (crl_td_batch_ndim(batch) != 2)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: a recurrent [net.q] learns from slices of consecutive steps, "
+                             "[slices, steps], and this batch has %d batch dims: set [train] sequence_length and "
+                             "[replay] sampler = slice with slice_len = sequence_length", who,
+                             crl_td_batch_ndim(batch));
+    int64_t B = crl_td_batch_shape(batch)[0], T = crl_td_batch_shape(batch)[1], rows = B * T;
+    bool weighted = crl_td_get(batch, "_weight") != NULL;
+    const char *term_key = crl_td_get(batch, "next.terminated") || !crl_td_get(batch, "next.done")
+                           ? "next.terminated" : "next.done";
+    int rc;
+    reserve_rows(d, rows);
+    if ((rc = rec_scratch(d, B, T, err)) || (rc = rows_into(batch, "next.reward", rows, who, d->rew, err)) ||
+        (rc = rows_into(batch, term_key, rows, who, d->term, err)) ||
+        (weighted && (rc = rows_into(batch, "_weight", rows, who, d->wt, err))) ||
+        (rc = ls_action_index(batch, rows, d->n, who, d->idx, err)) ||
+        (rc = take(who, batch, d->no.in_key, d->so, d->no.in_key, err)) ||
+        (rc = take(who, batch, d->next_key, d->sn, d->no.in_key, err)) ||
+        (rc = take(who, batch, "is_init", d->so, "is_init", err)))
+        return rc;
+    for (int i = 0; i < 2 && d->state_keys[i]; i++)
+        if ((rc = take(who, batch, d->state_keys[i], d->so, d->state_keys[i], err)))
+            return rc;
+    crl_tensor *from[2] = { crl_rnn_params_get(d->rnn), crl_rnn_params_get(d->rnn_t) },
+               *to[2] = { crl_rnn_params_get(d->rnn_o1), crl_rnn_params_get(d->rnn_t1) };
+    for (int i = 0; i < 2; i++)
+        memcpy(crl_tensor_data(to[i]), crl_tensor_data(from[i]), crl_tensor_nbytes(to[i]));
+    /* Online over the slices (with the cache), the target over the same steps from the same stored states;
+     * then the next observations from the states after each step. */
+    if ((rc = crl_rnn_module_forward(d->r_seq, d->so, err)) || (rc = crl_rnn_module_infer(d->r_tseq, d->st, err)) ||
+        (rc = rec_next_values(d, d->r_tnext, d->target, d->st, d->snt, d->qtv, err)) ||
+        (d->double_dqn && (rc = rec_next_values(d, d->r_onext, d->q, d->so, d->sn, d->qov, err))) ||
+        (rc = embed_of(d, d->so, err)))
+        return rc;
+    const crl_tensor *qv = crl_mlp_forward(d->q, d->emb, err);
+    double loss;
+    if (!qv)
+        return CRL_E_INVALID;
+    if ((rc = objective(d, rows, crl_tensor_data(qv), crl_tensor_data(d->qtv), crl_tensor_data(d->qov), d->rew,
+                        d->term, weighted ? d->wt : NULL, &loss, err)))
+        return rc;
+    memcpy(crl_tensor_data(d->gq), d->grad, (size_t)(rows * d->n) * sizeof(float));
+    crl_tensor *gin = NULL;
+    if ((rc = crl_mlp_backward(d->q, d->gq, &gin, err)) || (rc = crl_rnn_module_backward(d->r_seq, gin, NULL, err)) ||
+        (rc = ls_put_rows(batch, "td_error", d->td_err, err)))
+        return rc;
+    return ls_put_scalar(losses, "loss", loss, err);
+}
+
 static int dqn_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
 {
     const char *who = "loss 'dqn'";
     dqn *d = st;
+    if (d->rnn)
+        return rec_forward(d, batch, losses, err);
     int64_t rows = ls_rows(batch), n = d->n;
     crl_tensor *tmp[4] = { 0 };
     const float *reward, *term, *weight = NULL, *nobs;
@@ -211,14 +533,7 @@ static int dqn_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
         goto out;
     if (crl_td_get(batch, "_weight") && (rc = ls_batch_f32(batch, "_weight", rows, 1, who, &weight, &tmp[3], err)))
         goto out;
-    if (rows > d->cap) {
-        d->qt = g_renew(float, d->qt, rows * n);
-        d->qo = g_renew(float, d->qo, rows * n);
-        d->grad = g_renew(float, d->grad, rows * n);
-        d->td_err = g_renew(float, d->td_err, rows);
-        d->idx = g_renew(int64_t, d->idx, rows);
-        d->cap = rows;
-    }
+    reserve_rows(d, rows);
     if ((rc = ls_action_index(batch, rows, n, who, d->idx, err)))
         goto out;
     crl_error e;
@@ -236,30 +551,9 @@ static int dqn_forward(void *st, crl_td *batch, crl_td *losses, crl_error *err)
     if (rc || (rc = crl_tdmodule_forward(d->mod, batch, err)))
         goto out;
     const float *q = crl_tensor_data(crl_td_get(batch, "action_value"));
-    double loss = 0, wsum = 0;
-    memset(d->grad, 0, (size_t)(rows * n) * sizeof(float));
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t a = d->idx[r];
-        const float *qt = d->qt + r * n;
-        int64_t best = 0;
-        const float *pick = d->double_dqn ? d->qo + r * n : qt;
-        for (int64_t j = 1; j < n; j++)
-            if (pick[j] > pick[best])
-                best = j;
-        double target = reward[r] + (term[r] != 0 ? 0.0 : d->gamma * qt[best]);
-        double diff = q[r * n + a] - target, g;
-        double w = weight ? weight[r] : 1.0;
-        loss += w * ls_distance(d->smooth_l1, diff, &g);
-        wsum += 1;
-        d->grad[r * n + a] = (float)(w * g / (double)rows);
-        d->td_err[r] = (float)fabs(diff);
-    }
-    loss /= wsum;
-    if (!isfinite(loss)) {
-        rc = crl_error_set(err, CRL_E_RUNTIME, "%s: the loss is not finite (%g): the Q-values diverged; lower the "
-                           "learning rate or clip gradients ([optim] max_grad_norm)", who, loss);
+    double loss;
+    if ((rc = objective(d, rows, q, d->qt, d->qo, reward, term, weight, &loss, err)))
         goto out;
-    }
     crl_tensor *g = crl_tensor_wrap(d->grad, CRL_F32, 2, (const int64_t[]){ rows, n }, NULL, NULL, NULL, &e);
     if (!g) {
         rc = crl_error_pass(err, &e, CRL_E_NOMEM);
@@ -279,11 +573,16 @@ static int dqn_update(void *st, crl_error *err)
 {
     dqn *d = st;
     d->counters[0] += 1;
-    if (d->tau > 0)
-        return crl_params_soft_update(crl_mlp_params_get(d->target), crl_mlp_params_get(d->q), d->tau, err);
-    if ((int64_t)d->counters[0] % d->hard_interval == 0)
-        return crl_params_hard_update(crl_mlp_params_get(d->target), crl_mlp_params_get(d->q), err);
-    return CRL_OK;
+    crl_tensor *tp[2] = { crl_mlp_params_get(d->target), d->rnn ? crl_rnn_params_get(d->rnn_t) : NULL };
+    crl_tensor *op[2] = { crl_mlp_params_get(d->q), d->rnn ? crl_rnn_params_get(d->rnn) : NULL };
+    int rc = CRL_OK;
+    bool hard = d->tau <= 0 && (int64_t)d->counters[0] % d->hard_interval == 0;
+    for (int i = 0; !rc && i < 2 && tp[i]; i++)
+        if (d->tau > 0)
+            rc = crl_params_soft_update(tp[i], op[i], d->tau, err);
+        else if (hard)
+            rc = crl_params_hard_update(tp[i], op[i], err);
+    return rc;
 }
 
 static int dqn_save(void *st, crl_ckpt_writer *w, const char *prefix, crl_error *err)
@@ -291,8 +590,12 @@ static int dqn_save(void *st, crl_ckpt_writer *w, const char *prefix, crl_error 
     dqn *d = st;
     double c[4] = { d->counters[0], d->counters[1], d->counters[2], d->explore_frames_per_call };
     int rc;
+    char sec[2][CRL_CKPT_NAME_MAX + 1];
+    snprintf(sec[0], sizeof sec[0], "%s/rnn", prefix);
+    snprintf(sec[1], sizeof sec[1], "%s/rnn_target", prefix);
     if ((rc = ls_mlp_save(d->q, w, prefix, "qvalue", err)) ||
-        (rc = ls_mlp_save(d->target, w, prefix, "qvalue_target", err)))
+        (rc = ls_mlp_save(d->target, w, prefix, "qvalue_target", err)) ||
+        (d->rnn && ((rc = crl_rnn_save(d->rnn, w, sec[0], err)) || (rc = crl_rnn_save(d->rnn_t, w, sec[1], err)))))
         return rc;
     return ls_save_doubles(w, prefix, "counters", c, 4, err);
 }
@@ -315,9 +618,22 @@ static int dqn_load(void *st, const crl_ckpt_reader *r, const char *prefix, crl_
     crl_error e;
     crl_error_clear(&e);
     crl_mlp *q = crl_mlp_clone(d->q, "qvalue", &e), *t = q ? crl_mlp_clone(d->target, "qvalue_target", &e) : NULL;
-    rc = (!q || !t) ? crl_error_pass(err, &e, CRL_E_NOMEM) : CRL_OK;
+    crl_rnn *rn = d->rnn && t ? crl_rnn_clone(d->rnn, NULL, &e) : NULL,
+            *rt = rn ? crl_rnn_clone(d->rnn_t, NULL, &e) : NULL;
+    rc = (!q || !t || (d->rnn && !rt)) ? crl_error_pass(err, &e, CRL_E_NOMEM) : CRL_OK;
+    char sec[2][CRL_CKPT_NAME_MAX + 1];
+    snprintf(sec[0], sizeof sec[0], "%s/rnn", prefix);
+    snprintf(sec[1], sizeof sec[1], "%s/rnn_target", prefix);
     if (!rc && !(rc = ls_mlp_load(q, r, prefix, "qvalue", err)))
         rc = ls_mlp_load(t, r, prefix, "qvalue_target", err);
+    if (!rc && rt && !(rc = crl_rnn_load(rn, r, sec[0], err)))
+        rc = crl_rnn_load(rt, r, sec[1], err);
+    if (!rc && rt) {
+        crl_tensor_copy(crl_rnn_params_get(d->rnn), crl_rnn_params_get(rn), NULL);
+        crl_tensor_copy(crl_rnn_params_get(d->rnn_t), crl_rnn_params_get(rt), NULL);
+    }
+    crl_rnn_unref(rn);
+    crl_rnn_unref(rt);
     if (!rc) {
         crl_tensor_copy(crl_mlp_params_get(d->q), crl_mlp_params_get(q), NULL);
         crl_tensor_copy(crl_mlp_params_get(d->target), crl_mlp_params_get(t), NULL);

@@ -5,6 +5,7 @@
 #include <crl/crl.h>
 #include <crl/loss_backend.h>
 #include <crl/value.h>
+#include <crl/rnn.h>
 
 #define LS_MAX_CELLS 8
 
@@ -69,6 +70,10 @@ int64_t ls_rows(const crl_td *td);
 int ls_set_scalar(crl_td *losses, const char *key, double v, crl_error *err);
 /* Set a float32 [rows] tensor with the batch's dims (td_error). */
 int ls_set_rows(crl_td *batch, const char *key, const float *v, crl_error *err);
+/* ls_set_scalar and ls_set_rows writing into the entry already there when it is a float32 tensor of that
+ * shape (no allocation in the steady state), else setting a new one. */
+int ls_put_scalar(crl_td *losses, const char *key, double v, crl_error *err);
+int ls_put_rows(crl_td *batch, const char *key, const float *v, crl_error *err);
 
 /* Save / load a small array of doubles as section "<prefix>/<name>", each
  * as 8 little-endian bytes.  Load fails with CRL_E_CORRUPT unless the
@@ -113,6 +118,12 @@ int ls_reject_set(const crl_opts *opts, const char *who, const char *const *keys
 int ls_module_key(crl_tdmodule *m, const char *who, const char *what, const char **key, crl_error *err);
 /* The network options every loss's create_from_modules refuses. */
 extern const char *const ls_net_keys[];
+
+/* The env carries what recurrent module m reads (a recurrent [net.ROLE] of hidden_size `hidden`): its state
+ * keys as float32 [..., 1, hidden] (a TensorDictPrimer) and is_init (an InitTracker), checked on the
+ * observation spec.  CRL_E_CONFIG names the transform to add. */
+int ls_rnn_env_check(const crl_spec *obs_spec, const crl_rnn_module *m, const char *who, const char *role,
+                     int64_t hidden, crl_error *err);
 
 /* Huber (smooth L1, beta = 1) or squared error of d = pred - target, and
  * its derivative. */

@@ -138,27 +138,7 @@ static int pg_recurrent_init(pg *p, const crl_spec *obs_spec, crl_rnn_kind kind,
         !(p->k_next = crl_td_key_new("next", &e)))
         return crl_error_pass(err, &e, CRL_E_NOMEM);
     crl_rnn_module_set_recurrent_mode(p->r_seq, true);
-    bool comp = crl_spec_get_kind(obs_spec) == CRL_SPEC_COMPOSITE;
-    for (int i = 0; i < 3; i++) {
-        const char *key = i < 2 ? crl_rnn_module_state_key(p->r_act, i) : "is_init";
-        if (!key)
-            continue;
-        const crl_spec *s = comp ? crl_spec_composite_get(obs_spec, key) : NULL;
-        int n = s ? crl_spec_ndim(s) : 0;
-        bool ok = s && (i == 2 || (n >= 2 && crl_spec_shape(s)[n - 2] == 1 && crl_spec_shape(s)[n - 1] == hidden &&
-                                   crl_spec_dtype(s) == CRL_F32));
-        if (ok)
-            continue;
-        if (i == 2)
-            return crl_error_set(err, CRL_E_CONFIG, "%s: [net.actor] type = %s resets its state where 'is_init' is "
-                                 "set, and the env has no 'is_init': add a transform with type = InitTracker", p->who,
-                                 kn);
-        return crl_error_set(err, CRL_E_CONFIG, "%s: [net.actor] type = %s carries its state in '%s' [1, %lld], which "
-                             "the env %s: add a transform with type = TensorDictPrimer and primers.%s = float32 "
-                             "[1, %lld] 0", p->who, kn, key, (long long)hidden, s ? "has with another shape or dtype"
-                             : "does not have", key, (long long)hidden);
-    }
-    return CRL_OK;
+    return ls_rnn_env_check(obs_spec, p->r_act, p->who, "actor", hidden, err);
 }
 
 static int pg_create(pg_mode mode, const crl_opts *opts, const crl_spec *obs_spec, const crl_spec *action_spec,
