@@ -6,6 +6,27 @@
 #include <cblas.h>
 #include <float.h>
 
+/* The k floats of one window row; the common kernel widths get a fixed-size copy (a vector move or two). */
+static inline void copy_run(float *dst, const float *src, int64_t k)
+{
+    switch (k) {
+    case 3: memcpy(dst, src, 3 * sizeof *dst); return;
+    case 4: memcpy(dst, src, 4 * sizeof *dst); return;
+    case 8: memcpy(dst, src, 8 * sizeof *dst); return;
+    default: memcpy(dst, src, (size_t)k * sizeof *dst); return;
+    }
+}
+
+static inline void add_run(float *dst, const float *src, int64_t k)
+{
+    switch (k) {
+    case 3: for (int j = 0; j < 3; j++) dst[j] += src[j]; return;
+    case 4: for (int j = 0; j < 4; j++) dst[j] += src[j]; return;
+    case 8: for (int j = 0; j < 8; j++) dst[j] += src[j]; return;
+    default: for (int64_t j = 0; j < k; j++) dst[j] += src[j]; return;
+    }
+}
+
 /* The columns of one image x [C, H, W], one row per output pixel: col [Ho*Wo, C*k*k], zeros where the
  * window reads the padding.  Row-per-pixel (rather than [C*k*k, Ho*Wo]) makes every copy a run of k
  * adjacent floats of one image row, not a gather at the stride: the im2col of an 84x84 frame under an
@@ -27,8 +48,7 @@ static void im2col(const crl__stage *s, const float *x, float *col)
                     }
                     const float *row = x + (c * s->hin + iy) * s->win;
                     if (inside)
-                        for (int64_t kj = 0; kj < k; kj++)
-                            dst[kj] = row[x0 + kj];
+                        copy_run(dst, row + x0, k);
                     else
                         for (int64_t kj = 0; kj < k; kj++)
                             dst[kj] = x0 + kj >= 0 && x0 + kj < s->win ? row[x0 + kj] : 0.0f;
@@ -52,8 +72,7 @@ static void col2im(const crl__stage *s, const float *dcol, float *dx)
                         continue;
                     float *row = dx + (c * s->hin + iy) * s->win;
                     if (inside)
-                        for (int64_t kj = 0; kj < k; kj++)
-                            row[x0 + kj] += src[kj];
+                        add_run(row + x0, src, k);
                     else
                         for (int64_t kj = 0; kj < k; kj++)
                             if (x0 + kj >= 0 && x0 + kj < s->win)
