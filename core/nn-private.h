@@ -40,6 +40,7 @@ struct crl_mlp {
     crl_activation conv_act;
     int64_t enc_max;           /* widest row among the encoder's input and stage outputs */
     bool dueling;              /* the last layer gives [value, advantages] (out_features + 1) */
+    bool normalize_images;     /* the input rows are uint8 pixel values: divided by 255 first (SB3's) */
     crl_tensor *col;           /* im2col columns of one image (the largest stage's), shared by all stages */
     crl_tensor **sacts;        /* [n_stages + 1]: the input rows, then each stage's output (the cache) */
     int32_t **pidx;            /* per stage: a pool's argmax per output value (the cache; NULL for a conv) */

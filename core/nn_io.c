@@ -78,6 +78,7 @@ crl_mlp *crl_mlp_clone(crl_mlp *m, const char *name, crl_error *err)
                                  cells, m->n_layers - 1, m->act, m->out_features, m->dueling, &rng, err);
     if (c) {
         c->activate_last = m->activate_last;
+        c->normalize_images = m->normalize_images;
         memcpy(crl_tensor_data(c->params), crl_tensor_data(m->params), crl_tensor_nbytes(m->params));
     }
     g_free(cells);

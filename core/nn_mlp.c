@@ -345,6 +345,28 @@ static void run_stage(crl_mlp *m, int i, int64_t B, const float *x, float *y, in
     crl__act_forward(m->conv_act, y, (size_t)(B * crl__stage_out_size(s)));
 }
 
+/* Pixel values 0..255 to [0, 1] as ToTensorImage computes them ((float)v / 255.0f), so that a network fed
+ * uint8 frames sees the very floats ToTensorImage would have given it. */
+static void normalize_rows(float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = x[i] / 255.0f;
+}
+
+int crl_mlp_set_normalize_images(crl_mlp *m, bool on, crl_error *err)
+{
+    if (!m)
+        return crl_error_set(err, CRL_E_INVALID, "crl_mlp_set_normalize_images: the network is NULL");
+    if (on && !m->n_stages)
+        return crl_error_set(err, CRL_E_INVALID, "module '%s': normalize_images needs a conv encoder (images "
+                             "[C, H, W]); this network is an MLP over %" PRId64 " features", m->name,
+                             m->in_features);
+    m->normalize_images = on;
+    return CRL_OK;
+}
+
+bool crl_mlp_normalize_images(const crl_mlp *m) { return m && m->normalize_images; }
+
 /* The forward's cache for B rows (recreated only when B changes). */
 static int cache_for(crl_mlp *m, int64_t B, crl_error *err)
 {
@@ -380,7 +402,10 @@ crl_tensor *crl_mlp_forward(crl_mlp *m, const crl_tensor *in, crl_error *err)
     if (cache_for(m, B, err))
         return NULL;
     /* A copy, so that the caller may reuse its input before backward. */
-    crl__rows_in(crl_tensor_data(m->n_stages ? m->sacts[0] : m->acts[0]), in);
+    float *x0 = crl_tensor_data(m->n_stages ? m->sacts[0] : m->acts[0]);
+    crl__rows_in(x0, in);
+    if (m->normalize_images)
+        normalize_rows(x0, B * m->in_features);
     for (int i = 0; i < m->n_stages; i++)
         run_stage(m, i, B, crl_tensor_data(m->sacts[i]), crl_tensor_data(m->sacts[i + 1]), m->pidx[i]);
     for (int l = 0; l < m->n_layers; l++)
@@ -414,9 +439,11 @@ int crl_mlp_infer(crl_mlp *m, const crl_tensor *in, crl_tensor *out, crl_error *
     }
     float *ib0 = crl_tensor_data(m->ib[0]);
     const float *x = crl_tensor_data(in);
-    if (!crl_tensor_is_contiguous(in)) {
+    if (!crl_tensor_is_contiguous(in) || m->normalize_images) {
         float *to = m->n_stages ? crl_tensor_data(m->ie[1]) : ib0;
         crl__rows_in(to, in);
+        if (m->normalize_images)
+            normalize_rows(to, B * m->in_features);
         x = to;
     }
     for (int i = 0; i < m->n_stages; i++) {
@@ -515,6 +542,12 @@ int crl_mlp_backward(crl_mlp *m, const crl_tensor *grad_out, crl_tensor **grad_i
     }
     if (m->n_stages)
         encoder_backward(m, B, cur, grad_in != NULL);
+    if (grad_in && m->normalize_images) {
+        /* the gradient with respect to the pixel values the caller gave, not to their scaled copy */
+        float *g = crl_tensor_data(m->gin);
+        for (int64_t i = 0; i < B * m->in_features; i++)
+            g[i] /= 255.0f;
+    }
     if (grad_in)
         *grad_in = m->gin;
     return CRL_OK;

@@ -65,6 +65,14 @@ int crl__td_read_rows(const char *who, const crl_td *td, const crl_td_key *k, in
             memcpy(dst + r * stride + col0, s + r * cols, (size_t)cols * sizeof *dst);
         return CRL_OK;
     }
+    if (crl_tensor_dtype(t) == CRL_U8 && crl_tensor_is_contiguous(t)) {
+        /* pixel frames kept as uint8 (a network with normalize_images scales them) */
+        const uint8_t *s = crl_tensor_data(t);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++)
+                dst[r * stride + col0 + c] = (float)s[r * cols + c];
+        return CRL_OK;
+    }
     /* Slow path: other dtypes and strided views. */
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++)

@@ -218,7 +218,7 @@ else nok "ffi example (exit $rc)" "$out"; fi
 px=$srcdir/../conf/examples/cartpole-pixels-dqn.ini
 pxshort="collector.total_frames=96 collector.init_random_frames=64 replay.capacity=100 train.eval_episodes=0"
 out=$("$crl" run "$px" $pxshort replay.checkpoint=true train.run_dir="$tmp/px1" 2>&1); rc=$?
-if [ "$rc" -eq 0 ] && grep -qE "checkpoint = true: the buffer holds image observations, about 22579200 bytes" <<<"$out" \
+if [ "$rc" -eq 0 ] && grep -qE "checkpoint = true: the buffer holds image observations, about 5644800 bytes" <<<"$out" \
     && [ -d "$tmp/px1/checkpoint/replay" ] && [ -s "$tmp/px1/checkpoint/trainer.ckpt" ]
 then ok "checkpointing a buffer of images warns with its size in bytes"
 else nok "pixel buffer warning (exit $rc)" "$out" "$(ls -R "$tmp/px1" 2>&1)"; fi

@@ -465,6 +465,114 @@ static crl_td *with_rows(crl_td *b, const char *key, int64_t B, int64_t w, crl_r
     return b;
 }
 
+/* A DQN over uint8 frames (kept so in a replay buffer) computes bit for bit what it computes over the floats
+ * ToTensorImage gives for them: the Q-network divides its input by 255 as SB3's NatureCNN does.  uint8 that
+ * is no image, and losses that do not read frames (ppo), are refused. */
+#define PIX_NET "[net.q]\nencoder = enc\nnum_cells = 8\n[net.enc]\ntype = conv\nnum_cells = 3\nkernel_sizes = 3\n" \
+                "strides = 2\n"
+
+static crl_td *pixel_batch(int64_t B, crl_dtype dt, uint64_t seed)
+{
+    crl_error e = { 0 };
+    crl_rng rng;
+    crl_rng_init(&rng, seed, 0);
+    crl_td *td = crl_td_new(1, &B, &e);
+    const char *keys[] = { "pixels", "next.pixels" };
+    for (int k = 0; k < 2; k++) {
+        crl_tensor *t = t_new(dt, 4, SHAPE(B, 2, 8, 8));
+        for (int64_t i = 0; i < B * 128; i++) {
+            uint8_t v = (uint8_t)crl_rng_below(&rng, 256);
+            if (dt == CRL_U8)
+                ((uint8_t *)crl_tensor_data(t))[i] = v;
+            else
+                ((float *)crl_tensor_data(t))[i] = (float)v / 255.0f;
+        }
+        ck_assert_int_eq(crl_td_set(td, keys[k], t, &e), CRL_OK);
+        crl_tensor_unref(t);
+    }
+    crl_tensor *a = t_new(CRL_I64, 1, SHAPE(B)), *term = t_new(CRL_BOOL, 2, SHAPE(B, 1)), *r = t_rows(B, 1, NULL, &rng);
+    for (int64_t i = 0; i < B; i++) {
+        crl_tensor_flat_set(a, i, (double)crl_rng_below(&rng, 2));
+        crl_tensor_flat_set(term, i, i % 3 == 0);
+    }
+    ck_assert_int_eq(crl_td_set(td, "action", a, &e), CRL_OK);
+    ck_assert_int_eq(crl_td_set(td, "next.reward", r, &e), CRL_OK);
+    ck_assert_int_eq(crl_td_set(td, "next.terminated", term, &e), CRL_OK);
+    UNREF_ALL(a, term, r);
+    return td;
+}
+
+START_TEST(dqn_uint8_frames)
+{
+    crl_test_host h;
+    crl_error e = { 0 };
+    crl_test_host_open(&h, "losses", "[loss]\ntype = dqn\nin_key = pixels\ndouble_dqn = true\n" PIX_NET);
+    crl_spec *act = crl_spec_composite_of(1, "action", crl_spec_categorical(2, CRL_I64, 1, SHAPE(1), &e), &e);
+    crl_spec *u8 = crl_spec_composite_of(1, "pixels", crl_spec_bounded(CRL_U8, 4, SHAPE(1, 2, 8, 8), 0, 255, &e), &e);
+    crl_spec *f32 = crl_spec_composite_of(1, "pixels", crl_spec_bounded(CRL_F32, 4, SHAPE(1, 2, 8, 8), 0, 1, &e), &e);
+    ck_assert_msg(act && u8 && f32, "%s", e.message);
+    const crl_loss_ops *ops = NULL, *ops2 = NULL;
+    void *su = NULL, *sf = NULL;
+    ck_assert_msg(crl_loss_from_config(h.host, h.cfg, "loss", u8, act, 7, &ops, &su, &e) == CRL_OK, "%s", e.message);
+    ck_assert_msg(crl_loss_from_config(h.host, h.cfg, "loss", f32, act, 7, &ops2, &sf, &e) == CRL_OK, "%s",
+                  e.message);
+    crl_td *bu = pixel_batch(6, CRL_U8, 5), *bf = pixel_batch(6, CRL_F32, 5);
+    crl_td *lu = crl_td_new(0, NULL, &e), *lf = crl_td_new(0, NULL, &e);
+    const char *name;
+    crl_tensor *pu, *gu, *pf, *gf;
+    ck_assert_int_eq(ops->param(su, 0, &name, &pu, &gu, &e), CRL_OK);
+    ck_assert_int_eq(ops2->param(sf, 0, &name, &pf, &gf, &e), CRL_OK);
+    ck_assert_mem_eq(crl_tensor_data(pu), crl_tensor_data(pf), crl_tensor_nbytes(pu));
+    crl_tensor_fill(gu, 0);
+    crl_tensor_fill(gf, 0);
+    ck_assert_msg(ops->forward(su, bu, lu, &e) == CRL_OK, "%s", e.message);
+    ck_assert_msg(ops2->forward(sf, bf, lf, &e) == CRL_OK, "%s", e.message);
+    double l1 = crl_tensor_flat_get(crl_td_get(lu, "loss"), 0), l2 = crl_tensor_flat_get(crl_td_get(lf, "loss"), 0);
+    ck_assert_msg(l1 == l2 && l1 > 0, "loss %.9g over uint8 frames, %.9g over floats", l1, l2);
+    ck_assert_mem_eq(crl_tensor_data(gu), crl_tensor_data(gf), crl_tensor_nbytes(gu));
+    crl_tensor *tu = crl_td_get(bu, "td_error"), *tf = crl_td_get(bf, "td_error");
+    ck_assert_mem_eq(crl_tensor_data(tu), crl_tensor_data(tf), crl_tensor_nbytes(tu));
+    /* acting on a uint8 frame: the greedy action of the float frame */
+    for (int k = 0; k < 2; k++) {
+        crl_td *ou = pixel_batch(1, CRL_U8, 20 + (uint64_t)k), *of = pixel_batch(1, CRL_F32, 20 + (uint64_t)k);
+        crl_rng r1, r2;
+        crl_rng_init(&r1, 1, 0);
+        crl_rng_init(&r2, 1, 0);
+        ck_assert_msg(ops->act(su, ou, CRL_EXPLORE_MODE, &r1, &e) == CRL_OK, "%s", e.message);
+        ck_assert_msg(ops2->act(sf, of, CRL_EXPLORE_MODE, &r2, &e) == CRL_OK, "%s", e.message);
+        ck_assert_int_eq((int)crl_tensor_flat_get(crl_td_get(ou, "action"), 0),
+                         (int)crl_tensor_flat_get(crl_td_get(of, "action"), 0));
+        crl_td_unref(ou);
+        crl_td_unref(of);
+    }
+    ops->destroy(su);
+    ops2->destroy(sf);
+    crl_td_unref(bu);
+    crl_td_unref(bf);
+    crl_td_unref(lu);
+    crl_td_unref(lf);
+    /* uint8 that is no image */
+    crl_spec *vec = crl_spec_composite_of(1, "pixels", crl_spec_bounded(CRL_U8, 2, SHAPE(1, 5), 0, 255, &e), &e);
+    su = NULL;
+    ck_assert_int_eq(crl_loss_from_config(h.host, h.cfg, "loss", vec, act, 7, &ops, &su, &e), CRL_E_DTYPE);
+    assert_msg_has(&e, "uint8 but not an image [C, H, W]");
+    ck_assert_ptr_null(su);
+    crl_spec_unref(vec);
+    crl_test_host_close(&h);
+    /* ppo reads float32 only */
+    crl_test_host_open(&h, "losses", "[loss]\ntype = ppo\nin_key = pixels\n[net.actor]\nencoder = enc\n"
+                                     "[net.critic]\nencoder = enc\n[net.enc]\ntype = conv\nnum_cells = 3\n"
+                                     "kernel_sizes = 3\nstrides = 2\n");
+    ck_assert_int_eq(crl_loss_from_config(h.host, h.cfg, "loss", u8, act, 7, &ops, &su, &e), CRL_E_DTYPE);
+    assert_msg_has(&e, "uint8");
+    ck_assert_ptr_null(su);
+    crl_test_host_close(&h);
+    crl_spec_unref(act);
+    crl_spec_unref(u8);
+    crl_spec_unref(f32);
+}
+END_TEST
+
 START_TEST(dqn_bad_input)
 {
     loss_fx f;
@@ -1491,7 +1599,7 @@ END_TEST
 int main(void)
 {
     return RUN_TESTS("losses", ddpg_user_modules, user_modules_grad, user_modules_bad_input, user_modules_save_load, done_fallback, dqn_grad_l2, dqn_grad_smooth_l1_double, dqn_weights, dqn_loss_falls,
-                     dqn_target_updates, dqn_save_load, dqn_counters_checked, ppo_rng_checked, dqn_bad_input, ppo_grad_clip, ppo_grad_clip_outside,
+                     dqn_target_updates, dqn_save_load, dqn_counters_checked, ppo_rng_checked, dqn_uint8_frames, dqn_bad_input, ppo_grad_clip, ppo_grad_clip_outside,
                      ppo_grad_kl, ppo_grad_continuous, a2c_grad, reinforce_grad, pg_prepare_targets, ppo_recurrent_grad, a2c_recurrent_grad, pg_bad_input, ddpg_grad, td3_grad, sac_grad,
                      sac_fixed_alpha_grad, td3_delay, ac_bad_input, dsac_grad, dsac_fixed_alpha_grad,
                      dsac_bad_input, discrete_encodings, dqn_conv_pools, dqn_conv_pool_errors);

@@ -379,6 +379,79 @@ START_TEST(tdmodule_images)
 }
 END_TEST
 
+/* normalize_images: a network fed pixel values 0..255 computes bit for bit what it computes on the floats
+ * ToTensorImage gives for them ((float)v / 255.0f), forward, infer and every gradient; its input gradient is
+ * the scaled copy's divided by 255; clones keep the setting; a uint8 key feeds the TensorDict module. */
+START_TEST(normalize_images)
+{
+    static const crl_conv_layer a[] = { CONV(3, 3, 2, 1), POOL(2, 1, 0) };
+    ref_net n = { 2, 7, 7, a, 2, CRL_ACT_RELU, CRL_ACT_RELU, SHAPE(8), 1, 3, false };
+    crl_rng rng;
+    crl_rng_init(&rng, 12, 0);
+    crl_error err;
+    crl_mlp *m = build(&n, &rng);
+    ck_assert(!crl_mlp_normalize_images(m));
+    ck_assert_int_eq(crl_mlp_set_normalize_images(m, true, &err), CRL_OK);
+    ck_assert(crl_mlp_normalize_images(m));
+    crl_mlp *plain = crl_mlp_clone(m, "plain", &err);
+    ck_assert_msg(plain != NULL, "%s", err.message);
+    ck_assert(crl_mlp_normalize_images(plain));
+    ck_assert_int_eq(crl_mlp_set_normalize_images(plain, false, &err), CRL_OK);
+    ck_assert(!crl_mlp_normalize_images(plain));
+    int64_t B = 3, F = 98;
+    crl_tensor *raw = t_new(CRL_F32, 2, SHAPE(B, F)), *scaled = t_new(CRL_F32, 2, SHAPE(B, F));
+    crl_tensor *u8 = t_new(CRL_U8, 4, SHAPE(B, 2, 7, 7));
+    for (int64_t i = 0; i < B * F; i++) {
+        uint8_t v = (uint8_t)crl_rng_below(&rng, 256);
+        ((float *)crl_tensor_data(raw))[i] = (float)v;
+        ((float *)crl_tensor_data(scaled))[i] = (float)v / 255.0f;
+        ((uint8_t *)crl_tensor_data(u8))[i] = v;
+    }
+    crl_tensor *o1 = t_new(CRL_F32, 2, SHAPE(B, 3)), *o2 = t_new(CRL_F32, 2, SHAPE(B, 3));
+    ck_assert_int_eq(crl_mlp_infer(m, raw, o1, &err), CRL_OK);
+    ck_assert_int_eq(crl_mlp_infer(plain, scaled, o2, &err), CRL_OK);
+    ck_assert_mem_eq(crl_tensor_data(o1), crl_tensor_data(o2), crl_tensor_nbytes(o1));
+    crl_tensor *y1 = crl_mlp_forward(m, raw, &err), *y2 = crl_mlp_forward(plain, scaled, &err);
+    ck_assert(y1 && y2);
+    ck_assert_mem_eq(crl_tensor_data(y1), crl_tensor_data(y2), crl_tensor_nbytes(y1));
+    ck_assert_mem_eq(crl_tensor_data(y1), crl_tensor_data(o1), crl_tensor_nbytes(o1));
+    crl_tensor *gy = t_rows(B, 3, NULL, &rng), *g1 = NULL, *g2 = NULL;
+    crl_mlp_zero_grad(m);
+    crl_mlp_zero_grad(plain);
+    ck_assert_int_eq(crl_mlp_backward(m, gy, &g1, &err), CRL_OK);
+    ck_assert_int_eq(crl_mlp_backward(plain, gy, &g2, &err), CRL_OK);
+    ck_assert_mem_eq(crl_tensor_data(crl_mlp_grads_get(m)), crl_tensor_data(crl_mlp_grads_get(plain)),
+                     crl_tensor_nbytes(crl_mlp_grads_get(m)));
+    for (int64_t i = 0; i < B * F; i++) {
+        float want = ((const float *)crl_tensor_data(g2))[i] / 255.0f;
+        ck_assert_float_eq(((const float *)crl_tensor_data(g1))[i], want);
+    }
+    /* uint8 frames [B, C, H, W] through the TensorDict module */
+    crl_tdmodule *mod = crl_tdmodule_new(m, (const char *const[]){ "pixels", NULL }, "action_value", &err);
+    ck_assert_msg(mod != NULL, "%s", err.message);
+    crl_td *td = crl_td_new(1, &B, &err);
+    ck_assert_int_eq(crl_td_set(td, "pixels", u8, &err), CRL_OK);
+    ck_assert_msg(crl_tdmodule_forward(mod, td, &err) == CRL_OK, "%s", err.message);
+    ck_assert_mem_eq(crl_tensor_data(crl_td_get(td, "action_value")), crl_tensor_data(o1), crl_tensor_nbytes(o1));
+    crl_td_unref(td);
+    crl_tdmodule_free(mod);
+    /* an MLP reads features, not frames; NULL is refused, also with err NULL */
+    crl_mlp *mlp = crl_mlp_new("mlp", 4, 2, SHAPE(8), 1, CRL_ACT_RELU, false, &rng, &err);
+    ck_assert_msg(mlp != NULL, "%s", err.message);
+    ck_assert_int_eq(crl_mlp_set_normalize_images(mlp, true, &err), CRL_E_INVALID);
+    assert_msg_has(&err, "conv encoder");
+    ck_assert(!crl_mlp_normalize_images(mlp));
+    ck_assert_int_eq(crl_mlp_set_normalize_images(mlp, false, &err), CRL_OK);
+    ck_assert_int_eq(crl_mlp_set_normalize_images(NULL, true, &err), CRL_E_INVALID);
+    ck_assert_int_eq(crl_mlp_set_normalize_images(NULL, true, NULL), CRL_E_INVALID);
+    ck_assert(!crl_mlp_normalize_images(NULL));
+    UNREF_ALL(raw, scaled, u8, o1, o2, gy);
+    crl_mlp_unref(mlp);
+    crl_mlp_unref(plain);
+    crl_mlp_unref(m);
+}
+END_TEST
+
 /* Layers that do not fit their input, bad kinds and sizes: CRL_E_INVALID naming the layer. */
 START_TEST(bad_layers)
 {
@@ -442,5 +515,5 @@ END_TEST
 int main(void)
 {
     return RUN_TESTS("nn_conv", conv_gradients, pool_gradients, dueling_gradients, nature_dqn_stack,
-                     clone_and_checkpoint, tdmodule_images, bad_layers, pool_state_dict_names);
+                     clone_and_checkpoint, tdmodule_images, normalize_images, bad_layers, pool_state_dict_names);
 }

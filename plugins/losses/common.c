@@ -35,8 +35,10 @@ int ls_net_opts_read(const crl_opts *opts, const char *who, ls_net_opts *out, cr
 }
 
 int ls_obs_shape(const crl_spec *obs_spec, const char *key, const char *who, int *nd, int64_t *shape,
-                 crl_error *err)
+                 bool *images_u8, crl_error *err)
 {
+    if (images_u8)
+        *images_u8 = false;
     const crl_spec *s = crl_spec_get_kind(obs_spec) == CRL_SPEC_COMPOSITE ? crl_spec_composite_get(obs_spec, key)
                                                                            : obs_spec;
     if (!s) {
@@ -48,7 +50,8 @@ int ls_obs_shape(const crl_spec *obs_spec, const char *key, const char *who, int
         return crl_error_set(err, CRL_E_NOT_FOUND, "%s: the env has no observation '%s' (it has %s); set in_key",
                              who, key, keys);
     }
-    if (crl_spec_get_kind(s) == CRL_SPEC_COMPOSITE || crl_spec_dtype(s) != CRL_F32)
+    bool u8 = images_u8 && crl_spec_get_kind(s) != CRL_SPEC_COMPOSITE && crl_spec_dtype(s) == CRL_U8;
+    if (crl_spec_get_kind(s) == CRL_SPEC_COMPOSITE || (crl_spec_dtype(s) != CRL_F32 && !u8))
         return crl_error_set(err, CRL_E_DTYPE, "%s: observation '%s' is %s, but the networks read float32 "
                              "(add a transform that makes it so: ToTensorImage for pixels)", who, key,
                              crl_spec_get_kind(s) == CRL_SPEC_COMPOSITE ? "a Composite"
@@ -62,6 +65,12 @@ int ls_obs_shape(const crl_spec *obs_spec, const char *key, const char *who, int
         return crl_error_set(err, CRL_E_SHAPE, "%s: observation '%s' has no feature dim", who, key);
     for (int d = 0; d < *nd; d++)
         shape[d] = crl_spec_shape(s)[bdims + d];
+    if (u8 && *nd != 3)
+        return crl_error_set(err, CRL_E_DTYPE, "%s: observation '%s' is uint8 but not an image [C, H, W] (it has %d "
+                             "dims after the batch's); a network reads uint8 only as frames for a conv encoder (cast "
+                             "it to float32 otherwise)", who, key, *nd);
+    if (images_u8)
+        *images_u8 = u8;
     return CRL_OK;
 }
 
@@ -69,7 +78,7 @@ int ls_obs_features(const crl_spec *obs_spec, const char *key, const char *who, 
 {
     int nd;
     int64_t shape[CRL_MAX_DIMS];
-    int rc = ls_obs_shape(obs_spec, key, who, &nd, shape, err);
+    int rc = ls_obs_shape(obs_spec, key, who, &nd, shape, NULL, err);
     if (rc)
         return rc;
     /* Only the last dim becomes the input width: more dims after the batch's

@@ -144,6 +144,16 @@ static int rec_init(dqn *d, const crl_spec *obs_spec, crl_rnn_kind kind, int nd,
     return ls_rnn_env_check(obs_spec, d->r_act, who, "q", hidden, err);
 }
 
+/* A Q-network fed uint8 frames: only a conv encoder reads them (SB3's normalize_images). */
+static int set_u8(crl_mlp *q, const char *who, crl_error *err)
+{
+    int rc = crl_mlp_set_normalize_images(q, true, err);
+    if (rc)
+        crl_error_prefix(err, "%s: the observation is uint8 frames but [net.q] has no conv encoder (set [net.q] "
+                         "encoder = NAME with a [net.NAME] type = conv section, or convert with ToTensorImage): ", who);
+    return rc;
+}
+
 static int dqn_create(const crl_opts *opts, const crl_spec *obs_spec, const crl_spec *action_spec, uint64_t seed,
                       void **st, crl_error *err)
 {
@@ -152,6 +162,7 @@ static int dqn_create(const crl_opts *opts, const crl_spec *obs_spec, const crl_
     const char *lf;
     int nd;
     int64_t shape[CRL_MAX_DIMS];
+    bool u8;   /* uint8 frames: the Q-network divides them by 255 (its clone, the target, too) */
     int rc;
     crl_error e;   /* for the calls that return NULL on failure */
     crl_error_clear(&e);
@@ -162,7 +173,7 @@ static int dqn_create(const crl_opts *opts, const crl_spec *obs_spec, const crl_
         (rc = crl_opts_double(opts, "eps_init", &d->eps_init, err)) ||
         (rc = crl_opts_double(opts, "eps_end", &d->eps_end, err)) ||
         (rc = crl_opts_int(opts, "annealing_num_steps", &d->eps_steps, err)) ||
-        (rc = ls_obs_shape(obs_spec, d->no.in_key, who, &nd, shape, err)))
+        (rc = ls_obs_shape(obs_spec, d->no.in_key, who, &nd, shape, &u8, err)))
         goto fail;
     d->smooth_l1 = !strcmp(lf, "smooth_l1");
     if ((rc = ls_discrete_n(action_spec, who, "sac, td3 or ddpg", &d->n, err)))
@@ -182,6 +193,7 @@ static int dqn_create(const crl_opts *opts, const crl_spec *obs_spec, const crl_
     }
     const char *keys[] = { recurrent ? "embed" : d->no.in_key, NULL };
     if (!(d->q = ls_net(opts, "q", "qvalue", nd, shape, d->n, &d->no, &rng, &e)) ||
+        (u8 && (rc = set_u8(d->q, who, err))) ||
         !(d->target = crl_mlp_clone(d->q, "qvalue_target", &e)) ||
         !(d->actor = crl_qvalue_actor_new(d->q, keys, act, &e)) ||
         (rc = crl_qvalue_actor_set_egreedy(d->actor, d->eps_init, d->eps_end, d->eps_steps, err)) ||

@@ -29,9 +29,12 @@ int ls_obs_features(const crl_spec *obs_spec, const char *key, const char *who, 
 
 /* The per-env shape of observation `key` (dims after the batch's: [4],
  * [C, H, W]) into shape[CRL_MAX_DIMS], its dim count into *nd; errors as
- * ls_obs_features, without the one-dim rule. */
+ * ls_obs_features, without the one-dim rule.  With images_u8 non-NULL a
+ * uint8 image [C, H, W] is accepted too (frames kept as uint8, for a
+ * network with crl_mlp_set_normalize_images) and *images_u8 says so; NULL
+ * refuses any dtype but float32. */
 int ls_obs_shape(const crl_spec *obs_spec, const char *key, const char *who, int *nd, int64_t *shape,
-                 crl_error *err);
+                 bool *images_u8, crl_error *err);
 
 /* The "action" leaf of the env's action Composite (or the spec itself when
  * it is a leaf); borrowed.  CRL_E_NOT_FOUND when absent. */

@@ -163,7 +163,7 @@ static int pg_create(pg_mode mode, const crl_opts *opts, const crl_spec *obs_spe
         (rc = crl_opts_string(opts, "estimator", &est, err)) ||
         (rc = crl_value_estimator_from_name(est, &p->est, err)) ||
         (rc = crl_opts_string(opts, "init", &init, err)) ||
-        (rc = ls_obs_shape(obs_spec, p->no.in_key, p->who, &nd, shape, err)))
+        (rc = ls_obs_shape(obs_spec, p->no.in_key, p->who, &nd, shape, NULL, err)))
         goto fail;
     if (mode == PG_PPO && (rc = read_ppo_opts(p, opts, err)))
         goto fail;

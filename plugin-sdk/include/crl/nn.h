@@ -195,6 +195,18 @@ CRL_API bool crl_net_sets_init(const crl_opts *opts, const char *role);
  * an MLP, [C, H, W] for a network with a conv encoder.  Returns the number
  * of dims.  Never fails.  Since ABI 1.2. */
 CRL_API int crl_mlp_in_shape(const crl_mlp *m, int64_t *shape);
+/* Feed m uint8 pixel values (0..255, as floats) instead of [0, 1] images:
+ * the network divides its input by 255 first ((float)v / 255.0f, the very
+ * floats ToTensorImage gives), as SB3's NatureCNN does with
+ * normalize_images, so that a replay buffer can keep frames as uint8.
+ * backward's grad_in is then with respect to the values given.  Clones
+ * (crl_mlp_clone) keep the setting; state dicts do not hold it (a loss sets
+ * it from the observation's dtype).  CRL_E_INVALID for a NULL m or, with
+ * on, a network without a conv encoder.  Since ABI 1.2. */
+CRL_API int crl_mlp_set_normalize_images(crl_mlp *m, bool on, crl_error *err);
+/* Whether m divides its input by 255 (crl_mlp_set_normalize_images); false
+ * for NULL.  Never fails.  Since ABI 1.2. */
+CRL_API bool crl_mlp_normalize_images(const crl_mlp *m);
 
 /* ---- parameter vectors ---------------------------------------------------- */
 
