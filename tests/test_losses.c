@@ -1504,7 +1504,7 @@ static int fx_open_pool(loss_fx *f, const char *enc, crl_error *e)
 }
 
 /* dqn_batch with [B, 2, 9, 9] observations. */
-static crl_td *pixel_batch(int64_t B, crl_rng *rng)
+static crl_td *pool_batch(int64_t B, crl_rng *rng)
 {
     crl_error e = { 0 };
     crl_td *td = dqn_batch(B, rng);
@@ -1535,7 +1535,7 @@ START_TEST(dqn_conv_pools)
     ck_assert_int_eq(crl_tensor_numel(p), 57 + 52 + 222 + 14);
     crl_rng rng;
     crl_rng_init(&rng, 11, 0);
-    crl_td *b = pixel_batch(6, &rng);
+    crl_td *b = pool_batch(6, &rng);
     check_gradients(&f, b, 1e-3, 2e-2);
     /* one plain gradient step of length 1e-2 */
     crl_tensor_fill(g, 0);
