@@ -362,6 +362,45 @@ START_TEST(ppo_resume_bitwise)
 }
 END_TEST
 
+/* A recurrent run of ini_n trained, checkpointed and resumed into a trainer of ini_2n: the loss has
+ * n_params networks, optimizer `optim` has stepped, the resume restores every parameter and that
+ * optimizer's step count exactly, and the rest of the run reaches total frames. */
+static void resume_restores(const char *ini_2n, const char *ini_n, int64_t total, unsigned n_params, int optim)
+{
+    crl_test_host h1, h2;
+    crl_error e = { 0 };
+    crl_trainer *half = open_trainer(&h1, ini_n, &e);
+    ck_assert_msg(half != NULL, "trainer: %s", e.message);
+    ck_assert_msg(crl_trainer_run(half, NULL, NULL, &e) == CRL_OK, "N: %s", e.message);
+    ck_assert_uint_eq(crl_trainer_loss_ops(half)->num_params(crl_trainer_loss_state(half)), n_params);
+    ck_assert_int_gt(crl_optim_steps(crl_trainer_optim(half, optim)), 0);
+    char dir[] = "/tmp/crl-test-resume-XXXXXX";
+    ck_assert_ptr_nonnull(g_mkdtemp(dir));
+    char *ck = g_build_filename(dir, "checkpoint", NULL);
+    ck_assert_msg(crl_trainer_checkpoint(half, ck, &e) == CRL_OK, "checkpoint: %s", e.message);
+    crl_trainer *rest = open_trainer(&h2, ini_2n, &e);
+    ck_assert_msg(rest != NULL, "trainer: %s", e.message);
+    crl_td *p0 = all_params(half), *p1 = all_params(rest);
+    ck_assert(!crl_td_equal(p0, p1));
+    crl_td_unref(p1);
+    ck_assert_msg(crl_trainer_resume(rest, ck, &e) == CRL_OK, "resume: %s", e.message);
+    p1 = all_params(rest);
+    ck_assert_msg(crl_td_equal(p0, p1), "parameters differ after the resume");
+    ck_assert_int_eq(crl_optim_steps(crl_trainer_optim(half, optim)), crl_optim_steps(crl_trainer_optim(rest, optim)));
+    ck_assert_msg(crl_trainer_run(rest, NULL, NULL, &e) == CRL_OK, "N more: %s", e.message);
+    ck_assert_int_eq(crl_trainer_frames(rest), total);
+    crl_td_unref(p0);
+    crl_td_unref(p1);
+    crl_trainer_free(half);
+    crl_trainer_free(rest);
+    crl_test_host_close(&h1);
+    crl_test_host_close(&h2);
+    char *cmd = g_strdup_printf("rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    g_free(cmd);
+    g_free(ck);
+}
+
 /* An LSTM actor: acting carries the state (TensorDictPrimer, InitTracker), training draws [4, 16]
  * slices; the recurrent network and its optimizer go through the checkpoint exactly, and so does the state
  * the policy carries (the re-collection recomputes it with the checkpoint's parameters; the checkpoint's
@@ -379,39 +418,9 @@ END_TEST
 START_TEST(lstm_ppo_resume)
 {
     char *a = g_strdup_printf(LSTM_INI, 2048), *b = g_strdup_printf(LSTM_INI, 1000);
-    crl_test_host h1, h2;
-    crl_error e = { 0 };
     /* 1000 frames: the last batch (232 frames, 58 per env) is cut into slices of 2, the largest length
      * up to 16 that divides it */
-    crl_trainer *half = open_trainer(&h1, b, &e);
-    ck_assert_msg(half != NULL, "trainer: %s", e.message);
-    ck_assert_msg(crl_trainer_run(half, NULL, NULL, &e) == CRL_OK, "N: %s", e.message);
-    ck_assert_uint_eq(crl_trainer_loss_ops(half)->num_params(crl_trainer_loss_state(half)), 3);
-    char dir[] = "/tmp/crl-test-resume-XXXXXX";
-    ck_assert_ptr_nonnull(g_mkdtemp(dir));
-    char *ck = g_build_filename(dir, "checkpoint", NULL);
-    ck_assert_msg(crl_trainer_checkpoint(half, ck, &e) == CRL_OK, "checkpoint: %s", e.message);
-    crl_trainer *rest = open_trainer(&h2, a, &e);
-    ck_assert_msg(rest != NULL, "trainer: %s", e.message);
-    crl_td *p0 = all_params(half), *p1 = all_params(rest);
-    ck_assert(!crl_td_equal(p0, p1));
-    crl_td_unref(p1);
-    ck_assert_msg(crl_trainer_resume(rest, ck, &e) == CRL_OK, "resume: %s", e.message);
-    p1 = all_params(rest);
-    ck_assert_msg(crl_td_equal(p0, p1), "parameters differ after the resume");
-    ck_assert_int_eq(crl_optim_steps(crl_trainer_optim(half, 2)), crl_optim_steps(crl_trainer_optim(rest, 2)));
-    ck_assert_msg(crl_trainer_run(rest, NULL, NULL, &e) == CRL_OK, "N more: %s", e.message);
-    ck_assert_int_eq(crl_trainer_frames(rest), 2048);
-    crl_td_unref(p0);
-    crl_td_unref(p1);
-    crl_trainer_free(half);
-    crl_trainer_free(rest);
-    crl_test_host_close(&h1);
-    crl_test_host_close(&h2);
-    char *cmd = g_strdup_printf("rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-    g_free(cmd);
-    g_free(ck);
+    resume_restores(a, b, 2048, 3, 2);
     /* from a checkpoint at a batch boundary (1000 ended with a batch of its own) */
     char *c = g_strdup_printf(LSTM_INI, 1024);
     resume_equals(a, c);
@@ -459,34 +468,7 @@ END_TEST
 START_TEST(lstm_dqn_trains_and_resumes)
 {
     char *a = g_strdup_printf(LSTM_DQN_INI, 1200), *b = g_strdup_printf(LSTM_DQN_INI, 800);
-    crl_test_host h1, h2;
-    crl_error e = { 0 };
-    crl_trainer *half = open_trainer(&h1, b, &e);
-    ck_assert_msg(half != NULL, "trainer: %s", e.message);
-    ck_assert_msg(crl_trainer_run(half, NULL, NULL, &e) == CRL_OK, "N: %s", e.message);
-    ck_assert_uint_eq(crl_trainer_loss_ops(half)->num_params(crl_trainer_loss_state(half)), 2);
-    ck_assert_int_gt(crl_optim_steps(crl_trainer_optim(half, 1)), 0);
-    char dir[] = "/tmp/crl-test-resume-XXXXXX";
-    ck_assert_ptr_nonnull(g_mkdtemp(dir));
-    char *ck = g_build_filename(dir, "checkpoint", NULL);
-    ck_assert_msg(crl_trainer_checkpoint(half, ck, &e) == CRL_OK, "checkpoint: %s", e.message);
-    crl_trainer *rest = open_trainer(&h2, a, &e);
-    ck_assert_msg(rest != NULL, "trainer: %s", e.message);
-    ck_assert_msg(crl_trainer_resume(rest, ck, &e) == CRL_OK, "resume: %s", e.message);
-    crl_td *p0 = all_params(half), *p1 = all_params(rest);
-    ck_assert_msg(crl_td_equal(p0, p1), "parameters differ after the resume");
-    ck_assert_msg(crl_trainer_run(rest, NULL, NULL, &e) == CRL_OK, "N more: %s", e.message);
-    ck_assert_int_eq(crl_trainer_frames(rest), 1200);
-    crl_td_unref(p0);
-    crl_td_unref(p1);
-    crl_trainer_free(half);
-    crl_trainer_free(rest);
-    crl_test_host_close(&h1);
-    crl_test_host_close(&h2);
-    char *cmd = g_strdup_printf("rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-    g_free(cmd);
-    g_free(ck);
+    resume_restores(a, b, 1200, 2, 1);
     /* with the carried state in the checkpoint, N + N frames equal 2N bitwise */
     resume_equals(a, b);
     g_free(a);
