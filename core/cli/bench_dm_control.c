@@ -14,6 +14,7 @@
 
 #define ACTIONS 256
 #define TURNS 7
+#define RESETS 8 /* episode starts reset_work takes from the probe env, after its first */
 
 static double thread_cpu_ns(void)
 {
@@ -96,8 +97,10 @@ typedef struct bare {
     /* The env's episode resets as physics calls (reset_work): every ep_len
      * control steps, rst_clr mj_resetData, rst_step mj_step and rst_fwd mj_forward. */
     int64_t ep_len, ep_pos, rst_clr, rst_step, rst_fwd;
-    /* The states (qpos, qvel, act) the probe env's resets started episodes from, taken in turn. */
+    /* The states (qpos, qvel, act) the probe env's resets started episodes from, taken in turn, and the model
+     * as each reset left it (a task may change it per episode: escape draws a new terrain). */
     double *starts;
+    mjModel **models;
     int n_starts, next_start;
 } bare;
 
@@ -145,9 +148,10 @@ static void bare_rest(bare *b)
     memset(d->ctrl, 0, sizeof(mjtNum) * (size_t)m->nu);
 }
 
-/* The next of the env's episode starts into the data (time 0). */
+/* The next of the env's episode starts into the data (time 0), on its model. */
 static void bare_start(bare *b)
 {
+    b->m = b->models[b->next_start];
     const mjModel *m = b->m;
     mjData *d = b->d;
     const double *s = b->starts + (size_t)b->next_start * (size_t)(m->nq + m->nv + m->na);
@@ -202,42 +206,59 @@ static void count_control(const mjModel *m, mjData *d)
     d->timer[mjTIMER_INVERSE].number = 1;
 }
 
-/* A copy of the probe env's own model (as the env has it after a reset: the
- * task's edits and per-env parameters included), and data for it. */
-static int bare_open(bare *b, const mj_api *mj, crl_env *probe, crl_error *err)
+/* The state a reset put in its "state" (time, qpos, qvel, act, ...) into row r of b's starts. */
+static int take_start(bare *b, crl_td *td, int r, const char *id, crl_error *err)
 {
-    memset(b, 0, sizeof b[0]);
-    b->mj = mj;
-    mjfGeneric saved = *mj->cb_control;
-    cb_model = NULL;
-    *mj->cb_control = count_control;
-    crl_error e;
-    crl_error_clear(&e);
-    crl_td *td = crl_env_reset(probe, NULL, &e);
-    *mj->cb_control = saved;
-    if (!td)
-        return crl_error_pass(err, &e, CRL_E_RUNTIME);
-    crl_td_unref(td);
-    if (!cb_model)
-        return crl_error_set(err, CRL_E_RUNTIME, "crl bench dm_control: %s: the reset ran no MuJoCo forward",
-                             crl_env_id(probe));
-    if (!(b->m = mj->copy_model(NULL, cb_model)))
-        return crl_error_set(err, CRL_E_NOMEM, "crl bench dm_control: mj_copyModel failed");
-    if (!(b->d = mj->make_data(b->m)))
-        return crl_error_set(err, CRL_E_NOMEM, "crl bench dm_control: mj_makeData failed");
+    const mjModel *m = b->m;
+    size_t row = (size_t)(m->nq + m->nv + m->na);
+    crl_tensor *st = crl_td_get(td, "state");
+    if (!st || crl_tensor_dtype(st) != CRL_F64 || crl_tensor_numel(st) < (int64_t)row + 1)
+        return crl_error_set(err, CRL_E_INVALID, "crl bench dm_control: %s: the reset gave no state to start "
+                             "the bare loops from", id);
+    memcpy(b->starts + (size_t)r * row, (const double *)crl_tensor_data(st) + 1, row * sizeof(double));
     return CRL_OK;
 }
 
-/* b, and be sharing its model. */
+/* A copy of the probe env's own model as its first reset (host_open's, run with count_control hooked) left it
+ * (the task's edits, per-env parameters and per-episode terrain included), and data for it in the state that
+ * reset gave: the timed env (same config and seed) starts its first episode there too, so the bare loop steps
+ * the same model through the same states for as long as that episode lasts. */
+static int bare_open(bare *b, const mj_api *mj, crl_env *probe, crl_td *reset, crl_error *err)
+{
+    memset(b, 0, sizeof b[0]);
+    b->mj = mj;
+    const char *id = crl_env_id(probe);
+    if (!cb_model)
+        return crl_error_set(err, CRL_E_RUNTIME, "crl bench dm_control: %s: the reset ran no MuJoCo forward", id);
+    b->n_starts = RESETS + 1;
+    b->models = g_new0(mjModel *, (gsize)b->n_starts);
+    if (!(b->m = b->models[0] = mj->copy_model(NULL, cb_model)))
+        return crl_error_set(err, CRL_E_NOMEM, "crl bench dm_control: mj_copyModel failed");
+    b->starts = g_new(double, (gsize)b->n_starts * (gsize)(b->m->nq + b->m->nv + b->m->na));
+    if (!(b->d = mj->make_data(b->m)))
+        return crl_error_set(err, CRL_E_NOMEM, "crl bench dm_control: mj_makeData failed");
+    int rc = take_start(b, reset, 0, id, err);
+    if (!rc) {
+        b->n_starts = 1;
+        bare_start(b);
+        mj->forward(b->m, b->d); /* the suite's after_reset */
+        b->n_starts = RESETS + 1;
+    }
+    return rc;
+}
+
+/* b, and be sharing its starts and models. */
 static void bare_close(bare *b, bare *be)
 {
     if (be->d)
         b->mj->delete_data(be->d);
-    g_free(be->starts);
     if (b->d)
         b->mj->delete_data(b->d);
-    if (b->m)
-        b->mj->delete_model(b->m);
+    for (int k = 0; b->models && k < b->n_starts; k++)
+        if (b->models[k])
+            b->mj->delete_model(b->models[k]);
+    g_free(b->models);
+    g_free(b->starts);
 }
 
 typedef struct host_loop {
@@ -368,13 +389,12 @@ static int sub_steps(host_loop *h, double timestep, int64_t *out, crl_error *err
     return rc;
 }
 
-#define RESETS 8
-
 /* The physics one episode reset of the env makes, as mj_resetData, mj_step and mj_forward calls, averaged over
  * RESETS resets: the clears beyond the reset's own are mj_resetData calls (quadruped's height search makes one per
  * try, as the suite's), its mjData's step timer counts the mj_step (and mj_step1) calls since the last clear, the
  * evaluations counted through mjcb_control beyond those steps' own are the mj_forward calls.  Also the states the
- * resets start episodes from. */
+ * resets start episodes from and the model as each left it: right after the probe's first reset, these are the
+ * timed env's next episodes (same seed), which the episodic bare loop then follows. */
 static int reset_work(host_loop *h, bare *b, crl_error *err)
 {
     const mj_api *mj = b->mj;
@@ -384,9 +404,7 @@ static int reset_work(host_loop *h, bare *b, crl_error *err)
     b->mj->step(b->m, b->d);
     int64_t per_step = cb_calls, calls = 0, steps = 0, clears = 0;
     int rc = CRL_OK;
-    b->starts = g_new(double, (gsize)RESETS * (gsize)(b->m->nq + b->m->nv + b->m->na + 1));
-    b->n_starts = RESETS;
-    for (int r = 0; r < RESETS && !rc; r++) {
+    for (int r = 1; r <= RESETS && !rc; r++) {
         cb_calls = cb_clears = 0;
         cb_data = NULL;
         crl_error e;
@@ -396,14 +414,9 @@ static int reset_work(host_loop *h, bare *b, crl_error *err)
             rc = crl_error_pass(err, &e, CRL_E_RUNTIME);
             break;
         }
-        const mjModel *m = b->m;
-        size_t row = (size_t)(m->nq + m->nv + m->na);
-        crl_tensor *st = crl_td_get(td, "state");
-        if (!st || crl_tensor_dtype(st) != CRL_F64 || crl_tensor_numel(st) < (int64_t)row + 1)
-            rc = crl_error_set(err, CRL_E_INVALID, "crl bench dm_control: %s: the reset gave no state to start "
-                               "the bare episodes from", crl_env_id(h->env));
-        else
-            memcpy(b->starts + (size_t)r * row, (const double *)crl_tensor_data(st) + 1, row * sizeof(double));
+        rc = take_start(b, td, r, crl_env_id(h->env), err);
+        if (!rc && !(b->models[r] = mj->copy_model(NULL, cb_model)))
+            rc = crl_error_set(err, CRL_E_NOMEM, "crl bench dm_control: mj_copyModel failed");
         crl_td_unref(td);
         calls += cb_calls;
         clears += cb_clears;
@@ -418,6 +431,7 @@ static int reset_work(host_loop *h, bare *b, crl_error *err)
     int64_t fwd = calls - steps * per_step;
     b->rst_fwd = fwd > 0 ? (fwd + RESETS / 2) / RESETS : 0;
     b->ep_len = crl_env_max_episode_steps(h->env);
+    b->next_start = 0;
     bare_start(b);
     b->mj->forward(b->m, b->d);
     return CRL_OK;
@@ -476,14 +490,18 @@ int crl__bench_dm_control(double seconds)
         memset(&b, 0, sizeof b);
         memset(&be, 0, sizeof be);
         int64_t n_sub = 0;
-        /* A probe env first: its model (copied) is the bare loops', its state tells the sub-steps, its resets
-         * the physics of an episode start. */
+        /* A probe env first, of the timed envs' config and seed: its first reset's model (copied) and state are
+         * where the bare loops start (escape's per-episode terrain included: a bare loop on another terrain, or
+         * upright at qpos0 while the env tumbles, casts its rangefinders over other heightfield cells, up to
+         * 4x cheaper), its next resets the physics of an episode start, its state tells the sub-steps. */
         host_loop probe;
+        mjfGeneric cb_saved = *mj.cb_control;
+        cb_model = NULL;
+        *mj.cb_control = count_control;
         int rc = host_open(&probe, host, *id, false, true, &err);
+        *mj.cb_control = cb_saved;
         if (!rc)
-            rc = bare_open(&b, &mj, probe.env, &err);
-        if (!rc)
-            rc = sub_steps(&probe, b.m->opt.timestep, &n_sub, &err);
+            rc = bare_open(&b, &mj, probe.env, probe.td[0], &err);
         if (!rc) {
             be = b;
             if (!(be.d = mj.make_data(b.m)))
@@ -491,6 +509,8 @@ int crl__bench_dm_control(double seconds)
         }
         if (!rc)
             rc = reset_work(&probe, &be, &err);
+        if (!rc)
+            rc = sub_steps(&probe, b.m->opt.timestep, &n_sub, &err);
         host_close(&probe);
         memset(&h, 0, sizeof h);
         memset(&hs, 0, sizeof hs);
@@ -548,9 +568,11 @@ int crl__bench_dm_control(double seconds)
     }
     printf("  sub: physics steps per env step.  bare suite st/s: control steps/s of the suite's stepping on\n"
            "  a copy of the env's model (mj_step2 .. mj_step1, which keeps observations current), the same actions,\n"
-           "  no host, no resets, no observation or reward.  env steps/s: crl_env_step + step_mdp_into,\n"
-           "  as the collector steps, the task's observation and reward included (the suite computes them\n"
-           "  every step too) and its resets (cheetah's settles 200 physics steps per episode, as the suite).\n"
+           "  from the env's first reset state on the model as that reset left it (escape's terrain), so it\n"
+           "  steps the env's first episode; no host, no resets, no observation or reward.\n"
+           "  env steps/s: crl_env_step + step_mdp_into, as the collector steps, the task's observation and\n"
+           "  reward included (the suite computes them every step too) and its resets (cheetah's settles\n"
+           "  200 physics steps per episode, as the suite).\n"
            "  crl/suite: the host's time per step over the bare one, the median of %d turns taken\n"
            "  alternately (1.00x: no overhead).  mj/crl: bare mj_step/s over the physics steps/s crl\n"
            "  delivers, stepping semantics included.  Rates are per second of this thread's CPU time.\n"
@@ -559,9 +581,10 @@ int crl__bench_dm_control(double seconds)
            "  mjcb_control, the mean of %d resets; the suite's resets make the same: 0/0/2 is Physics.reset's\n"
            "  and after_reset's forwards).  crl/s+rst: the host's time per step over the bare suite stepping\n"
            "  (own data, same model and actions) in episodes of the env's time limit (none without one):\n"
-           "  at each episode start it sets the state at rest, makes those calls, and takes one of the probe\n"
-           "  env's reset states before the forwards; in the same turns.  The bare side gets no initial-state\n"
-           "  draw, no observation and not the suite's first mj_resetData per reset (crl avoids its arena clear).\n"
+           "  at each episode start it sets the state at rest, makes those calls, and takes the next of the\n"
+           "  probe env's reset states (and the model as it left it) before the forwards; in the same turns.\n"
+           "  The bare side gets no initial-state draw, no observation and not the suite's first mj_resetData\n"
+           "  per reset (crl avoids its arena clear).\n"
            "  smr/s+rst: as crl/s+rst, the host stepping through crl_env_step_and_maybe_reset (TorchRL's\n"
            "  step_and_maybe_reset: the step, step_mdp into the other root and the resets in one call) instead.\n",
            TURNS, RESETS);
