@@ -601,7 +601,7 @@ int crl_net_encoder(const crl_opts *opts, const char *role, const char *name, in
     char shp[160];
     shape_str(shp, sizeof shp, in_ndim, in_shape);
     if (in_ndim != 3 || !in_shape)
-        return crl_error_set(err, CRL_E_SHAPE, "%s: [%s] encoder = %s: a conv stack reads images [C, H, W] per row, "
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] encoder = %s: a conv stack reads images [C, H, W] per row, "
                              "but network '%s' reads [%s]%s", crl_opts_origin(c->opts, "encoder"), c->section,
                              c->encoder, name, shp, in_ndim == 1 ? " (a vector: drop the encoder)" : "");
     crl_conv_layer layers[32];

@@ -552,7 +552,7 @@ START_TEST(test_errors)
     fx_close(&f);
     /* a conv encoder reads frames, not vectors; only dqn builds one in front of a recurrent network */
     ck_assert_int_eq(fx_open_ex(&f, "[loss]\ntype = dqn\n[net.q]\ntype = lstm\nhidden_size = 4\nencoder = enc\n"
-                                    "[net.enc]\ntype = conv\n", CRL_RNN_LSTM, H, true, true, false, &e), CRL_E_SHAPE);
+                                    "[net.enc]\ntype = conv\n", CRL_RNN_LSTM, H, true, true, false, &e), CRL_E_CONFIG);
     assert_msg_has(&e, "a conv stack reads images [C, H, W] per row, but network 'encoder' reads [3] (a vector: drop "
                        "the encoder)");
     fx_close(&f);

@@ -141,7 +141,7 @@ static int rec_init(dqn *d, const crl_opts *opts, const crl_spec *obs_spec, crl_
     crl_error e;
     crl_error_clear(&e);
     if ((rc = crl_net_encoder(opts, "q", "encoder", nd, shape, rng, &d->enc, err)))
-        return crl_error_prefix(err, "%s: ", who), rc;
+        return rc;   /* names the [net.*] key's FILE:LINE */
     if (!d->enc && nd != 1)
         return crl_error_set(err, CRL_E_SHAPE, "%s: [net.q] type = %s reads vectors, but observation '%s' has %d dims "
                              "per env: give [net.q] a conv encoder (encoder = NAME and a [net.NAME] type = conv "

@@ -110,8 +110,8 @@ CRL_API int crl_net_recurrent(const crl_opts *opts, const char *role, bool *recu
  * "0.<i>.weight" / "0.<i>.bias").  *out receives a new reference, or NULL when the section is not recurrent
  * or has no encoder (then nothing is built and CRL_OK is returned).  A loss that calls crl_net_recurrent for
  * ROLE and does not build the encoder gets CRL_E_CONFIG from the config check naming the encoder key's
- * FILE:LINE.  CRL_E_SHAPE for an in_shape that is not [C, H, W], CRL_E_CONFIG naming the layer that does not
- * fit, CRL_E_NOMEM.  Since ABI 1.2. */
+ * FILE:LINE.  CRL_E_CONFIG naming that key's FILE:LINE for an in_shape that is not [C, H, W], naming the layer
+ * that does not fit, CRL_E_NOMEM.  Since ABI 1.2. */
 CRL_API int crl_net_encoder(const crl_opts *opts, const char *role, const char *name, int in_ndim,
                             const int64_t *in_shape, crl_rng *rng, crl_mlp **out, crl_error *err);
 /* ---- TensorDict module (TorchRL's LSTMModule / GRUModule) ------------------------------------------- */
