@@ -30,7 +30,8 @@ static int fx_open_ex(fx *f, const char *ini, crl_rnn_kind kind, int64_t H, bool
 {
     memset(f, 0, sizeof *f);
     crl_test_host_open(&f->h, "losses", ini);
-    f->obs = image ? crl_spec_composite_of(1, "observation", crl_spec_unbounded(fx_image_dtype, 4, SHAPE(1, 1, 4, 4), e), e)
+    f->obs = image ? crl_spec_composite_of(1, "observation",
+                                           crl_spec_unbounded(fx_image_dtype, 4, SHAPE(1, 1, 4, 4), e), e)
                    : crl_spec_composite_of(1, "observation", crl_spec_unbounded(CRL_F32, 2, SHAPE(1, F), e), e);
     f->act = crl_spec_composite_of(1, "action", crl_spec_categorical(NA, CRL_I64, 1, SHAPE(1), e), e);
     ck_assert(f->obs && f->act);

@@ -1,7 +1,8 @@
 /* plugins/losses: DQN (TorchRL's DQNLoss): double DQN, L2 or smooth-L1, a target network; with a recurrent
  * [net.q] (type = lstm or gru), recurrent DQN as TorchRL's tutorial builds it: LSTMModule/GRUModule -> MLP
  * head, the state carried in the TensorDict while acting, learning from replayed slices of consecutive
- * steps with backpropagation through time. */
+ * steps with backpropagation through time; with [net.q] encoder = NAME, a conv stack reads the frames in
+ * front of the LSTM/GRU (TorchRL's ConvNet -> LSTMModule -> MLP). */
 #include "config.h"
 #include "losses.h"
 
@@ -310,7 +311,8 @@ static int enc_act(dqn *d, crl_td *td, crl_error *err)
     int64_t shape[CRL_MAX_DIMS];
     memcpy(shape, crl_tensor_shape(obs), (size_t)(nd - 3) * sizeof *shape);
     shape[nd - 3] = F;
-    crl_tensor *f = crl_tensor_new(CRL_F32, nd - 2, shape, &e), *f2 = f ? crl_tensor_view(f, 2, (const int64_t[]){ N, F }, &e) : NULL;
+    crl_tensor *f = crl_tensor_new(CRL_F32, nd - 2, shape, &e),
+               *f2 = f ? crl_tensor_view(f, 2, (const int64_t[]){ N, F }, &e) : NULL;
     int rc = f2 ? CRL_OK : crl_error_pass(err, &e, CRL_E_NOMEM);
     if (!rc && !(rc = crl_mlp_infer(d->enc, d->aobs, f2, err)))
         rc = crl_td_set(td, "features", f, err);
