@@ -23,7 +23,8 @@ static const crl_option net_options[] = {
     { "hidden_size", CRL_OPT_INT, CRL_OPT_RANGE, NULL, 1, 16777216, NULL,
       "lstm, gru: width of the recurrent state (required)" },
     { "encoder", CRL_OPT_STRING, 0, NULL, 0, 0, NULL,
-      "NAME: the network of [net.NAME] (an encoder type) reads the observation and feeds this one" },
+      "NAME: the network of [net.NAME] (an encoder type) reads the observation and feeds this one (an lstm or gru "
+      "reads its features: dqn's [net.q] only)" },
     { "num_cells", CRL_OPT_DOUBLES, CRL_OPT_RANGE, NULL, 0, 16, NULL,
       "mlp: hidden layer widths (unset: the loss's num_cells); conv: output channels per layer "
       "(unset: 32, 64, 64, the Nature-DQN stack)" },
