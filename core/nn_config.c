@@ -23,7 +23,8 @@ static const crl_option net_options[] = {
     { "hidden_size", CRL_OPT_INT, CRL_OPT_RANGE, NULL, 1, 16777216, NULL,
       "lstm, gru: width of the recurrent state (required)" },
     { "encoder", CRL_OPT_STRING, 0, NULL, 0, 0, NULL,
-      "NAME: the network of [net.NAME] (an encoder type) reads the observation and feeds this one" },
+      "NAME: the network of [net.NAME] (an encoder type) reads the observation and feeds this one (an lstm or gru "
+      "reads its features: dqn's [net.q] only)" },
     { "num_cells", CRL_OPT_DOUBLES, CRL_OPT_RANGE, NULL, 0, 16, NULL,
       "mlp: hidden layer widths (unset: the loss's num_cells); conv: output channels per layer "
       "(unset: 32, 64, 64, the Nature-DQN stack)" },
@@ -247,9 +248,6 @@ static int rnn_check(const crl__netcfg *c, crl_error *err)
     if (!crl_opts_is_set(c->opts, "hidden_size"))
         return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] type = %s needs hidden_size (the recurrent state's width, "
                              "e.g. hidden_size = 64)", c->origin, c->section, c->type->name);
-    if (crl_opts_is_set(c->opts, "encoder"))
-        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] encoder: type = %s reads the observation vector itself "
-                             "(a conv encoder in front of a recurrent network is not supported); drop encoder", crl_opts_origin(c->opts, "encoder"), c->section, c->type->name);
     return mlp_check(c, err);
 }
 
@@ -410,6 +408,14 @@ int crl__nets_check_used(const crl__nets *n, const char *who, crl_error *err)
                                  "recurrent networks are the on-policy losses' [net.actor] ([loss] type = ppo, a2c "
                                  "or reinforce) and dqn's [net.q]; use type = mlp here", crl_opts_origin(c->opts, "type"), c->section,
                                  c->type->name, who);
+        /* A recurrent section's encoder is built by the loss (crl_net_encoder), and only dqn does. */
+        const crl__netcfg *e = c->claimed && c->encoder ? find_cfg(n, c->encoder) : NULL;
+        if (e && !e->used)
+            return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] encoder = %s: %s feeds its recurrent network the "
+                                 "observation vector; a conv encoder in front of a recurrent network is supported "
+                                 "for dqn's [net.q] only: drop encoder (and flatten the observation) or use "
+                                 "[loss] type = dqn", crl_opts_origin(c->opts, "encoder"), c->section, c->encoder,
+                                 who);
         if (c->used)
             continue;
         GString *roles = g_string_new(NULL);
@@ -501,7 +507,8 @@ crl_mlp *crl_net_new(const crl_opts *opts, const char *role, const char *name, i
         snprintf(wbuf, sizeof wbuf, "%s: [%s]", c->origin, c->section);
         where = wbuf;
     }
-    crl__netcfg *enc = c && c->encoder ? find_cfg(nets, c->encoder) : NULL;
+    /* a recurrent section's encoder feeds the recurrent network (crl_net_encoder), not this head */
+    crl__netcfg *enc = c && c->encoder && !c->type->recurrent ? find_cfg(nets, c->encoder) : NULL;
     if (enc)
         enc->used = true;
     char shp[160];
@@ -578,4 +585,47 @@ int crl_net_recurrent(const crl_opts *opts, const char *role, bool *recurrent, c
         return rc;
     c->claimed = *recurrent = !rc;
     return rc;
+}
+
+int crl_net_encoder(const crl_opts *opts, const char *role, const char *name, int in_ndim, const int64_t *in_shape,
+                    crl_rng *rng, crl_mlp **out, crl_error *err)
+{
+    if (!out)
+        return crl_error_set(err, CRL_E_INVALID, "crl_net_encoder: out is NULL");
+    *out = NULL;
+    crl__netcfg *c = role ? find_cfg(crl__opts_nets(opts), role) : NULL;
+    crl__netcfg *enc = c && c->type->recurrent && c->encoder ? find_cfg(crl__opts_nets(opts), c->encoder) : NULL;
+    if (!enc)
+        return CRL_OK;
+    if (!name || !*name)
+        name = enc->name;
+    char shp[160];
+    shape_str(shp, sizeof shp, in_ndim, in_shape);
+    if (in_ndim != 3 || !in_shape)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: [%s] encoder = %s: a conv stack reads images [C, H, W] per row, "
+                             "but network '%s' reads [%s]%s", crl_opts_origin(c->opts, "encoder"), c->section,
+                             c->encoder, name, shp, in_ndim == 1 ? " (a vector: drop the encoder)" : "");
+    crl_conv_layer layers[32];
+    int n_layers = 0, rc;
+    crl_activation conv_act = CRL_ACT_RELU;
+    const char *s;
+    if ((rc = conv_layers(enc, layers, &n_layers, err)) ||
+        (crl_opts_is_set(enc->opts, "activation") && ((rc = crl_opts_string(enc->opts, "activation", &s, err)) ||
+                                                      (rc = crl_activation_from_name(s, &conv_act, err)))) ||
+        (rc = conv_fit(enc, layers, n_layers, in_shape, shp, name, err)))
+        return rc;
+    crl_error e;
+    crl_error_clear(&e);
+    /* out_features 0: the conv stack alone, its flattened feature maps are the output (TorchRL's ConvNet) */
+    crl_mlp *m = crl_convnet_new(name, in_ndim, in_shape, layers, n_layers, conv_act, NULL, 0, conv_act, 0, false,
+                                 rng, &e);
+    if (!m) {
+        rc = crl_error_pass(err, &e, CRL_E_INVALID);
+        if (err)
+            crl_error_prefix(err, "%s: [%s]: ", enc->origin, enc->section);
+        return rc;
+    }
+    enc->used = true;
+    *out = m;
+    return CRL_OK;
 }

@@ -69,13 +69,14 @@ crl_td *crl_mlp_state_dict(crl_mlp *m, crl_error *err)
 
 crl_mlp *crl_mlp_clone(crl_mlp *m, const char *name, crl_error *err)
 {
-    int64_t *cells = g_new(int64_t, m->n_layers);
+    int64_t *cells = g_new(int64_t, m->n_layers ? m->n_layers : 1);
     for (int l = 0; l + 1 < m->n_layers; l++)
         cells[l] = m->layers[l].out;
     crl_rng rng;
     crl_rng_init(&rng, 0, 0);   /* overwritten below */
     crl_mlp *c = crl_convnet_new(name ? name : m->name, m->in_ndim, m->in_shape, m->spec, m->n_stages, m->conv_act,
-                                 cells, m->n_layers - 1, m->act, m->out_features, m->dueling, &rng, err);
+                                 cells, m->n_layers ? m->n_layers - 1 : 0, m->act,
+                                 m->n_layers ? m->out_features : 0, m->dueling, &rng, err);
     if (c) {
         c->activate_last = m->activate_last;
         c->normalize_images = m->normalize_images;

@@ -165,7 +165,9 @@ crl_mlp *crl_convnet_new(const char *name, int in_ndim, const int64_t *in_shape,
         }
         in_total *= in_shape[d];
     }
-    if (in_total > ((int64_t)1 << 28) || out_features < 1 || out_features > (1 << 24) || n_cells < 0 ||
+    /* out_features 0: the conv stack alone (a recurrent network's encoder), no Linear layer */
+    bool enc_only = out_features == 0 && n_cells == 0 && n_layers > 0 && !dueling;
+    if (in_total > ((int64_t)1 << 28) || (!enc_only && out_features < 1) || out_features > (1 << 24) || n_cells < 0 ||
         (n_cells > 0 && !cells) || n_cells > 1000) {
         crl_error_set(err, CRL_E_INVALID,
                       "module '%s': in_features (%" PRId64 ") and out_features (%" PRId64
@@ -190,7 +192,7 @@ crl_mlp *crl_convnet_new(const char *name, int in_ndim, const int64_t *in_shape,
     m->in_ndim = in_ndim;
     memcpy(m->in_shape, in_shape, (size_t)in_ndim * sizeof *in_shape);
     m->in_features = in_total;
-    m->out_features = out_features;
+    m->out_features = out_features;   /* enc_only: set from the last stage below */
     m->dueling = dueling;
     m->conv_act = conv_act;
     m->n_stages = n_layers;
@@ -199,8 +201,8 @@ crl_mlp *crl_convnet_new(const char *name, int in_ndim, const int64_t *in_shape,
                         sizeof *layers * (size_t)(n_layers ? n_layers : 1));
     m->sacts = g_new0(crl_tensor *, n_layers + 1);
     m->pidx = g_new0(int32_t *, n_layers ? n_layers : 1);
-    m->n_layers = n_cells + 1;
-    m->layers = g_new0(crl__layer, m->n_layers);
+    m->n_layers = enc_only ? 0 : n_cells + 1;
+    m->layers = g_new0(crl__layer, m->n_layers ? m->n_layers : 1);
     m->act = act;
     m->activate_last = false;
     m->acts = g_new0(crl_tensor *, m->n_layers + 1);
@@ -213,6 +215,8 @@ crl_mlp *crl_convnet_new(const char *name, int in_ndim, const int64_t *in_shape,
     }
     int64_t head_in = n_layers ? crl__stage_out_size(&m->stages[n_layers - 1]) : in_total;
     m->max_width = head_in;
+    if (enc_only)
+        m->out_features = head_in;
     for (int l = 0; l < m->n_layers; l++) {
         crl__layer *L = &m->layers[l];
         L->in = l ? cells[l - 1] : head_in;
@@ -456,6 +460,11 @@ int crl_mlp_infer(crl_mlp *m, const crl_tensor *in, crl_tensor *out, crl_error *
         /* Layer l must not write where its input is: alternate, starting
          * with the buffer the input is not in. */
         m->outs[l] = crl_tensor_data(m->ib[(l + (x == ib0)) & 1]);
+    if (!m->n_layers) {
+        /* the conv stack alone: its last output is the result */
+        crl__rows_out(out, x);
+        return CRL_OK;
+    }
     bool direct = crl_tensor_is_contiguous(out) && !m->dueling;
     if (direct)
         m->outs[m->n_layers - 1] = crl_tensor_data(out);

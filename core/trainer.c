@@ -220,9 +220,10 @@ int crl_loss_from_config(crl_host *host, const crl_config *cfg, const char *sect
     crl_opts_free(o);
     char who[96];
     snprintf(who, sizeof who, "loss '%s'", type);
-    if (!rc && (rc = crl__nets_check_used(nets, who, &e)))
+    if (!rc && (rc = crl__nets_check_used(nets, who, &e))) {
         ops->destroy(*st);
-    else if (rc && !(rc == CRL_E_CONFIG && strstr(e.message, ": [net.")))   /* a [net.*] key names itself */
+        *st = NULL;   /* nothing is handed back on error */
+    } else if (rc && !(rc == CRL_E_CONFIG && strstr(e.message, ": [net.")))   /* a [net.*] key names itself */
         crl_error_prefix(&e, "%s: [%s] type = %s: ", crl_config_origin(cfg, section, "type"), section, type);
     else if (!rc)
         *ops_out = ops;

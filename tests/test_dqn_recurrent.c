@@ -9,6 +9,8 @@
 
 #include <crl/trainer.h>
 
+#include <unistd.h>
+
 enum { F = 3, NA = 3, CELLS = 6 };
 
 typedef struct fx {
@@ -18,6 +20,9 @@ typedef struct fx {
     void *st;
 } fx;
 
+/* The dtype of the image observations fx_open_ex makes. */
+static crl_dtype fx_image_dtype = CRL_F32;
+
 /* Specs of one env: observation [F] (or [obs_nd dims]), is_init and the primer's state (unless left out),
  * a Categorical of NA actions. */
 static int fx_open_ex(fx *f, const char *ini, crl_rnn_kind kind, int64_t H, bool primer, bool init, bool image,
@@ -25,7 +30,8 @@ static int fx_open_ex(fx *f, const char *ini, crl_rnn_kind kind, int64_t H, bool
 {
     memset(f, 0, sizeof *f);
     crl_test_host_open(&f->h, "losses", ini);
-    f->obs = image ? crl_spec_composite_of(1, "observation", crl_spec_unbounded(CRL_F32, 4, SHAPE(1, 1, 4, 4), e), e)
+    f->obs = image ? crl_spec_composite_of(1, "observation",
+                                           crl_spec_unbounded(fx_image_dtype, 4, SHAPE(1, 1, 4, 4), e), e)
                    : crl_spec_composite_of(1, "observation", crl_spec_unbounded(CRL_F32, 2, SHAPE(1, F), e), e);
     f->act = crl_spec_composite_of(1, "action", crl_spec_categorical(NA, CRL_I64, 1, SHAPE(1), e), e);
     ck_assert(f->obs && f->act);
@@ -542,12 +548,19 @@ START_TEST(test_errors)
     assert_msg_has(&e, "which the env has with another shape or dtype");
     fx_close(&f);
     ck_assert_int_ne(fx_open_ex(&f, ini, CRL_RNN_LSTM, H, true, true, true, &e), CRL_OK);
-    assert_msg_has(&e, "[net.q] type = lstm reads vectors");
+    assert_msg_has(&e, "[net.q] type = lstm reads vectors, but observation 'observation' has 3 dims per env: give "
+                       "[net.q] a conv encoder");
     fx_close(&f);
-    /* no conv encoder in front of a recurrent network */
+    /* a conv encoder reads frames, not vectors; only dqn builds one in front of a recurrent network */
     ck_assert_int_eq(fx_open_ex(&f, "[loss]\ntype = dqn\n[net.q]\ntype = lstm\nhidden_size = 4\nencoder = enc\n"
                                     "[net.enc]\ntype = conv\n", CRL_RNN_LSTM, H, true, true, false, &e), CRL_E_CONFIG);
-    assert_msg_has(&e, "a conv encoder in front of a recurrent network is not supported");
+    assert_msg_has(&e, "a conv stack reads images [C, H, W] per row, but network 'encoder' reads [3] (a vector: drop "
+                       "the encoder)");
+    fx_close(&f);
+    ck_assert_int_eq(fx_open_ex(&f, "[loss]\ntype = ppo\n[net.actor]\ntype = lstm\nhidden_size = 4\nencoder = enc\n"
+                                    "[net.enc]\ntype = conv\n", CRL_RNN_LSTM, H, true, true, false, &e), CRL_E_CONFIG);
+    assert_msg_has(&e, "[net.actor] encoder = enc: loss 'ppo' feeds its recurrent network the observation vector; a "
+                       "conv encoder in front of a recurrent network is supported for dqn's [net.q] only");
     fx_close(&f);
     /* dueling is a Q-network's */
     ck_assert_int_eq(fx_open_ex(&f, "[loss]\ntype = ppo\n[net.actor]\ntype = lstm\nhidden_size = 4\ndueling = true\n",
@@ -578,10 +591,192 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* ---- a conv encoder in front of the recurrent network ---------------------------------------------- */
+
+#define CONV_INI "[loss]\ntype = dqn\n" NET "gamma = 0.9\n%s[net.q]\ntype = %s\nhidden_size = 4\nencoder = enc\n" \
+                 "[net.enc]\ntype = conv\nnum_cells = 2, 3\nkernel_sizes = 2\nstrides = 1\nactivation = tanh\n"
+
+/* slices() with frames [1, 4, 4] for the observations, values in [lo, hi]. */
+static crl_td *frame_slices(int64_t B, int64_t T, crl_rnn_kind kind, int64_t H, const bool *init, crl_dtype dt,
+                            double lo, double hi, crl_rng *rng)
+{
+    crl_td *b = slices(B, T, kind, H, init, NULL, rng);
+    put(b, "observation", rand_t(dt, 5, SHAPE(B, T, 1, 4, 4), lo, hi, rng));
+    put(b, "next.observation", rand_t(dt, 5, SHAPE(B, T, 1, 4, 4), lo, hi, rng));
+    return b;
+}
+
+static double loss_of(fx *f, crl_td *b)
+{
+    crl_error e = { 0 };
+    crl_td *losses = crl_td_new(0, NULL, &e);
+    ck_assert_msg(f->ops->forward(f->st, b, losses, &e) == CRL_OK, "forward: %s", e.message);
+    double l = crl_tensor_flat_get(crl_td_get(losses, "loss"), 0);
+    crl_td_unref(losses);
+    return l;
+}
+
+/* dLoss/d(conv, recurrent and head parameters) through slices with a reset inside against central
+ * differences of the loss itself.  The loss runs in float32: with tanh everywhere it is smooth, and a step
+ * of h = 1e-2 on parameters of size ~0.5 leaves a truncation error ~h^2 |L'''| / 6 ~ 1e-5 and a rounding
+ * error ~|L| 1e-7 / h ~ 1e-5, ten times below the 1e-4 + 1% allowed; the conv gradients checked reach
+ * 1e-2 and more, so one that misses the encoder (zero) or a step (the wrong one) is off by far more. */
+static void conv_grad_check(crl_rnn_kind kind)
+{
+    enum { B = 2, T = 4, H = 4 };
+    char ini[512];
+    snprintf(ini, sizeof ini, CONV_INI, "", crl_rnn_kind_name(kind));
+    fx f;
+    crl_error e = { 0 };
+    ck_assert_msg(fx_open_ex(&f, ini, kind, H, true, true, true, &e) == CRL_OK, "loss: %s", e.message);
+    ck_assert_uint_eq(f.ops->num_params(f.st), 3);
+    const char *names[3];
+    crl_tensor *p[3], *g[3];
+    for (size_t k = 0; k < 3; k++) {
+        ck_assert_int_eq(f.ops->param(f.st, k, &names[k], &p[k], &g[k], &e), CRL_OK);
+        crl_tensor_fill(g[k], 0);
+    }
+    ck_assert_str_eq(names[0], "qvalue");
+    ck_assert_str_eq(names[1], crl_rnn_kind_name(kind));
+    ck_assert_str_eq(names[2], "encoder");
+    /* conv 1 -> 2 channels (2x2 kernels), conv 2 -> 3 channels: 2*1*4 + 2 + 3*2*4 + 3 parameters */
+    ck_assert_int_eq(crl_tensor_numel(p[2]), 37);
+    crl_rng rng;
+    crl_rng_init(&rng, 21, 0);
+    bool init[B * T] = { 0 };
+    init[T + 2] = true;
+    crl_td *b = frame_slices(B, T, kind, H, init, CRL_F32, 0, 1, &rng);
+    loss_of(&f, b);
+    double *an[3];
+    for (int k = 0; k < 3; k++)
+        an[k] = f64_of(g[k]);
+    int checked = 0, large = 0;
+    for (int k = 0; k < 3; k++) {
+        int64_t m = crl_tensor_numel(p[k]), stride = m > 40 ? m / 40 : 1;
+        float *v = crl_tensor_data(p[k]);
+        for (int64_t i = 0; i < m; i += stride) {
+            const float h = 1e-2f, keep = v[i];
+            v[i] = keep + h;
+            double lp = loss_of(&f, b);
+            v[i] = keep - h;
+            double lm = loss_of(&f, b);
+            v[i] = keep;
+            double fd = (lp - lm) / (double)(2 * h);
+            ck_assert_msg(fabs(fd - an[k][i]) <= 1e-4 + 1e-2 * fabs(fd), "%s[%lld]: analytic %.8g, central "
+                          "differences %.8g", names[k], (long long)i, an[k][i], fd);
+            large += k == 2 && fabs(fd) > 1e-2;
+            checked++;
+        }
+    }
+    ck_assert_int_gt(checked, 80);
+    ck_assert_msg(large > 0, "the conv parameters move the loss well above the tolerance");
+    for (int k = 0; k < 3; k++)
+        g_free(an[k]);
+    crl_td_unref(b);
+    fx_close(&f);
+}
+
+START_TEST(test_conv_lstm_gradients)
+{
+    conv_grad_check(CRL_RNN_LSTM);
+}
+END_TEST
+
+START_TEST(test_conv_gru_gradients)
+{
+    conv_grad_check(CRL_RNN_GRU);
+}
+END_TEST
+
+/* uint8 frames are divided by 255 in the encoder: the loss equals that of the same frames as floats / 255;
+ * acting steps the encoder and the recurrent network and leaves neither features nor embed behind; the
+ * target encoder follows the online one on an update; the encoder is in the checkpoint. */
+START_TEST(test_conv_uint8_act_update_checkpoint)
+{
+    enum { B = 2, T = 3, H = 4 };
+    char ini[512];
+    snprintf(ini, sizeof ini, CONV_INI, "tau = 0.5\n", "lstm");
+    fx f;
+    crl_error e = { 0 };
+    fx_image_dtype = CRL_U8;
+    int rc = fx_open_ex(&f, ini, CRL_RNN_LSTM, H, true, true, true, &e);
+    fx_image_dtype = CRL_F32;
+    ck_assert_msg(rc == CRL_OK, "loss: %s", e.message);
+    crl_rng rng;
+    crl_rng_init(&rng, 22, 0);
+    crl_td *u = frame_slices(B, T, CRL_RNN_LSTM, H, NULL, CRL_U8, 0, 255.99, &rng);
+    crl_td *fl = crl_td_clone(u, &e);
+    ck_assert_ptr_nonnull(fl);
+    for (int i = 0; i < 2; i++) {
+        const char *k = i ? "next.observation" : "observation";
+        crl_tensor *src = crl_td_get(u, k), *dst = t_new(CRL_F32, 5, SHAPE(B, T, 1, 4, 4));
+        for (int64_t j = 0; j < crl_tensor_numel(src); j++)
+            crl_tensor_flat_set(dst, j, (float)crl_tensor_flat_get(src, j) / 255.0f);
+        put(fl, k, dst);
+    }
+    /* the same network fed floats: a second loss from the same seed, without normalization */
+    fx g;
+    ck_assert_msg(fx_open_ex(&g, ini, CRL_RNN_LSTM, H, true, true, true, &e) == CRL_OK, "loss: %s", e.message);
+    double lu = loss_of(&f, u), lf = loss_of(&g, fl);
+    ck_assert_msg(fabs(lu - lf) <= 1e-6 * (1 + fabs(lf)), "uint8 frames %.9g, float frames / 255 %.9g", lu, lf);
+    fx_close(&g);
+    /* acting on one env's uint8 frame */
+    crl_td *td = crl_td_new(1, SHAPE(1), &e);
+    put(td, "observation", rand_t(CRL_U8, 4, SHAPE(1, 1, 4, 4), 0, 255.99, &rng));
+    ck_assert_int_eq(f.ops->act(f.st, td, CRL_EXPLORE_MODE, &rng, &e), CRL_OK);
+    ck_assert_ptr_nonnull(crl_td_get(td, "action"));
+    ck_assert_ptr_nonnull(crl_td_get(td, "next.recurrent_state_h"));
+    ck_assert_ptr_null(crl_td_get(td, "features"));
+    ck_assert_ptr_null(crl_td_get(td, "embed"));
+    double hn = 0;
+    for (int64_t j = 0; j < H; j++)
+        hn += fabs(crl_tensor_flat_get(crl_td_get(td, "next.recurrent_state_h"), j));
+    ck_assert_msg(hn > 0, "the state moved");
+    crl_td_unref(td);
+    /* a soft update moves the target encoder halfway to the online one */
+    const char *name;
+    crl_tensor *p, *gr;
+    ck_assert_int_eq(f.ops->param(f.st, 2, &name, &p, &gr, &e), CRL_OK);
+    double *before = f64_of(p);
+    float *v = crl_tensor_data(p);
+    for (int64_t j = 0; j < crl_tensor_numel(p); j++)
+        v[j] += 1.0f;
+    ck_assert_int_eq(f.ops->update(f.st, &e), CRL_OK);
+    /* the target moved by 0.5: the loss's target values change with it */
+    for (int64_t j = 0; j < crl_tensor_numel(p); j++)
+        v[j] = (float)before[j];
+    double l_after = loss_of(&f, u);
+    ck_assert_msg(fabs(l_after - lu) > 1e-6, "the target encoder followed the update (%.9g vs %.9g)", l_after, lu);
+    g_free(before);
+    /* the encoder and its target go into the checkpoint and come back */
+    char path[] = "/tmp/crl-test-convrnn-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    crl_ckpt_writer *w = crl_ckpt_writer_new(path, "test", 1, &e);
+    ck_assert_int_eq(f.ops->save(f.st, w, "loss", &e), CRL_OK);
+    ck_assert_int_eq(crl_ckpt_writer_close(w, &e), CRL_OK);
+    for (int64_t j = 0; j < crl_tensor_numel(p); j++)
+        v[j] *= 0.5f;
+    ck_assert_int_eq(f.ops->update(f.st, &e), CRL_OK);
+    ck_assert(loss_of(&f, u) != l_after);
+    crl_ckpt_reader *r = crl_ckpt_reader_open(path, "test", 1, &e);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_msg(f.ops->load(f.st, r, "loss", &e) == CRL_OK, "load: %s", e.message);
+    crl_ckpt_reader_free(r);
+    unlink(path);
+    ck_assert(loss_of(&f, u) == l_after);
+    crl_td_unref(u);
+    crl_td_unref(fl);
+    fx_close(&f);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = { test_lstm_double_vs_reference, test_gru_smooth_l1_vs_reference,
                              test_update_copies_the_recurrent_target, test_reset_inside_a_slice, test_stored_state_start,
-                             test_dueling_head, test_errors };
+                             test_dueling_head, test_errors, test_conv_lstm_gradients, test_conv_gru_gradients,
+                             test_conv_uint8_act_update_checkpoint };
     return run_tests("dqn_recurrent", tests, G_N_ELEMENTS(tests));
 }

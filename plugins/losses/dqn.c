@@ -1,7 +1,8 @@
 /* plugins/losses: DQN (TorchRL's DQNLoss): double DQN, L2 or smooth-L1, a target network; with a recurrent
  * [net.q] (type = lstm or gru), recurrent DQN as TorchRL's tutorial builds it: LSTMModule/GRUModule -> MLP
  * head, the state carried in the TensorDict while acting, learning from replayed slices of consecutive
- * steps with backpropagation through time. */
+ * steps with backpropagation through time; with [net.q] encoder = NAME, a conv stack reads the frames in
+ * front of the LSTM/GRU (TorchRL's ConvNet -> LSTMModule -> MLP). */
 #include "config.h"
 #include "losses.h"
 
@@ -62,7 +63,17 @@ typedef struct dqn {
     crl_td *so, *st, *sn, *snt;        /* slice inputs (so, st share them); next observations (sn, snt share) */
     crl_tensor *emb, *qtv, *qov, *gq;  /* [B*T, H] head input, [B*T, n] values and dLoss/dQ */
     char *state_keys[2], *next_state_keys[2];
+    /* With [net.q] encoder = NAME: the conv stack (and its target copy) in front of the recurrent network,
+     * each frame to `feat` features under "features", which the recurrent modules read instead of in_key.
+     * fo, fot, fn, fnt: the features of the slices and next observations, [B, T, F], one per scratch td;
+     * ob2, nob2: [B*T, C*H*W] views of the frames, the f2 views [B*T, F] of the features. */
+    crl_mlp *enc, *enc_t;
+    int64_t obs_numel;                 /* per step: C*H*W with an encoder, else the recurrent input size */
+    crl_tensor *ob2, *nob2, *f2[4];
+    crl_tensor *aobs;                  /* acting: the frames as float32 [N, C*H*W] */
 } dqn;
+
+static const char *rec_key(const dqn *d) { return d->enc ? "features" : d->no.in_key; }
 
 static void rec_scratch_free(dqn *d)
 {
@@ -74,6 +85,13 @@ static void rec_scratch_free(dqn *d)
     }
     d->so = d->st = d->sn = d->snt = NULL;
     d->emb = d->qtv = d->qov = d->gq = NULL;
+    crl_tensor_unref(d->ob2);
+    crl_tensor_unref(d->nob2);
+    d->ob2 = d->nob2 = NULL;
+    for (int i = 0; i < 4; i++) {
+        crl_tensor_unref(d->f2[i]);
+        d->f2[i] = NULL;
+    }
     d->sB = d->sT = 0;
 }
 
@@ -90,6 +108,9 @@ static void dqn_destroy(void *st)
     crl_rnn_unref(d->rnn_t);
     crl_rnn_unref(d->rnn_o1);
     crl_rnn_unref(d->rnn_t1);
+    crl_mlp_unref(d->enc);
+    crl_mlp_unref(d->enc_t);
+    crl_tensor_unref(d->aobs);
     for (int i = 0; i < 2; i++) {
         g_free(d->state_keys[i]);
         g_free(d->next_state_keys[i]);
@@ -113,25 +134,38 @@ static void dqn_destroy(void *st)
 
 /* The recurrent network of a recurrent [net.q], its target copy and their modules; the env must carry the
  * state (a TensorDictPrimer) and is_init (an InitTracker). */
-static int rec_init(dqn *d, const crl_spec *obs_spec, crl_rnn_kind kind, int nd, const int64_t *shape,
-                    int64_t hidden, crl_rng *rng, crl_error *err)
+static int rec_init(dqn *d, const crl_opts *opts, const crl_spec *obs_spec, crl_rnn_kind kind, int nd,
+                    const int64_t *shape, bool u8, int64_t hidden, crl_rng *rng, crl_error *err)
 {
     const char *who = "loss 'dqn'", *kn = crl_rnn_kind_name(kind);
-    if (nd != 1)
-        return crl_error_set(err, CRL_E_SHAPE, "%s: [net.q] type = %s reads vectors, but observation '%s' has %d dims "
-                             "per env; flatten it (a FlattenObservation transform): a conv encoder in front of a "
-                             "recurrent Q-network is not supported", who, kn, d->no.in_key, nd);
+    int rc;
     crl_error e;
     crl_error_clear(&e);
+    if ((rc = crl_net_encoder(opts, "q", "encoder", nd, shape, rng, &d->enc, err)))
+        return rc;   /* names the [net.*] key's FILE:LINE */
+    if (!d->enc && nd != 1)
+        return crl_error_set(err, CRL_E_SHAPE, "%s: [net.q] type = %s reads vectors, but observation '%s' has %d dims "
+                             "per env: give [net.q] a conv encoder (encoder = NAME and a [net.NAME] type = conv "
+                             "section) or flatten it (a FlattenObservation transform)", who, kn, d->no.in_key, nd);
+    if (!d->enc && u8)
+        return crl_error_set(err, CRL_E_CONFIG, "%s: the observation is uint8 frames but [net.q] has no conv encoder "
+                             "(set [net.q] encoder = NAME with a [net.NAME] type = conv section, or convert with "
+                             "ToTensorImage)", who);
+    if (d->enc && ((u8 && (rc = crl_mlp_set_normalize_images(d->enc, true, err))) ||
+                   !(d->enc_t = crl_mlp_clone(d->enc, "encoder_target", &e))))
+        return rc ? rc : crl_error_pass(err, &e, CRL_E_NOMEM);
+    int64_t in = d->enc ? crl_mlp_out_features(d->enc) : shape[0];
+    d->obs_numel = d->enc ? shape[0] * shape[1] * shape[2] : in;
+    const char *rk = rec_key(d);
     char *tname = g_strconcat(kn, "_target", NULL);
-    bool ok = (d->rnn = crl_rnn_new(kn, kind, shape[0], hidden, rng, &e)) &&
+    bool ok = (d->rnn = crl_rnn_new(kn, kind, in, hidden, rng, &e)) &&
               (d->rnn_t = crl_rnn_clone(d->rnn, tname, &e)) && (d->rnn_o1 = crl_rnn_clone(d->rnn, kn, &e)) &&
               (d->rnn_t1 = crl_rnn_clone(d->rnn, tname, &e)) &&
-              (d->r_act = crl_rnn_module_new(d->rnn, d->no.in_key, "embed", &e)) &&
-              (d->r_seq = crl_rnn_module_new(d->rnn, d->no.in_key, "embed", &e)) &&
-              (d->r_onext = crl_rnn_module_new(d->rnn_o1, d->no.in_key, "embed", &e)) &&
-              (d->r_tseq = crl_rnn_module_new(d->rnn_t, d->no.in_key, "embed", &e)) &&
-              (d->r_tnext = crl_rnn_module_new(d->rnn_t1, d->no.in_key, "embed", &e));
+              (d->r_act = crl_rnn_module_new(d->rnn, rk, "embed", &e)) &&
+              (d->r_seq = crl_rnn_module_new(d->rnn, rk, "embed", &e)) &&
+              (d->r_onext = crl_rnn_module_new(d->rnn_o1, rk, "embed", &e)) &&
+              (d->r_tseq = crl_rnn_module_new(d->rnn_t, rk, "embed", &e)) &&
+              (d->r_tnext = crl_rnn_module_new(d->rnn_t1, rk, "embed", &e));
     g_free(tname);
     if (!ok)
         return crl_error_pass(err, &e, CRL_E_NOMEM);
@@ -185,11 +219,12 @@ static int dqn_create(const crl_opts *opts, const crl_spec *obs_spec, const crl_
     crl_rnn_kind kind = CRL_RNN_LSTM;
     int64_t hidden = 0;
     if ((rc = crl_net_recurrent(opts, "q", &recurrent, &kind, &hidden, err)) ||
-        (recurrent && (rc = rec_init(d, obs_spec, kind, nd, shape, hidden, &rng, err))))
+        (recurrent && (rc = rec_init(d, opts, obs_spec, kind, nd, shape, u8, hidden, &rng, err))))
         goto fail;
     if (recurrent) {
         nd = 1;
         shape[0] = hidden;
+        u8 = false;   /* the encoder (rec_init) reads the frames; the head reads the recurrent state */
     }
     const char *keys[] = { recurrent ? "embed" : d->no.in_key, NULL };
     if (!(d->q = ls_net(opts, "q", "qvalue", nd, shape, d->n, &d->no, &rng, &e)) ||
@@ -247,16 +282,57 @@ fail:
     return rc ? rc : crl_error_pass(err, &e, CRL_E_INVALID);
 }
 
+/* The frames under in_key [batch..., C, H, W] (any dtype) through the encoder, into "features"
+ * [batch..., F] for the recurrent module. */
+static int enc_act(dqn *d, crl_td *td, crl_error *err)
+{
+    const char *who = "loss 'dqn'";
+    crl_tensor *obs = crl_td_get(td, d->no.in_key);
+    if (!obs)
+        return crl_error_set(err, CRL_E_NOT_FOUND, "%s: the TensorDict has no '%s'", who, d->no.in_key);
+    int nd = crl_tensor_ndim(obs);
+    int64_t n = crl_tensor_numel(obs), F = crl_mlp_out_features(d->enc), N = n / d->obs_numel;
+    if (nd < 3 || N * d->obs_numel != n || N < 1)
+        return crl_error_set(err, CRL_E_SHAPE, "%s: '%s' has %lld values, not frames of %lld", who, d->no.in_key,
+                             (long long)n, (long long)d->obs_numel);
+    crl_error e;
+    crl_error_clear(&e);
+    if (!d->aobs || crl_tensor_shape(d->aobs)[0] != N) {
+        crl_tensor_unref(d->aobs);
+        if (!(d->aobs = crl_tensor_new(CRL_F32, 2, (const int64_t[]){ N, d->obs_numel }, &e)))
+            return crl_error_pass(err, &e, CRL_E_NOMEM);
+    }
+    float *o = crl_tensor_data(d->aobs);
+    if (crl_tensor_dtype(obs) == CRL_F32 && crl_tensor_is_contiguous(obs))
+        memcpy(o, crl_tensor_data(obs), (size_t)n * sizeof *o);
+    else
+        for (int64_t i = 0; i < n; i++)
+            o[i] = (float)crl_tensor_flat_get(obs, i);
+    int64_t shape[CRL_MAX_DIMS];
+    memcpy(shape, crl_tensor_shape(obs), (size_t)(nd - 3) * sizeof *shape);
+    shape[nd - 3] = F;
+    crl_tensor *f = crl_tensor_new(CRL_F32, nd - 2, shape, &e),
+               *f2 = f ? crl_tensor_view(f, 2, (const int64_t[]){ N, F }, &e) : NULL;
+    int rc = f2 ? CRL_OK : crl_error_pass(err, &e, CRL_E_NOMEM);
+    if (!rc && !(rc = crl_mlp_infer(d->enc, d->aobs, f2, err)))
+        rc = crl_td_set(td, "features", f, err);
+    crl_tensor_unref(f2);
+    crl_tensor_unref(f);
+    return rc ? (crl_error_prefix(err, "%s: ", who), rc) : CRL_OK;
+}
+
 static int dqn_act(void *st, crl_td *td, crl_exploration e, crl_rng *rng, crl_error *err)
 {
     dqn *d = st;
     int rc;
     /* the recurrent network steps even for a random action: the next state follows every observation */
+    if (d->enc && (rc = enc_act(d, td, err)))
+        return rc;
     if (d->rnn && (rc = crl_rnn_module_infer(d->r_act, td, err)))
         return crl_error_prefix(err, "loss 'dqn': "), rc;
     if ((rc = crl_qvalue_actor_act(d->actor, td, e, rng, err)) || d->user)
         return rc;
-    static const char *const extra[] = { "action_value", "chosen_action_value", "embed", NULL };
+    static const char *const extra[] = { "action_value", "chosen_action_value", "embed", "features", NULL };
     return ls_drop_keys(td, extra, err);
 }
 
@@ -273,7 +349,7 @@ static void dqn_explore_step(void *st, int64_t frames)
 static size_t dqn_num_params(void *st)
 {
     dqn *d = st;
-    return d->rnn ? 2 : 1;
+    return d->enc ? 3 : d->rnn ? 2 : 1;
 }
 
 static int dqn_param(void *st, size_t i, const char **name, crl_tensor **p, crl_tensor **g, crl_error *err)
@@ -282,6 +358,12 @@ static int dqn_param(void *st, size_t i, const char **name, crl_tensor **p, crl_
     if (i >= dqn_num_params(d))
         return crl_error_set(err, CRL_E_RANGE, "loss 'dqn': no parameter vector %zu (it has %zu)", i,
                              dqn_num_params(d));
+    if (i == 2) {
+        *name = "encoder";
+        *p = crl_mlp_params_get(d->enc);
+        *g = crl_mlp_grads_get(d->enc);
+        return CRL_OK;
+    }
     if (i == 1) {
         *name = crl_rnn_kind_name(crl_rnn_kind_get(d->rnn));
         *p = crl_rnn_params_get(d->rnn);
@@ -390,16 +472,28 @@ static int rec_scratch(dqn *d, int64_t B, int64_t T, crl_error *err)
     rec_scratch_free(d);
     crl_error e;
     crl_error_clear(&e);
-    int64_t bt[2] = { B, T }, rows = B * T, F = crl_rnn_input_size(d->rnn), H = crl_rnn_hidden_size(d->rnn);
+    int64_t bt[2] = { B, T }, rows = B * T, F = crl_rnn_input_size(d->rnn), H = crl_rnn_hidden_size(d->rnn),
+            O = d->obs_numel;
     int64_t one_h[2] = { 1, H }, one = 1;
     if (!(d->so = crl_td_new(2, bt, &e)) || !(d->st = crl_td_new(2, bt, &e)) || !(d->sn = crl_td_new(2, bt, &e)) ||
         !(d->snt = crl_td_new(2, bt, &e)))
         return rec_scratch_free(d), crl_error_pass(err, &e, CRL_E_NOMEM);
     int rc;
-    if ((rc = scratch_key(d->so, d->st, d->no.in_key, 1, &F, err)) ||
+    if ((rc = scratch_key(d->so, d->st, d->no.in_key, 1, &O, err)) ||
         (rc = scratch_key(d->so, d->st, "is_init", 1, &one, err)) ||
-        (rc = scratch_key(d->sn, d->snt, d->no.in_key, 1, &F, err)))
+        (rc = scratch_key(d->sn, d->snt, d->no.in_key, 1, &O, err)))
         return rec_scratch_free(d), rc;
+    if (d->enc) {
+        crl_td *tds[4] = { d->so, d->st, d->sn, d->snt };
+        int64_t r2f[2] = { rows, F }, r2o[2] = { rows, O };
+        for (int i = 0; i < 4; i++)
+            if ((rc = scratch_key(tds[i], NULL, "features", 1, &F, err)) ||
+                !(d->f2[i] = crl_tensor_view(crl_td_get(tds[i], "features"), 2, r2f, &e)))
+                return rec_scratch_free(d), rc ? rc : crl_error_pass(err, &e, CRL_E_NOMEM);
+        if (!(d->ob2 = crl_tensor_view(crl_td_get(d->so, d->no.in_key), 2, r2o, &e)) ||
+            !(d->nob2 = crl_tensor_view(crl_td_get(d->sn, d->no.in_key), 2, r2o, &e)))
+            return rec_scratch_free(d), crl_error_pass(err, &e, CRL_E_NOMEM);
+    }
     for (int i = 0; i < 2 && d->state_keys[i]; i++)
         if ((rc = scratch_key(d->so, d->st, d->state_keys[i], 2, one_h, err)) ||
             (rc = scratch_key(d->sn, NULL, d->state_keys[i], 2, one_h, err)) ||
@@ -506,6 +600,18 @@ static int rec_forward(dqn *d, crl_td *batch, crl_td *losses, crl_error *err)
                *to[2] = { crl_rnn_params_get(d->rnn_o1), crl_rnn_params_get(d->rnn_t1) };
     for (int i = 0; i < 2; i++)
         memcpy(crl_tensor_data(to[i]), crl_tensor_data(from[i]), crl_tensor_nbytes(to[i]));
+    /* The frames through the conv encoders first: the online one with its cache (backward follows), the
+     * target one for the target's passes, the online one again (no cache) for double DQN's choice. */
+    if (d->enc) {
+        const crl_tensor *fe = crl_mlp_forward(d->enc, d->ob2, err);
+        if (!fe)
+            return CRL_E_INVALID;
+        memcpy(crl_tensor_data(d->f2[0]), crl_tensor_data(fe), crl_tensor_nbytes(d->f2[0]));
+        if ((rc = crl_mlp_infer(d->enc_t, d->ob2, d->f2[1], err)) ||
+            (rc = crl_mlp_infer(d->enc_t, d->nob2, d->f2[3], err)) ||
+            (d->double_dqn && (rc = crl_mlp_infer(d->enc, d->nob2, d->f2[2], err))))
+            return rc;
+    }
     /* Online over the slices (with the cache), the target over the same steps from the same stored states;
      * then the next observations from the states after each step. */
     if ((rc = crl_rnn_module_forward(d->r_seq, d->so, err)) || (rc = crl_rnn_module_infer(d->r_tseq, d->st, err)) ||
@@ -521,9 +627,23 @@ static int rec_forward(dqn *d, crl_td *batch, crl_td *losses, crl_error *err)
                         d->term, weighted ? d->wt : NULL, &loss, err)))
         return rc;
     memcpy(crl_tensor_data(d->gq), d->grad, (size_t)(rows * d->n) * sizeof(float));
-    crl_tensor *gin = NULL;
-    if ((rc = crl_mlp_backward(d->q, d->gq, &gin, err)) || (rc = crl_rnn_module_backward(d->r_seq, gin, NULL, err)) ||
-        (rc = ls_put_rows(batch, "td_error", d->td_err, err)))
+    crl_tensor *gin = NULL, *gx = NULL;
+    if ((rc = crl_mlp_backward(d->q, d->gq, &gin, err)) ||
+        (rc = crl_rnn_module_backward(d->r_seq, gin, d->enc ? &gx : NULL, err)))
+        return rc;
+    if (d->enc) {
+        /* the recurrent network's input gradient [B, T, F] into the conv stack's parameters */
+        crl_error e;
+        crl_error_clear(&e);
+        crl_tensor *g2 = crl_tensor_view(gx, 2, (const int64_t[]){ rows, crl_mlp_out_features(d->enc) }, &e);
+        if (!g2)
+            return crl_error_pass(err, &e, CRL_E_SHAPE);
+        rc = crl_mlp_backward(d->enc, g2, NULL, err);
+        crl_tensor_unref(g2);
+        if (rc)
+            return rc;
+    }
+    if ((rc = ls_put_rows(batch, "td_error", d->td_err, err)))
         return rc;
     return ls_put_scalar(losses, "loss", loss, err);
 }
@@ -585,11 +705,13 @@ static int dqn_update(void *st, crl_error *err)
 {
     dqn *d = st;
     d->counters[0] += 1;
-    crl_tensor *tp[2] = { crl_mlp_params_get(d->target), d->rnn ? crl_rnn_params_get(d->rnn_t) : NULL };
-    crl_tensor *op[2] = { crl_mlp_params_get(d->q), d->rnn ? crl_rnn_params_get(d->rnn) : NULL };
+    crl_tensor *tp[3] = { crl_mlp_params_get(d->target), d->rnn ? crl_rnn_params_get(d->rnn_t) : NULL,
+                          d->enc ? crl_mlp_params_get(d->enc_t) : NULL };
+    crl_tensor *op[3] = { crl_mlp_params_get(d->q), d->rnn ? crl_rnn_params_get(d->rnn) : NULL,
+                          d->enc ? crl_mlp_params_get(d->enc) : NULL };
     int rc = CRL_OK;
     bool hard = d->tau <= 0 && (int64_t)d->counters[0] % d->hard_interval == 0;
-    for (int i = 0; !rc && i < 2 && tp[i]; i++)
+    for (int i = 0; !rc && i < 3 && tp[i]; i++)
         if (d->tau > 0)
             rc = crl_params_soft_update(tp[i], op[i], d->tau, err);
         else if (hard)
@@ -607,7 +729,9 @@ static int dqn_save(void *st, crl_ckpt_writer *w, const char *prefix, crl_error 
     snprintf(sec[1], sizeof sec[1], "%s/rnn_target", prefix);
     if ((rc = ls_mlp_save(d->q, w, prefix, "qvalue", err)) ||
         (rc = ls_mlp_save(d->target, w, prefix, "qvalue_target", err)) ||
-        (d->rnn && ((rc = crl_rnn_save(d->rnn, w, sec[0], err)) || (rc = crl_rnn_save(d->rnn_t, w, sec[1], err)))))
+        (d->rnn && ((rc = crl_rnn_save(d->rnn, w, sec[0], err)) || (rc = crl_rnn_save(d->rnn_t, w, sec[1], err)))) ||
+        (d->enc && ((rc = ls_mlp_save(d->enc, w, prefix, "encoder", err)) ||
+                    (rc = ls_mlp_save(d->enc_t, w, prefix, "encoder_target", err)))))
         return rc;
     return ls_save_doubles(w, prefix, "counters", c, 4, err);
 }
@@ -632,7 +756,9 @@ static int dqn_load(void *st, const crl_ckpt_reader *r, const char *prefix, crl_
     crl_mlp *q = crl_mlp_clone(d->q, "qvalue", &e), *t = q ? crl_mlp_clone(d->target, "qvalue_target", &e) : NULL;
     crl_rnn *rn = d->rnn && t ? crl_rnn_clone(d->rnn, NULL, &e) : NULL,
             *rt = rn ? crl_rnn_clone(d->rnn_t, NULL, &e) : NULL;
-    rc = (!q || !t || (d->rnn && !rt)) ? crl_error_pass(err, &e, CRL_E_NOMEM) : CRL_OK;
+    crl_mlp *en = d->enc && (!d->rnn || rt) ? crl_mlp_clone(d->enc, "encoder", &e) : NULL,
+            *et = en ? crl_mlp_clone(d->enc_t, "encoder_target", &e) : NULL;
+    rc = (!q || !t || (d->rnn && !rt) || (d->enc && !et)) ? crl_error_pass(err, &e, CRL_E_NOMEM) : CRL_OK;
     char sec[2][CRL_CKPT_NAME_MAX + 1];
     snprintf(sec[0], sizeof sec[0], "%s/rnn", prefix);
     snprintf(sec[1], sizeof sec[1], "%s/rnn_target", prefix);
@@ -640,6 +766,14 @@ static int dqn_load(void *st, const crl_ckpt_reader *r, const char *prefix, crl_
         rc = ls_mlp_load(t, r, prefix, "qvalue_target", err);
     if (!rc && rt && !(rc = crl_rnn_load(rn, r, sec[0], err)))
         rc = crl_rnn_load(rt, r, sec[1], err);
+    if (!rc && et && !(rc = ls_mlp_load(en, r, prefix, "encoder", err)))
+        rc = ls_mlp_load(et, r, prefix, "encoder_target", err);
+    if (!rc && et) {
+        crl_tensor_copy(crl_mlp_params_get(d->enc), crl_mlp_params_get(en), NULL);
+        crl_tensor_copy(crl_mlp_params_get(d->enc_t), crl_mlp_params_get(et), NULL);
+    }
+    crl_mlp_unref(en);
+    crl_mlp_unref(et);
     if (!rc && rt) {
         crl_tensor_copy(crl_rnn_params_get(d->rnn), crl_rnn_params_get(rn), NULL);
         crl_tensor_copy(crl_rnn_params_get(d->rnn_t), crl_rnn_params_get(rt), NULL);

@@ -128,7 +128,8 @@ static int pg_recurrent_init(pg *p, const crl_spec *obs_spec, crl_rnn_kind kind,
     const char *kn = crl_rnn_kind_name(kind);
     if (nd != 1)
         return crl_error_set(err, CRL_E_SHAPE, "%s: [net.actor] type = %s reads vectors, but observation '%s' has %d "
-                             "dims per env; flatten it (a FlattenObservation transform)", p->who, kn, p->no.in_key, nd);
+                             "dims per env; flatten it (a FlattenObservation transform): a conv encoder in front of a "
+                             "recurrent network is built for dqn's [net.q] only", p->who, kn, p->no.in_key, nd);
     crl_error e;
     crl_error_clear(&e);
     if (!(p->rnn = crl_rnn_new(kn, kind, shape[0], hidden, rng, &e)) ||

@@ -143,7 +143,9 @@ typedef struct crl_conv_layer {
  * cells[0..n_cells) with `act` and out_features outputs.  With `dueling`
  * the head's output layer gives a value and out_features advantages, and
  * the output is value + advantage - mean(advantage) (Wang et al., 2016).
- * n_layers = 0 with in_ndim 1 gives an MLP (dueling or not).  Every
+ * n_layers = 0 with in_ndim 1 gives an MLP (dueling or not); n_layers > 0,
+ * n_cells = 0, out_features = 0 and no dueling give the conv stack alone
+ * (its flattened feature maps are the output).  Every
  * parameter is drawn with CRL_INIT_DEFAULT (PyTorch's Conv2d and Linear
  * default).  The state dict names the encoder's entries "0.<i>.weight"
  * ([out, in, k, k], i as TorchRL's ConvNet numbers them: Conv2d and its

@@ -104,6 +104,16 @@ CRL_API int crl_optim_add_rnn(crl_optim *o, crl_rnn *r, crl_error *err);
 CRL_API int crl_net_recurrent(const crl_opts *opts, const char *role, bool *recurrent, crl_rnn_kind *kind,
                               int64_t *hidden_size, crl_error *err);
 
+/* The conv encoder in front of a recurrent [net.ROLE] (its `encoder = NAME` naming a [net.NAME] type = conv
+ * section), as TorchRL composes ConvNet -> LSTMModule -> MLP: the conv layers alone, each frame in_shape
+ * [C, H, W] to its flattened feature maps (crl_mlp_out_features of the result; no Linear layer, state dict
+ * "0.<i>.weight" / "0.<i>.bias").  *out receives a new reference, or NULL when the section is not recurrent
+ * or has no encoder (then nothing is built and CRL_OK is returned).  A loss that calls crl_net_recurrent for
+ * ROLE and does not build the encoder gets CRL_E_CONFIG from the config check naming the encoder key's
+ * FILE:LINE.  CRL_E_CONFIG naming that key's FILE:LINE for an in_shape that is not [C, H, W], naming the layer
+ * that does not fit, CRL_E_NOMEM.  Since ABI 1.2. */
+CRL_API int crl_net_encoder(const crl_opts *opts, const char *role, const char *name, int in_ndim,
+                            const int64_t *in_shape, crl_rng *rng, crl_mlp **out, crl_error *err);
 /* ---- TensorDict module (TorchRL's LSTMModule / GRUModule) ------------------------------------------- */
 
 typedef struct crl_rnn_module crl_rnn_module;
