@@ -1546,6 +1546,20 @@ static inline bool frame_row(const frame_book *fb, int64_t i)
     return dn != 0;
 }
 
+/* frame_row for every env after one base-env frame, into done_now; whether any ended. */
+static inline uint8_t scan_done(crl_env *env)
+{
+    const frame_book fb = book_of(env);
+    bool *done_now = env->done_now;
+    uint8_t anyd = 0;
+    for (int64_t i = 0; i < env->num; i++) {
+        bool dn = frame_row(&fb, i);
+        done_now[i] = dn;
+        anyd |= (uint8_t)dn;
+    }
+    return anyd;
+}
+
 bool crl__env_frame_row(crl_env *env, int64_t i)
 {
     const frame_book fb = book_of(env);
@@ -1779,15 +1793,7 @@ static int step_quick(crl_env *env, const crl__step_slot *s, crl_error *err)
         env->after_backend_step(env);
     if ((rc = check_buffers(env, "step", err)))
         return rc;
-    const frame_book fb = book_of(env);
-    bool *done_now = env->done_now;
-    const int64_t num = env->num;
-    uint8_t anyd = 0;
-    for (int64_t i = 0; i < num; i++) {
-        bool dn = frame_row(&fb, i);
-        done_now[i] = dn;
-        anyd |= (uint8_t)dn;
-    }
+    const uint8_t anyd = scan_done(env);
     for (io = s->io + env->nact, io_end = io + env->nout; io < io_end; io++)
         crl__env_move_c(io->data, io->udata, io->n, io->cls);
     env->any_just_reset = false;
@@ -1796,7 +1802,7 @@ static int step_quick(crl_env *env, const crl__step_slot *s, crl_error *err)
     if (env->autoreset == CRL_AUTORESET_SAME_STEP)
         return reset_same_step(env, err);
     /* Nothing was pending, so needs_reset was all false. */
-    memcpy(env->needs_reset, done_now, sizeof(bool) * (size_t)num);
+    memcpy(env->needs_reset, env->done_now, sizeof(bool) * (size_t)env->num);
     return CRL_OK;
 }
 
@@ -1893,16 +1899,8 @@ int crl__env_step_fused(crl_env *env, const crl__smr_slot *p, crl_error *err)
         env->after_backend_step(env);
     if ((rc = check_buffers(env, "step", err)))
         return crl__env_smr_fail(rc, err);
-    const frame_book fb = book_of(env);
-    bool *done_now = env->done_now;
-    const int64_t num = env->num;
-    uint8_t anyd = 0;
     /* just_reset is read only while any_just_reset holds: left alone. */
-    for (int64_t i = 0; i < num; i++) {
-        bool dn = frame_row(&fb, i);
-        done_now[i] = dn;
-        anyd |= (uint8_t)dn;
-    }
+    const uint8_t anyd = scan_done(env);
     /* Each output into td's "next" and next_root, a loop per size class. */
     const crl__smr_move *m = p->moves, *e1 = p->ends[0], *e4 = p->ends[1], *e8 = p->ends[2], *e32 = p->ends[3];
     const crl__smr_move *m_end = p->ends[4];
@@ -1953,7 +1951,7 @@ int crl__env_step_fused(crl_env *env, const crl__smr_slot *p, crl_error *err)
         if ((rc = reset_same_step(env, err)))
             return crl__env_smr_fail(rc, err);
     } else if (anyd) {
-        memcpy(env->needs_reset, done_now, sizeof(bool) * (size_t)num);
+        memcpy(env->needs_reset, env->done_now, sizeof(bool) * (size_t)env->num);
     }
     return crl__env_smr_finish(env, p, anyd != 0, err);
 }

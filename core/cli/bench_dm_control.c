@@ -319,18 +319,26 @@ static int host_open(host_loop *h, crl_host *host, const char *id, bool pixels, 
     return rc;
 }
 
+/* The next of the ACTIONS rows into td's action (made once by a random draw, so the entry exists). */
+static int next_action(host_loop *h, crl_td *td)
+{
+    crl_tensor *a = crl_td_get_k(td, h->action_key);
+    int rc = a ? CRL_OK : crl_env_rand_action(h->env, td, &h->err);
+    if (!rc) {
+        a = crl_td_get_k(td, h->action_key);
+        memcpy(crl_tensor_data(a), h->actions + (h->next++ % ACTIONS) * h->row, h->row * sizeof(double));
+    }
+    return rc;
+}
+
 static void run_host(void *p, uint64_t n)
 {
     host_loop *h = p;
     for (uint64_t i = 0; i < n && !h->failed; i++) {
         crl_td *td = h->td[h->cur], *next = h->td[h->cur ^ 1];
-        crl_tensor *a = crl_td_get_k(td, h->action_key);
-        int rc = a ? CRL_OK : crl_env_rand_action(h->env, td, &h->err);
-        if (!rc) {
-            a = crl_td_get_k(td, h->action_key);
-            memcpy(crl_tensor_data(a), h->actions + (h->next++ % ACTIONS) * h->row, h->row * sizeof(double));
+        int rc = next_action(h, td);
+        if (!rc)
             rc = crl_env_step(h->env, td, &h->err);
-        }
         if (!rc)
             rc = crl_env_step_mdp_into(h->env, td, next, &h->err);
         if (rc) {
@@ -348,13 +356,9 @@ static void run_host_smr(void *p, uint64_t n)
     host_loop *h = p;
     for (uint64_t i = 0; i < n && !h->failed; i++) {
         crl_td *td = h->td[h->cur], *next = h->td[h->cur ^ 1];
-        crl_tensor *a = crl_td_get_k(td, h->action_key);
-        int rc = a ? CRL_OK : crl_env_rand_action(h->env, td, &h->err);
-        if (!rc) {
-            a = crl_td_get_k(td, h->action_key);
-            memcpy(crl_tensor_data(a), h->actions + (h->next++ % ACTIONS) * h->row, h->row * sizeof(double));
+        int rc = next_action(h, td);
+        if (!rc)
             rc = crl_env_step_and_maybe_reset(h->env, td, next, &h->err);
-        }
         if (rc) {
             h->failed = true;
             return;
