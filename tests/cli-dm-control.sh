@@ -95,6 +95,27 @@ if [ "$rc" -eq 0 ] && grep -q "crl/s+rst" <<<"$out" && grep -Eq "cheetah/run .* 
     grep -Eq "pendulum/swingup .* 0/0/2 " <<<"$out" && grep -Eq "lqr/lqr_2_1 .* no episodes " <<<"$out"; then
     ok "crl bench dm_control counts each task's reset physics"
 else nok "crl bench dm_control reset counts" "$out"; fi
+# The plugin's env ops alone, with the host's ratio over them, on every task's row.
+rows=$(grep -Ec "^  [a-z_]+/[a-z0-9_]+ +[0-9]" <<<"$out")
+plug=$(grep -Ec "^  [a-z_]+/[a-z0-9_]+ +[0-9].* [0-9]+ +[0-9.]+x +[0-9.]+x$" <<<"$out")
+if [ "$rc" -eq 0 ] && grep -q "crl/plug" <<<"$out" && [ "$rows" -ge 39 ] && [ "$plug" -eq "$rows" ]; then
+    ok "crl bench dm_control puts the host next to the plugin alone for each of its $rows tasks"
+else nok "crl bench dm_control plugin columns ($plug of $rows rows)" "$out"; fi
+
+out=$("$crl" bench dm_control --seconds 0.02 --only point_mass/hard,lqr/lqr_2_1 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && [ "$(grep -Ec "^  [a-z_]+/[a-z0-9_]+ +[0-9]" <<<"$out")" -eq 2 ] &&
+    grep -q "^  point_mass/hard " <<<"$out" && grep -q "^  lqr/lqr_2_1 " <<<"$out" && ! grep -q "frames/s" <<<"$out"; then
+    ok "crl bench dm_control --only runs just the named tasks"
+else nok "crl bench dm_control --only (exit $rc)" "$out"; fi
+out=$("$crl" bench dm_control --seconds 0.02 --only point_mass/easy,pendulum/swingupp 2>&1); rc=$?
+if [ "$rc" -eq 2 ] && grep -q "no task 'pendulum/swingupp'" <<<"$out" && grep -q "pendulum/swingup," <<<"$out" &&
+    ! grep -q "^  point_mass/easy " <<<"$out"; then
+    ok "crl bench dm_control --only with an unknown task exits 2 naming it and the plugin's tasks"
+else nok "crl bench dm_control --only unknown (exit $rc)" "$out"; fi
+out=$("$crl" bench replay --only x 2>&1); rc=$?
+if [ "$rc" -eq 2 ] && grep -q "goes with crl bench train or crl bench dm_control" <<<"$out"; then
+    ok "--only is refused for benches without it"
+else nok "crl bench replay --only (exit $rc)" "$out"; fi
 
 echo "1..$n"
 [ "$failures" -eq 0 ]

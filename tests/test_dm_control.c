@@ -84,6 +84,42 @@ START_TEST(test_tolerance)
 }
 END_TEST
 
+/* dmc_small_control spells tolerance(u, (0, 0), margin 1, quadratic, 0) out, and the gaussian's default scale is
+ * cached: both must give tolerance()'s bits for every control, edge values included. */
+START_TEST(test_small_control_and_cached_scale)
+{
+    static const double us[] = { 0.0, -0.0, 0.5, -0.5, 1e-300, -1e-300, 0.999999999, -0.999999999, 1.0, -1.0,
+                                 1.0000001, 2.0, -7.5, 0.1, 0.3333333333333333, INFINITY, -INFINITY, NAN };
+    const int n = (int)(sizeof us / sizeof us[0]);
+    mjModel *m = calloc(1, sizeof *m);
+    mjData *d = calloc(1, sizeof *d);
+    double ctrl[1];
+    m->nu = 1;
+    d->ctrl = ctrl;
+    for (int i = 0; i < n; i++) {
+        ctrl[0] = us[i];
+        double want = dmc_tolerance(us[i], 0, 0, 1.0, DMC_QUADRATIC, 0.0), got = dmc_small_control(m, d);
+        ck_assert_msg(memcmp(&want, &got, sizeof want) == 0, "u = %.17g: small_control %.17g, tolerance %.17g",
+                      us[i], got, want);
+        /* The gaussian at 0.1 (the cached scale) against the scale computed afresh, as the suite does. */
+        double x = us[i] * 0.75;
+        double cached = dmc_sigmoid_eval(x, 0.1, DMC_GAUSSIAN), s = x * sqrt(-2.0 * log(0.1));
+        double fresh = exp(-0.5 * s * s);
+        ck_assert_msg(memcmp(&cached, &fresh, sizeof fresh) == 0 || (isnan(cached) && isnan(fresh)),
+                      "x = %.17g: %.17g vs %.17g", x, cached, fresh);
+    }
+    /* Two controls: the mean. */
+    double two[2] = { 0.5, -2.0 };
+    m->nu = 2;
+    d->ctrl = two;
+    ck_assert(dmc_small_control(m, d) == 0.375);
+    m->nu = 0;
+    ck_assert(dmc_small_control(m, d) == 1.0);
+    free(m);
+    free(d);
+}
+END_TEST
+
 /* ---- tasks at hand-set states --------------------------------------------- */
 
 /* Positions and velocities set by hand (NULL: zeros), forward, then the
@@ -1014,6 +1050,7 @@ static Suite *dm_control_suite(void)
     TCase *tc = tcase_create("rewards");
     tcase_add_test(tc, test_sigmoids);
     tcase_add_test(tc, test_tolerance);
+    tcase_add_test(tc, test_small_control_and_cached_scale);
     suite_add_tcase(s, tc);
     tc = tcase_create("tasks");
     tcase_add_test(tc, test_cartpole_rewards);

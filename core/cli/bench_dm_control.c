@@ -457,6 +457,35 @@ static void run_render(void *p, uint64_t n)
             f->failed = true;
 }
 
+static char **only;
+
+void crl__bench_dm_control_only(const char *names)
+{
+    g_strfreev(only);
+    only = g_strsplit(names, ",", -1);
+}
+
+static bool task_wanted(const char *id)
+{
+    return !only || g_strv_contains((const char *const *)only, id);
+}
+
+/* Each --only name is one of the plugin's tasks, else a usage error listing them. */
+static bool only_known(const char *const *ids)
+{
+    for (char **o = only; o && *o; o++) {
+        if (g_strv_contains(ids, *o))
+            continue;
+        GString *known = g_string_new(NULL);
+        for (const char *const *id = ids; *id; id++)
+            g_string_append_printf(known, "%s%s", id == ids ? "" : ", ", *id);
+        fprintf(stderr, "crl bench dm_control: --only: no task '%s' (the plugin has %s)\n", *o, known->str);
+        g_string_free(known, TRUE);
+        return false;
+    }
+    return true;
+}
+
 int crl__bench_dm_control(double seconds)
 {
     crl_error err = { 0 };
@@ -485,10 +514,17 @@ int crl__bench_dm_control(double seconds)
         crl_error_set(&err, CRL_E_PLUGIN, "crl bench dm_control: the plugin registers no usable env/dm_control");
         goto out;
     }
+    if (!only_known(ops->list())) {
+        crl_host_free(host);
+        return CRL_EXIT_USAGE;
+    }
     printf("dm_control tasks, one env, random actions, auto-reset (%.2f s per figure):\n", seconds);
-    printf("  %-24s %11s %4s %14s %15s %10s %7s %14s %10s %10s\n", "task", "env steps/s", "sub", "bare mj_step/s",
-           "bare suite st/s", "crl/suite", "mj/crl", "rst clr/st/fwd", "crl/s+rst", "smr/s+rst");
+    printf("  %-24s %11s %4s %14s %15s %10s %7s %14s %10s %10s %12s %9s %9s\n", "task", "env steps/s", "sub",
+           "bare mj_step/s", "bare suite st/s", "crl/suite", "mj/crl", "rst clr/st/fwd", "crl/s+rst", "smr/s+rst",
+           "plugin st/s", "crl/plug", "smr/plug");
     for (const char *const *id = ops->list(); *id; id++) {
+        if (!task_wanted(*id))
+            continue;
         host_loop h, hs; /* hs: another env of the same config, stepped through step_and_maybe_reset */
         bare b, be; /* be: the same model with data of its own, stepped in episodes */
         memset(&b, 0, sizeof b);
@@ -522,9 +558,23 @@ int crl__bench_dm_control(double seconds)
             rc = host_open(&h, host, *id, false, false, &err);
         if (!rc)
             rc = host_open(&hs, host, *id, false, false, &err);
+        /* pb: the plugin's env ops alone on buffers of our own (the suite's step: physics, observation, reward,
+         * the env's resets), same seed and actions: what only the host adds shows against it. */
+        crl__bench_backend pb;
+        crl_env_specs pspecs;
+        memset(&pb, 0, sizeof pb);
+        memset(&pspecs, 0, sizeof pspecs);
+        crl__bench_bank bank = { (uint8_t *)h.actions, h.row * sizeof(double), ACTIONS };
+        if (!rc && !(rc = crl__bench_backend_open(&pb, host, h.cfg, "dm_control", *id, 1, 1, &pspecs, &err))) {
+            pb.bank = &bank;
+            if (crl_tensor_nbytes(crl_td_get(pb.buffers, "action")) != bank.step_bytes)
+                rc = crl_error_set(&err, CRL_E_SHAPE, "crl bench dm_control: %s: the plugin's action buffer differs "
+                                   "from the host's action", *id);
+        }
         if (rc) {
             host_close(&h);
             host_close(&hs);
+            crl__bench_backend_close(&pb, &pspecs);
             bare_close(&b, &be);
             goto out;
         }
@@ -532,13 +582,19 @@ int crl__bench_dm_control(double seconds)
         b.actions = be.actions = h.actions;
         /* Host and bare stepping in turns, so load that comes and goes on a
          * shared machine falls on both; the ratio is the median turn's. */
-        double ratio[TURNS], ratio_rst[TURNS], ratio_smr[TURNS], host_ns = 0, suite_ns = 0;
-        uint64_t host_ops = 0, suite_ops = 0;
-        for (int t = 0; t < TURNS && !h.failed && !hs.failed; t++) {
+        double ratio[TURNS], ratio_rst[TURNS], ratio_smr[TURNS], ratio_plug[TURNS], ratio_smr_plug[TURNS];
+        double host_ns = 0, suite_ns = 0, plug_ns = 0;
+        uint64_t host_ops = 0, suite_ops = 0, plug_ops = 0;
+        for (int t = 0; t < TURNS && !h.failed && !hs.failed && !pb.failed; t++) {
             crl_bench_result rh = measure_cpu(run_host, &h, seconds / TURNS, t ? 10 : 100);
             crl_bench_result rm = measure_cpu(run_host_smr, &hs, seconds / TURNS, t ? 10 : 100);
             crl_bench_result rs = measure_cpu(run_bare_suite, &b, seconds / TURNS, t ? 10 : 100);
             crl_bench_result re = measure_cpu(run_bare_episodes, &be, seconds / TURNS, t ? 10 : 100);
+            crl_bench_result rp = measure_cpu(crl__bench_backend_run, &pb, seconds / TURNS, t ? 10 : 100);
+            ratio_plug[t] = rh.ns_per_op / rp.ns_per_op;
+            ratio_smr_plug[t] = rm.ns_per_op / rp.ns_per_op;
+            plug_ns += rp.ns_per_op * (double)rp.ops;
+            plug_ops += rp.ops;
             ratio[t] = rh.ns_per_op / rs.ns_per_op;
             ratio_rst[t] = rh.ns_per_op / re.ns_per_op;
             ratio_smr[t] = rm.ns_per_op / re.ns_per_op;
@@ -548,26 +604,32 @@ int crl__bench_dm_control(double seconds)
             suite_ops += rs.ops;
         }
         crl_bench_result rb = measure_cpu(run_bare, &b, seconds / TURNS, 100);
-        if (h.failed || hs.failed) {
-            err = h.failed ? h.err : hs.err;
+        if (h.failed || hs.failed || pb.failed) {
+            err = h.failed ? h.err : hs.failed ? hs.err : pb.err;
             host_close(&h);
             host_close(&hs);
+            crl__bench_backend_close(&pb, &pspecs);
             bare_close(&b, &be);
             goto out;
         }
         qsort(ratio, TURNS, sizeof ratio[0], cmp_double);
         qsort(ratio_rst, TURNS, sizeof ratio_rst[0], cmp_double);
         qsort(ratio_smr, TURNS, sizeof ratio_smr[0], cmp_double);
+        qsort(ratio_plug, TURNS, sizeof ratio_plug[0], cmp_double);
+        qsort(ratio_smr_plug, TURNS, sizeof ratio_smr_plug[0], cmp_double);
         double env_rate = 1e9 * (double)host_ops / host_ns, bare_rate = 1e9 / rb.ns_per_op;
         double suite_rate = 1e9 * (double)suite_ops / suite_ns;
         char rst[48];
         snprintf(rst, sizeof rst, "%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT, (gint64)be.rst_clr,
                  (gint64)be.rst_step, (gint64)be.rst_fwd);
-        printf("  %-24s %11.0f %4" G_GINT64_FORMAT " %14.0f %15.0f %9.2fx %6.2fx %14s %9.2fx %9.2fx\n", *id, env_rate,
-               (gint64)n_sub, bare_rate, suite_rate, ratio[TURNS / 2], bare_rate / ((double)n_sub * env_rate),
-               be.ep_len > 0 ? rst : "no episodes", ratio_rst[TURNS / 2], ratio_smr[TURNS / 2]);
+        printf("  %-24s %11.0f %4" G_GINT64_FORMAT " %14.0f %15.0f %9.2fx %6.2fx %14s %9.2fx %9.2fx %12.0f %8.2fx "
+               "%8.2fx\n", *id, env_rate, (gint64)n_sub, bare_rate, suite_rate, ratio[TURNS / 2],
+               bare_rate / ((double)n_sub * env_rate), be.ep_len > 0 ? rst : "no episodes", ratio_rst[TURNS / 2],
+               ratio_smr[TURNS / 2], 1e9 * (double)plug_ops / plug_ns, ratio_plug[TURNS / 2],
+               ratio_smr_plug[TURNS / 2]);
         host_close(&h);
         host_close(&hs);
+        crl__bench_backend_close(&pb, &pspecs);
         bare_close(&b, &be);
     }
     printf("  sub: physics steps per env step.  bare suite st/s: control steps/s of the suite's stepping on\n"
@@ -590,10 +652,19 @@ int crl__bench_dm_control(double seconds)
            "  The bare side gets no initial-state draw, no observation and not the suite's first mj_resetData\n"
            "  per reset (crl avoids its arena clear).\n"
            "  smr/s+rst: as crl/s+rst, the host stepping through crl_env_step_and_maybe_reset (TorchRL's\n"
-           "  step_and_maybe_reset: the step, step_mdp into the other root and the resets in one call) instead.\n",
+           "  step_and_maybe_reset: the step, step_mdp into the other root and the resets in one call) instead.\n"
+           "  plugin st/s: the plugin's env ops alone (no host env: buffers bound by the bench, the action\n"
+           "  copied in, ops->step, ops->reset of an ended env), i.e. the suite's own step in C: physics,\n"
+           "  observation and reward, with the env's resets; same seed and actions, in the same turns.\n"
+           "  crl/plug and smr/plug: the host's time per step over it, through step + step_mdp_into and\n"
+           "  through step_and_maybe_reset: what the host alone adds (1.00x: nothing).\n",
            TURNS, RESETS);
 
-    /* Pixels: the tutorial's acrobot, 240 x 320 from camera 0. */
+    /* Pixels: the tutorial's acrobot, 240 x 320 from camera 0 (with --only, when acrobot/swingup is named). */
+    if (!task_wanted("acrobot/swingup")) {
+        status = 0;
+        goto out;
+    }
     host_loop h;
     if (host_open(&h, host, "acrobot/swingup", true, false, &err)) {
         host_close(&h);

@@ -13,216 +13,10 @@
 #define EXACT_STEPS 200
 #define EXACT_SEED 20240601u
 
-/* Pre-drawn actions: `k` steps of `num` envs, drawn from the backend's
- * action leaf so the rng is not timed. */
-typedef struct {
-    uint8_t *data;
-    size_t step_bytes;
-    int64_t k;
-} action_bank;
-
-static void bank_free(action_bank *b)
-{
-    g_free(b->data);
-    memset(b, 0, sizeof *b);
-}
-
-/* leaf: the [num, ...] action spec of the backend. */
-static int bank_fill(action_bank *b, const crl_spec *leaf, int64_t k, uint64_t seed, crl_error *err)
-{
-    memset(b, 0, sizeof *b);
-    crl_dtype dt = crl_spec_dtype(leaf);
-    int ndim = crl_spec_ndim(leaf);
-    const int64_t *shape = crl_spec_shape(leaf);
-    int64_t numel = 1;
-    for (int i = 0; i < ndim; i++)
-        numel *= shape[i];
-    b->step_bytes = (size_t)numel * crl_dtype_size(dt);
-    b->k = k;
-    b->data = g_malloc((gsize)k * b->step_bytes);
-    crl_rng rng;
-    crl_rng_init(&rng, seed, 0);
-    for (int64_t i = 0; i < k; i++) {
-        crl_error e;
-        crl_error_clear(&e);
-        crl_tensor *t = crl_tensor_wrap(b->data + (size_t)i * b->step_bytes, dt, ndim, shape, NULL, NULL, NULL, &e);
-        int rc = t ? crl_spec_rand_into(leaf, &rng, t, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
-        crl_tensor_unref(t);
-        if (rc) {
-            bank_free(b);
-            return rc;
-        }
-    }
-    return CRL_OK;
-}
-
 /* The only leaf of a Composite (what the classic backend declares). */
 static const crl_spec *leaf_of(const crl_spec *comp, const char *key)
 {
     return comp ? crl_spec_composite_get(comp, key) : NULL;
-}
-
-/* ---- the bare backend ---------------------------------------------------- */
-
-typedef struct {
-    const crl_env_ops *ops;
-    void *env;
-    crl_td *buffers;
-    int64_t num, max_steps;
-    void *action;
-    const float *obs;
-    size_t obs_bytes;
-    const uint8_t *terminated, *truncated;
-    bool *mask;
-    int64_t *elapsed;
-    const action_bank *bank;
-    int64_t next;
-    crl_error err;
-    bool failed;
-} bare_env;
-
-/* Every leaf of comp as a zeroed tensor in buffers, under its dotted key. */
-static int alloc_leaves(crl_td *buffers, const crl_spec *comp, const char *prefix, crl_error *err)
-{
-    for (size_t i = 0; comp && i < crl_spec_composite_len(comp); i++) {
-        const crl_spec *c = crl_spec_composite_at(comp, i);
-        char *key = *prefix ? g_strconcat(prefix, ".", crl_spec_composite_key_at(comp, i), NULL)
-                            : g_strdup(crl_spec_composite_key_at(comp, i));
-        int rc = CRL_OK;
-        if (crl_spec_get_kind(c) == CRL_SPEC_COMPOSITE) {
-            rc = alloc_leaves(buffers, c, key, err);
-        } else {
-            crl_error e;
-            crl_error_clear(&e);
-            crl_tensor *t = crl_spec_zero(c, &e);
-            rc = t ? crl_td_set(buffers, key, t, err) : crl_error_pass(err, &e, CRL_E_NOMEM);
-            crl_tensor_unref(t);
-        }
-        g_free(key);
-        if (rc)
-            return rc;
-    }
-    return CRL_OK;
-}
-
-static void bare_close(bare_env *b, crl_env_specs *specs)
-{
-    if (b->ops && b->env && b->ops->struct_size >= offsetof(crl_env_ops, close) + sizeof b->ops->close &&
-        b->ops->close)
-        b->ops->close(b->env);
-    b->env = NULL;
-    crl_td_unref(b->buffers);
-    b->buffers = NULL;
-    g_free(b->mask);
-    g_free(b->elapsed);
-    b->mask = NULL;
-    b->elapsed = NULL;
-    if (specs) {
-        crl_spec_unref(specs->observation);
-        crl_spec_unref(specs->action);
-        crl_spec_unref(specs->reward);
-        crl_spec_unref(specs->done);
-        crl_spec_unref(specs->state);
-        crl_spec_unref(specs->info);
-        memset(specs, 0, sizeof *specs);
-    }
-}
-
-/* Make num envs of id with the backend's defaults, bind our buffers, reset
- * with the seed chain from `seed` (as crl_env_set_seed hands it out). */
-static int bare_open(bare_env *b, const crl_host *host, const crl_config *cfg, const char *id, int64_t num,
-                     uint64_t seed, crl_env_specs *specs, crl_error *err)
-{
-    memset(b, 0, sizeof *b);
-    memset(specs, 0, sizeof *specs);
-    specs->struct_size = sizeof *specs;
-    crl_error e;
-    crl_error_clear(&e);
-    const crl_component *c = crl_host_lookup(host, CRL_KIND_ENV, "classic", &e);
-    if (!c)
-        return crl_error_pass(err, &e, CRL_E_NOT_FOUND);
-    if (!(b->ops = crl__cli_env_ops(c)))
-        return crl_error_set(err, CRL_E_ABI, "env/classic is not a usable env backend (its ops are too small)");
-    b->num = num;
-    const crl_option *tables[1] = { c->options };
-    crl_opts *opts = crl_config_opts(cfg, "classic-bare", tables, 1, &e);
-    if (!opts)
-        return crl_error_pass(err, &e, CRL_E_CONFIG);
-    int rc = b->ops->make(id, num, opts, specs, &b->env, err);
-    crl_opts_free(opts);
-    if (rc)
-        goto fail;
-    b->max_steps = specs->max_episode_steps;
-    if (!(b->buffers = crl_td_new(1, &num, &e))) {
-        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
-        goto fail;
-    }
-    const crl_spec *parts[] = { specs->observation, specs->action, specs->reward, specs->done, specs->state,
-                                specs->info };
-    for (size_t i = 0; i < G_N_ELEMENTS(parts); i++)
-        if ((rc = alloc_leaves(b->buffers, parts[i], "", err)))
-            goto fail;
-    if ((rc = b->ops->bind(b->env, b->buffers, err)))
-        goto fail;
-    crl_tensor *act = crl_td_get(b->buffers, "action"), *obs = crl_td_get(b->buffers, "observation");
-    crl_tensor *term = crl_td_get(b->buffers, "terminated"), *trunc = crl_td_get(b->buffers, "truncated");
-    if (!act || !obs || !term || !trunc) {
-        rc = crl_error_set(err, CRL_E_INVALID, "classic/%s declares no action, observation, terminated or truncated",
-                           id);
-        goto fail;
-    }
-    b->action = crl_tensor_data(act);
-    b->obs = crl_tensor_data(obs);
-    b->obs_bytes = crl_tensor_nbytes(obs);
-    b->terminated = crl_tensor_data(term);
-    b->truncated = crl_tensor_data(trunc);
-    b->mask = g_new0(bool, (gsize)num);
-    b->elapsed = g_new0(int64_t, (gsize)num);
-    uint64_t *seeds = g_new(uint64_t, (gsize)num);
-    for (int64_t i = 0; i < num; i++) {
-        seeds[i] = seed;
-        seed = crl_seed_next(seed);
-    }
-    rc = b->ops->reset(b->env, NULL, seeds, false, err);
-    g_free(seeds);
-    if (rc)
-        goto fail;
-    return CRL_OK;
-fail:
-    bare_close(b, specs);
-    return rc;
-}
-
-/* One step with the bank's next actions; ended envs (terminated, or at the
- * time limit the host would apply) are reset with a mask. */
-static int bare_step(bare_env *b, crl_error *err)
-{
-    const action_bank *bank = b->bank;
-    memcpy(b->action, bank->data + (size_t)(b->next % bank->k) * bank->step_bytes, bank->step_bytes);
-    b->next++;
-    int rc = b->ops->step(b->env, err);
-    if (rc)
-        return rc;
-    bool any = false;
-    for (int64_t i = 0; i < b->num; i++) {
-        bool ended = b->terminated[i] || b->truncated[i] || (b->max_steps > 0 && ++b->elapsed[i] >= b->max_steps);
-        b->mask[i] = ended;
-        any |= ended;
-    }
-    if (!any)
-        return CRL_OK;
-    for (int64_t i = 0; i < b->num; i++)
-        if (b->mask[i])
-            b->elapsed[i] = 0;
-    return b->ops->reset(b->env, b->mask, NULL, false, err);
-}
-
-static void run_bare(void *p, uint64_t n)
-{
-    bare_env *b = p;
-    for (uint64_t i = 0; i < n && !b->failed; i++)
-        if (bare_step(b, &b->err))
-            b->failed = true;
 }
 
 /* ---- the host env API ---------------------------------------------------- */
@@ -233,7 +27,7 @@ typedef struct {
     crl_td *td[2];
     int cur;
     crl_tensor **actions; /* views of the bank in the env's action shape */
-    const action_bank *bank;
+    const crl__bench_bank *bank;
     int64_t k, next;
     crl_td_key *action_key;
     crl_error err;
@@ -285,7 +79,7 @@ static int host_open(host_env *h, crl_host *host, const char *id, int64_t num, c
 }
 
 /* Views of the bank's steps shaped like the env's action leaf. */
-static int host_bind_bank(host_env *h, const action_bank *bank, crl_error *err)
+static int host_bind_bank(host_env *h, const crl__bench_bank *bank, crl_error *err)
 {
     const crl_spec *leaf = crl_spec_composite_get(crl_env_full_action_spec(h->env), "action");
     if (!leaf)
@@ -397,7 +191,7 @@ static bool host_hold(host_env *h, uint8_t **held)
 
 static inline void held_action(host_env *h, uint8_t *dst)
 {
-    const action_bank *bank = h->bank;
+    const crl__bench_bank *bank = h->bank;
     memcpy(dst, bank->data + (size_t)(h->next++ % bank->k) * bank->step_bytes, bank->step_bytes);
 }
 
@@ -450,7 +244,7 @@ static void run_host_step_only(void *p, uint64_t n)
 /* ---- bit-exactness: host rollout vs the bare loop ------------------------ */
 
 typedef struct {
-    const action_bank *bank;
+    const crl__bench_bank *bank;
     crl_td_key *key;
     int64_t t;
 } replay;
@@ -507,19 +301,19 @@ static bool same_bits(const crl_tensor *host, const uint8_t *bare, int64_t num, 
 static int bit_exact(crl_host *host, const crl_config *cfg, const char *id, bool *exact, char *why,
                      size_t why_len, crl_error *err)
 {
-    bare_env b;
+    crl__bench_backend b;
     crl_env_specs specs;
     host_env h;
-    action_bank bank = { 0 };
+    crl__bench_bank bank = { 0 };
     crl_td *out = NULL;
     uint8_t *obs = NULL, *rew = NULL, *done = NULL;
     int rc;
     *exact = false;
-    if ((rc = bare_open(&b, host, cfg, id, BATCH, EXACT_SEED, &specs, err)))
+    if ((rc = crl__bench_backend_open(&b, host, cfg, "classic", id, BATCH, EXACT_SEED, &specs, err)))
         return rc;
     if ((rc = host_open(&h, host, id, BATCH, err)))
         goto out;
-    if ((rc = bank_fill(&bank, leaf_of(specs.action, "action"), EXACT_STEPS, EXACT_SEED + 1, err)))
+    if ((rc = crl__bench_bank_fill(&bank, leaf_of(specs.action, "action"), EXACT_STEPS, EXACT_SEED + 1, err)))
         goto out;
     b.bank = &bank;
     size_t obs_env = b.obs_bytes / (size_t)BATCH;
@@ -575,9 +369,9 @@ out:
     g_free(obs);
     g_free(rew);
     g_free(done);
-    bank_free(&bank);
+    crl__bench_bank_free(&bank);
     host_close(&h);
-    bare_close(&b, &specs);
+    crl__bench_backend_close(&b, &specs);
     return rc;
 }
 
@@ -610,23 +404,23 @@ static int compare(crl_host *host, const crl_config *cfg, const char *id, int64_
                    crl_error *err)
 {
     int64_t envs = num ? num : 1;
-    bare_env b;
+    crl__bench_backend b;
     crl_env_specs specs;
     host_env h;
-    action_bank bank = { 0 };
+    crl__bench_bank bank = { 0 };
     int rc;
-    if ((rc = bare_open(&b, host, cfg, id, envs, 0, &specs, err)))
+    if ((rc = crl__bench_backend_open(&b, host, cfg, "classic", id, envs, 0, &specs, err)))
         return rc;
     if ((rc = host_open(&h, host, id, num, err)))
         goto out;
-    if ((rc = bank_fill(&bank, leaf_of(specs.action, "action"), num ? 64 : 4096, 1, err)) ||
+    if ((rc = crl__bench_bank_fill(&bank, leaf_of(specs.action, "action"), num ? 64 : 4096, 1, err)) ||
         (rc = host_bind_bank(&h, &bank, err)))
         goto out;
     b.bank = &bank;
     crl_env_set_seed(h.env, 0);
     if ((rc = host_reset(&h, err)))
         goto out;
-    crl_bench_result rb = crl__bench_measure(run_bare, &b, seconds, 100);
+    crl_bench_result rb = crl__bench_measure(crl__bench_backend_run, &b, seconds, 100);
     if (b.failed) {
         rc = crl_error_pass(err, &b.err, CRL_E_RUNTIME);
         goto out;
@@ -642,7 +436,7 @@ static int compare(crl_host *host, const crl_config *cfg, const char *id, int64_
     /* One env: bare, before and after timed in turns, side by side. */
     crl_bench_result turns[3] = { { 0, 0 } };
     if (!num && !h.failed) {
-        void (*const fns[3])(void *, uint64_t) = { run_bare, run_host_inplace_held, run_host_fused_held };
+        void (*const fns[3])(void *, uint64_t) = { crl__bench_backend_run, run_host_inplace_held, run_host_fused_held };
         void *const states[3] = { &b, &h, &h };
         measure_turns(fns, states, 3, 3 * seconds, 6, turns);
     }
@@ -683,9 +477,9 @@ static int compare(crl_host *host, const crl_config *cfg, const char *id, int64_
                target ? " (target >= 20 M/s): " : "", target ? (msps >= 20.0 ? "met" : "missed") : "");
     }
 out:
-    bank_free(&bank);
+    crl__bench_bank_free(&bank);
     host_close(&h);
-    bare_close(&b, &specs);
+    crl__bench_backend_close(&b, &specs);
     return rc;
 }
 
@@ -731,7 +525,7 @@ static int bench_ffi(crl_host *host, double seconds, crl_error *err)
                                             "max_episode_steps = 200\nnum_envs = %" G_GINT64_FORMAT "\n", lib,
                                             (gint64)nums[j]);
         host_env hf, hn, hb;
-        action_bank bank = { 0 };
+        crl__bench_bank bank = { 0 };
         int rc = host_open_text(&hf, host, ffi_text, err);
         if (!rc && (rc = host_open_text(&hn, host, native_text, err)))
             host_close(&hf);
@@ -744,7 +538,7 @@ static int bench_ffi(crl_host *host, double seconds, crl_error *err)
         g_free(batch_text);
         if (rc)
             return rc;
-        if (!(rc = bank_fill(&bank, leaf_of(crl_env_full_action_spec(hf.env), "action"), 64, 1, err)) &&
+        if (!(rc = crl__bench_bank_fill(&bank, leaf_of(crl_env_full_action_spec(hf.env), "action"), 64, 1, err)) &&
             !(rc = host_bind_bank(&hf, &bank, err)) && !(rc = host_bind_bank(&hn, &bank, err)) &&
             !(rc = host_bind_bank(&hb, &bank, err))) {
             crl_env_set_seed(hf.env, 0);
@@ -769,7 +563,7 @@ static int bench_ffi(crl_host *host, double seconds, crl_error *err)
                        best[2].ns_per_op / best[0].ns_per_op);
             }
         }
-        bank_free(&bank);
+        crl__bench_bank_free(&bank);
         host_close(&hf);
         host_close(&hn);
         host_close(&hb);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <crl/host.h>
 #include <crl/trainer.h>
+#include <crl/env_backend.h>
 
 #include "cli-schema.h"
 
@@ -175,6 +176,53 @@ void crl__bench_stepper_close(crl__bench_stepper *b);
 /* n steps, for crl__bench_measure; on a failure b->failed and b->err say why and it stops. */
 void crl__bench_stepper_run(void *p, uint64_t n);
 
+/* Pre-drawn actions for a bare backend loop: `k` steps of `step_bytes` each (all envs of the batch), taken in
+ * turn, so the rng is not timed (bench_backend.c). */
+typedef struct crl__bench_bank {
+    uint8_t *data;
+    size_t step_bytes;
+    int64_t k;
+} crl__bench_bank;
+
+/* Fill b with k draws of the [num, ...] action leaf from an rng seeded with seed.  On failure err is set and b
+ * holds nothing. */
+int crl__bench_bank_fill(crl__bench_bank *b, const crl_spec *leaf, int64_t k, uint64_t seed, crl_error *err);
+/* Free b's data; safe on an empty bank. */
+void crl__bench_bank_free(crl__bench_bank *b);
+
+/* A backend's envs driven through its ops alone: buffers bound by the bench, each step the bank's next actions
+ * copied in, then ops->step, then ops->reset (with a mask) of the envs that ended (terminated, truncated, or at
+ * the time limit the host would apply): the backend's work with no host env in between. */
+typedef struct crl__bench_backend {
+    const crl_env_ops *ops;
+    void *env;
+    crl_td *buffers;
+    int64_t num, max_steps;
+    void *action;
+    const void *obs;   /* the "observation" buffer, NULL when the backend has none of that name */
+    size_t obs_bytes;
+    const uint8_t *terminated, *truncated;
+    bool *mask;
+    int64_t *elapsed;
+    const crl__bench_bank *bank; /* set by the caller before stepping; borrowed */
+    int64_t next;
+    crl_error err;
+    bool failed;
+} crl__bench_backend;
+
+/* Make num envs of env/backend's `id` with the options of cfg's [bench-bare-backend] section (defaults when it is
+ * absent), bind buffers from its specs, reset with the seed chain from `seed` (as crl_env_set_seed hands it out).
+ * specs receives the backend's specs (the caller passes them back to close).  On failure err is set and nothing
+ * is held. */
+int crl__bench_backend_open(crl__bench_backend *b, const crl_host *host, const crl_config *cfg, const char *backend,
+                            const char *id, int64_t num, uint64_t seed, crl_env_specs *specs, crl_error *err);
+/* Close the backend env and free what b and specs hold; safe on a closed one. */
+void crl__bench_backend_close(crl__bench_backend *b, crl_env_specs *specs);
+/* One step of every env, then the resets; an error of the backend's step or reset is returned. */
+int crl__bench_backend_step(crl__bench_backend *b, crl_error *err);
+/* n steps, for crl__bench_measure; on a failure b->failed and b->err say why and it stops. */
+void crl__bench_backend_run(void *p, uint64_t n);
+
 /* A config and host for a benchmark, with the classic backend built in or
  * loaded from the plugin path; the caller frees both (also on error). */
 int crl__bench_classic_host(crl_config **cfg, crl_host **host, crl_error *err);
@@ -250,6 +298,8 @@ int crl__bench_python_host(const char *who, crl_config **cfg, crl_host **host, c
 /* `crl bench dm_control` (bench_dm_control.c, built with the dm_control
  * plugin): env steps/s per task next to bare mj_step, and frames/s. */
 int crl__bench_dm_control(double seconds);
+/* crl bench dm_control --only: the comma-separated tasks to run (checked against the plugin's list when it runs). */
+void crl__bench_dm_control_only(const char *names);
 
 /* Env helpers of the env commands (cmd_envs.c). */
 struct crl_env;

@@ -76,7 +76,8 @@ static void usage(FILE *f)
         fprintf(f, "  %-10s %s\n", benches[i].name, benches[i].summary);
     fprintf(f, "\n  --seconds S   time budget per measurement (default 0.5)\n"
                "  --seeds N     train: seeds 0 to N-1 for each example (default 5)\n"
-               "  --only LIST   train: only these examples (e.g. cartpole-dqn,cartpole-ppo)\n");
+               "  --only LIST   train: only these examples (e.g. cartpole-dqn,cartpole-ppo);\n"
+               "                dm_control: only these tasks (e.g. point_mass/easy,pendulum/swingup)\n");
 }
 
 int crl__cmd_bench(int argc, char **argv)
@@ -111,11 +112,13 @@ int crl__cmd_bench(int argc, char **argv)
         usage(stderr);
         return CRL_EXIT_USAGE;
     }
-    if ((seeds || only) && strcmp(name, "train")) {
-        fprintf(stderr, "crl bench: %s goes with crl bench train\n", seeds ? "--seeds" : "--only");
+    if (only && !strcmp(name, "dm_control")) {
+        crl__bench_dm_control_only(only);
+    } else if ((seeds || only) && strcmp(name, "train")) {
+        fprintf(stderr, "crl bench: %s goes with crl bench train%s\n", seeds ? "--seeds" : "--only",
+                seeds ? "" : " or crl bench dm_control");
         return CRL_EXIT_USAGE;
-    }
-    if (seeds || only) {
+    } else if (seeds || only) {
         int st = crl__bench_train_options(seeds, only);
         if (st)
             return st;
