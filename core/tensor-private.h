@@ -68,6 +68,9 @@ static inline int64_t crl__slice_norm(int64_t n, int64_t *start, int64_t *stop, 
 /* A view over t's storage with the given layout (no checks). */
 CRL_INTERNAL crl_tensor *crl__tensor_view_of(crl_tensor *t, int ndim, const int64_t *shape,
                                              const int64_t *strides, char *data);
+/* A contiguous tensor of dtype dt at data inside t's storage, sharing it (no checks: the layout must lie
+ * within the storage).  One allocation carved into several tensors (async recv's outputs). */
+CRL_INTERNAL crl_tensor *crl__tensor_carve(crl_tensor *t, crl_dtype dt, int ndim, const int64_t *shape, char *data);
 /* Shapes of views (tensor.c), shared with reshape (tensor_ops.c): resolve one -1 in `in` into `out` and
  * check the element count (errors name `what`); PyTorch's computeStride, the strides for viewing t as
  * `shape`, or false when its strides allow no view. */

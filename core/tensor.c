@@ -185,6 +185,12 @@ crl_tensor *crl__tensor_view_of(crl_tensor *t, int ndim, const int64_t *shape,
     return tensor_over(t->storage, t->dtype, ndim, shape, strides, data);
 }
 
+crl_tensor *crl__tensor_carve(crl_tensor *t, crl_dtype dt, int ndim, const int64_t *shape, char *data)
+{
+    g_atomic_int_inc(&t->storage->refcount);
+    return tensor_over(t->storage, dt, ndim, shape, NULL, data);
+}
+
 crl_tensor *crl_tensor_new(crl_dtype dt, int ndim, const int64_t *shape, crl_error *err)
 {
     int64_t numel;

@@ -77,6 +77,13 @@ elif grep -qE 'cheetah/run +32 .*\(1\.00x\)' <<<"$out" && grep -qE 'walker/walk 
     && { grep -qE 'humanoid/walk +8 ' <<<"$out" || grep -qF "humanoid/walk  (not in this build's dm_control plugin)" <<<"$out"; }
 then ok "crl bench batched measures the executors on dm_control tasks"
 else nok "crl bench batched dm_control rows" "$out"; fi
+# ... and with a policy in the loop: its cost next to the env's, serial, threads and async with the ceiling.
+if grep -q 'dm_control tasks: unavailable' <<<"$out"; then ok "crl bench batched: no policy rows without dm_control (skipped)"
+elif grep -qF 'policy in the loop (TD3/DDPG actor: MLP [256, 256] ReLU' <<<"$out" \
+    && grep -qE 'walker/walk +8 +E [0-9.]+ us +P [0-9.]+ us at batch 8 \(P/E [0-9.]+\), [0-9.]+ us at 4, [0-9.]+ us at 2$' <<<"$out" \
+    && grep -qE 'cheetah/run +32 +serial [0-9.]+k? +threads [0-9.]+k? \([0-9.]+x serial\) +async batch_size 16: [0-9.]+k? \([0-9.]+x sync; ceiling [0-9.]+x\) +async batch_size 8: ' <<<"$out"
+then ok "crl bench batched measures dm_control tasks with a policy in the loop"
+else nok "crl bench batched policy rows" "$out"; fi
 
 echo "1..$n"
 [ "$failures" -eq 0 ]

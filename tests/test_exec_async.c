@@ -510,6 +510,62 @@ START_TEST(test_stress)
 }
 END_TEST
 
+/* recv's tensors share one allocation: each is contiguous and 64-byte aligned like crl_tensor_new's, none
+ * overlaps another (writing one changes no other), and one kept past its TensorDict and later recvs keeps
+ * its values. */
+START_TEST(test_recv_tensors_own_rows)
+{
+    fx f;
+    fx_open(&f, "[env]\nbackend = classic\nid = Pendulum-v1\nnum_envs = 5\nexecutor = threads\nnum_workers = 2\n"
+                "batch_size = 3\n");
+    crl_error e = { 0 };
+    crl_env *env = env_of(&f, "env");
+    EXPECT_OK(crl_env_async_reset(env, &e), e);
+    crl_td *got = crl_env_recv(env, &e);
+    ck_assert_msg(got != NULL, "%s", e.message);
+    size_t n = crl_td_len(got);
+    ck_assert_uint_ge(n, 6);  /* env_id, observation, reward, done, terminated, truncated */
+    crl_tensor **kept = g_new0(crl_tensor *, n), **copy = g_new0(crl_tensor *, n);
+    for (size_t i = 0; i < n; i++) {
+        crl_tensor *t = crl_td_tensor_at(got, i);
+        ck_assert_msg(t != NULL, "'%s' is not a tensor", crl_td_key_at(got, i));
+        ck_assert_int_eq(crl_tensor_shape(t)[0], 3);
+        ck_assert(crl_tensor_is_contiguous(t));
+        ck_assert_msg(((uintptr_t)crl_tensor_data(t) & 63) == 0, "'%s' is not 64-byte aligned", crl_td_key_at(got, i));
+        kept[i] = crl_tensor_ref(t);
+        copy[i] = crl_tensor_clone(t, NULL);
+    }
+    /* Overwrite each in turn with 0xA5 bytes: the others keep their values. */
+    for (size_t i = 0; i < n; i++) {
+        memset(crl_tensor_data(kept[i]), 0xA5, crl_tensor_nbytes(kept[i]));
+        for (size_t j = i + 1; j < n; j++)
+            ck_assert_msg(!memcmp(crl_tensor_data(kept[j]), crl_tensor_data(copy[j]), crl_tensor_nbytes(copy[j])),
+                          "writing '%s' changed '%s'", crl_td_key_at(got, i), crl_td_key_at(got, j));
+        memcpy(crl_tensor_data(kept[i]), crl_tensor_data(copy[i]), crl_tensor_nbytes(copy[i]));
+    }
+    const int64_t *ids = crl_tensor_data(crl_td_get(got, "env_id"));
+    int64_t sent[3] = { ids[0], ids[1], ids[2] };
+    crl_td_unref(got);
+    double acts[3] = { 0.5, -1, 2 };
+    for (int x = 0; x < 20; x++) {
+        EXPECT_OK(send_acts(env, sent, acts, 3, &e), e);
+        crl_td *g2 = crl_env_recv(env, &e);
+        ck_assert_msg(g2 != NULL, "recv %d: %s", x, e.message);
+        memcpy(sent, crl_tensor_data(crl_td_get(g2, "env_id")), sizeof sent);
+        crl_td_unref(g2);
+    }
+    for (size_t i = 0; i < n; i++) {
+        ck_assert(!memcmp(crl_tensor_data(kept[i]), crl_tensor_data(copy[i]), crl_tensor_nbytes(copy[i])));
+        crl_tensor_unref(kept[i]);
+        crl_tensor_unref(copy[i]);
+    }
+    g_free(kept);
+    g_free(copy);
+    crl_env_free(env);
+    fx_close(&f);
+}
+END_TEST
+
 static Suite *async_suite(void)
 {
     Suite *s = suite_create("exec_async");
@@ -525,6 +581,7 @@ static Suite *async_suite(void)
     tcase_add_test(tc, test_backend_error);
     tcase_add_test(tc, test_pixels);
     tcase_add_test(tc, test_stress);
+    tcase_add_test(tc, test_recv_tensors_own_rows);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -3,10 +3,12 @@
 #include "config.h"
 #include "cli-private.h"
 
+#include <crl/actor.h>
 #include <crl/env.h>
 #include <crl/env_backend.h>
 #include <glib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define BANK 64          /* async: pre-drawn action batches, reused in turn */
@@ -82,12 +84,17 @@ static int row(crl_host *host, const char *backend, const char *id, int64_t num,
     return CRL_OK;
 }
 
+/* A policy in the loop (below). */
+struct bench_policy;
+static int policy_act(struct bench_policy *p, crl_td *td, crl_error *err);
+
 /* Async (EnvPool's send/recv): recv batch_size envs, send their actions back. */
 typedef struct {
     crl_config *cfg;
     crl_env *env;
     crl_td *send;            /* [B]: env_id and action, refilled from each recv */
     crl_tensor *bank[BANK];  /* [B] actions */
+    struct bench_policy *pol;  /* borrowed; when set, the actions come from it instead of the bank */
     int64_t next, B;
     crl_error err;
     bool failed;
@@ -138,13 +145,17 @@ static int async_open(bench_async *b, crl_host *host, const char *backend, const
     return rc;
 }
 
-/* One op: recv B envs, send B actions back to them. */
+/* One op: recv B envs, send B actions back to them: the bank's, or with an actor its actions for the
+ * observations just received (written into the received TensorDict, which holds their env_id). */
 static void run_async(void *p, uint64_t n)
 {
     bench_async *b = p;
     for (uint64_t i = 0; i < n && !b->failed; i++) {
         crl_td *got = crl_env_recv(b->env, &b->err);
-        if (!got || crl_td_set(b->send, "env_id", crl_td_get(got, "env_id"), &b->err) ||
+        if (got && b->pol) {
+            if (policy_act(b->pol, got, &b->err) || crl_env_send(b->env, got, &b->err))
+                b->failed = true;
+        } else if (!got || crl_td_set(b->send, "env_id", crl_td_get(got, "env_id"), &b->err) ||
             crl_td_set(b->send, "action", b->bank[b->next++ % BANK], &b->err) ||
             crl_env_send(b->env, b->send, &b->err))
             b->failed = true;
@@ -264,6 +275,256 @@ static bool dm_control_has(crl_host *host, const char *id)
     return false;
 }
 
+/* ---- a policy in the loop ----------------------------------------------------------------------------
+ *
+ * EnvPool's case for async is overlap: while the caller runs the policy on the batch it received, the pool
+ * steps the other envs.  In sync mode the env threads idle while the caller computes the policy, and the
+ * caller idles while the envs step.  Per env step, with E the serial env step and P the policy at the batch
+ * the caller runs it on, sync threads on c cores take at best P_N + E/c and async with every core busy all
+ * the time (P_B + E)/c, so async's ceiling over sync threads is (c P_N + E)/(P_B + E): on 2 cores with
+ * P_B = P_N, (2P + E)/(P + E), between 1x (envs dominate) and 2x (the policy does).
+ *
+ * The policy is TorchRL's TD3/DDPG actor at its MuJoCo default size (SB3's SAC too): MLP [256, 256], ReLU,
+ * tanh into the action bounds, weights drawn from a fixed seed, over the task's observation keys
+ * concatenated (TorchRL's CatTensors), on the caller's thread with one OpenBLAS thread so that it takes no
+ * core from the env threads.  The network's size is the standard one, not chosen for the figures. */
+#define POLICY_SEED 3
+#define POLICY_CELLS 256
+
+/* The actor, and what feeds it: it reads float rows and writes a float32 "action", while dm_control's actions
+ * are float64 (TorchRL casts them with DoubleToFloat's inverse), so it runs on a scratch TensorDict holding
+ * the observations (shared, not copied) and its action is cast into one of the spec's dtype. */
+typedef struct bench_policy {
+    crl_det_actor *actor;
+    char **keys;         /* the observation leaves; NULL-terminated */
+    crl_td *scratch;     /* batch [rows] */
+    crl_tensor *act;     /* [rows, d] of the spec's dtype */
+    crl_dtype dtype;
+    int64_t d;
+} bench_policy;
+
+static void policy_free(bench_policy *p)
+{
+    crl_det_actor_free(p->actor);
+    g_strfreev(p->keys);
+    crl_td_unref(p->scratch);
+    crl_tensor_unref(p->act);
+    memset(p, 0, sizeof *p);
+}
+
+/* The actor for env's observation and action specs (every env of a task has the same, so one policy serves
+ * every executor's env). */
+static int policy_init(bench_policy *p, crl_env *env, crl_error *err)
+{
+    memset(p, 0, sizeof *p);
+    const crl_spec *obs = crl_env_full_observation_spec(env);
+    const crl_spec *act = crl_env_action_spec(env);
+    int bn = crl_env_batch_ndim(env);
+    size_t n = crl_spec_composite_len(obs), k = 0;
+    p->keys = g_new0(char *, n + 1);
+    int64_t in = 0;
+    for (size_t i = 0; i < n; i++) {
+        const crl_spec *leaf = crl_spec_composite_at(obs, i);
+        if (crl_spec_get_kind(leaf) == CRL_SPEC_COMPOSITE)
+            continue;
+        int64_t f = 1;
+        for (int j = bn; j < crl_spec_ndim(leaf); j++)
+            f *= crl_spec_shape(leaf)[j];
+        in += f;
+        p->keys[k++] = g_strdup(crl_spec_composite_key_at(obs, i));
+    }
+    if (!k || !act || crl_spec_ndim(act) <= bn || !crl_dtype_is_float(crl_spec_dtype(act))) {
+        policy_free(p);
+        return crl_error_set(err, CRL_E_INVALID, "a policy in the loop needs observation leaves (%zu here) and a "
+                             "continuous action", k);
+    }
+    p->dtype = crl_spec_dtype(act);
+    p->d = crl_spec_shape(act)[crl_spec_ndim(act) - 1];
+    static const int64_t cells[] = { POLICY_CELLS, POLICY_CELLS };
+    crl_rng rng;
+    crl_rng_init(&rng, POLICY_SEED, 0);
+    crl_mlp *net = crl_mlp_new("policy", in, p->d, cells, 2, CRL_ACT_RELU, false, &rng, err);
+    if (net)
+        p->actor = crl_det_actor_new(net, (const char *const *)p->keys, act, err);
+    crl_mlp_unref(net);
+    if (!p->actor) {
+        policy_free(p);
+        return CRL_E_INVALID;
+    }
+    return CRL_OK;
+}
+
+/* td's "action" from its observations (td has batch [rows]). */
+static int policy_act(struct bench_policy *p, crl_td *td, crl_error *err)
+{
+    int64_t rows = crl_td_batch_shape(td)[0];
+    if (!p->scratch || crl_td_batch_shape(p->scratch)[0] != rows) {
+        crl_td_unref(p->scratch);
+        crl_tensor_unref(p->act);
+        p->act = NULL;
+        int64_t shape[2] = { rows, p->d };
+        if (!(p->scratch = crl_td_new(1, &rows, err)) || !(p->act = crl_tensor_new(p->dtype, 2, shape, err)))
+            return CRL_E_NOMEM;
+    }
+    for (char **k = p->keys; *k; k++) {
+        crl_tensor *t = crl_td_get(td, *k);
+        if (!t)
+            return crl_error_set(err, CRL_E_NOT_FOUND, "policy: observation '%s' is not in the TensorDict", *k);
+        int rc = crl_td_set(p->scratch, *k, t, err);
+        if (rc)
+            return rc;
+    }
+    int rc = crl_det_actor_act(p->actor, p->scratch, CRL_EXPLORE_MODE, NULL, err);
+    if (!rc)
+        rc = crl_tensor_copy(p->act, crl_td_get(p->scratch, "action"), err);
+    if (!rc)
+        rc = crl_td_set(td, "action", p->act, err);
+    return rc;
+}
+
+/* The policy alone on a batch of observations. */
+typedef struct {
+    bench_policy *pol;
+    crl_td *td;
+    crl_error err;
+    bool failed;
+} bench_act;
+
+static void run_act(void *p, uint64_t n)
+{
+    bench_act *b = p;
+    for (uint64_t i = 0; i < n && !b->failed; i++)
+        if (policy_act(b->pol, b->td, &b->err))
+            b->failed = true;
+}
+
+/* Sync with the policy: the actor over all N observations, then crl_env_step + step_mdp_into of all N. */
+typedef struct {
+    crl__bench_stepper s;
+    bench_policy *pol;  /* borrowed */
+} bench_psync;
+
+static void run_psync(void *p, uint64_t n)
+{
+    bench_psync *b = p;
+    crl__bench_stepper *s = &b->s;
+    for (uint64_t i = 0; i < n && !s->failed; i++) {
+        crl_td *td = s->td[s->cur], *next = s->td[s->cur ^ 1];
+        if (policy_act(b->pol, td, &s->err) || crl_env_step(s->env, td, &s->err) ||
+            crl_env_step_mdp_into(s->env, td, next, &s->err)) {
+            s->failed = true;
+            return;
+        }
+        s->cur ^= 1;
+    }
+}
+
+/* Measurements taken in turns (each loop for seconds / TURNS in every turn), so load that comes and goes on
+ * a shared machine falls on all of them; figures are the median turn's. */
+#define TURNS 5
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+/* One task at num envs with the policy: serial and threads, async at batch_size N/2 and N/4 with its
+ * ceiling, and the policy's cost next to the env's.  E is the serial loop's time per env step less the
+ * policy's: the physics under the policy's actions, which can cost more or less than the pure rows' random
+ * ones (a walker that falls has more contacts). */
+static int policy_row(crl_host *host, const char *id, int64_t num, double seconds, crl_error *err)
+{
+    enum { SERIAL, THREADS, NSYNC };
+    static const char *const sync_kinds[NSYNC] = { "serial", "threads" };
+    static const int64_t divs[] = { 1, 2, 4 };  /* the policy's batch: N, then the async batch sizes */
+    enum { NDIVS = G_N_ELEMENTS(divs) };
+    bench_policy pol = { 0 };
+    bench_psync ps[NSYNC] = { { .pol = &pol }, { .pol = &pol } };
+    bench_async as[NDIVS] = { { 0 } };
+    bench_act act[NDIVS] = { { 0 } };
+    double p_ns[NDIVS][TURNS], rate[NSYNC][TURNS], arate[NDIVS][TURNS], ratio[NDIVS][TURNS], tratio[TURNS];
+    int rc = CRL_OK;
+    crl_error e;
+    crl_error_clear(&e);
+    for (int k = 0; !rc && k < NSYNC; k++)
+        rc = bench_open(&ps[k].s, host, "dm_control", id, num, sync_kinds[k], err);
+    if (!rc)
+        rc = policy_init(&pol, ps[SERIAL].s.env, err);
+    /* The policy alone: on a copy of the observations of the first reset. */
+    crl_td *sel = rc ? NULL : crl_td_select(ps[SERIAL].s.td[0], (const char *const *)pol.keys, true, &e);
+    crl_td *obs = sel ? crl_td_clone(sel, &e) : NULL;
+    crl_td_unref(sel);
+    if (!rc && !obs)
+        rc = crl_error_pass(err, &e, CRL_E_NOMEM);
+    for (int d = 0; !rc && d < NDIVS; d++) {
+        act[d].pol = &pol;
+        if (!(act[d].td = crl_td_slice(obs, 0, 0, num / divs[d], 1, &e)))
+            rc = crl_error_pass(err, &e, CRL_E_NOMEM);
+    }
+    for (int d = 1; !rc && d < NDIVS; d++)
+        if (!(rc = async_open(&as[d], host, "dm_control", id, num, num / divs[d], err)))
+            as[d].pol = &pol;
+    for (int t = 0; !rc && t < TURNS; t++) {
+        /* Short warm-ups after the first turn: enough for envs an async loop left in flight to finish. */
+        uint64_t warm = t ? 2 : 16;
+        for (int d = 0; !rc && d < NDIVS; d++) {
+            crl_bench_result r = crl__bench_measure(run_act, &act[d], seconds / TURNS, warm);
+            p_ns[d][t] = r.ns_per_op / (double)(num / divs[d]);
+            if (act[d].failed)
+                rc = crl_error_pass(err, &act[d].err, CRL_E_RUNTIME);
+        }
+        for (int k = 0; !rc && k < NSYNC; k++) {
+            crl_bench_result r = crl__bench_measure(run_psync, &ps[k], seconds / TURNS, warm);
+            rate[k][t] = 1e9 / r.ns_per_op * (double)num;
+            if (ps[k].s.failed)
+                rc = crl_error_pass(err, &ps[k].s.err, CRL_E_RUNTIME);
+        }
+        for (int d = 1; !rc && d < NDIVS; d++) {
+            crl_bench_result r = crl__bench_measure(run_async, &as[d], seconds / TURNS, warm);
+            arate[d][t] = 1e9 / r.ns_per_op * (double)(num / divs[d]);
+            ratio[d][t] = arate[d][t] / rate[THREADS][t];
+            if (as[d].failed)
+                rc = crl_error_pass(err, &as[d].err, CRL_E_RUNTIME);
+        }
+        if (!rc)
+            tratio[t] = rate[THREADS][t] / rate[SERIAL][t];
+    }
+    for (int d = 0; d < NDIVS; d++) {
+        crl_td_unref(act[d].td);
+        if (d)
+            async_close(&as[d]);
+    }
+    crl_td_unref(obs);
+    for (int k = 0; k < NSYNC; k++)
+        crl__bench_stepper_close(&ps[k].s);
+    policy_free(&pol);
+    if (rc)
+        return rc;
+    double p[NDIVS];
+    for (int d = 0; d < NDIVS; d++)
+        p[d] = median(p_ns[d], TURNS);
+    double serial = median(rate[SERIAL], TURNS), threads = median(rate[THREADS], TURNS);
+    double e_ns = 1e9 / serial - p[0], c = g_get_num_processors();
+    char r1[32], r2[32];
+    printf("  %-12s %5" G_GINT64_FORMAT "  E %.1f us  P %.1f us at batch %" G_GINT64_FORMAT " (P/E %.2f)", id,
+           (gint64)num, e_ns / 1e3, p[0] / 1e3, (gint64)num, p[0] / e_ns);
+    for (int d = 1; d < NDIVS; d++)
+        printf(", %.1f us at %" G_GINT64_FORMAT, p[d] / 1e3, (gint64)(num / divs[d]));
+    printf("\n");
+    fmt_rate(r1, sizeof r1, serial);
+    fmt_rate(r2, sizeof r2, threads);
+    printf("  %-12s %5" G_GINT64_FORMAT "  serial %s  threads %s (%.2fx serial)", id, (gint64)num, r1, r2,
+           median(tratio, TURNS));
+    for (int d = 1; d < NDIVS; d++) {
+        fmt_rate(r1, sizeof r1, median(arate[d], TURNS));
+        printf("  async batch_size %" G_GINT64_FORMAT ": %s (%.2fx sync; ceiling %.2fx)", (gint64)(num / divs[d]),
+               r1, median(ratio[d], TURNS), (c * p[0] + e_ns) / (p[d] + e_ns));
+    }
+    printf("\n");
+    return CRL_OK;
+}
+
 static int dm_control_rows(crl_host *host, double seconds, crl_error *err)
 {
     crl_error e;
@@ -288,6 +549,17 @@ static int dm_control_rows(crl_host *host, double seconds, crl_error *err)
     for (size_t i = 0; i < G_N_ELEMENTS(dmc_rows); i++)
         for (size_t j = 0; dm_control_has(host, dmc_rows[i].id) && j < G_N_ELEMENTS(dmc_rows[i].nums); j++) {
             int rc = async_rows(host, "dm_control", dmc_rows[i].id, dmc_rows[i].nums[j], seconds, err);
+            if (rc)
+                return rc;
+        }
+    crl__blas_single_thread();
+    printf("  dm_control with a policy in the loop (TD3/DDPG actor: MLP [%d, %d] ReLU, tanh into the bounds, over the "
+           "observation keys concatenated, on the caller's thread, one OpenBLAS thread; E = serial env step and P = "
+           "policy, per env; async ceiling on %u cores: (cores * P_N + E) / (P_B + E)):\n", POLICY_CELLS,
+           POLICY_CELLS, g_get_num_processors());
+    for (size_t i = 0; i < G_N_ELEMENTS(dmc_rows); i++)
+        for (size_t j = 0; dm_control_has(host, dmc_rows[i].id) && j < G_N_ELEMENTS(dmc_rows[i].nums); j++) {
+            int rc = policy_row(host, dmc_rows[i].id, dmc_rows[i].nums[j], seconds, err);
             if (rc)
                 return rc;
         }
@@ -320,9 +592,12 @@ int crl__bench_batched(double seconds)
         for (size_t j = 2; j < G_N_ELEMENTS(nums); j++)
             if (async_rows(host, "classic", ids[i], nums[j], seconds, &err))
                 goto out;
+    /* Before the dm_control rows: forking a worker copies this process's page tables, and those rows leave
+     * it holding 1-3 GB (their MuJoCo instances' memory, the policy rows' four loops open at once), which
+     * made the start-up 40x slower (about 220 ms against 5.5 ms). */
+    startup(host);
     if (dm_control_rows(host, seconds, &err))
         goto out;
-    startup(host);
     status = CRL_EXIT_OK;
 out:
     if (err.code)
