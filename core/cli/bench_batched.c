@@ -202,12 +202,6 @@ static int async_rows(crl_host *host, const char *backend, const char *id, int64
     return CRL_OK;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* crl_env_from_config + first reset of 8 processes workers, 8 envs. */
 static void startup(crl_host *host)
 {
@@ -234,9 +228,9 @@ static void startup(crl_host *host)
         }
         ms[i] = (double)(t1 - t0) / 1e3;
     }
-    qsort(ms, STARTUP_RUNS, sizeof ms[0], cmp_double);
+    double med = crl__bench_median(ms, STARTUP_RUNS);
     printf("  processes start-up (crl_env_from_config + first reset, 8 workers, 8 CartPole envs): median %.2f ms, "
-           "min %.2f ms over %d runs (target: under 100 ms)\n", ms[STARTUP_RUNS / 2], ms[0], STARTUP_RUNS);
+           "min %.2f ms over %d runs (target: under 100 ms)\n", med, ms[0], STARTUP_RUNS);
 }
 
 /* dm_control tasks: steps of tens to hundreds of microseconds whose cost varies with contacts, the case
@@ -423,12 +417,6 @@ static void run_psync(void *p, uint64_t n)
  * a shared machine falls on all of them; figures are the median turn's. */
 #define TURNS 5
 
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
-
 /* One task at num envs with the policy: serial and threads, async at batch_size N/2 and N/4 with its
  * ceiling, and the policy's cost next to the env's.  E is the serial loop's time per env step less the
  * policy's: the physics under the policy's actions, which can cost more or less than the pure rows' random
@@ -503,8 +491,8 @@ static int policy_row(crl_host *host, const char *id, int64_t num, double second
         return rc;
     double p[NDIVS];
     for (int d = 0; d < NDIVS; d++)
-        p[d] = median(p_ns[d], TURNS);
-    double serial = median(rate[SERIAL], TURNS), threads = median(rate[THREADS], TURNS);
+        p[d] = crl__bench_median(p_ns[d], TURNS);
+    double serial = crl__bench_median(rate[SERIAL], TURNS), threads = crl__bench_median(rate[THREADS], TURNS);
     double e_ns = 1e9 / serial - p[0], c = g_get_num_processors();
     char r1[32], r2[32];
     printf("  %-12s %5" G_GINT64_FORMAT "  E %.1f us  P %.1f us at batch %" G_GINT64_FORMAT " (P/E %.2f)", id,
@@ -515,11 +503,11 @@ static int policy_row(crl_host *host, const char *id, int64_t num, double second
     fmt_rate(r1, sizeof r1, serial);
     fmt_rate(r2, sizeof r2, threads);
     printf("  %-12s %5" G_GINT64_FORMAT "  serial %s  threads %s (%.2fx serial)", id, (gint64)num, r1, r2,
-           median(tratio, TURNS));
+           crl__bench_median(tratio, TURNS));
     for (int d = 1; d < NDIVS; d++) {
-        fmt_rate(r1, sizeof r1, median(arate[d], TURNS));
+        fmt_rate(r1, sizeof r1, crl__bench_median(arate[d], TURNS));
         printf("  async batch_size %" G_GINT64_FORMAT ": %s (%.2fx sync; ceiling %.2fx)", (gint64)(num / divs[d]),
-               r1, median(ratio[d], TURNS), (c * p[0] + e_ns) / (p[d] + e_ns));
+               r1, crl__bench_median(ratio[d], TURNS), (c * p[0] + e_ns) / (p[d] + e_ns));
     }
     printf("\n");
     return CRL_OK;

@@ -41,12 +41,6 @@ static crl_bench_result measure_cpu(void (*fn)(void *, uint64_t), void *state, d
     return r;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* The few libmujoco entry points the bare loop needs, looked up at run time
  * (crl itself never links libmujoco; its header gives the types). */
 typedef struct mj_api {
@@ -457,6 +451,15 @@ static void run_render(void *p, uint64_t n)
             f->failed = true;
 }
 
+/* What one task's row holds: its two host envs, the plugin alone, the bare loops. */
+static void task_close(host_loop *h, host_loop *hs, crl__bench_backend *pb, crl_env_specs *pspecs, bare *b, bare *be)
+{
+    host_close(h);
+    host_close(hs);
+    crl__bench_backend_close(pb, pspecs);
+    bare_close(b, be);
+}
+
 static char **only;
 
 void crl__bench_dm_control_only(const char *names)
@@ -572,10 +575,7 @@ int crl__bench_dm_control(double seconds)
                                    "from the host's action", *id);
         }
         if (rc) {
-            host_close(&h);
-            host_close(&hs);
-            crl__bench_backend_close(&pb, &pspecs);
-            bare_close(&b, &be);
+            task_close(&h, &hs, &pb, &pspecs, &b, &be);
             goto out;
         }
         b.n_sub = be.n_sub = n_sub;
@@ -606,31 +606,21 @@ int crl__bench_dm_control(double seconds)
         crl_bench_result rb = measure_cpu(run_bare, &b, seconds / TURNS, 100);
         if (h.failed || hs.failed || pb.failed) {
             err = h.failed ? h.err : hs.failed ? hs.err : pb.err;
-            host_close(&h);
-            host_close(&hs);
-            crl__bench_backend_close(&pb, &pspecs);
-            bare_close(&b, &be);
+            task_close(&h, &hs, &pb, &pspecs, &b, &be);
             goto out;
         }
-        qsort(ratio, TURNS, sizeof ratio[0], cmp_double);
-        qsort(ratio_rst, TURNS, sizeof ratio_rst[0], cmp_double);
-        qsort(ratio_smr, TURNS, sizeof ratio_smr[0], cmp_double);
-        qsort(ratio_plug, TURNS, sizeof ratio_plug[0], cmp_double);
-        qsort(ratio_smr_plug, TURNS, sizeof ratio_smr_plug[0], cmp_double);
         double env_rate = 1e9 * (double)host_ops / host_ns, bare_rate = 1e9 / rb.ns_per_op;
         double suite_rate = 1e9 * (double)suite_ops / suite_ns;
         char rst[48];
         snprintf(rst, sizeof rst, "%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT, (gint64)be.rst_clr,
                  (gint64)be.rst_step, (gint64)be.rst_fwd);
         printf("  %-24s %11.0f %4" G_GINT64_FORMAT " %14.0f %15.0f %9.2fx %6.2fx %14s %9.2fx %9.2fx %12.0f %8.2fx "
-               "%8.2fx\n", *id, env_rate, (gint64)n_sub, bare_rate, suite_rate, ratio[TURNS / 2],
-               bare_rate / ((double)n_sub * env_rate), be.ep_len > 0 ? rst : "no episodes", ratio_rst[TURNS / 2],
-               ratio_smr[TURNS / 2], 1e9 * (double)plug_ops / plug_ns, ratio_plug[TURNS / 2],
-               ratio_smr_plug[TURNS / 2]);
-        host_close(&h);
-        host_close(&hs);
-        crl__bench_backend_close(&pb, &pspecs);
-        bare_close(&b, &be);
+               "%8.2fx\n", *id, env_rate, (gint64)n_sub, bare_rate, suite_rate, crl__bench_median(ratio, TURNS),
+               bare_rate / ((double)n_sub * env_rate), be.ep_len > 0 ? rst : "no episodes",
+               crl__bench_median(ratio_rst, TURNS), crl__bench_median(ratio_smr, TURNS),
+               1e9 * (double)plug_ops / plug_ns, crl__bench_median(ratio_plug, TURNS),
+               crl__bench_median(ratio_smr_plug, TURNS));
+        task_close(&h, &hs, &pb, &pspecs, &b, &be);
     }
     printf("  sub: physics steps per env step.  bare suite st/s: control steps/s of the suite's stepping on\n"
            "  a copy of the env's model (mj_step2 .. mj_step1, which keeps observations current), the same actions,\n"

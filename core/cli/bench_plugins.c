@@ -52,12 +52,6 @@ static double run_once(bench_ctx *c, const char *plugdir, const char *cache, boo
     return ms;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median of `reps` runs (after one unmeasured run that warms the page cache, and the registry cache when
  * warm). */
 static double median(bench_ctx *c, const char *plugdir, const char *cache, bool cold, int reps)
@@ -68,8 +62,7 @@ static double median(bench_ctx *c, const char *plugdir, const char *cache, bool 
     for (int i = 0; i < reps; i++)
         if ((t[i] = run_once(c, plugdir, cache, cold)) < 0)
             goto out;
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    m = t[reps / 2];
+    m = crl__bench_median(t, (size_t)reps);
 out:
     g_free(t);
     return m;

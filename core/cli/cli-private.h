@@ -151,6 +151,10 @@ typedef struct crl_bench_result {
  * `seconds` have passed, after one warm-up call of `warmup` operations. */
 crl_bench_result crl__bench_measure(void (*fn)(void *, uint64_t), void *state, double seconds, uint64_t warmup);
 
+/* The median of v's n > 0 values (the upper one of the middle two when n is even); sorts v in place, so v[0]
+ * is then the least. */
+double crl__bench_median(double *v, size_t n);
+
 /* An env stepped for a benchmark (bench_stepper.c): step + step_mdp_into between two TensorDicts reused
  * forever, actions taken in turn from CRL__BENCH_BANK pre-drawn ones (seed 11). */
 enum { CRL__BENCH_BANK = 64 };

@@ -53,6 +53,18 @@ int crl__bench_classic_host(crl_config **cfg, crl_host **host, crl_error *err)
     return CRL_OK;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double crl__bench_median(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
 crl_bench_result crl__bench_measure(void (*fn)(void *, uint64_t), void *state, double seconds, uint64_t warmup)
 {
     uint64_t n = 1, total = 0;
