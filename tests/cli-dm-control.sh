@@ -112,6 +112,14 @@ if [ "$rc" -eq 2 ] && grep -q "no task 'pendulum/swingupp'" <<<"$out" && grep -q
     ! grep -q "^  point_mass/easy " <<<"$out"; then
     ok "crl bench dm_control --only with an unknown task exits 2 naming it and the plugin's tasks"
 else nok "crl bench dm_control --only unknown (exit $rc)" "$out"; fi
+out=$("$crl" bench dm_control --seconds 0.02 --only '' 2>&1); rc=$?
+if [ "$rc" -eq 2 ] && grep -q "name at least one" <<<"$out" && ! grep -q "^  task " <<<"$out"; then
+    ok "crl bench dm_control --only '' exits 2 instead of running nothing"
+else nok "crl bench dm_control --only '' (exit $rc)" "$out"; fi
+out=$("$crl" bench dm_control --seconds 0.02 --only point_mass/easy,,lqr/lqr_2_1 2>&1); rc=$?
+if [ "$rc" -eq 2 ] && grep -q "no task ''" <<<"$out"; then
+    ok "crl bench dm_control --only with an empty name exits 2"
+else nok "crl bench dm_control --only a,,b (exit $rc)" "$out"; fi
 out=$("$crl" bench replay --only x 2>&1); rc=$?
 if [ "$rc" -eq 2 ] && grep -q "goes with crl bench train or crl bench dm_control" <<<"$out"; then
     ok "--only is refused for benches without it"

@@ -110,6 +110,10 @@ int crl__cmd_bench(int argc, char **argv)
         } else if ((!strcmp(argv[i], "--seeds") || !strcmp(argv[i], "--only")) && i + 1 < argc) {
             const char **v = argv[i][2] == 's' ? &seeds : &only;
             *v = argv[++i];
+            if (v == &only && !**v) {
+                fprintf(stderr, "crl bench: --only '': name at least one (comma-separated)\n");
+                return CRL_EXIT_USAGE;
+            }
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "crl bench: unknown option '%s'; run 'crl bench --help'\n", argv[i]);
             return CRL_EXIT_USAGE;
